@@ -1,0 +1,33 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/tables/orbit_attempt.sql.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- orbit_attempt: Attempts: one per grant of a task to a session, with its lease and token.
+-- An attempt holds its permits from granted_at until released_at (NULL while it holds them).
+-- concurrency_token is the key's token granted with this attempt (0 for a task without a key).
+CREATE TABLE IF NOT EXISTS orbit_attempt (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'attempt id',
+  task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id',
+  attempt_no INT UNSIGNED NOT NULL COMMENT '1 for the first attempt of the task',
+  application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
+  namespace_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_namespace.id',
+  queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'orbit_queue.id',
+  resource_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.id whose permit it holds; 0 = no key',
+  concurrency_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'fencing token granted with the key permit; 0 = no key',
+  session_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_session.id it was granted to',
+  worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'the worker identity of that session',
+  claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it',
+  state ENUM('LEASED','RUNNING','SUCCEEDED','FAILED','CANCELLED','EXPIRED','UNKNOWN') NOT NULL COMMENT 'attempt state',
+  granted_at DATETIME(6) NOT NULL COMMENT 'UTC time the permits were granted',
+  lease_expires_at DATETIME(6) NOT NULL COMMENT 'UTC lease expiry; renew moves it',
+  started_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time Start confirmed the execution right',
+  released_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time the permits were released; NULL = still held',
+  outcome ENUM('','succeeded','failed','unknown','expired','cancelled') NOT NULL DEFAULT '' COMMENT 'how it ended; empty while active',
+  retryable TINYINT(1) NOT NULL DEFAULT 0 COMMENT 'the worker reported a retryable failure',
+  output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON output reported by the worker',
+  error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON error reported by the worker or recovery',
+  late_result VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'outcome reported after the attempt had already ended; recorded, never acted on',
+  PRIMARY KEY (id),
+  UNIQUE KEY ux_attempt_task (task_id, attempt_no),
+  KEY ix_attempt_session (session_id, claim_seq),
+  KEY ix_attempt_resource (resource_id, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Task attempts';

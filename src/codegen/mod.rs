@@ -1,0 +1,492 @@
+//! The code generator behind `orbit gen`: renders the askama templates under `templates/` into the
+//! reviewed SQL under `generated-sql/` and the numbered migrations under `migrations/`, lints what
+//! it rendered (see [`lint`]), and compares the result with the committed tree for `gen --check`.
+//!
+//! Output is a pure function of the templates: every file is rendered in memory in a fixed order,
+//! so two runs give identical bytes.
+
+pub mod lint;
+mod templates;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+pub use templates::{Consts, CONSTS};
+
+/// The extension version this build renders and installs; `migrations/` holds one file per version.
+pub const EXTENSION_VERSION: u32 = 1;
+
+/// The line that separates a migration's body from its catalog section. A migration's checksum is
+/// the SHA-256 of everything before this line, so the catalog can record it from inside the file.
+pub const CATALOG_MARKER: &str = "-- orbit:catalog";
+
+/// Session settings every install and migration runs under: strict mode, so a bad value fails
+/// loudly instead of being truncated, and procedures (which capture sql_mode) run strict too.
+pub const SQL_MODE: &str =
+    "STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
+
+/// What kind of database object a template defines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Table,
+    Procedure,
+}
+
+impl Kind {
+    /// The folder under `templates/` and `generated-sql/`, and the catalog's `kind` value.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Kind::Table => "tables",
+            Kind::Procedure => "procedures",
+        }
+    }
+    fn catalog_kind(self) -> &'static str {
+        match self {
+            Kind::Table => "table",
+            Kind::Procedure => "procedure",
+        }
+    }
+}
+
+/// One rendered table or procedure.
+#[derive(Clone, Debug)]
+pub struct Object {
+    pub kind: Kind,
+    pub name: String,
+    /// The template's path under `templates/`, e.g. `tables/orbit_task.sql`.
+    pub template: String,
+    /// The one-line purpose from the template's opening `-- name: purpose` comment.
+    pub purpose: String,
+    /// The doc comment block that opens the template (without the `-- ` prefixes).
+    pub doc: String,
+    /// The installable SQL (DDL, or DROP + DELIMITER-wrapped CREATE PROCEDURE).
+    pub sql: String,
+}
+
+impl Object {
+    /// The object's file under `generated-sql/`.
+    pub fn file(&self) -> String {
+        format!("{}/{}.sql", self.kind.dir(), self.name)
+    }
+    /// The full text of the object's generated file.
+    pub fn file_text(&self) -> String {
+        format!(
+            "{}{}",
+            generated_header(&format!("templates/{}", self.template)),
+            self.sql
+        )
+    }
+}
+
+/// Everything `gen` writes, keyed by path relative to the repository root.
+pub struct Rendered {
+    pub objects: Vec<Object>,
+    pub files: BTreeMap<PathBuf, String>,
+    /// Statements sqlparser could not parse, reported instead of silently skipped.
+    pub unparsed: Vec<lint::Unparsed>,
+}
+
+/// Errors that stop `gen`.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    #[error("template {template} failed to render: {source}")]
+    Render {
+        template: String,
+        source: askama::Error,
+    },
+    #[error("template {template} must open with a `-- {name}: <purpose>` comment line")]
+    MissingPurpose { template: String, name: String },
+    #[error("template {template}: {message}")]
+    Shape { template: String, message: String },
+    #[error("lint failed:\n{}", .0.iter().map(|v| format!("  - {v}")).collect::<Vec<_>>().join("\n"))]
+    Lint(Vec<lint::Violation>),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn generated_header(template: &str) -> String {
+    format!(
+        "-- GENERATED FILE: do not edit. Rendered by `orbit gen` from {template}.\n\
+         -- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.\n\n"
+    )
+}
+
+fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// Renders one template into an [`Object`], checking its documented shape.
+fn build_object(kind: Kind, name: &str, template: &str, text: String) -> Result<Object, GenError> {
+    let shape = |message: &str| GenError::Shape {
+        template: template.to_string(),
+        message: message.to_string(),
+    };
+    if template != format!("{}/{name}.sql", kind.dir()) {
+        return Err(shape(&format!(
+            "must live at templates/{}/{name}.sql",
+            kind.dir()
+        )));
+    }
+    let text = text.trim().to_string() + "\n";
+    // The doc block is the run of `--` lines at the top; its first line names the object.
+    let doc_lines: Vec<&str> = text.lines().take_while(|l| l.starts_with("--")).collect();
+    let purpose = doc_lines
+        .first()
+        .and_then(|l| l.strip_prefix(&format!("-- {name}:")))
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| GenError::MissingPurpose {
+            template: template.to_string(),
+            name: name.to_string(),
+        })?;
+    let doc = doc_lines
+        .iter()
+        .map(|l| l.strip_prefix("-- ").unwrap_or(l.trim_start_matches('-')))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let sql = match kind {
+        Kind::Table => {
+            let head = format!("CREATE TABLE IF NOT EXISTS {name} (");
+            if !text.contains(&head) {
+                return Err(shape(&format!("a table template must contain `{head}`")));
+            }
+            text
+        }
+        Kind::Procedure => {
+            let head = format!("CREATE PROCEDURE {name}(");
+            let at = text
+                .find(&head)
+                .ok_or_else(|| shape(&format!("must contain `{head}`")))?;
+            if text[..at]
+                .lines()
+                .any(|l| !l.trim().is_empty() && !l.starts_with("--"))
+            {
+                return Err(shape("only comment lines may come before CREATE PROCEDURE"));
+            }
+            let definition = text[at..].trim_end();
+            if !definition.ends_with("END") {
+                return Err(shape(
+                    "a procedure definition must end with its closing END",
+                ));
+            }
+            if definition.contains("$$") {
+                return Err(shape(
+                    "`$$` is the install delimiter and may not appear in a procedure",
+                ));
+            }
+            format!(
+                "{}DROP PROCEDURE IF EXISTS {name};\nDELIMITER $$\n{definition}$$\nDELIMITER ;\n",
+                &text[..at]
+            )
+        }
+    };
+    Ok(Object {
+        kind,
+        name: name.to_string(),
+        template: template.to_string(),
+        purpose,
+        doc,
+        sql,
+    })
+}
+
+/// Renders every registered template (in the registry's fixed order).
+pub fn render_objects() -> Result<Vec<Object>, GenError> {
+    templates::REGISTRY
+        .iter()
+        .map(|t| {
+            let text = (t.render)(&CONSTS).map_err(|source| GenError::Render {
+                template: t.template.to_string(),
+                source,
+            })?;
+            build_object(t.kind, t.name, t.template, text)
+        })
+        .collect()
+}
+
+/// The install body shared by `generated-sql/install.sql` and the version's migration: session
+/// settings, every table, every procedure, then the catalog rows that record what was installed.
+/// `migrations` are the (name, checksum) rows to record; `None` for a name means "this script's own
+/// body", which only the script itself can know.
+fn install_script(objects: &[Object], header: &str, migrations: &[(&str, Option<&str>)]) -> String {
+    let mut body = String::from(header);
+    body.push_str("SET NAMES utf8mb4;\n");
+    body.push_str(&format!("SET SESSION sql_mode = '{SQL_MODE}';\n\n"));
+    for kind in [Kind::Table, Kind::Procedure] {
+        for o in objects.iter().filter(|o| o.kind == kind) {
+            body.push_str(&format!(
+                "-- ---- {} (from templates/{}) ----\n",
+                o.name, o.template
+            ));
+            body.push_str(&o.sql);
+            body.push('\n');
+        }
+    }
+    let own = sha256_hex(&body);
+    let mut text = body;
+    text.push_str(CATALOG_MARKER);
+    text.push_str(
+        "\n-- The catalog rows come last: a script that stops early never claims its version.\n",
+    );
+    let version = EXTENSION_VERSION;
+    for o in objects {
+        text.push_str(&catalog_row(
+            o.kind.catalog_kind(),
+            &o.name,
+            version,
+            &sha256_hex(&o.file_text()),
+        ));
+    }
+    for (name, checksum) in migrations {
+        text.push_str(&catalog_row(
+            "migration",
+            name,
+            version,
+            checksum.unwrap_or(&own),
+        ));
+    }
+    text.push_str(&catalog_row("extension", "orbit", version, &own));
+    text
+}
+
+fn catalog_row(kind: &str, name: &str, version: u32, checksum: &str) -> String {
+    // Every value here is generated by this module (names, hex digests), never user input.
+    format!(
+        "INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) \
+         VALUES ('{kind}', '{name}', {version}, '{checksum}', UTC_TIMESTAMP(6)) \
+         ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), \
+         installed_at = VALUES(installed_at);\n"
+    )
+}
+
+/// The migration file name of the current version.
+pub fn migration_file_name(version: u32, title: &str) -> String {
+    format!("{version:06}_{title}.sql")
+}
+
+/// The SHA-256 of a migration's body (everything before [`CATALOG_MARKER`]).
+pub fn migration_checksum(text: &str) -> String {
+    let body = match text.find(&format!("\n{CATALOG_MARKER}\n")) {
+        Some(at) => &text[..at + 1],
+        None => text,
+    };
+    sha256_hex(body)
+}
+
+fn readme(objects: &[Object]) -> String {
+    let mut md = String::from(
+        "<!-- GENERATED FILE: do not edit. Rendered by `orbit gen` from the templates it lists. -->\n\
+         # Orbit SQL objects\n\n\
+         This folder is the review surface for DBAs: one file per table and stored procedure, rendered\n\
+         from `templates/` by `cargo run -- gen` and checked in CI by `gen --check`. `install.sql`\n\
+         installs everything at once; `../migrations/` holds the same objects as numbered, versioned\n\
+         scripts that `orbit migrate up` (or the plain `mariadb` client) applies.\n\n",
+    );
+    md.push_str(&format!("Extension version: **{EXTENSION_VERSION}**.\n\n"));
+    for (kind, title) in [(Kind::Table, "Tables"), (Kind::Procedure, "Procedures")] {
+        md.push_str(&format!(
+            "## {title}\n\n| object | purpose |\n| --- | --- |\n"
+        ));
+        for o in objects.iter().filter(|o| o.kind == kind) {
+            md.push_str(&format!(
+                "| [`{}`]({}) | {} |\n",
+                o.name,
+                o.file(),
+                o.purpose.replace('|', "\\|")
+            ));
+        }
+        md.push('\n');
+    }
+    md.push_str("## Procedure reference\n\n");
+    for o in objects.iter().filter(|o| o.kind == Kind::Procedure) {
+        md.push_str(&format!("### `{}`\n\n```text\n{}\n```\n\n", o.name, o.doc));
+    }
+    md
+}
+
+/// Renders and lints everything `gen` writes.
+pub fn render() -> Result<Rendered, GenError> {
+    let objects = render_objects()?;
+    let report = lint::lint(&objects);
+    if !report.violations.is_empty() {
+        return Err(GenError::Lint(report.violations));
+    }
+    let mut files = BTreeMap::new();
+    for o in &objects {
+        files.insert(PathBuf::from("generated-sql").join(o.file()), o.file_text());
+    }
+    // Until the first release, version 1 is the only migration and installs everything; a later
+    // version adds an upgrade script here and freezes the earlier files.
+    let migration = migration_file_name(EXTENSION_VERSION, "install");
+    let migration_name = migration.trim_end_matches(".sql").to_string();
+    let migration_text = install_script(
+        &objects,
+        &generated_header(&format!(
+            "every template under templates/ (migration {EXTENSION_VERSION}: install)"
+        )),
+        &[(&migration_name, None)],
+    );
+    let migration_sum = migration_checksum(&migration_text);
+    files.insert(
+        PathBuf::from("generated-sql/install.sql"),
+        install_script(
+            &objects,
+            &generated_header("every template under templates/ (the full install of this version)"),
+            &[(&migration_name, Some(&migration_sum))],
+        ),
+    );
+    files.insert(PathBuf::from("migrations").join(&migration), migration_text);
+    files.insert(PathBuf::from("generated-sql/README.md"), readme(&objects));
+    Ok(Rendered {
+        objects,
+        files,
+        unparsed: report.unparsed,
+    })
+}
+
+/// The folders `gen` owns: every file in them is either rendered or reported as extra.
+const OWNED_DIRS: [&str; 2] = ["generated-sql", "migrations"];
+
+fn list_files(root: &Path, dir: &str) -> Vec<PathBuf> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let rel = dir.join(e.file_name());
+            if e.path().is_dir() {
+                walk(root, &rel, out);
+            } else {
+                out.push(rel);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, Path::new(dir), &mut out);
+    out
+}
+
+/// How a file on disk differs from what `gen` renders.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Drift {
+    /// A template on disk is not the one compiled into this binary: what it renders now is unknown
+    /// to this build, so the generated file is stale (rebuild, e.g. `cargo run -- gen`).
+    TemplateChanged {
+        template: PathBuf,
+        generated: PathBuf,
+    },
+    Differs(PathBuf),
+    Missing(PathBuf),
+    Extra(PathBuf),
+}
+
+impl std::fmt::Display for Drift {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Drift::TemplateChanged {
+                template,
+                generated,
+            } => write!(
+                f,
+                "stale:   {} ({} changed since this binary was built)",
+                generated.display(),
+                template.display()
+            ),
+            Drift::Differs(p) => write!(f, "differs: {}", p.display()),
+            Drift::Missing(p) => write!(f, "missing: {}", p.display()),
+            Drift::Extra(p) => write!(f, "extra:   {}", p.display()),
+        }
+    }
+}
+
+/// Compares the rendered files with the tree under `root`.
+pub fn check(rendered: &Rendered, root: &Path) -> Vec<Drift> {
+    let mut drift = Vec::new();
+    for t in templates::REGISTRY {
+        let template = Path::new("templates").join(t.template);
+        if std::fs::read_to_string(root.join(&template)).is_ok_and(|disk| disk != t.source) {
+            let generated = Path::new("generated-sql").join(t.template);
+            drift.push(Drift::TemplateChanged {
+                template,
+                generated,
+            });
+        }
+    }
+    for (path, text) in &rendered.files {
+        match std::fs::read_to_string(root.join(path)) {
+            Ok(disk) if &disk == text => {}
+            Ok(_) => drift.push(Drift::Differs(path.clone())),
+            Err(_) => drift.push(Drift::Missing(path.clone())),
+        }
+    }
+    for dir in OWNED_DIRS {
+        for path in list_files(root, dir) {
+            if !rendered.files.contains_key(&path) {
+                drift.push(Drift::Extra(path));
+            }
+        }
+    }
+    drift.sort_by_key(|d| d.to_string());
+    drift
+}
+
+/// Writes the rendered files under `root`, removing files in the owned folders that `gen` no
+/// longer renders. Returns the paths whose content changed.
+pub fn write(rendered: &Rendered, root: &Path) -> Result<Vec<PathBuf>, GenError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| GenError::Io { path, source }
+    };
+    let mut changed = Vec::new();
+    for drift in check(rendered, root) {
+        match drift {
+            Drift::TemplateChanged { template, .. } => {
+                return Err(GenError::Shape {
+                    template: template.display().to_string(),
+                    message: "changed since this binary was built; run `cargo run -- gen` to rebuild and render".into(),
+                })
+            }
+            Drift::Extra(p) => {
+                std::fs::remove_file(root.join(&p)).map_err(io(&p))?;
+                changed.push(p);
+            }
+            Drift::Differs(p) | Drift::Missing(p) => {
+                let full = root.join(&p);
+                if let Some(parent) = full.parent() {
+                    std::fs::create_dir_all(parent).map_err(io(parent))?;
+                }
+                std::fs::write(&full, &rendered.files[&p]).map_err(io(&p))?;
+                changed.push(p);
+            }
+        }
+    }
+    Ok(changed)
+}
+
+/// Fails when a file under `templates/tables` or `templates/procedures` is not registered, so a
+/// new template can never be silently left out of the install.
+pub fn unregistered_templates(root: &Path) -> Result<(), String> {
+    let registered: Vec<&str> = templates::REGISTRY.iter().map(|t| t.template).collect();
+    let mut missing = Vec::new();
+    for kind in [Kind::Table, Kind::Procedure] {
+        for path in list_files(&root.join("templates"), kind.dir()) {
+            let rel = path.to_string_lossy().replace('\\', "/");
+            if rel.ends_with(".sql") && !registered.contains(&rel.as_str()) {
+                missing.push(rel);
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "templates not registered in src/codegen/templates.rs (add them to `registry!`): {}",
+            missing.join(", ")
+        ))
+    }
+}

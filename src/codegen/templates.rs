@@ -1,0 +1,90 @@
+//! The askama template registry: one struct per file under `templates/`, all sharing [`Consts`].
+//!
+//! Adding a table or procedure means adding its template file and one line to `registry!` below;
+//! `gen` refuses to run while a template file is not registered.
+
+use askama::Template;
+
+use super::Kind;
+
+/// Values the templates share, so a limit is written once (e.g. the key length in the column
+/// type, the validation and the error message).
+pub struct Consts {
+    /// Longest `concurrency_key`, in Unicode characters (SPEC §3).
+    pub key_max_chars: u32,
+    /// Bytes that many 4-byte UTF-8 characters need: the VARBINARY width of key columns.
+    pub key_max_bytes: u32,
+    /// Character set and collation for every text parameter and column, spelled once.
+    pub utf8: &'static str,
+    /// Largest token a key can be granted: `2^64 - 1`, refused rather than wrapped.
+    pub token_max: &'static str,
+}
+
+pub const CONSTS: Consts = Consts {
+    key_max_chars: 191,
+    key_max_bytes: 764,
+    utf8: "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+    token_max: "18446744073709551615",
+};
+
+/// One registered template.
+pub struct Registered {
+    pub kind: Kind,
+    pub name: &'static str,
+    pub template: &'static str,
+    pub render: fn(&Consts) -> askama::Result<String>,
+    /// The template's text as compiled into this binary, so `gen --check` can tell when a
+    /// template on disk changed since the binary was built.
+    pub source: &'static str,
+}
+
+macro_rules! registry {
+    ($( $kind:ident $name:ident => $path:literal ),* $(,)?) => {
+        $(
+            #[allow(non_camel_case_types, dead_code)]
+            #[derive(Template)]
+            #[template(path = $path, escape = "none")]
+            struct $name<'a> {
+                c: &'a Consts,
+            }
+        )*
+
+        /// Every template, tables first, each group in name order.
+        pub static REGISTRY: &[Registered] = &[
+            $(
+                Registered {
+                    kind: Kind::$kind,
+                    name: stringify!($name),
+                    template: $path,
+                    render: |c| $name { c }.render(),
+                    source: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/", $path)),
+                },
+            )*
+        ];
+    };
+}
+
+registry! {
+    Table orbit_application => "tables/orbit_application.sql",
+    Table orbit_application_quota => "tables/orbit_application_quota.sql",
+    Table orbit_attempt => "tables/orbit_attempt.sql",
+    Table orbit_credential => "tables/orbit_credential.sql",
+    Table orbit_credential_scope => "tables/orbit_credential_scope.sql",
+    Table orbit_environment => "tables/orbit_environment.sql",
+    Table orbit_extension => "tables/orbit_extension.sql",
+    Table orbit_idempotency => "tables/orbit_idempotency.sql",
+    Table orbit_key_permit => "tables/orbit_key_permit.sql",
+    Table orbit_namespace => "tables/orbit_namespace.sql",
+    Table orbit_plan => "tables/orbit_plan.sql",
+    Table orbit_plan_fire => "tables/orbit_plan_fire.sql",
+    Table orbit_plan_version => "tables/orbit_plan_version.sql",
+    Table orbit_queue => "tables/orbit_queue.sql",
+    Table orbit_queue_permit => "tables/orbit_queue_permit.sql",
+    Table orbit_resource => "tables/orbit_resource.sql",
+    Table orbit_session => "tables/orbit_session.sql",
+    Table orbit_session_queue => "tables/orbit_session_queue.sql",
+    Table orbit_task => "tables/orbit_task.sql",
+    Table orbit_task_event => "tables/orbit_task_event.sql",
+    Table orbit_worker => "tables/orbit_worker.sql",
+    Procedure orbit_extension_version => "procedures/orbit_extension_version.sql",
+}

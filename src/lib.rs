@@ -1,0 +1,22 @@
+//! Orbit: a durable task platform whose logic lives in MySQL/MariaDB stored procedures.
+//!
+//! Tasks that share a `concurrency_key` within a namespace share one execution permit, and every
+//! grant carries a persisted, strictly increasing `concurrency_token` (a fencing token). The rules
+//! live in SQL; the Rust side renders that SQL, installs it, and marshals traffic into `CALL`s.
+//!
+//! # Layout
+//!
+//! - [`codegen`]: `orbit gen` — renders `templates/` (askama) into `generated-sql/` (one file per
+//!   table and procedure, the DBA review surface) and `migrations/`, and lints the result with
+//!   sqlparser ([`codegen::lint`]).
+//! - [`sqlscript`]: splits SQL scripts into statements like the `mariadb` client (`DELIMITER`).
+//! - [`migrate`]: `orbit migrate up|status` — applies the numbered migrations and reads the
+//!   `orbit_extension` catalog.
+//! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
+//! - [`cli`]: the `orbit` command line.
+
+pub mod cli;
+pub mod codegen;
+pub mod migrate;
+pub mod sqlscript;
+pub mod testing;

@@ -1,0 +1,19 @@
+-- orbit_session: WebSocket sessions of workers: what they consume and how much.
+CREATE TABLE IF NOT EXISTS orbit_session (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'session id',
+  worker_row_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_worker.id',
+  worker_id VARCHAR(191) {{ c.utf8 }} NOT NULL COMMENT 'the worker identity (copied for history)',
+  credential_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_credential.id that opened it',
+  application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
+  node VARCHAR(191) {{ c.utf8 }} NOT NULL DEFAULT '' COMMENT 'the serve process holding the socket',
+  capacity INT UNSIGNED NOT NULL COMMENT 'attempts the session runs at once',
+  concurrency_keys TINYINT(1) NOT NULL COMMENT '1 = receives keyed tasks (the worker registration)',
+  handlers TEXT {{ c.utf8 }} NOT NULL COMMENT 'JSON array of handler names it runs; [] = any',
+  state ENUM('active','draining','closed') NOT NULL COMMENT 'draining = no new assignments',
+  claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'claim batches so far; tags the attempts of each',
+  connected_at DATETIME(6) NOT NULL COMMENT 'UTC hello time',
+  last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last message',
+  closed_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC close time; NULL = open',
+  PRIMARY KEY (id),
+  KEY ix_session_worker (worker_row_id, state)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Worker sessions';

@@ -1,0 +1,14 @@
+-- orbit_task_event: Task history: one row per state change, with the attempt and token involved.
+CREATE TABLE IF NOT EXISTS orbit_task_event (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'event id (commit order per task)',
+  task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id',
+  attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_attempt.id involved; 0 = none',
+  event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. submitted, granted, released',
+  from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'task state before',
+  to_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'task state after',
+  concurrency_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'token involved; 0 = none',
+  detail VARCHAR(1024) {{ c.utf8 }} NOT NULL DEFAULT '' COMMENT 'human-readable detail',
+  created_at DATETIME(6) NOT NULL COMMENT 'UTC time',
+  PRIMARY KEY (id),
+  KEY ix_task_event_task (task_id, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Task history';

@@ -1,0 +1,248 @@
+//! `orbit migrate`: install, idempotence, catalog checksums, and refusals that lose nothing.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use orbit::migrate::{self, MigrateError, Migration};
+use orbit::testing::{server_dsn, TestDb};
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn text(row: &sqlx::mysql::MySqlRow, col: &str) -> String {
+    String::from_utf8(row.try_get::<Vec<u8>, _>(col).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn up_installs_everything_then_is_a_noop() {
+    let db = TestDb::empty().await;
+    let mut conn = db.conn().await;
+    let applied = migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {})
+        .await
+        .unwrap();
+    assert_eq!(applied, ["000001_install"]);
+    let again = migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {})
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "second run applied {again:?}");
+
+    let status = migrate::status(&mut conn, &migrate::embedded())
+        .await
+        .unwrap();
+    assert_eq!(status.version, orbit::codegen::EXTENSION_VERSION);
+    assert!(status.pending.is_empty() && status.changed.is_empty());
+
+    // Every rendered object exists in the database.
+    let rendered = orbit::codegen::render().unwrap();
+    for o in &rendered.objects {
+        let (table, col) = match o.kind {
+            orbit::codegen::Kind::Table => ("information_schema.tables", "table_name"),
+            orbit::codegen::Kind::Procedure => ("information_schema.routines", "routine_name"),
+        };
+        let schema_col = if table.ends_with("tables") {
+            "table_schema"
+        } else {
+            "routine_schema"
+        };
+        let n: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM {table} WHERE {schema_col} = DATABASE() AND {col} = ?"
+        ))
+        .bind(&o.name)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(n, 1, "{} is not installed", o.name);
+    }
+}
+
+#[tokio::test]
+async fn catalog_checksums_match_the_files() {
+    let db = TestDb::installed().await;
+    let rows = sqlx::query("SELECT kind, name, version, checksum FROM orbit_extension")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    let rendered = orbit::codegen::render().unwrap();
+    assert_eq!(
+        rows.len(),
+        rendered.objects.len() + 2,
+        "one row per object, the migration and the extension"
+    );
+    for row in &rows {
+        let (kind, name, checksum) = (text(row, "kind"), text(row, "name"), text(row, "checksum"));
+        let file = match kind.as_str() {
+            "table" => repo().join(format!("generated-sql/tables/{name}.sql")),
+            "procedure" => repo().join(format!("generated-sql/procedures/{name}.sql")),
+            "migration" | "extension" => {
+                let m =
+                    std::fs::read_to_string(repo().join("migrations/000001_install.sql")).unwrap();
+                assert_eq!(
+                    checksum,
+                    orbit::codegen::migration_checksum(&m),
+                    "{kind} {name}"
+                );
+                continue;
+            }
+            other => panic!("unexpected catalog kind {other}"),
+        };
+        let bytes = std::fs::read(&file).unwrap();
+        assert_eq!(
+            checksum,
+            hex::encode(Sha256::digest(&bytes)),
+            "{}",
+            file.display()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_changed_applied_migration_is_refused_by_name() {
+    let db = TestDb::installed().await;
+    let mut changed = migrate::embedded();
+    changed[0].text =
+        changed[0]
+            .text
+            .replacen("SET NAMES utf8mb4;", "SET NAMES utf8mb4; -- edited", 1);
+    let mut conn = db.conn().await;
+    let err = migrate::up(&mut conn, &changed, |_, _, _| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, MigrateError::Changed { name, .. } if name == "000001_install"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("000001_install"));
+}
+
+#[tokio::test]
+async fn a_failing_migration_names_file_and_line_and_claims_no_version() {
+    let db = TestDb::installed().await;
+    let mut migrations = migrate::embedded();
+    migrations.push(Migration {
+        version: 2,
+        name: "000002_broken".into(),
+        text: "CREATE TABLE IF NOT EXISTS orbit_probe (id INT PRIMARY KEY COMMENT 'x') COMMENT='x';\n\
+               SELEC broken syntax here;\n\
+               INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension','orbit',2,'x',NOW(6)) ON DUPLICATE KEY UPDATE version = 2;\n"
+            .into(),
+    });
+    let mut conn = db.conn().await;
+    let err = migrate::up(&mut conn, &migrations, |_, _, _| {})
+        .await
+        .unwrap_err();
+    match &err {
+        MigrateError::Statement { name, line, .. } => {
+            assert_eq!(name, "000002_broken");
+            assert_eq!(*line, 2);
+        }
+        other => panic!("expected a statement error, got {other}"),
+    }
+    let status = migrate::status(&mut conn, &migrations).await.unwrap();
+    assert_eq!(
+        status.version, 1,
+        "the catalog must not claim the failed version"
+    );
+    assert_eq!(status.pending, ["000002_broken"]);
+}
+
+#[tokio::test]
+async fn the_install_script_loads_with_the_mariadb_client() {
+    let db = TestDb::empty().await;
+    let opts: sqlx::mysql::MySqlConnectOptions = server_dsn().parse().unwrap();
+    let script = std::fs::File::open(repo().join("generated-sql/install.sql")).unwrap();
+    let client = ["mariadb", "mysql"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok())
+        .expect("a mariadb or mysql client on PATH");
+    let out = Command::new(client)
+        .args([
+            "-h",
+            opts.get_host(),
+            "-P",
+            &opts.get_port().to_string(),
+            "-u",
+            opts.get_username(),
+            &db.name,
+        ])
+        .stdin(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Prepared CALLs carry no column names in sqlx (the prepare step cannot know them): read by position.
+    let version: u64 = sqlx::query("CALL orbit_extension_version()")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, u64::from(orbit::codegen::EXTENSION_VERSION));
+    // And migrate sees the hand-installed extension as current.
+    let mut conn = db.conn().await;
+    assert!(migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {})
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+fn orbit(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_orbit"))
+        .args(args)
+        .env_remove("ORBIT_MYSQL_DSN")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_dsns_get_a_readable_message_and_no_panic() {
+    for (dsn, code, needle) in [
+        ("not a url", 2, "not a valid MySQL URL"),
+        ("mysql://root@127.0.0.1:3306", 2, "names no database"),
+        ("mysql://root@127.0.0.1:1/orbit", 3, "cannot connect"),
+    ] {
+        let (got, err) = orbit(&["migrate", "up", "--dsn", dsn]);
+        assert_eq!(got, code, "{dsn}: {err}");
+        assert!(err.contains(needle), "{dsn}: {err}");
+        assert!(!err.contains("panicked"), "{dsn}: {err}");
+    }
+    let (got, err) = orbit(&["migrate", "status"]);
+    assert_eq!(got, 2);
+    assert!(err.contains("ORBIT_MYSQL_DSN"), "{err}");
+}
+
+#[tokio::test]
+async fn a_user_without_privileges_gets_a_readable_message() {
+    let db = TestDb::empty().await;
+    let user = format!("orbit_np_{}", &db.name[8..]);
+    sqlx::raw_sql(&format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let opts: sqlx::mysql::MySqlConnectOptions = server_dsn().parse().unwrap();
+    let dsn = format!(
+        "mysql://{user}:pw@{}:{}/{}",
+        opts.get_host(),
+        opts.get_port(),
+        db.name
+    );
+    let (code, err) = orbit(&["migrate", "up", "--dsn", &dsn]);
+    sqlx::raw_sql(&format!("DROP USER '{user}'@'%'"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("denied"), "{err}");
+    assert!(
+        !err.contains("pw@"),
+        "the password must not be printed: {err}"
+    );
+}
