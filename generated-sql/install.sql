@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS orbit_application_quota (
 -- orbit_attempt: Attempts: one per grant of a task to a session, with its lease and token.
 -- An attempt holds its permits from granted_at until released_at (NULL while it holds them).
 -- concurrency_token is the key's token granted with this attempt (0 for a task without a key).
+-- grant_version and release_version are the key's resource-row versions written by the grant and
+-- the release: both happen under that row's lock, so they order all holders of one key exactly
+-- (a checker proves no overlap with release_version(n) < grant_version(n+1), no clocks involved).
 CREATE TABLE IF NOT EXISTS orbit_attempt (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'attempt id',
   task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id',
@@ -43,6 +46,8 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'orbit_queue.id',
   resource_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.id whose permit it holds; 0 = no key',
   concurrency_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'fencing token granted with the key permit; 0 = no key',
+  grant_version BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.version written by the grant; 0 = no key',
+  release_version BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.version written by the release; 0 = not released or no key',
   session_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_session.id it was granted to',
   worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'the worker identity of that session',
   claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it',
@@ -370,6 +375,493 @@ CREATE TABLE IF NOT EXISTS orbit_worker (
   UNIQUE KEY ux_worker_identity (application_id, environment_id, worker_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Worker identities';
 
+-- ---- orbit_admin_bootstrap (from templates/procedures/orbit_admin_bootstrap.sql) ----
+-- orbit_admin_bootstrap: Create what is missing of application, environment, namespace and queue, plus a credential.
+--
+-- Operator entry point (`orbit admin bootstrap`), not reachable over HTTP: it takes no token.
+-- Idempotent for the four objects (found by name); every call adds one new credential whose
+-- hash the caller computed from a fresh random token. The credential reaches every queue of the
+-- namespace (present and future).
+-- Parameters: p_application, p_environment, p_namespace, p_queue: names, 1-191 characters;
+--   p_new_queue_id: the id to give the queue if it is created (32 lowercase hex digits; NULL =
+--   derive one); p_token_hash BINARY(32); p_token_hint (first 8 characters of the token);
+--   p_scopes: comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
+--   workers:consume; p_label: free text.
+-- Result (one row): application_id, environment_id, namespace_id, queue_id, credential_id.
+-- Signals: INVALID_ARGUMENT.
+-- Locks: the four objects' rows (insert or update), the new credential rows.
+DROP PROCEDURE IF EXISTS orbit_admin_bootstrap;
+DELIMITER $$
+CREATE PROCEDURE orbit_admin_bootstrap(
+  IN p_application TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_environment TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_namespace TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_queue TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_new_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_token_hash BINARY(32),
+  IN p_token_hint TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_scopes TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_label TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF CHAR_LENGTH(COALESCE(p_application, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_environment, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_namespace, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_queue, '')) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: application, environment, namespace and queue names must be 1-191 characters';
+  END IF;
+  IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue id must be 32 lowercase hex digits';
+  END IF;
+  IF p_token_hash IS NULL OR LENGTH(p_token_hash) <> 32 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: token_hash must be a 32-byte SHA-256';
+  END IF;
+  IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume)(,|$))+$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scopes must be a comma-separated list of known scopes';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_application (name, created_at) VALUES (p_application, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
+  INSERT INTO orbit_application_quota (application_id, updated_at) VALUES (v_application_id, v_now)
+  ON DUPLICATE KEY UPDATE application_id = application_id;
+  INSERT INTO orbit_environment (application_id, name, created_at) VALUES (v_application_id, p_environment, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT e.id INTO v_environment_id FROM orbit_environment e
+   WHERE e.application_id = v_application_id AND e.name = p_environment;
+  INSERT INTO orbit_namespace (application_id, environment_id, name, created_at)
+  VALUES (v_application_id, v_environment_id, p_namespace, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT n.id INTO v_namespace_id FROM orbit_namespace n
+   WHERE n.environment_id = v_environment_id AND n.name = p_namespace;
+  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, created_at, updated_at)
+  VALUES (COALESCE(p_new_queue_id, CONVERT(LEFT(SHA2(CONCAT(UUID(), RAND(), v_namespace_id, p_queue), 256), 32) USING ascii)),
+          v_application_id, v_environment_id, v_namespace_id, p_queue, v_now, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT q.id INTO v_queue_id FROM orbit_queue q WHERE q.namespace_id = v_namespace_id AND q.name = p_queue;
+  INSERT INTO orbit_credential (application_id, environment_id, label, token_hash, token_hint, scopes, created_at)
+  VALUES (v_application_id, v_environment_id, COALESCE(p_label, ''), p_token_hash, LEFT(COALESCE(p_token_hint, ''), 8),
+          p_scopes, v_now);
+  SET v_credential_id = LAST_INSERT_ID();
+  INSERT INTO orbit_credential_scope (credential_id, namespace_id, queue_id) VALUES (v_credential_id, v_namespace_id, '');
+  COMMIT;
+  SELECT v_application_id AS application_id, v_environment_id AS environment_id, v_namespace_id AS namespace_id,
+         v_queue_id AS queue_id, v_credential_id AS credential_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_attempt_end (from templates/procedures/orbit_attempt_end.sql) ----
+-- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
+--
+-- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
+-- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
+-- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
+-- key to the next blocked task), moves the task, writes history, and updates the application
+-- counters last.
+--   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
+--   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
+--   failed              -> attempt FAILED, task FAILED
+--   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
+--   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
+--   cancelled           -> attempt CANCELLED, task CANCELLED
+-- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now.
+-- Out: o_task_state (the task's new state).
+-- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
+--   (via orbit_key_release), promoted task rows (SKIP LOCKED), orbit_application_quota row.
+DROP PROCEDURE IF EXISTS orbit_attempt_end;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_end(
+  IN p_attempt_id BIGINT UNSIGNED,
+  IN p_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_retryable TINYINT,
+  IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
+  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
+  IN p_now DATETIME(6),
+  OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_attempt_count INT UNSIGNED;
+  DECLARE v_max_attempts INT UNSIGNED;
+  DECLARE v_retry_base_ms INT UNSIGNED;
+  DECLARE v_retry_max_ms INT UNSIGNED;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_new_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT p_outcome;
+  DECLARE v_delay_ms BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_terminal TINYINT DEFAULT 0;
+  DECLARE v_attempts_left TINYINT;
+
+  SELECT a.task_id, a.state, a.resource_id, a.application_id, a.concurrency_token
+    INTO v_task_id, v_attempt_state, v_resource_id, v_application_id, v_token
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id;
+  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+    FROM orbit_task t
+   WHERE t.id = v_task_id
+     FOR UPDATE;
+  SET v_attempts_left = v_attempt_count < v_max_attempts;
+  SET v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
+
+  -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
+  IF v_outcome = 'expired' AND v_attempt_state = 'RUNNING' THEN
+    SET v_outcome = 'unknown';
+  END IF;
+  CASE v_outcome
+    WHEN 'succeeded' THEN
+      SET v_new_attempt_state = 'SUCCEEDED', o_task_state = 'SUCCEEDED';
+    WHEN 'failed' THEN
+      SET v_new_attempt_state = 'FAILED',
+          o_task_state = IF(p_retryable AND v_attempts_left, 'RETRY_WAIT', 'FAILED');
+    WHEN 'unknown' THEN
+      SET v_new_attempt_state = 'UNKNOWN',
+          o_task_state = IF(v_retry_unknown AND v_attempts_left, 'RETRY_WAIT', 'NEEDS_REVIEW');
+    WHEN 'expired' THEN
+      SET v_new_attempt_state = 'EXPIRED', o_task_state = 'WAITING', v_delay_ms = 0;
+    ELSE
+      SET v_new_attempt_state = 'CANCELLED', o_task_state = 'CANCELLED';
+  END CASE;
+  SET v_terminal = o_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
+
+  UPDATE orbit_attempt a
+     SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
+         a.output = p_output, a.error = p_error, a.released_at = p_now
+   WHERE a.id = p_attempt_id;
+  DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
+  IF v_resource_id <> 0 THEN
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now);
+  END IF;
+
+  UPDATE orbit_task t
+     SET t.state = o_task_state,
+         t.lane = 'none',
+         t.run_at = IF(o_task_state IN ('WAITING', 'RETRY_WAIT'),
+                       DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
+         t.output = IF(v_outcome = 'succeeded', p_output, t.output),
+         t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
+         t.finished_at = IF(v_terminal, p_now, NULL),
+         t.updated_at = p_now
+   WHERE t.id = v_task_id;
+  IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
+    CALL orbit_task_place(v_task_id, p_now);
+    SELECT t.state INTO o_task_state FROM orbit_task t WHERE t.id = v_task_id;
+  END IF;
+
+  INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+  VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, v_token,
+          CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
+
+  UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - 1,
+         q.incomplete_tasks = q.incomplete_tasks - v_terminal,
+         q.updated_at = p_now
+   WHERE q.application_id = v_application_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_attempt_finish (from templates/procedures/orbit_attempt_finish.sql) ----
+-- orbit_attempt_finish: Record a worker's result for an attempt, once; release its permits.
+--
+-- Idempotent per attempt: the first result ends the attempt (see orbit_attempt_end for what each
+-- outcome does to the task and the permits); a repeated result gets the same answer with
+-- duplicate = 1 and releases nothing again. A result arriving after the attempt already ended
+-- another way (lease expiry recovery, cancel) is recorded in late_result and changes no permit
+-- and no other attempt.
+-- Parameters: p_session_id; p_attempt_id; p_outcome 'succeeded' | 'failed' | 'unknown';
+--   p_retryable 0/1 (failed only); p_output, p_error: JSON text or NULL.
+-- Result (one row): attempt_id, task_id, task_state, attempt_state, duplicate TINYINT.
+-- Signals: INVALID_ARGUMENT (outcome, JSON), NOT_FOUND (no such attempt), PERMISSION_DENIED
+--   (another session's attempt).
+-- Locks, in order: orbit_attempt row, then as orbit_attempt_end (task, resource, promoted tasks,
+--   quota).
+DROP PROCEDURE IF EXISTS orbit_attempt_finish;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_finish(
+  IN p_session_id BIGINT UNSIGNED,
+  IN p_attempt_id BIGINT UNSIGNED,
+  IN p_outcome TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_retryable TINYINT,
+  IN p_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'unknown') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: outcome must be succeeded, failed or unknown';
+  END IF;
+  IF (p_output IS NOT NULL AND NOT JSON_VALID(p_output)) OR (p_error IS NOT NULL AND NOT JSON_VALID(p_error)) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: output and error must be valid JSON';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT a.session_id, a.state, a.outcome, a.task_id INTO v_session_id, v_state, v_outcome, v_task_id
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id
+     FOR UPDATE;
+  IF v_session_id IS NULL THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: attempt not found';
+  END IF;
+  IF v_session_id <> p_session_id THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PERMISSION_DENIED: the attempt belongs to another session';
+  END IF;
+  IF v_state IN ('LEASED', 'RUNNING') THEN
+    CALL orbit_attempt_end(p_attempt_id, p_outcome, COALESCE(p_retryable, 0), p_output, p_error, v_now, v_task_state);
+    SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = p_attempt_id;
+  ELSE
+    SET v_duplicate = 1;
+    IF v_outcome <> p_outcome THEN
+      -- Ended another way first (recovery, cancel): keep the report, act on nothing.
+      UPDATE orbit_attempt a SET a.late_result = p_outcome WHERE a.id = p_attempt_id AND a.late_result = '';
+    END IF;
+    SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
+  END IF;
+  COMMIT;
+  SELECT p_attempt_id AS attempt_id, v_task_id AS task_id, v_task_state AS task_state,
+         v_state AS attempt_state, v_duplicate AS duplicate;
+END$$
+DELIMITER ;
+
+-- ---- orbit_attempt_renew (from templates/procedures/orbit_attempt_renew.sql) ----
+-- orbit_attempt_renew: Extend an active attempt's lease, and its queue and key permits with it.
+--
+-- The attempt keeps its token: renewing never grants anything new. An attempt whose lease has
+-- already run out, that has ended, or that belongs to another session is rejected.
+-- Parameters: p_session_id; p_attempt_id; p_lease_ms 1000-3600000 (new expiry = now + lease).
+-- Result (one row): attempt_id, renewed TINYINT, code ('' or LEASE_EXPIRED, NOT_FOUND,
+--   PERMISSION_DENIED, STATE_CONFLICT), lease_expires_at (the new expiry, or the old one when
+--   rejected; NULL when not found or foreign).
+-- Signals: INVALID_ARGUMENT (p_lease_ms).
+-- Locks, in order: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
+DROP PROCEDURE IF EXISTS orbit_attempt_renew;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_lease_ms INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_expires DATETIME(6) DEFAULT NULL;
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
+    INTO v_session_id, v_state, v_expires, v_resource_id
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id
+     FOR UPDATE;
+  IF v_session_id IS NULL THEN
+    SET v_code = 'NOT_FOUND';
+  ELSEIF v_session_id <> p_session_id THEN
+    SET v_code = 'PERMISSION_DENIED';
+  ELSEIF v_state NOT IN ('LEASED', 'RUNNING') THEN
+    SET v_code = 'STATE_CONFLICT';
+  ELSEIF v_expires <= v_now THEN
+    SET v_code = 'LEASE_EXPIRED';
+  ELSE
+    SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
+    UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = p_attempt_id;
+    UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = p_attempt_id;
+    IF v_resource_id <> 0 THEN
+      UPDATE orbit_key_permit k SET k.expires_at = v_expires
+       WHERE k.resource_id = v_resource_id AND k.attempt_id = p_attempt_id;
+    END IF;
+  END IF;
+  COMMIT;
+  SELECT p_attempt_id AS attempt_id, (v_code = '') AS renewed, v_code AS code,
+         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), NULL, v_expires) AS lease_expires_at;
+END$$
+DELIMITER ;
+
+-- ---- orbit_attempt_start (from templates/procedures/orbit_attempt_start.sql) ----
+-- orbit_attempt_start: Confirm the execution right of a leased attempt: LEASED -> RUNNING.
+--
+-- Business code may run only after this returns accepted = 1. The lease is re-checked inside the
+-- transaction: an attempt whose lease has run out (or that recovery already ended) is rejected,
+-- so a worker that was paused past its lease never starts. Starting an attempt that is already
+-- RUNNING for the same session is accepted again (a repeated start message).
+-- Parameters: p_session_id; p_attempt_id.
+-- Result (one row): attempt_id, accepted TINYINT, code ('' when accepted; LEASE_EXPIRED,
+--   NOT_FOUND, PERMISSION_DENIED (another session's attempt) or STATE_CONFLICT (attempt ended)),
+--   state (the attempt's state after the call), lease_expires_at, concurrency_token.
+-- Signals: none for the outcomes above (they are answers, not errors).
+-- Locks, in order: orbit_attempt row, orbit_task row.
+DROP PROCEDURE IF EXISTS orbit_attempt_start;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_start(IN p_session_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_expires DATETIME(6) DEFAULT NULL;
+  DECLARE v_token BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT a.session_id, a.state, a.task_id, a.lease_expires_at, a.concurrency_token
+    INTO v_session_id, v_state, v_task_id, v_expires, v_token
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id
+     FOR UPDATE;
+  IF v_session_id IS NULL THEN
+    SET v_code = 'NOT_FOUND';
+  ELSEIF v_session_id <> p_session_id THEN
+    SET v_code = 'PERMISSION_DENIED';
+  ELSEIF v_state = 'RUNNING' THEN
+    SET v_code = '';
+  ELSEIF v_state <> 'LEASED' THEN
+    SET v_code = 'STATE_CONFLICT';
+  ELSEIF v_expires <= v_now THEN
+    SET v_code = 'LEASE_EXPIRED';
+  ELSE
+    SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
+    UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = p_attempt_id;
+    UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
+    VALUES (v_task_id, p_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
+    SET v_state = 'RUNNING';
+  END IF;
+  COMMIT;
+  SELECT p_attempt_id AS attempt_id, (v_code = '') AS accepted, v_code AS code,
+         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), '', v_state) AS state,
+         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), NULL, v_expires) AS lease_expires_at,
+         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), 0, v_token) AS concurrency_token;
+END$$
+DELIMITER ;
+
+-- ---- orbit_auth_check (from templates/procedures/orbit_auth_check.sql) ----
+-- orbit_auth_check: Internal: authenticate a token hash and require one scope.
+--
+-- Called first by every API procedure, so a DBA calling a procedure gets the same rules as an HTTP
+-- client. Tokens are never stored: callers pass the SHA-256 of the bearer token.
+-- Parameters: p_token_hash BINARY(32); p_scope: one of queues:manage, tasks:submit, tasks:read,
+--   workers:connect, workers:consume.
+-- Out: o_application_id, o_environment_id, o_credential_id of the active credential.
+-- Signals: UNAUTHENTICATED (unknown or revoked token), PERMISSION_DENIED (scope not granted).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_auth_check;
+DELIMITER $$
+CREATE PROCEDURE orbit_auth_check(
+  IN p_token_hash BINARY(32),
+  IN p_scope VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_application_id BIGINT UNSIGNED,
+  OUT o_environment_id BIGINT UNSIGNED,
+  OUT o_credential_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_scopes VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4;
+  SET o_application_id = NULL, o_environment_id = NULL, o_credential_id = NULL;
+  SELECT c.id, c.application_id, c.environment_id, c.scopes
+    INTO o_credential_id, o_application_id, o_environment_id, v_scopes
+    FROM orbit_credential c
+   WHERE c.token_hash = p_token_hash AND c.revoked_at IS NULL;
+  IF o_credential_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: unknown or revoked bearer token';
+  END IF;
+  IF FIND_IN_SET(p_scope, v_scopes) = 0 THEN
+    SET v_message = CONCAT('PERMISSION_DENIED: the credential lacks the ', p_scope, ' scope');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_auth_queue_check (from templates/procedures/orbit_auth_queue_check.sql) ----
+-- orbit_auth_queue_check: Internal: authenticate, require a scope, and authorise one queue.
+--
+-- Parameters: p_token_hash BINARY(32); p_scope (see orbit_auth_check); p_queue_id CHAR(32).
+-- Out: o_application_id, o_namespace_id, o_credential_id.
+-- Signals: UNAUTHENTICATED; PERMISSION_DENIED (scope missing, or the queue is in the credential's
+--   namespace but not in its queue list); NOT_FOUND (no such queue in the credential's
+--   application, environment and namespaces: another tenant's queue does not leak its existence).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_auth_queue_check;
+DELIMITER $$
+CREATE PROCEDURE orbit_auth_queue_check(
+  IN p_token_hash BINARY(32),
+  IN p_scope VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_application_id BIGINT UNSIGNED,
+  OUT o_namespace_id BIGINT UNSIGNED,
+  OUT o_credential_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_environment_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_namespace_grants INT DEFAULT 0;
+  DECLARE v_queue_grants INT DEFAULT 0;
+  CALL orbit_auth_check(p_token_hash, p_scope, o_application_id, v_environment_id, o_credential_id);
+  SET o_namespace_id = NULL;
+  SELECT q.namespace_id INTO o_namespace_id
+    FROM orbit_queue q
+   WHERE q.id = p_queue_id AND q.application_id = o_application_id AND q.environment_id = v_environment_id;
+  IF o_namespace_id IS NOT NULL THEN
+    SELECT COUNT(*), COALESCE(SUM(s.queue_id = '' OR s.queue_id = p_queue_id), 0)
+      INTO v_namespace_grants, v_queue_grants
+      FROM orbit_credential_scope s
+     WHERE s.credential_id = o_credential_id AND s.namespace_id = o_namespace_id;
+  END IF;
+  IF o_namespace_id IS NULL OR v_namespace_grants = 0 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
+  END IF;
+  IF v_queue_grants = 0 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PERMISSION_DENIED: the queue is outside the credential queue scope';
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_extension_version (from templates/procedures/orbit_extension_version.sql) ----
 -- orbit_extension_version: Report the installed extension version (what `serve` and /readyz check).
 --
@@ -390,11 +882,1280 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_key_promote (from templates/procedures/orbit_key_promote.sql) ----
+-- orbit_key_promote: Internal: make the best blocked task of one key and queue ready, if the key is free.
+--
+-- The caller holds the resource row lock. Promotes nothing when the key has a permit holder or
+-- the queue already has a ready task of the key. Blocked tasks locked by someone else (being
+-- cancelled or expired) are skipped, never waited for.
+-- Parameters: p_resource_id; p_queue_id; p_now.
+-- Result: none. Signals: none.
+-- Locks: the promoted orbit_task row (FOR UPDATE SKIP LOCKED).
+DROP PROCEDURE IF EXISTS orbit_key_promote;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_promote(IN p_resource_id BIGINT UNSIGNED, IN p_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin, IN p_now DATETIME(6))
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
+  IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
+     OR EXISTS (SELECT 1 FROM orbit_task h
+                 WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id) THEN
+    LEAVE body;
+  END IF;
+  SELECT t.id INTO v_next
+    FROM orbit_task t
+   WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id = p_queue_id
+     AND t.blocked_reason = ''
+   ORDER BY t.priority, t.id
+   LIMIT 1
+   FOR UPDATE SKIP LOCKED;
+  IF v_next IS NOT NULL THEN
+    UPDATE orbit_task t SET t.lane = 'ready', t.updated_at = p_now WHERE t.id = v_next;
+  END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
+-- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
+--
+-- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
+-- advances the resource row's version (recorded as the attempt's release_version), and promotes one blocked task per queue that has blocked
+-- tasks of the key (orbit_key_promote), all in the caller's transaction. Cost: one index probe
+-- per such queue, independent of how many tasks are blocked.
+-- Parameters: p_resource_id; p_attempt_id; p_now.
+-- Result: none. Signals: none.
+-- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
+DROP PROCEDURE IF EXISTS orbit_key_release;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6))
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+  DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
+  IF ROW_COUNT() = 0 THEN
+    LEAVE body;
+  END IF;
+  UPDATE orbit_resource r SET r.version = r.version + 1, r.updated_at = p_now WHERE r.id = p_resource_id;
+  UPDATE orbit_attempt a
+     SET a.release_version = (SELECT r.version FROM orbit_resource r WHERE r.id = p_resource_id)
+   WHERE a.id = p_attempt_id;
+  -- Walk the queues that have blocked tasks of this key, in queue id order.
+  queues: LOOP
+    SET v_queue_id = (SELECT MIN(t.queue_id) FROM orbit_task t
+                       WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id);
+    IF v_queue_id IS NULL THEN
+      LEAVE queues;
+    END IF;
+    CALL orbit_key_promote(p_resource_id, v_queue_id, p_now);
+  END LOOP queues;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_validate (from templates/procedures/orbit_key_validate.sql) ----
+-- orbit_key_validate: Internal: enforce the concurrency_key rules of SPEC §3 (SIGNALs if invalid).
+--
+-- '' means "no key". Otherwise: valid UTF-8, 1-191 characters, no control
+-- characters (Unicode Cc: U+0000-U+001F, U+007F-U+009F), no leading or trailing Unicode White_Space
+-- (U+0020, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000; the other
+-- White_Space characters are Cc). Checked on the hex of the exact bytes, so no collation, case
+-- folding or normalisation is involved.
+-- Parameters: p_key BLOB (exact bytes; NULL is invalid: JSON null is not "omitted").
+-- Signals: INVALID_ARGUMENT naming concurrency_key.
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_key_validate;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_validate(IN p_key BLOB)
+  DETERMINISTIC NO SQL
+BEGIN
+  IF p_key IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be a string or omitted, not null';
+  END IF;
+  IF p_key <> '' THEN
+    IF CAST(CONVERT(p_key USING utf8mb4) AS BINARY) <> p_key THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be valid UTF-8';
+    END IF;
+    IF CHAR_LENGTH(CONVERT(p_key USING utf8mb4)) > 191 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be at most 191 characters';
+    END IF;
+    -- `^(..)*` keeps the match on a byte boundary of the hex string.
+    IF HEX(p_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must not contain control characters';
+    END IF;
+    IF HEX(p_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+       OR HEX(p_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must not start or end with whitespace';
+    END IF;
+  END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_lease_recover (from templates/procedures/orbit_lease_recover.sql) ----
+-- orbit_lease_recover: End attempts whose lease ran out, releasing their permits.
+--
+-- An expired LEASED attempt (never started) ends EXPIRED and its task returns to WAITING; an
+-- expired RUNNING attempt ends UNKNOWN and its task goes to NEEDS_REVIEW (RETRY_WAIT if the task
+-- declared retry_unknown and has attempts left). Either way the key's next grant gets a larger
+-- token. Each attempt is recovered in its own short transaction, re-checked under its row lock, so
+-- a renew or result that wins the race is respected. There is no manual unlock.
+-- Parameters: p_limit 1-10000 (attempts to recover in this call).
+-- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
+--   still running, NULL when none: when to call again).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end.
+DROP PROCEDURE IF EXISTS orbit_lease_recover;
+DELIMITER $$
+CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_recovered INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  expired: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_attempt_id = NULL;
+    -- Every active attempt holds a queue permit, so this index is the list of live leases.
+    SELECT p.attempt_id INTO v_attempt_id
+      FROM orbit_queue_permit p
+     WHERE p.expires_at <= v_now
+     ORDER BY p.expires_at
+     LIMIT 1;
+    IF v_attempt_id IS NULL THEN
+      LEAVE expired;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    SELECT a.state, a.lease_expires_at INTO v_state, v_expires
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
+      CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
+                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
+                             v_now, v_task_state);
+      SET v_recovered = v_recovered + 1;
+    END IF;
+    COMMIT;
+  END WHILE expired;
+  SELECT v_recovered AS recovered, (SELECT MIN(p.expires_at) FROM orbit_queue_permit p) AS next_expiry_at;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_create (from templates/procedures/orbit_queue_create.sql) ----
+-- orbit_queue_create: Create a queue in one of the credential's namespaces.
+--
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage, with every queue of the namespace in
+--   scope); p_namespace_id (NULL = the credential's only namespace); p_name 1-191 characters;
+--   p_max_active_attempts (queue permits; 0 or NULL = unlimited); p_new_queue_id (32 lowercase
+--   hex digits from a random source; NULL = derive one).
+-- Result (one row): the queue columns: queue_id, namespace_id, name, paused, max_active_attempts,
+--   created_at, updated_at.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (namespace), INVALID_ARGUMENT,
+--   STATE_CONFLICT (a queue of that name exists in the namespace).
+-- Locks: the new orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_create(
+  IN p_token_hash BINARY(32),
+  IN p_namespace_id BIGINT UNSIGNED,
+  IN p_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_max_active_attempts BIGINT,
+  IN p_new_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_namespaces INT DEFAULT 0;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_environment_id, v_credential_id);
+  -- Namespaces where the credential reaches every queue; creating a queue needs that.
+  SELECT COUNT(*), MIN(s.namespace_id) INTO v_namespaces, v_namespace_id
+    FROM orbit_credential_scope s
+   WHERE s.credential_id = v_credential_id AND s.queue_id = ''
+     AND (p_namespace_id IS NULL OR s.namespace_id = p_namespace_id);
+  IF v_namespaces = 0 THEN
+    IF p_namespace_id IS NULL THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PERMISSION_DENIED: the credential reaches no namespace as a whole';
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found';
+  END IF;
+  IF v_namespaces > 1 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: namespace_id is required: the credential reaches several namespaces';
+  END IF;
+  IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: name must be 1-191 characters';
+  END IF;
+  IF COALESCE(p_max_active_attempts, 0) NOT BETWEEN 0 AND 1000000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max_active_attempts must be between 0 and 1000000';
+  END IF;
+  IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue id must be 32 lowercase hex digits';
+  END IF;
+  SET v_queue_id = COALESCE(p_new_queue_id, CONVERT(LEFT(SHA2(CONCAT(UUID(), RAND(), v_namespace_id, p_name), 256), 32) USING ascii));
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, max_active_attempts, created_at, updated_at)
+  VALUES (v_queue_id, v_application_id, v_environment_id, v_namespace_id, p_name, COALESCE(p_max_active_attempts, 0), v_now, v_now);
+  IF v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a queue with this name already exists in the namespace';
+  END IF;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = v_queue_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_set_paused (from templates/procedures/orbit_queue_set_paused.sql) ----
+-- orbit_queue_set_paused: Pause or resume a queue's dispatch.
+--
+-- Pausing stops new grants from the queue; it releases nothing: in-flight attempts end by their
+-- result or lease. Submits to a paused queue are still accepted.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id; p_paused 0/1.
+-- Result (one row): the queue columns (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: the orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_set_paused;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_set_paused(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_paused TINYINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_paused IS NULL OR p_paused NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: paused must be true or false';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_queue q SET q.paused = p_paused, q.updated_at = v_now WHERE q.id = p_queue_id;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_session_close (from templates/procedures/orbit_session_close.sql) ----
+-- orbit_session_close: Mark a session draining (no new grants) or closed (socket gone).
+--
+-- Releases nothing: the session's attempts keep their permits until their result or their lease
+-- expiry (SPEC §4: stopping dispatch or disconnecting releases nothing directly).
+-- Parameters: p_session_id; p_state 'draining' | 'closed'.
+-- Result (one row): session_id, state, in_flight (LEASED + RUNNING attempts it still owns).
+-- Signals: NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: orbit_session row.
+DROP PROCEDURE IF EXISTS orbit_session_close;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_close(IN p_session_id BIGINT UNSIGNED, IN p_state TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  IF p_state IS NULL OR p_state NOT IN ('draining', 'closed') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: state must be draining or closed';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_session s
+     SET s.state = IF(s.state = 'closed', 'closed', p_state),
+         s.closed_at = IF(p_state = 'closed', COALESCE(s.closed_at, v_now), s.closed_at),
+         s.last_seen_at = v_now
+   WHERE s.id = p_session_id;
+  COMMIT;
+  IF NOT EXISTS (SELECT 1 FROM orbit_session s WHERE s.id = p_session_id) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
+  END IF;
+  SELECT s.id AS session_id, s.state,
+         (SELECT COUNT(*) FROM orbit_attempt a WHERE a.session_id = s.id AND a.state IN ('LEASED', 'RUNNING')) AS in_flight
+    FROM orbit_session s
+   WHERE s.id = p_session_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_session_open (from templates/procedures/orbit_session_open.sql) ----
+-- orbit_session_open: Register a worker's WebSocket session (the hello message), resuming its attempts.
+--
+-- The worker identity (worker_id) is created on first use with its concurrency_keys flag, which is
+-- fixed from then on: a hello with the other value is a STATE_CONFLICT (an upgraded process must
+-- use a new identity). Sessions of a worker without concurrency_keys never receive keyed tasks.
+-- Every queue must be within the credential's scope. Resume: active attempts listed in
+-- p_resume_json that belong to the same worker identity move to the new session, keeping their
+-- attempt, lease and token; others are left alone and not reported.
+-- Parameters: p_token_hash BINARY(32) (scopes workers:connect, and workers:consume on every queue);
+--   p_worker_id 1-191 characters; p_node (the serve process); p_capacity 1-10000;
+--   p_concurrency_keys 0/1; p_handlers_json JSON array of handler names ([] = any);
+--   p_queue_ids_json JSON array of queue ids (1-100); p_resume_json JSON array of attempt ids.
+-- Result (one row): session_id, worker_row_id, concurrency_keys, resumed (JSON array of the
+--   attempt ids now owned by this session).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (a queue), INVALID_ARGUMENT,
+--   STATE_CONFLICT (concurrency_keys differs from the worker's registration).
+-- Locks, in order: orbit_worker row (insert or FOR UPDATE), resumed orbit_attempt rows.
+DROP PROCEDURE IF EXISTS orbit_session_open;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_open(
+  IN p_token_hash BINARY(32),
+  IN p_worker_id TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_node TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_capacity INT,
+  IN p_concurrency_keys TINYINT,
+  IN p_handlers_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_queue_ids_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_resume_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_app BIGINT UNSIGNED;
+  DECLARE v_cred BIGINT UNSIGNED;
+  DECLARE v_worker_row_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_registered TINYINT;
+  DECLARE v_session_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'workers:connect', v_application_id, v_environment_id, v_credential_id);
+  IF p_worker_id IS NULL OR CHAR_LENGTH(p_worker_id) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: worker_id must be 1-191 characters';
+  END IF;
+  IF p_capacity IS NULL OR p_capacity NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: capacity must be between 1 and 10000';
+  END IF;
+  IF p_concurrency_keys IS NULL OR p_concurrency_keys NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_keys must be true or false';
+  END IF;
+  IF p_handlers_json IS NULL OR NOT JSON_VALID(p_handlers_json) OR JSON_TYPE(p_handlers_json) <> 'ARRAY' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handlers must be an array of handler names';
+  END IF;
+  IF p_resume_json IS NULL OR NOT JSON_VALID(p_resume_json) OR JSON_TYPE(p_resume_json) <> 'ARRAY' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: resume must be an array of attempt ids';
+  END IF;
+  IF p_queue_ids_json IS NULL OR NOT JSON_VALID(p_queue_ids_json) OR JSON_TYPE(p_queue_ids_json) <> 'ARRAY'
+     OR JSON_LENGTH(p_queue_ids_json) NOT BETWEEN 1 AND 100 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue_ids must be an array of 1-100 queue ids';
+  END IF;
+  SET v_count = JSON_LENGTH(p_queue_ids_json);
+  WHILE v_i < v_count DO
+    SET v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']')));
+    CALL orbit_auth_queue_check(p_token_hash, 'workers:consume', v_queue_id, v_app, v_namespace_id, v_cred);
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_worker (application_id, environment_id, worker_id, concurrency_keys, created_at, last_seen_at)
+  VALUES (v_application_id, v_environment_id, p_worker_id, p_concurrency_keys, v_now, v_now)
+  ON DUPLICATE KEY UPDATE last_seen_at = VALUES(last_seen_at);
+  SELECT w.id, w.concurrency_keys INTO v_worker_row_id, v_registered
+    FROM orbit_worker w
+   WHERE w.application_id = v_application_id AND w.environment_id = v_environment_id AND w.worker_id = p_worker_id
+     FOR UPDATE;
+  IF v_registered <> p_concurrency_keys THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: concurrency_keys is fixed for a worker_id; use a new worker_id';
+  END IF;
+  INSERT INTO orbit_session (worker_row_id, worker_id, credential_id, application_id, node, capacity,
+                             concurrency_keys, handlers, state, claim_seq, connected_at, last_seen_at)
+  VALUES (v_worker_row_id, p_worker_id, v_credential_id, v_application_id, COALESCE(p_node, ''), p_capacity,
+          v_registered, p_handlers_json, 'active', 0, v_now, v_now);
+  SET v_session_id = LAST_INSERT_ID();
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    INSERT IGNORE INTO orbit_session_queue (session_id, queue_id, position)
+    VALUES (v_session_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))), v_i);
+    SET v_i = v_i + 1;
+  END WHILE;
+  -- Resume: the same worker identity takes its live attempts over; token and lease unchanged.
+  SET v_count = JSON_LENGTH(p_resume_json), v_i = 0;
+  WHILE v_i < v_count DO
+    UPDATE orbit_attempt a
+       SET a.session_id = v_session_id
+     WHERE a.id = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_resume_json, CONCAT('$[', v_i, ']'))) AS UNSIGNED)
+       AND a.application_id = v_application_id AND a.worker_id = p_worker_id
+       AND a.state IN ('LEASED', 'RUNNING');
+    SET v_i = v_i + 1;
+  END WHILE;
+  COMMIT;
+  SELECT v_session_id AS session_id, v_worker_row_id AS worker_row_id, v_registered AS concurrency_keys,
+         COALESCE((SELECT JSON_ARRAYAGG(a.id) FROM orbit_attempt a
+                    WHERE a.session_id = v_session_id AND a.state IN ('LEASED', 'RUNNING')), JSON_ARRAY()) AS resumed;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_cancel (from templates/procedures/orbit_task_cancel.sql) ----
+-- orbit_task_cancel: Cancel a task that has not started: WAITING, RETRY_WAIT, LEASED or NEEDS_REVIEW.
+--
+-- A LEASED attempt (granted, not started) is ended as CANCELLED and its permits are released in
+-- this transaction, so the key's next task is granted with a larger token. A ready keyed task
+-- hands its queue's slot of the key to the next blocked task. A RUNNING task cannot be cancelled
+-- (its code may be acting on the resource): STATE_CONFLICT. Cancelling a CANCELLED task returns it
+-- unchanged; any other terminal state is a STATE_CONFLICT.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:submit on the task's queue); p_task_id.
+-- Result (one row): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, STATE_CONFLICT.
+-- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
+--   promoted task rows (SKIP LOCKED), orbit_application_quota row.
+DROP PROCEDURE IF EXISTS orbit_task_cancel;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_cancel(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_current BIGINT UNSIGNED;
+  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT t.queue_id, t.current_attempt_id INTO v_queue_id, v_attempt_id FROM orbit_task t WHERE t.id = p_task_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
+  IF v_attempt_id <> 0 THEN
+    SELECT a.state INTO v_attempt_state FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
+  END IF;
+  SELECT t.state, t.lane, t.resource_id, t.current_attempt_id INTO v_state, v_lane, v_resource_id, v_current
+    FROM orbit_task t
+   WHERE t.id = p_task_id
+     FOR UPDATE;
+  IF v_current <> v_attempt_id THEN
+    -- A claim granted a new attempt between the two reads; the caller may retry.
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: the task changed while cancelling; retry';
+  END IF;
+  IF v_state = 'CANCELLED' THEN
+    COMMIT;
+  ELSEIF v_state = 'LEASED' THEN
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_task_state);
+    COMMIT;
+  ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    END IF;
+    UPDATE orbit_task t
+       SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = v_now, t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
+    END IF;
+    INSERT INTO orbit_task_event (task_id, event, from_state, to_state, created_at)
+    VALUES (p_task_id, 'cancelled', v_state, 'CANCELLED', v_now);
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+     WHERE q.application_id = v_application_id;
+    COMMIT;
+  ELSE
+    ROLLBACK;
+    IF v_state = 'RUNNING' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a RUNNING task cannot be cancelled';
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: the task has already finished';
+  END IF;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_claim (from templates/procedures/orbit_task_claim.sql) ----
+-- orbit_task_claim: Grant up to p_max ready tasks to a worker session, in one transaction.
+--
+-- For each task granted: reserves the application's active-attempt quota (once per attempt), the
+-- queue permit and, for a keyed task, the key permit with token highest_token + 1 (the resource
+-- row's version advances); creates the attempt (LEASED until p_now + lease). Candidates come only
+-- from the 'ready' lane (ix_task_dispatch), where a key has at most one task per queue and only
+-- while the key is free, so tasks blocked on a busy key are never scanned: claim cost does not grow
+-- with them, and a blocked key never hides other keys from the LIMIT. Queues are visited from a
+-- position that rotates per claim (fair across queues); priority (0 first), then age, orders each
+-- queue. Skipped: paused queues, queues at their permit limit, keyed tasks for a session that did
+-- not register concurrency_keys, handlers the session does not run. A ready task found past its
+-- deadline is expired here. A key whose token space is exhausted (2^64-1) is refused, never
+-- wrapped: its task stays WAITING with blocked_reason TOKEN_EXHAUSTED.
+-- Parameters: p_session_id; p_max 1-1000 (the session's free capacity); p_lease_ms 1000-3600000.
+-- Result (0..p_max rows, one per grant):
+--   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), then the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: NOT_FOUND (no such session), INVALID_ARGUMENT (p_max, p_lease_ms).
+--   A closed or draining session, or a revoked credential, gets no rows.
+-- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
+--   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
+--   candidate; orbit_application_quota row last.
+DROP PROCEDURE IF EXISTS orbit_task_claim;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_claim(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_keys TINYINT;
+  DECLARE v_handlers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_any_handler TINYINT;
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_credential_ok TINYINT DEFAULT 0;
+  DECLARE v_seq BIGINT UNSIGNED;
+  DECLARE v_queue_count INT DEFAULT 0;
+  DECLARE v_budget BIGINT DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_expired INT DEFAULT 0;
+  DECLARE v_visit INT DEFAULT 0;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_paused TINYINT;
+  DECLARE v_queue_max INT UNSIGNED;
+  DECLARE v_queue_room BIGINT;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_deadline DATETIME(6);
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_highest BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_attempt_no INT UNSIGNED;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_max IS NULL OR p_max NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max must be between 1 and 1000';
+  END IF;
+  IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
+  END IF;
+  SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.handlers, s.state, s.claim_seq + 1,
+         (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = s.credential_id AND c.revoked_at IS NULL)
+    INTO v_application_id, v_worker_id, v_keys, v_handlers, v_session_state, v_seq, v_credential_ok
+    FROM orbit_session s
+   WHERE s.id = p_session_id
+     FOR UPDATE;
+  IF v_application_id IS NULL THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
+  END IF;
+  SELECT q.max_active_attempts - q.active_attempts INTO v_budget
+    FROM orbit_application_quota q
+   WHERE q.application_id = v_application_id;
+  SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
+  IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
+    COMMIT;
+    SET v_budget = 0;
+  ELSE
+    UPDATE orbit_session s SET s.claim_seq = v_seq, s.last_seen_at = v_now WHERE s.id = p_session_id;
+    SET v_any_handler = (v_handlers = '[]');
+    SELECT COUNT(*) INTO v_queue_count FROM orbit_session_queue sq WHERE sq.session_id = p_session_id;
+
+    queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
+      -- Visit the session's queues from a rotating start position.
+      SET v_queue_id = NULL;
+      SELECT sq.queue_id, q.paused, q.max_active_attempts INTO v_queue_id, v_paused, v_queue_max
+        FROM orbit_session_queue sq
+        JOIN orbit_queue q ON q.id = sq.queue_id
+       WHERE sq.session_id = p_session_id
+       ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
+       LIMIT v_visit, 1;
+      SET v_visit = v_visit + 1;
+      IF v_queue_id IS NULL OR v_paused THEN
+        ITERATE queues;
+      END IF;
+      SET v_queue_room = v_budget;
+      IF v_queue_max > 0 THEN
+        SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
+        SET v_queue_room = v_queue_max - (SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id);
+      END IF;
+
+      candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
+        SET v_task_id = NULL;
+        SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1
+          INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no
+          FROM orbit_task t
+         WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
+           AND (v_keys OR t.resource_id = 0)
+           AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
+         ORDER BY t.priority, t.id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+        IF v_task_id IS NULL THEN
+          LEAVE candidates;
+        END IF;
+
+        IF v_resource_id <> 0 THEN
+          SELECT r.highest_token, r.version INTO v_highest, v_version
+            FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+        END IF;
+        IF v_deadline IS NOT NULL AND v_deadline <= v_now THEN
+          UPDATE orbit_task t
+             SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = v_now, t.updated_at = v_now
+           WHERE t.id = v_task_id;
+          INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+          VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', v_now);
+          SET v_expired = v_expired + 1;
+          IF v_resource_id <> 0 THEN
+            CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
+          END IF;
+          ITERATE candidates;
+        END IF;
+        IF v_resource_id <> 0 THEN
+          IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id) THEN
+            -- A head left ready when another queue's task took the key: demote it now.
+            UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = v_now WHERE t.id = v_task_id;
+            ITERATE candidates;
+          END IF;
+          IF v_highest = 18446744073709551615 THEN
+            UPDATE orbit_task t
+               SET t.lane = 'blocked', t.updated_at = v_now,
+                   t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
+             WHERE t.id = v_task_id;
+            INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+            VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', v_now);
+            ITERATE candidates;
+          END IF;
+          SET v_token = v_highest + 1, v_version = v_version + 1;
+          UPDATE orbit_resource r
+             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = v_now
+           WHERE r.id = v_resource_id;
+        ELSE
+          SET v_token = 0, v_version = 0;
+        END IF;
+
+        INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
+                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, state,
+                                   granted_at, lease_expires_at)
+        VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
+                v_token, v_version, p_session_id, v_worker_id, v_seq, 'LEASED', v_now, v_expires);
+        SET v_attempt_id = LAST_INSERT_ID();
+        INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+        VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
+        IF v_resource_id <> 0 THEN
+          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
+          VALUES (v_resource_id, v_attempt_id, v_token, v_now, v_expires);
+        END IF;
+        UPDATE orbit_task t
+           SET t.state = 'LEASED', t.lane = 'none', t.attempt_count = v_attempt_no,
+               t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = v_now
+         WHERE t.id = v_task_id;
+        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+        VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), v_now);
+        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
+      END WHILE candidates;
+    END WHILE queues;
+
+    IF v_granted > 0 OR v_expired > 0 THEN
+      UPDATE orbit_application_quota q
+         SET q.active_attempts = q.active_attempts + v_granted,
+             q.incomplete_tasks = q.incomplete_tasks - v_expired,
+             q.updated_at = v_now
+       WHERE q.application_id = v_application_id
+         AND q.active_attempts + v_granted <= q.max_active_attempts;
+      IF ROW_COUNT() = 0 THEN
+        -- A concurrent claim used the quota first: grant nothing this time.
+        ROLLBACK;
+        SET v_seq = 0;
+      ELSE
+        COMMIT;
+      END IF;
+    ELSE
+      COMMIT;
+    END IF;
+  END IF;
+
+  SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_attempt a
+    JOIN orbit_task t ON t.id = a.task_id
+   WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_budget > 0
+   ORDER BY a.id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_expire_due (from templates/procedures/orbit_task_expire_due.sql) ----
+-- orbit_task_expire_due: Expire waiting tasks whose total deadline has passed.
+--
+-- WAITING and RETRY_WAIT tasks (lanes ready, blocked, scheduled) past deadline_at become EXPIRED.
+-- A ready keyed task hands its queue's slot of the key to the next blocked task. Tasks already
+-- LEASED or RUNNING finish by their lease or result. One short transaction per task.
+-- Parameters: p_limit 1-10000.
+-- Result (one row): expired INT, next_deadline_at DATETIME(6) (earliest deadline of a waiting task,
+--   NULL when none).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per task in order: orbit_task row, orbit_resource row (ready keyed task), promoted task
+--   rows (SKIP LOCKED), orbit_application_quota row.
+DROP PROCEDURE IF EXISTS orbit_task_expire_due;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_expire_due(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_deadline DATETIME(6);
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_expired INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  due: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_task_id = NULL;
+    SELECT t.id INTO v_task_id
+      FROM orbit_task t
+     WHERE t.lane IN ('ready', 'blocked', 'scheduled') AND t.deadline_at <= v_now
+     ORDER BY t.deadline_at
+     LIMIT 1;
+    IF v_task_id IS NULL THEN
+      LEAVE due;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    SELECT t.lane, t.state, t.deadline_at, t.resource_id, t.queue_id, t.application_id
+      INTO v_lane, v_state, v_deadline, v_resource_id, v_queue_id, v_application_id
+      FROM orbit_task t
+     WHERE t.id = v_task_id
+       FOR UPDATE;
+    IF v_lane IN ('ready', 'blocked', 'scheduled') AND v_deadline <= v_now THEN
+      IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+        SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+      END IF;
+      UPDATE orbit_task t
+         SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = v_now, t.updated_at = v_now
+       WHERE t.id = v_task_id;
+      IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+        CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
+      END IF;
+      INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+      VALUES (v_task_id, 'deadline_expired', v_state, 'EXPIRED', 'total deadline passed', v_now);
+      UPDATE orbit_application_quota q
+         SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+       WHERE q.application_id = v_application_id;
+      SET v_expired = v_expired + 1;
+    END IF;
+    COMMIT;
+  END WHILE due;
+  SELECT v_expired AS expired,
+         (SELECT MIN(t.deadline_at) FROM orbit_task t WHERE t.lane IN ('ready', 'blocked', 'scheduled')) AS next_deadline_at;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_get (from templates/procedures/orbit_task_get.sql) ----
+-- orbit_task_get: Read one task, as its credential may see it.
+--
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the task's queue); p_task_id.
+-- Result (one row): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such task, or another tenant's).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_task_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_get(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_namespace_id, v_credential_id);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_place (from templates/procedures/orbit_task_place.sql) ----
+-- orbit_task_place: Internal: put a WAITING or RETRY_WAIT task into its dispatch lane.
+--
+-- The caller holds the task row lock. A task whose run_at is in the future goes to 'scheduled'.
+-- An unkeyed task goes to 'ready'. A keyed task goes to 'ready' only when its key has no permit
+-- holder and its queue has no ready task of that key yet (at most one ready task per key and
+-- queue); otherwise it goes to 'blocked', outside the range the claim scans. Every change of a
+-- keyed task into or out of 'ready' happens under the resource row lock, so the check below is
+-- exact under READ COMMITTED.
+-- Parameters: p_task_id; p_now (the caller's UTC timestamp).
+-- Result: none. Signals: none.
+-- Locks: orbit_resource row FOR UPDATE (keyed tasks).
+DROP PROCEDURE IF EXISTS orbit_task_place;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_place(IN p_task_id BIGINT UNSIGNED, IN p_now DATETIME(6))
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_run_at DATETIME(6) DEFAULT NULL;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'ready';
+  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  SELECT t.queue_id, t.resource_id, t.run_at INTO v_queue_id, v_resource_id, v_run_at
+    FROM orbit_task t
+   WHERE t.id = p_task_id;
+  IF v_run_at > p_now THEN
+    SET v_lane = 'scheduled';
+  ELSEIF v_resource_id <> 0 THEN
+    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id)
+       OR EXISTS (SELECT 1 FROM orbit_task h
+                   WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id) THEN
+      SET v_lane = 'blocked';
+    END IF;
+  END IF;
+  UPDATE orbit_task t
+     SET t.state = IF(v_lane = 'scheduled' AND t.attempt_count > 0, 'RETRY_WAIT', 'WAITING'),
+         t.lane = v_lane, t.updated_at = p_now
+   WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_promote_due (from templates/procedures/orbit_task_promote_due.sql) ----
+-- orbit_task_promote_due: Move scheduled tasks whose run_at has come into the ready or blocked lane.
+--
+-- Retries wait in the 'scheduled' lane (RETRY_WAIT) so they do not occupy their key during the
+-- backoff; when due they compete again like a new task (orbit_task_place). One short transaction
+-- per task.
+-- Parameters: p_limit 1-10000.
+-- Result (one row): promoted INT, next_run_at DATETIME(6) (earliest scheduled task still waiting,
+--   NULL when none: when to call again).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per task in order: orbit_task row, orbit_resource row (keyed).
+DROP PROCEDURE IF EXISTS orbit_task_promote_due;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_promote_due(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_run_at DATETIME(6);
+  DECLARE v_promoted INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  due: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_task_id = NULL;
+    SELECT t.id INTO v_task_id
+      FROM orbit_task t
+     WHERE t.lane = 'scheduled' AND t.run_at <= v_now
+     ORDER BY t.run_at
+     LIMIT 1;
+    IF v_task_id IS NULL THEN
+      LEAVE due;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    SELECT t.lane, t.run_at INTO v_lane, v_run_at FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
+    IF v_lane = 'scheduled' AND v_run_at <= v_now THEN
+      CALL orbit_task_place(v_task_id, v_now);
+      SET v_promoted = v_promoted + 1;
+    END IF;
+    COMMIT;
+  END WHILE due;
+  SELECT v_promoted AS promoted,
+         (SELECT MIN(t.run_at) FROM orbit_task t WHERE t.lane = 'scheduled') AS next_run_at;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_resolve (from templates/procedures/orbit_task_resolve.sql) ----
+-- orbit_task_resolve: Settle a NEEDS_REVIEW task: mark it succeeded or failed, or requeue it.
+--
+-- The unknown attempt's permits were released when it ended; resolving changes no permit.
+-- 'requeue' puts the task back to WAITING with one more attempt allowed; its next grant gets a
+-- larger token than any before it.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:submit on the task's queue); p_task_id;
+--   p_resolution 'succeeded' | 'failed' | 'requeue'; p_note (JSON text or NULL, kept as the
+--   task's output for succeeded, error for failed).
+-- Result (one row): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT, STATE_CONFLICT (not in
+--   NEEDS_REVIEW).
+-- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
+--   orbit_application_quota row.
+DROP PROCEDURE IF EXISTS orbit_task_resolve;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_resolve(
+  IN p_token_hash BINARY(32),
+  IN p_task_id BIGINT UNSIGNED,
+  IN p_resolution TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_note MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_resolution IS NULL OR p_resolution NOT IN ('succeeded', 'failed', 'requeue') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: resolution must be succeeded, failed or requeue';
+  END IF;
+  IF p_note IS NOT NULL AND NOT JSON_VALID(p_note) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: note must be valid JSON';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT t.state INTO v_state FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
+  IF v_state <> 'NEEDS_REVIEW' THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: only a NEEDS_REVIEW task can be resolved';
+  END IF;
+  IF p_resolution = 'requeue' THEN
+    UPDATE orbit_task t
+       SET t.state = 'WAITING', t.run_at = v_now, t.max_attempts = GREATEST(t.max_attempts, t.attempt_count + 1),
+           t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    CALL orbit_task_place(p_task_id, v_now);
+    SET v_new_state = 'WAITING';
+  ELSE
+    SET v_new_state = IF(p_resolution = 'succeeded', 'SUCCEEDED', 'FAILED');
+    UPDATE orbit_task t
+       SET t.state = v_new_state,
+           t.output = IF(p_resolution = 'succeeded', p_note, t.output),
+           t.error = IF(p_resolution = 'failed', COALESCE(p_note, t.error), t.error),
+           t.finished_at = v_now, t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+     WHERE q.application_id = v_application_id;
+  END IF;
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);
+  COMMIT;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_submit (from templates/procedures/orbit_task_submit.sql) ----
+-- orbit_task_submit: Accept a task once per Idempotency-Key: create it, or replay the original.
+--
+-- The same (application, Idempotency-Key) with the same request returns the original task with
+-- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
+-- Concurrent identical submits serialise on the idempotency row: exactly one creates the task.
+-- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
+-- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
+-- Parameters (NULL = default where one is given):
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on the queue)
+--   p_idempotency_key         1-255 bytes
+--   p_queue_id                CHAR(32)
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result (one row): replayed TINYINT (0 = created now, 1 = the original), then the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
+--   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
+-- Locks, in order: orbit_idempotency row (insert), orbit_resource row (keyed; insert or FOR UPDATE),
+--   orbit_application_quota row.
+DROP PROCEDURE IF EXISTS orbit_task_submit;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_submit(
+  IN p_token_hash BINARY(32),
+  IN p_idempotency_key BLOB,
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_hash BINARY(32);
+  DECLARE v_existing_hash BINARY(32) DEFAULT NULL;
+  DECLARE v_task_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_replayed TINYINT DEFAULT 0;
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+
+  -- Defaults, then validation: the request hash covers the effective values.
+  SET p_business_key = COALESCE(p_business_key, ''),
+      p_priority = COALESCE(p_priority, 5),
+      p_max_attempts = COALESCE(p_max_attempts, 3),
+      p_retry_base_ms = COALESCE(p_retry_base_ms, 1000),
+      p_retry_max_ms = COALESCE(p_retry_max_ms, 300000),
+      p_retry_unknown = COALESCE(p_retry_unknown, 0),
+      p_deadline_seconds = COALESCE(p_deadline_seconds, 0);
+  IF p_idempotency_key IS NULL OR LENGTH(p_idempotency_key) NOT BETWEEN 1 AND 255 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: Idempotency-Key must be 1-255 bytes';
+  END IF;
+  IF p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handler must be 1-191 characters';
+  END IF;
+  IF p_handler_version IS NULL OR CHAR_LENGTH(p_handler_version) NOT BETWEEN 1 AND 64 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handler_version must be 1-64 characters';
+  END IF;
+  IF p_payload_version IS NULL OR CHAR_LENGTH(p_payload_version) NOT BETWEEN 1 AND 64 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: payload_version must be 1-64 characters';
+  END IF;
+  IF p_payload IS NULL OR NOT JSON_VALID(p_payload) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: payload must be valid JSON';
+  END IF;
+  IF CHAR_LENGTH(p_business_key) > 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: business_key must be at most 191 characters';
+  END IF;
+  CALL orbit_key_validate(p_concurrency_key);
+  IF p_priority NOT BETWEEN 0 AND 9 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: priority must be between 0 and 9';
+  END IF;
+  IF p_max_attempts NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max_attempts must be between 1 and 1000';
+  END IF;
+  IF p_retry_base_ms NOT BETWEEN 0 AND 86400000 OR p_retry_max_ms NOT BETWEEN 0 AND 604800000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000';
+  END IF;
+  IF p_retry_unknown NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retry_unknown must be true or false';
+  END IF;
+  IF p_deadline_seconds NOT BETWEEN 0 AND 315360000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: deadline_seconds must be between 1 and 315360000';
+  END IF;
+  -- Every field is hex-encoded, so no separator can be forged by a value.
+  SET v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(p_queue_id), HEX(p_handler), HEX(p_handler_version),
+                 HEX(p_payload_version), SHA2(p_payload, 256), HEX(p_business_key), HEX(p_concurrency_key),
+                 p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
+                 p_deadline_seconds), 256));
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
+  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+  VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  IF v_duplicate THEN
+    SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+      FROM orbit_idempotency i
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
+       FOR UPDATE;
+    IF v_existing_hash <> v_hash THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'IDEMPOTENCY_CONFLICT: this Idempotency-Key was used with a different request';
+    END IF;
+    SET v_replayed = 1;
+  ELSE
+    IF p_concurrency_key <> '' THEN
+      -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
+      -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
+      INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
+      VALUES (v_namespace_id, p_concurrency_key, 0, 0, v_now, v_now)
+      ON DUPLICATE KEY UPDATE version = version;
+      SELECT r.id INTO v_resource_id
+        FROM orbit_resource r
+       WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = p_concurrency_key
+         FOR UPDATE;
+    END IF;
+    INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
+                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                            deadline_at, idempotency_key, created_at, updated_at)
+    VALUES (v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
+            p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', 'none', p_priority,
+            p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, v_now,
+            IF(p_deadline_seconds > 0, DATE_ADD(v_now, INTERVAL p_deadline_seconds SECOND), NULL),
+            p_idempotency_key, v_now, v_now);
+    SET v_task_id = LAST_INSERT_ID();
+    CALL orbit_task_place(v_task_id, v_now);
+    UPDATE orbit_idempotency i SET i.task_id = v_task_id
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+    INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
+    SELECT v_task_id, 'submitted', t.state, CONCAT('lane ', t.lane), v_now FROM orbit_task t WHERE t.id = v_task_id;
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = v_now
+     WHERE q.application_id = v_application_id AND q.incomplete_tasks < q.max_incomplete_tasks;
+    IF ROW_COUNT() = 0 THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+    END IF;
+  END IF;
+  COMMIT;
+
+  SELECT v_replayed AS replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_task t
+   WHERE t.id = v_task_id;
+END$$
+DELIMITER ;
+
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, 'd84fb59e34a85ebc95826db4ab2acbf99cb49b837968be58054aba8fddbaae80', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, '51cfe687f013bf3a7c81716cfc59c3f2adffda8daf0e30c1916aa9e07c53a749', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, '7bb3d6f302c628ef5d111140a4da68727a873e8db745c18f33c0d2b34e0b37bf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'a64428db721d127f6bf86fb5e336dbd3c8b14290fc48a7a1f292b7102be2c055', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -413,6 +2174,29 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '6d02889794f3bbafbf538197922ebe8fca746875343e800f3afd845ae2da8bb1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, 'dadd78f5df12ca4ac98ecaeb364a65990fc6ce3a26691cc4a124cfc62c72772f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'd33cb78d9eb93feb4e1b2ee83b056a4d68df2cc74887d0798266c6085aa6bdda', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'c330c4d861fd93df24c66616eaa6b9f114888399f5faca73f603dd31b5ee9d92', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '61b2013f05497b461bb403ced58916895b6efc29d518686af08365b160d42535', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, 'f88220f4466c6591e1d8bb4ca67d88a4d28d2c6245605d575e302e1937dfd4a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 1, '61965484e60a527c51625a516ce608a217c86d6a208ea02b70510063bd8ec859', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '262d2c7b9de64858d3272484ede5f05c4938b3518af00ab3cc237534e85b8925', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'df5412caf6d76401fe87c3c80e050e301eb17e5be3c7c19b1f49dd1dbbbc775b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'ea2d5d272eb21e25523d9b1737a7d48ea4b39e82184e03cd0c1f44414ffac35f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'b363781d71478fd66dc44c9397e1faa45647f1d3d2f49550ebfb6a1ba0d2ea5a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '552bedb0323d4b5e08d6a26b52512f24421dab3c30e09cacdb82589eb3071d95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '006299591b791b1c3ba4834ebbc08dcd4a938de80bc655d27da563e17d27be42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 1, '2d232fa3e0306f7b1a518b0a74aa6337b0f66882e72f3ebe18c6d2966952e073', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, 'c6c072fff3009f240ff096532780c6a916644a099124a5fe8e9228312770328c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '254981ce15aa03926d91ce212a49fdf8da38032a5a47c731837aa922c2c7ccf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '1ff0415f8adcac180a6ecbda59e2860a5dbab1164a4cfddee48189de27526c74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '3bed4e7d3fa40e66275961770cf35e48c2abb48c9f36d1e851bdcdc81c748a08', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'dd644b20204ac7a648d3d93a9a7009023ca0f6661319995361be74283ab6a75a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, 'a49aaa011ae00cbe0a0f18fdf105b536ba2f8ce8e673dc2708f8f7fea6478931', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '97606145ed84f6cc1efdda9dca21ce0db84679b54c27e3b54998e510de3956c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'd1b29b4e912d13fc7ffa6cfd67ae05bcc92bbc91d0e931760bd256ebb539f208', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '5f85230c8bfa1d8e99a884d7022ead59922d63e027843331bf2de51d7f4b2f57', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '32d42b2170da5cf846f32168057ea96ccfefb64507d9654e9b33f141f501d39b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

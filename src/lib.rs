@@ -12,11 +12,16 @@
 //! - [`sqlscript`]: splits SQL scripts into statements like the `mariadb` client (`DELIMITER`).
 //! - [`migrate`]: `orbit migrate up|status` — applies the numbered migrations and reads the
 //!   `orbit_extension` catalog.
+//! - [`db`]: one typed async function per stored procedure, and the one error type
+//!   ([`db::DbError`]) that SIGNALled codes, deadlocks and lost connections map onto.
+//! - [`auth`]: bearer tokens (random, stored only as SHA-256).
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
 //! - [`cli`]: the `orbit` command line.
 
+pub mod auth;
 pub mod cli;
 pub mod codegen;
+pub mod db;
 pub mod migrate;
 pub mod sqlscript;
 pub mod testing;

@@ -89,3 +89,144 @@ impl Drop for TestDb {
         .join();
     }
 }
+
+/// A test database with the extension installed and one tenant bootstrapped: an application,
+/// environment, namespace, queue and a credential holding every scope.
+pub struct Fixture {
+    pub test_db: TestDb,
+    pub db: crate::db::Db,
+    pub token: String,
+    pub hash: [u8; 32],
+    pub queue_id: String,
+    pub namespace_id: u64,
+    pub application_id: u64,
+}
+
+/// Every credential scope.
+pub const ALL_SCOPES: [&str; 5] = [
+    "queues:manage",
+    "tasks:submit",
+    "tasks:read",
+    "workers:connect",
+    "workers:consume",
+];
+
+impl Fixture {
+    pub async fn new() -> Fixture {
+        let test_db = TestDb::installed().await;
+        let db = crate::db::Db::new(test_db.pool.clone());
+        let token = crate::auth::generate_token();
+        let hash = crate::auth::token_hash(&token);
+        let b = db
+            .admin_bootstrap(&crate::db::queues::Bootstrap {
+                application: "app".into(),
+                environment: "test".into(),
+                namespace: "default".into(),
+                queue: "q1".into(),
+                new_queue_id: Some(crate::auth::new_queue_id()),
+                token_hash: hash.to_vec(),
+                token_hint: crate::auth::token_hint(&token),
+                scopes: ALL_SCOPES.iter().map(|s| s.to_string()).collect(),
+                label: "fixture".into(),
+            })
+            .await
+            .expect("bootstrap");
+        Fixture {
+            test_db,
+            db,
+            token,
+            hash,
+            queue_id: b.queue_id,
+            namespace_id: b.namespace_id,
+            application_id: b.application_id,
+        }
+    }
+
+    /// Another queue in the same namespace.
+    pub async fn queue(&self, name: &str) -> String {
+        self.db
+            .queue_create(&self.hash, None, name, None, None)
+            .await
+            .expect("queue create")
+            .id
+    }
+
+    /// A minimal task for `queue_id` with `key` ("" = none).
+    pub fn task(&self, queue_id: &str, key: &str) -> crate::db::tasks::NewTask {
+        crate::db::tasks::NewTask {
+            queue_id: queue_id.to_string(),
+            handler: "test.handler".into(),
+            handler_version: "v1".into(),
+            payload_version: "v1".into(),
+            payload: "{}".into(),
+            concurrency_key: Some(key.to_string()),
+            ..Default::default()
+        }
+    }
+
+    /// Submits a fresh task (random Idempotency-Key).
+    pub async fn submit(&self, queue_id: &str, key: &str) -> crate::db::tasks::Task {
+        self.submit_task(&self.task(queue_id, key)).await
+    }
+
+    pub async fn submit_task(&self, t: &crate::db::tasks::NewTask) -> crate::db::tasks::Task {
+        let idem = format!("idem-{}", hex::encode(rand::random::<[u8; 8]>()));
+        self.db
+            .task_submit(&self.hash, &idem, t)
+            .await
+            .expect("submit")
+            .task
+    }
+
+    /// Opens a worker session on `queues`.
+    pub async fn session(&self, worker_id: &str, concurrency_keys: bool, queues: &[&str]) -> u64 {
+        self.db
+            .session_open(
+                &self.hash,
+                &crate::db::workers::SessionOpen {
+                    worker_id: worker_id.into(),
+                    node: "test".into(),
+                    capacity: 100,
+                    concurrency_keys,
+                    queue_ids: queues.iter().map(|q| q.to_string()).collect(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("session open")
+            .session_id
+    }
+
+    /// Makes an attempt's lease (and its permits) already expired: a deterministic clock jump.
+    pub async fn expire_lease(&self, attempt_id: u64) {
+        for sql in [
+            "UPDATE orbit_attempt SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
+            "UPDATE orbit_queue_permit SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE attempt_id = ?",
+            "UPDATE orbit_key_permit SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE attempt_id = ?",
+        ] {
+            sqlx::query(sql).bind(attempt_id).execute(&self.test_db.pool).await.expect("expire lease");
+        }
+    }
+
+    /// Makes a scheduled task due now (a deterministic clock jump past its backoff).
+    pub async fn make_due(&self, task_id: u64) {
+        sqlx::query(
+            "UPDATE orbit_task SET run_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
+        )
+        .bind(task_id)
+        .execute(&self.test_db.pool)
+        .await
+        .expect("make due");
+    }
+
+    /// The dispatch lane of a task (white-box: proves where blocked tasks sit).
+    pub async fn lane(&self, task_id: u64) -> String {
+        let lane: Vec<u8> =
+            sqlx::query_scalar("SELECT CAST(lane AS BINARY) FROM orbit_task WHERE id = ?")
+                .bind(task_id)
+                .fetch_one(&self.test_db.pool)
+                .await
+                .expect("lane");
+        String::from_utf8(lane).expect("utf8")
+    }
+}

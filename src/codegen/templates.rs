@@ -16,6 +16,8 @@ pub struct Consts {
     pub key_max_bytes: u32,
     /// Character set and collation for every text parameter and column, spelled once.
     pub utf8: &'static str,
+    /// The same for ASCII identifiers (queue ids, states, codes): binary comparison.
+    pub ascii: &'static str,
     /// Largest token a key can be granted: `2^64 - 1`, refused rather than wrapped.
     pub token_max: &'static str,
 }
@@ -24,6 +26,7 @@ pub const CONSTS: Consts = Consts {
     key_max_chars: 191,
     key_max_bytes: 764,
     utf8: "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+    ascii: "CHARACTER SET ascii COLLATE ascii_bin",
     token_max: "18446744073709551615",
 };
 
@@ -86,5 +89,28 @@ registry! {
     Table orbit_task => "tables/orbit_task.sql",
     Table orbit_task_event => "tables/orbit_task_event.sql",
     Table orbit_worker => "tables/orbit_worker.sql",
+    Procedure orbit_admin_bootstrap => "procedures/orbit_admin_bootstrap.sql",
+    Procedure orbit_attempt_end => "procedures/orbit_attempt_end.sql",
+    Procedure orbit_attempt_finish => "procedures/orbit_attempt_finish.sql",
+    Procedure orbit_attempt_renew => "procedures/orbit_attempt_renew.sql",
+    Procedure orbit_attempt_start => "procedures/orbit_attempt_start.sql",
+    Procedure orbit_auth_check => "procedures/orbit_auth_check.sql",
+    Procedure orbit_auth_queue_check => "procedures/orbit_auth_queue_check.sql",
     Procedure orbit_extension_version => "procedures/orbit_extension_version.sql",
+    Procedure orbit_key_promote => "procedures/orbit_key_promote.sql",
+    Procedure orbit_key_release => "procedures/orbit_key_release.sql",
+    Procedure orbit_key_validate => "procedures/orbit_key_validate.sql",
+    Procedure orbit_lease_recover => "procedures/orbit_lease_recover.sql",
+    Procedure orbit_queue_create => "procedures/orbit_queue_create.sql",
+    Procedure orbit_queue_set_paused => "procedures/orbit_queue_set_paused.sql",
+    Procedure orbit_session_close => "procedures/orbit_session_close.sql",
+    Procedure orbit_session_open => "procedures/orbit_session_open.sql",
+    Procedure orbit_task_cancel => "procedures/orbit_task_cancel.sql",
+    Procedure orbit_task_claim => "procedures/orbit_task_claim.sql",
+    Procedure orbit_task_expire_due => "procedures/orbit_task_expire_due.sql",
+    Procedure orbit_task_get => "procedures/orbit_task_get.sql",
+    Procedure orbit_task_place => "procedures/orbit_task_place.sql",
+    Procedure orbit_task_promote_due => "procedures/orbit_task_promote_due.sql",
+    Procedure orbit_task_resolve => "procedures/orbit_task_resolve.sql",
+    Procedure orbit_task_submit => "procedures/orbit_task_submit.sql",
 }

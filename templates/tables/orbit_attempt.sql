@@ -1,6 +1,9 @@
 -- orbit_attempt: Attempts: one per grant of a task to a session, with its lease and token.
 -- An attempt holds its permits from granted_at until released_at (NULL while it holds them).
 -- concurrency_token is the key's token granted with this attempt (0 for a task without a key).
+-- grant_version and release_version are the key's resource-row versions written by the grant and
+-- the release: both happen under that row's lock, so they order all holders of one key exactly
+-- (a checker proves no overlap with release_version(n) < grant_version(n+1), no clocks involved).
 CREATE TABLE IF NOT EXISTS orbit_attempt (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'attempt id',
   task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id',
@@ -10,6 +13,8 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'orbit_queue.id',
   resource_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.id whose permit it holds; 0 = no key',
   concurrency_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'fencing token granted with the key permit; 0 = no key',
+  grant_version BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.version written by the grant; 0 = no key',
+  release_version BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.version written by the release; 0 = not released or no key',
   session_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_session.id it was granted to',
   worker_id VARCHAR(191) {{ c.utf8 }} NOT NULL COMMENT 'the worker identity of that session',
   claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it',

@@ -1,0 +1,119 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/procedures/orbit_session_open.sql.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- orbit_session_open: Register a worker's WebSocket session (the hello message), resuming its attempts.
+--
+-- The worker identity (worker_id) is created on first use with its concurrency_keys flag, which is
+-- fixed from then on: a hello with the other value is a STATE_CONFLICT (an upgraded process must
+-- use a new identity). Sessions of a worker without concurrency_keys never receive keyed tasks.
+-- Every queue must be within the credential's scope. Resume: active attempts listed in
+-- p_resume_json that belong to the same worker identity move to the new session, keeping their
+-- attempt, lease and token; others are left alone and not reported.
+-- Parameters: p_token_hash BINARY(32) (scopes workers:connect, and workers:consume on every queue);
+--   p_worker_id 1-191 characters; p_node (the serve process); p_capacity 1-10000;
+--   p_concurrency_keys 0/1; p_handlers_json JSON array of handler names ([] = any);
+--   p_queue_ids_json JSON array of queue ids (1-100); p_resume_json JSON array of attempt ids.
+-- Result (one row): session_id, worker_row_id, concurrency_keys, resumed (JSON array of the
+--   attempt ids now owned by this session).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (a queue), INVALID_ARGUMENT,
+--   STATE_CONFLICT (concurrency_keys differs from the worker's registration).
+-- Locks, in order: orbit_worker row (insert or FOR UPDATE), resumed orbit_attempt rows.
+DROP PROCEDURE IF EXISTS orbit_session_open;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_open(
+  IN p_token_hash BINARY(32),
+  IN p_worker_id TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_node TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_capacity INT,
+  IN p_concurrency_keys TINYINT,
+  IN p_handlers_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_queue_ids_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_resume_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_app BIGINT UNSIGNED;
+  DECLARE v_cred BIGINT UNSIGNED;
+  DECLARE v_worker_row_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_registered TINYINT;
+  DECLARE v_session_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'workers:connect', v_application_id, v_environment_id, v_credential_id);
+  IF p_worker_id IS NULL OR CHAR_LENGTH(p_worker_id) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: worker_id must be 1-191 characters';
+  END IF;
+  IF p_capacity IS NULL OR p_capacity NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: capacity must be between 1 and 10000';
+  END IF;
+  IF p_concurrency_keys IS NULL OR p_concurrency_keys NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_keys must be true or false';
+  END IF;
+  IF p_handlers_json IS NULL OR NOT JSON_VALID(p_handlers_json) OR JSON_TYPE(p_handlers_json) <> 'ARRAY' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handlers must be an array of handler names';
+  END IF;
+  IF p_resume_json IS NULL OR NOT JSON_VALID(p_resume_json) OR JSON_TYPE(p_resume_json) <> 'ARRAY' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: resume must be an array of attempt ids';
+  END IF;
+  IF p_queue_ids_json IS NULL OR NOT JSON_VALID(p_queue_ids_json) OR JSON_TYPE(p_queue_ids_json) <> 'ARRAY'
+     OR JSON_LENGTH(p_queue_ids_json) NOT BETWEEN 1 AND 100 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue_ids must be an array of 1-100 queue ids';
+  END IF;
+  SET v_count = JSON_LENGTH(p_queue_ids_json);
+  WHILE v_i < v_count DO
+    SET v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']')));
+    CALL orbit_auth_queue_check(p_token_hash, 'workers:consume', v_queue_id, v_app, v_namespace_id, v_cred);
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_worker (application_id, environment_id, worker_id, concurrency_keys, created_at, last_seen_at)
+  VALUES (v_application_id, v_environment_id, p_worker_id, p_concurrency_keys, v_now, v_now)
+  ON DUPLICATE KEY UPDATE last_seen_at = VALUES(last_seen_at);
+  SELECT w.id, w.concurrency_keys INTO v_worker_row_id, v_registered
+    FROM orbit_worker w
+   WHERE w.application_id = v_application_id AND w.environment_id = v_environment_id AND w.worker_id = p_worker_id
+     FOR UPDATE;
+  IF v_registered <> p_concurrency_keys THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: concurrency_keys is fixed for a worker_id; use a new worker_id';
+  END IF;
+  INSERT INTO orbit_session (worker_row_id, worker_id, credential_id, application_id, node, capacity,
+                             concurrency_keys, handlers, state, claim_seq, connected_at, last_seen_at)
+  VALUES (v_worker_row_id, p_worker_id, v_credential_id, v_application_id, COALESCE(p_node, ''), p_capacity,
+          v_registered, p_handlers_json, 'active', 0, v_now, v_now);
+  SET v_session_id = LAST_INSERT_ID();
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    INSERT IGNORE INTO orbit_session_queue (session_id, queue_id, position)
+    VALUES (v_session_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))), v_i);
+    SET v_i = v_i + 1;
+  END WHILE;
+  -- Resume: the same worker identity takes its live attempts over; token and lease unchanged.
+  SET v_count = JSON_LENGTH(p_resume_json), v_i = 0;
+  WHILE v_i < v_count DO
+    UPDATE orbit_attempt a
+       SET a.session_id = v_session_id
+     WHERE a.id = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_resume_json, CONCAT('$[', v_i, ']'))) AS UNSIGNED)
+       AND a.application_id = v_application_id AND a.worker_id = p_worker_id
+       AND a.state IN ('LEASED', 'RUNNING');
+    SET v_i = v_i + 1;
+  END WHILE;
+  COMMIT;
+  SELECT v_session_id AS session_id, v_worker_row_id AS worker_row_id, v_registered AS concurrency_keys,
+         COALESCE((SELECT JSON_ARRAYAGG(a.id) FROM orbit_attempt a
+                    WHERE a.session_id = v_session_id AND a.state IN ('LEASED', 'RUNNING')), JSON_ARRAY()) AS resumed;
+END$$
+DELIMITER ;

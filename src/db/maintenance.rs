@@ -1,0 +1,38 @@
+//! Background procedures the scheduler loop calls: lease recovery, retry promotion, deadlines.
+
+use chrono::{DateTime, Utc};
+
+use super::{Cols, Db, DbError};
+
+/// How much one maintenance call did, and when something next falls due (`None` = nothing pending).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Swept {
+    pub count: u64,
+    pub next_due_at: Option<DateTime<Utc>>,
+}
+
+impl Db {
+    async fn sweep(&self, procedure: &str, limit: u32) -> Result<Swept, DbError> {
+        let row = self.call_one(procedure, &[u64::from(limit).into()]).await?;
+        let mut c = Cols::new(&row);
+        Ok(Swept {
+            count: c.u64()?,
+            next_due_at: c.opt_time()?,
+        })
+    }
+
+    /// `orbit_lease_recover`: end up to `limit` attempts whose lease ran out.
+    pub async fn lease_recover(&self, limit: u32) -> Result<Swept, DbError> {
+        self.sweep("orbit_lease_recover", limit).await
+    }
+
+    /// `orbit_task_promote_due`: move up to `limit` due retries into their lanes.
+    pub async fn task_promote_due(&self, limit: u32) -> Result<Swept, DbError> {
+        self.sweep("orbit_task_promote_due", limit).await
+    }
+
+    /// `orbit_task_expire_due`: expire up to `limit` waiting tasks past their deadline.
+    pub async fn task_expire_due(&self, limit: u32) -> Result<Swept, DbError> {
+        self.sweep("orbit_task_expire_due", limit).await
+    }
+}

@@ -1,0 +1,232 @@
+//! Typed calls into the stored procedures: one async function per procedure, typed parameters and
+//! result structs. Business rules live in the procedures; this layer only binds arguments, reads
+//! the one result set by position, and maps errors ([`error`]).
+//!
+//! Result columns are read by position, in the order each procedure's header documents: sqlx
+//! prepares `CALL` statements, and a prepared `CALL` carries no column names.
+
+pub mod error;
+pub mod maintenance;
+pub mod queues;
+pub mod tasks;
+pub mod workers;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use sqlx::mysql::{MySqlArguments, MySqlRow};
+use sqlx::query::Query;
+use sqlx::{MySql, MySqlPool, Row};
+
+pub use error::DbError;
+use error::{classify, Classified};
+
+/// How many times a call rolled back by a deadlock or lock-wait timeout is tried again.
+const RETRIES: u32 = 8;
+
+/// Deadlocks and lock-wait timeouts retried so far by this process (stress tests report it).
+pub static RETRIED: AtomicU64 = AtomicU64::new(0);
+
+/// A handle on the database: a connection pool plus the typed procedure calls.
+#[derive(Clone, Debug)]
+pub struct Db {
+    pool: MySqlPool,
+}
+
+/// One argument of a procedure call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg<'a> {
+    Null,
+    U64(u64),
+    I64(i64),
+    Text(&'a str),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(v)
+    }
+}
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        v.map_or(Arg::Null, Arg::Text)
+    }
+}
+impl From<u64> for Arg<'_> {
+    fn from(v: u64) -> Self {
+        Arg::U64(v)
+    }
+}
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        v.map_or(Arg::Null, Arg::I64)
+    }
+}
+impl From<bool> for Arg<'_> {
+    fn from(v: bool) -> Self {
+        Arg::I64(i64::from(v))
+    }
+}
+
+fn bind<'q>(q: Query<'q, MySql, MySqlArguments>, arg: Arg<'q>) -> Query<'q, MySql, MySqlArguments> {
+    match arg {
+        Arg::Null => q.bind(Option::<String>::None),
+        Arg::U64(v) => q.bind(v),
+        Arg::I64(v) => q.bind(v),
+        Arg::Text(v) => q.bind(v),
+        Arg::Bytes(v) => q.bind(v),
+    }
+}
+
+impl Db {
+    pub fn new(pool: MySqlPool) -> Db {
+        Db { pool }
+    }
+
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// `CALL procedure(args…)` and return its one result set. A call rolled back by a deadlock or
+    /// lock-wait timeout is repeated (each procedure is one transaction, or a series of
+    /// independent ones, so repeating is safe), up to [`RETRIES`] times with a short backoff.
+    pub(crate) async fn call(
+        &self,
+        procedure: &str,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<MySqlRow>, DbError> {
+        let placeholders = vec!["?"; args.len()].join(", ");
+        let sql = format!("CALL {procedure}({placeholders})");
+        let mut attempt = 0;
+        loop {
+            let mut q = sqlx::query(&sql);
+            for a in args {
+                q = bind(q, *a);
+            }
+            match q.fetch_all(&self.pool).await.map_err(classify) {
+                Ok(rows) => return Ok(rows),
+                Err(Classified::Fail(e)) => return Err(e),
+                Err(Classified::Retry(message)) => {
+                    attempt += 1;
+                    RETRIED.fetch_add(1, Ordering::Relaxed);
+                    if attempt > RETRIES {
+                        return Err(DbError::Unavailable(format!(
+                            "{procedure} kept conflicting: {message}"
+                        )));
+                    }
+                    let jitter = rand::random::<u64>() % 5;
+                    tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 2 + jitter))
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// Like [`Db::call`] for procedures documented to return exactly one row.
+    pub(crate) async fn call_one(
+        &self,
+        procedure: &str,
+        args: &[Arg<'_>],
+    ) -> Result<MySqlRow, DbError> {
+        let mut rows = self.call(procedure, args).await?;
+        match rows.len() {
+            1 => Ok(rows.remove(0)),
+            n => Err(DbError::Internal(format!(
+                "{procedure} returned {n} rows where its header promises one"
+            ))),
+        }
+    }
+}
+
+/// Reads a result row's columns in order.
+pub(crate) struct Cols<'r> {
+    row: &'r MySqlRow,
+    next: usize,
+}
+
+fn decode_err(i: usize, e: sqlx::Error) -> DbError {
+    DbError::Internal(format!("result column {i}: {e}"))
+}
+
+impl<'r> Cols<'r> {
+    pub fn new(row: &'r MySqlRow) -> Self {
+        Cols { row, next: 0 }
+    }
+
+    /// Starts reading at column `start` (after a procedure-specific prefix).
+    pub fn at(row: &'r MySqlRow, start: usize) -> Self {
+        Cols { row, next: start }
+    }
+
+    fn index(&mut self) -> usize {
+        self.next += 1;
+        self.next - 1
+    }
+
+    /// Any integer column, as u64 (procedures return both signed and unsigned integer types).
+    pub fn u64(&mut self) -> Result<u64, DbError> {
+        let i = self.index();
+        let row = self.row;
+        if let Ok(v) = row.try_get::<Option<u64>, _>(i) {
+            return Ok(v.unwrap_or(0));
+        }
+        match row.try_get::<Option<i64>, _>(i) {
+            Ok(v) => u64::try_from(v.unwrap_or(0))
+                .map_err(|_| DbError::Internal(format!("result column {i}: negative"))),
+            Err(e) => Err(decode_err(i, e)),
+        }
+    }
+
+    pub fn u32(&mut self) -> Result<u32, DbError> {
+        let v = self.u64()?;
+        u32::try_from(v).map_err(|_| {
+            DbError::Internal(format!(
+                "result column {}: {v} overflows u32",
+                self.next - 1
+            ))
+        })
+    }
+
+    pub fn bool(&mut self) -> Result<bool, DbError> {
+        Ok(self.u64()? != 0)
+    }
+
+    /// A text column, read as bytes: binary-collated columns arrive flagged binary.
+    pub fn opt_text(&mut self) -> Result<Option<String>, DbError> {
+        let i = self.index();
+        let bytes = match self.row.try_get::<Option<Vec<u8>>, _>(i) {
+            Ok(b) => b,
+            Err(_) => self
+                .row
+                .try_get::<Option<String>, _>(i)
+                .map_err(|e| decode_err(i, e))?
+                .map(String::into_bytes),
+        };
+        bytes
+            .map(|b| {
+                String::from_utf8(b)
+                    .map_err(|_| DbError::Internal(format!("result column {i}: not UTF-8")))
+            })
+            .transpose()
+    }
+
+    pub fn text(&mut self) -> Result<String, DbError> {
+        Ok(self.opt_text()?.unwrap_or_default())
+    }
+
+    pub fn opt_time(&mut self) -> Result<Option<DateTime<Utc>>, DbError> {
+        let i = self.index();
+        self.row
+            .try_get::<Option<NaiveDateTime>, _>(i)
+            .map(|t| t.map(|t| t.and_utc()))
+            .map_err(|e| decode_err(i, e))
+    }
+
+    pub fn time(&mut self) -> Result<DateTime<Utc>, DbError> {
+        let i = self.next;
+        self.opt_time()?
+            .ok_or_else(|| DbError::Internal(format!("result column {i}: unexpected NULL time")))
+    }
+}

@@ -1,0 +1,128 @@
+//! Tenancy and queue procedures: bootstrap, queue create, pause/resume.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{Arg, Cols, Db, DbError};
+
+/// A queue (the "queue columns" of the procedure headers).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Queue {
+    pub id: String,
+    pub namespace_id: u64,
+    pub name: String,
+    pub paused: bool,
+    /// 0 = unlimited.
+    pub max_active_attempts: u32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Queue {
+    fn read(c: &mut Cols<'_>) -> Result<Queue, DbError> {
+        Ok(Queue {
+            id: c.text()?,
+            namespace_id: c.u64()?,
+            name: c.text()?,
+            paused: c.bool()?,
+            max_active_attempts: c.u32()?,
+            created_at: c.time()?,
+            updated_at: c.time()?,
+        })
+    }
+}
+
+/// What to create in `orbit_admin_bootstrap`.
+#[derive(Clone, Debug, Default)]
+pub struct Bootstrap {
+    pub application: String,
+    pub environment: String,
+    pub namespace: String,
+    pub queue: String,
+    pub new_queue_id: Option<String>,
+    pub token_hash: Vec<u8>,
+    pub token_hint: String,
+    pub scopes: Vec<String>,
+    pub label: String,
+}
+
+/// The ids `orbit_admin_bootstrap` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Bootstrapped {
+    pub application_id: u64,
+    pub environment_id: u64,
+    pub namespace_id: u64,
+    pub queue_id: String,
+    pub credential_id: u64,
+}
+
+impl Db {
+    /// `orbit_admin_bootstrap`.
+    pub async fn admin_bootstrap(&self, b: &Bootstrap) -> Result<Bootstrapped, DbError> {
+        let scopes = b.scopes.join(",");
+        let row = self
+            .call_one(
+                "orbit_admin_bootstrap",
+                &[
+                    b.application.as_str().into(),
+                    b.environment.as_str().into(),
+                    b.namespace.as_str().into(),
+                    b.queue.as_str().into(),
+                    b.new_queue_id.as_deref().into(),
+                    Arg::Bytes(&b.token_hash),
+                    b.token_hint.as_str().into(),
+                    scopes.as_str().into(),
+                    b.label.as_str().into(),
+                ],
+            )
+            .await?;
+        let mut c = Cols::new(&row);
+        Ok(Bootstrapped {
+            application_id: c.u64()?,
+            environment_id: c.u64()?,
+            namespace_id: c.u64()?,
+            queue_id: c.text()?,
+            credential_id: c.u64()?,
+        })
+    }
+
+    /// `orbit_queue_create`.
+    pub async fn queue_create(
+        &self,
+        token_hash: &[u8],
+        namespace_id: Option<u64>,
+        name: &str,
+        max_active_attempts: Option<i64>,
+        new_queue_id: Option<&str>,
+    ) -> Result<Queue, DbError> {
+        let row = self
+            .call_one(
+                "orbit_queue_create",
+                &[
+                    Arg::Bytes(token_hash),
+                    namespace_id.map_or(Arg::Null, Arg::U64),
+                    name.into(),
+                    max_active_attempts.into(),
+                    new_queue_id.into(),
+                ],
+            )
+            .await?;
+        Queue::read(&mut Cols::new(&row))
+    }
+
+    /// `orbit_queue_set_paused`.
+    pub async fn queue_set_paused(
+        &self,
+        token_hash: &[u8],
+        queue_id: &str,
+        paused: bool,
+    ) -> Result<Queue, DbError> {
+        let row = self
+            .call_one(
+                "orbit_queue_set_paused",
+                &[Arg::Bytes(token_hash), queue_id.into(), paused.into()],
+            )
+            .await?;
+        Queue::read(&mut Cols::new(&row))
+    }
+}

@@ -1,0 +1,251 @@
+//! Task procedures: submit, get, cancel, resolve (`orbit_task_*`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Arg, Cols, Db, DbError};
+
+/// Task states (SPEC §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskState {
+    Waiting,
+    Leased,
+    Running,
+    RetryWait,
+    Succeeded,
+    Failed,
+    Cancelled,
+    NeedsReview,
+    Expired,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Waiting => "WAITING",
+            TaskState::Leased => "LEASED",
+            TaskState::Running => "RUNNING",
+            TaskState::RetryWait => "RETRY_WAIT",
+            TaskState::Succeeded => "SUCCEEDED",
+            TaskState::Failed => "FAILED",
+            TaskState::Cancelled => "CANCELLED",
+            TaskState::NeedsReview => "NEEDS_REVIEW",
+            TaskState::Expired => "EXPIRED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<TaskState, DbError> {
+        serde_json::from_value(serde_json::Value::String(s.to_string()))
+            .map_err(|_| DbError::Internal(format!("unknown task state {s:?}")))
+    }
+
+    /// SUCCEEDED, FAILED, CANCELLED and EXPIRED never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Succeeded | TaskState::Failed | TaskState::Cancelled | TaskState::Expired
+        )
+    }
+}
+
+/// A task as the procedures return it (the "task columns" of their headers).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Task {
+    pub id: u64,
+    pub queue_id: String,
+    pub namespace_id: u64,
+    pub state: TaskState,
+    pub handler: String,
+    pub handler_version: String,
+    pub payload_version: String,
+    /// The payload JSON text exactly as stored.
+    pub payload: String,
+    /// Empty = none.
+    pub business_key: String,
+    /// `None` when the task has no key.
+    pub concurrency_key: Option<String>,
+    pub priority: u8,
+    pub max_attempts: u32,
+    pub attempt_count: u32,
+    pub retry_base_ms: u32,
+    pub retry_max_ms: u32,
+    pub retry_unknown: bool,
+    pub run_at: DateTime<Utc>,
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// Why a waiting task cannot be granted (e.g. `TOKEN_EXHAUSTED: …`); empty = nothing.
+    pub blocked_reason: String,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    /// 0 = no attempt yet.
+    pub current_attempt_id: u64,
+    pub plan_id: u64,
+    pub plan_version: u32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl Task {
+    /// Reads the task columns from `c` onwards.
+    pub(crate) fn read(c: &mut Cols<'_>) -> Result<Task, DbError> {
+        Ok(Task {
+            id: c.u64()?,
+            queue_id: c.text()?,
+            namespace_id: c.u64()?,
+            state: TaskState::parse(&c.text()?)?,
+            handler: c.text()?,
+            handler_version: c.text()?,
+            payload_version: c.text()?,
+            payload: c.text()?,
+            business_key: c.text()?,
+            concurrency_key: Some(c.text()?).filter(|k| !k.is_empty()),
+            priority: u8::try_from(c.u64()?).unwrap_or(u8::MAX),
+            max_attempts: c.u32()?,
+            attempt_count: c.u32()?,
+            retry_base_ms: c.u32()?,
+            retry_max_ms: c.u32()?,
+            retry_unknown: c.bool()?,
+            run_at: c.time()?,
+            deadline_at: c.opt_time()?,
+            blocked_reason: c.text()?,
+            output: c.opt_text()?,
+            error: c.opt_text()?,
+            current_attempt_id: c.u64()?,
+            plan_id: c.u64()?,
+            plan_version: c.u32()?,
+            created_at: c.time()?,
+            updated_at: c.time()?,
+            finished_at: c.opt_time()?,
+        })
+    }
+}
+
+/// A submit request. `None` fields take the procedure's defaults.
+#[derive(Clone, Debug, Default)]
+pub struct NewTask {
+    pub queue_id: String,
+    pub handler: String,
+    pub handler_version: String,
+    pub payload_version: String,
+    /// JSON text.
+    pub payload: String,
+    pub business_key: Option<String>,
+    /// `Some("")` = no key; `None` is passed on as SQL NULL, which the procedure rejects (a JSON
+    /// `null` is not the same as omitting the field).
+    pub concurrency_key: Option<String>,
+    pub priority: Option<i64>,
+    pub max_attempts: Option<i64>,
+    pub retry_base_ms: Option<i64>,
+    pub retry_max_ms: Option<i64>,
+    pub retry_unknown: Option<bool>,
+    pub deadline_seconds: Option<i64>,
+}
+
+/// What a submit returns.
+#[derive(Clone, Debug)]
+pub struct Submitted {
+    /// `true` when the Idempotency-Key had already been accepted with this request.
+    pub replayed: bool,
+    pub task: Task,
+}
+
+/// How a NEEDS_REVIEW task is settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    Succeeded,
+    Failed,
+    Requeue,
+}
+
+impl Resolution {
+    fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Succeeded => "succeeded",
+            Resolution::Failed => "failed",
+            Resolution::Requeue => "requeue",
+        }
+    }
+}
+
+impl Db {
+    /// `orbit_task_submit`.
+    pub async fn task_submit(
+        &self,
+        token_hash: &[u8],
+        idempotency_key: &str,
+        t: &NewTask,
+    ) -> Result<Submitted, DbError> {
+        let row = self
+            .call_one(
+                "orbit_task_submit",
+                &[
+                    Arg::Bytes(token_hash),
+                    Arg::Bytes(idempotency_key.as_bytes()),
+                    t.queue_id.as_str().into(),
+                    t.handler.as_str().into(),
+                    t.handler_version.as_str().into(),
+                    t.payload_version.as_str().into(),
+                    t.payload.as_str().into(),
+                    t.business_key.as_deref().into(),
+                    t.concurrency_key
+                        .as_deref()
+                        .map_or(Arg::Null, |k| Arg::Bytes(k.as_bytes())),
+                    t.priority.into(),
+                    t.max_attempts.into(),
+                    t.retry_base_ms.into(),
+                    t.retry_max_ms.into(),
+                    t.retry_unknown.map(i64::from).into(),
+                    t.deadline_seconds.into(),
+                ],
+            )
+            .await?;
+        let mut c = Cols::new(&row);
+        Ok(Submitted {
+            replayed: c.bool()?,
+            task: Task::read(&mut c)?,
+        })
+    }
+
+    /// `orbit_task_get`.
+    pub async fn task_get(&self, token_hash: &[u8], task_id: u64) -> Result<Task, DbError> {
+        let row = self
+            .call_one("orbit_task_get", &[Arg::Bytes(token_hash), task_id.into()])
+            .await?;
+        Task::read(&mut Cols::new(&row))
+    }
+
+    /// `orbit_task_cancel`.
+    pub async fn task_cancel(&self, token_hash: &[u8], task_id: u64) -> Result<Task, DbError> {
+        let row = self
+            .call_one(
+                "orbit_task_cancel",
+                &[Arg::Bytes(token_hash), task_id.into()],
+            )
+            .await?;
+        Task::read(&mut Cols::new(&row))
+    }
+
+    /// `orbit_task_resolve`.
+    pub async fn task_resolve(
+        &self,
+        token_hash: &[u8],
+        task_id: u64,
+        resolution: Resolution,
+        note: Option<&str>,
+    ) -> Result<Task, DbError> {
+        let row = self
+            .call_one(
+                "orbit_task_resolve",
+                &[
+                    Arg::Bytes(token_hash),
+                    task_id.into(),
+                    resolution.as_str().into(),
+                    note.into(),
+                ],
+            )
+            .await?;
+        Task::read(&mut Cols::new(&row))
+    }
+}

@@ -1,0 +1,244 @@
+//! Worker-session procedures: open/close a session, claim, start, renew, finish.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::tasks::Task;
+use super::{Arg, Cols, Db, DbError};
+
+/// A session registration (the `hello` message).
+#[derive(Clone, Debug, Default)]
+pub struct SessionOpen {
+    pub worker_id: String,
+    pub node: String,
+    pub capacity: u32,
+    pub concurrency_keys: bool,
+    pub handlers: Vec<String>,
+    pub queue_ids: Vec<String>,
+    pub resume: Vec<u64>,
+}
+
+/// What `orbit_session_open` returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub session_id: u64,
+    pub worker_row_id: u64,
+    pub concurrency_keys: bool,
+    /// Attempts this session now owns (the resumed ones).
+    pub resumed: Vec<u64>,
+}
+
+/// One grant from `orbit_task_claim`.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub attempt_id: u64,
+    pub attempt_no: u32,
+    pub lease_expires_at: DateTime<Utc>,
+    /// 0 when the task has no key; otherwise strictly larger than any earlier grant of the key.
+    pub concurrency_token: u64,
+    pub task: Task,
+}
+
+/// The answer of `orbit_attempt_start` and `orbit_attempt_renew`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseAnswer {
+    pub attempt_id: u64,
+    pub accepted: bool,
+    /// Empty when accepted; otherwise LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED or STATE_CONFLICT.
+    pub code: String,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+}
+
+/// A worker's reported outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Unknown => "unknown",
+        }
+    }
+}
+
+/// The acknowledgement of `orbit_attempt_finish`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishAck {
+    pub attempt_id: u64,
+    pub task_id: u64,
+    pub task_state: String,
+    pub attempt_state: String,
+    /// `true` when the attempt had already ended: nothing was released this time.
+    pub duplicate: bool,
+}
+
+fn json_strings(items: &[String]) -> String {
+    serde_json::to_string(items).expect("strings serialise")
+}
+
+impl Db {
+    /// `orbit_session_open`.
+    pub async fn session_open(
+        &self,
+        token_hash: &[u8],
+        s: &SessionOpen,
+    ) -> Result<Session, DbError> {
+        let handlers = json_strings(&s.handlers);
+        let queues = json_strings(&s.queue_ids);
+        let resume = serde_json::to_string(&s.resume).expect("ids serialise");
+        let row = self
+            .call_one(
+                "orbit_session_open",
+                &[
+                    Arg::Bytes(token_hash),
+                    s.worker_id.as_str().into(),
+                    s.node.as_str().into(),
+                    u64::from(s.capacity).into(),
+                    s.concurrency_keys.into(),
+                    handlers.as_str().into(),
+                    queues.as_str().into(),
+                    resume.as_str().into(),
+                ],
+            )
+            .await?;
+        let mut c = Cols::new(&row);
+        let (session_id, worker_row_id, concurrency_keys) = (c.u64()?, c.u64()?, c.bool()?);
+        let resumed: Vec<u64> = serde_json::from_str(&c.text()?)
+            .map_err(|e| DbError::Internal(format!("orbit_session_open resumed: {e}")))?;
+        Ok(Session {
+            session_id,
+            worker_row_id,
+            concurrency_keys,
+            resumed,
+        })
+    }
+
+    /// `orbit_session_close` with state `draining` or `closed`; returns attempts still in flight.
+    pub async fn session_close(&self, session_id: u64, draining: bool) -> Result<u64, DbError> {
+        let state = if draining { "draining" } else { "closed" };
+        let row = self
+            .call_one("orbit_session_close", &[session_id.into(), state.into()])
+            .await?;
+        let mut c = Cols::at(&row, 2);
+        c.u64()
+    }
+
+    /// `orbit_task_claim`: up to `max` grants with a lease of `lease_ms`.
+    pub async fn task_claim(
+        &self,
+        session_id: u64,
+        max: u32,
+        lease_ms: u32,
+    ) -> Result<Vec<Grant>, DbError> {
+        let rows = self
+            .call(
+                "orbit_task_claim",
+                &[
+                    session_id.into(),
+                    u64::from(max).into(),
+                    u64::from(lease_ms).into(),
+                ],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let mut c = Cols::new(row);
+                Ok(Grant {
+                    attempt_id: c.u64()?,
+                    attempt_no: c.u32()?,
+                    lease_expires_at: c.time()?,
+                    concurrency_token: c.u64()?,
+                    task: Task::read(&mut c)?,
+                })
+            })
+            .collect()
+    }
+
+    /// `orbit_attempt_start`.
+    pub async fn attempt_start(
+        &self,
+        session_id: u64,
+        attempt_id: u64,
+    ) -> Result<LeaseAnswer, DbError> {
+        let row = self
+            .call_one(
+                "orbit_attempt_start",
+                &[session_id.into(), attempt_id.into()],
+            )
+            .await?;
+        let mut c = Cols::new(&row);
+        let (attempt_id, accepted, code, _state) = (c.u64()?, c.bool()?, c.text()?, c.text()?);
+        Ok(LeaseAnswer {
+            attempt_id,
+            accepted,
+            code,
+            lease_expires_at: c.opt_time()?,
+        })
+    }
+
+    /// `orbit_attempt_renew`.
+    pub async fn attempt_renew(
+        &self,
+        session_id: u64,
+        attempt_id: u64,
+        lease_ms: u32,
+    ) -> Result<LeaseAnswer, DbError> {
+        let row = self
+            .call_one(
+                "orbit_attempt_renew",
+                &[
+                    session_id.into(),
+                    attempt_id.into(),
+                    u64::from(lease_ms).into(),
+                ],
+            )
+            .await?;
+        let mut c = Cols::new(&row);
+        Ok(LeaseAnswer {
+            attempt_id: c.u64()?,
+            accepted: c.bool()?,
+            code: c.text()?,
+            lease_expires_at: c.opt_time()?,
+        })
+    }
+
+    /// `orbit_attempt_finish`.
+    pub async fn attempt_finish(
+        &self,
+        session_id: u64,
+        attempt_id: u64,
+        outcome: Outcome,
+        retryable: bool,
+        output: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<FinishAck, DbError> {
+        let row = self
+            .call_one(
+                "orbit_attempt_finish",
+                &[
+                    session_id.into(),
+                    attempt_id.into(),
+                    outcome.as_str().into(),
+                    retryable.into(),
+                    output.into(),
+                    error.into(),
+                ],
+            )
+            .await?;
+        let mut c = Cols::new(&row);
+        Ok(FinishAck {
+            attempt_id: c.u64()?,
+            task_id: c.u64()?,
+            task_state: c.text()?,
+            attempt_state: c.text()?,
+            duplicate: c.bool()?,
+        })
+    }
+}

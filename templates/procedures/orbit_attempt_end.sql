@@ -1,0 +1,110 @@
+-- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
+--
+-- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
+-- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
+-- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
+-- key to the next blocked task), moves the task, writes history, and updates the application
+-- counters last.
+--   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
+--   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
+--   failed              -> attempt FAILED, task FAILED
+--   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
+--   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
+--   cancelled           -> attempt CANCELLED, task CANCELLED
+-- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now.
+-- Out: o_task_state (the task's new state).
+-- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
+--   (via orbit_key_release), promoted task rows (SKIP LOCKED), orbit_application_quota row.
+CREATE PROCEDURE orbit_attempt_end(
+  IN p_attempt_id BIGINT UNSIGNED,
+  IN p_outcome VARCHAR(16) {{ c.ascii }},
+  IN p_retryable TINYINT,
+  IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
+  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
+  IN p_now DATETIME(6),
+  OUT o_task_state VARCHAR(16) {{ c.ascii }})
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_from_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_attempt_count INT UNSIGNED;
+  DECLARE v_max_attempts INT UNSIGNED;
+  DECLARE v_retry_base_ms INT UNSIGNED;
+  DECLARE v_retry_max_ms INT UNSIGNED;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_new_attempt_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_outcome VARCHAR(16) {{ c.ascii }} DEFAULT p_outcome;
+  DECLARE v_delay_ms BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_terminal TINYINT DEFAULT 0;
+  DECLARE v_attempts_left TINYINT;
+
+  SELECT a.task_id, a.state, a.resource_id, a.application_id, a.concurrency_token
+    INTO v_task_id, v_attempt_state, v_resource_id, v_application_id, v_token
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id;
+  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+    FROM orbit_task t
+   WHERE t.id = v_task_id
+     FOR UPDATE;
+  SET v_attempts_left = v_attempt_count < v_max_attempts;
+  SET v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
+
+  -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
+  IF v_outcome = 'expired' AND v_attempt_state = 'RUNNING' THEN
+    SET v_outcome = 'unknown';
+  END IF;
+  CASE v_outcome
+    WHEN 'succeeded' THEN
+      SET v_new_attempt_state = 'SUCCEEDED', o_task_state = 'SUCCEEDED';
+    WHEN 'failed' THEN
+      SET v_new_attempt_state = 'FAILED',
+          o_task_state = IF(p_retryable AND v_attempts_left, 'RETRY_WAIT', 'FAILED');
+    WHEN 'unknown' THEN
+      SET v_new_attempt_state = 'UNKNOWN',
+          o_task_state = IF(v_retry_unknown AND v_attempts_left, 'RETRY_WAIT', 'NEEDS_REVIEW');
+    WHEN 'expired' THEN
+      SET v_new_attempt_state = 'EXPIRED', o_task_state = 'WAITING', v_delay_ms = 0;
+    ELSE
+      SET v_new_attempt_state = 'CANCELLED', o_task_state = 'CANCELLED';
+  END CASE;
+  SET v_terminal = o_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
+
+  UPDATE orbit_attempt a
+     SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
+         a.output = p_output, a.error = p_error, a.released_at = p_now
+   WHERE a.id = p_attempt_id;
+  DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
+  IF v_resource_id <> 0 THEN
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now);
+  END IF;
+
+  UPDATE orbit_task t
+     SET t.state = o_task_state,
+         t.lane = 'none',
+         t.run_at = IF(o_task_state IN ('WAITING', 'RETRY_WAIT'),
+                       DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
+         t.output = IF(v_outcome = 'succeeded', p_output, t.output),
+         t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
+         t.finished_at = IF(v_terminal, p_now, NULL),
+         t.updated_at = p_now
+   WHERE t.id = v_task_id;
+  IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
+    CALL orbit_task_place(v_task_id, p_now);
+    SELECT t.state INTO o_task_state FROM orbit_task t WHERE t.id = v_task_id;
+  END IF;
+
+  INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+  VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, v_token,
+          CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
+
+  UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - 1,
+         q.incomplete_tasks = q.incomplete_tasks - v_terminal,
+         q.updated_at = p_now
+   WHERE q.application_id = v_application_id;
+END

@@ -1,0 +1,28 @@
+-- orbit_key_promote: Internal: make the best blocked task of one key and queue ready, if the key is free.
+--
+-- The caller holds the resource row lock. Promotes nothing when the key has a permit holder or
+-- the queue already has a ready task of the key. Blocked tasks locked by someone else (being
+-- cancelled or expired) are skipped, never waited for.
+-- Parameters: p_resource_id; p_queue_id; p_now.
+-- Result: none. Signals: none.
+-- Locks: the promoted orbit_task row (FOR UPDATE SKIP LOCKED).
+CREATE PROCEDURE orbit_key_promote(IN p_resource_id BIGINT UNSIGNED, IN p_queue_id CHAR(32) {{ c.ascii }}, IN p_now DATETIME(6))
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
+  IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
+     OR EXISTS (SELECT 1 FROM orbit_task h
+                 WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id) THEN
+    LEAVE body;
+  END IF;
+  SELECT t.id INTO v_next
+    FROM orbit_task t
+   WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id = p_queue_id
+     AND t.blocked_reason = ''
+   ORDER BY t.priority, t.id
+   LIMIT 1
+   FOR UPDATE SKIP LOCKED;
+  IF v_next IS NOT NULL THEN
+    UPDATE orbit_task t SET t.lane = 'ready', t.updated_at = p_now WHERE t.id = v_next;
+  END IF;
+END

@@ -1,0 +1,55 @@
+{% import "_macros.sql" as m %}
+-- orbit_lease_recover: End attempts whose lease ran out, releasing their permits.
+--
+-- An expired LEASED attempt (never started) ends EXPIRED and its task returns to WAITING; an
+-- expired RUNNING attempt ends UNKNOWN and its task goes to NEEDS_REVIEW (RETRY_WAIT if the task
+-- declared retry_unknown and has attempts left). Either way the key's next grant gets a larger
+-- token. Each attempt is recovered in its own short transaction, re-checked under its row lock, so
+-- a renew or result that wins the race is respected. There is no manual unlock.
+-- Parameters: p_limit 1-10000 (attempts to recover in this call).
+-- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
+--   still running, NULL when none: when to call again).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end.
+CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_recovered INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  {% call m::rollback_on_error() %};
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    {% call m::raise("INVALID_ARGUMENT", "limit must be between 1 and 10000") %};
+  END IF;
+  expired: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_attempt_id = NULL;
+    -- Every active attempt holds a queue permit, so this index is the list of live leases.
+    SELECT p.attempt_id INTO v_attempt_id
+      FROM orbit_queue_permit p
+     WHERE p.expires_at <= v_now
+     ORDER BY p.expires_at
+     LIMIT 1;
+    IF v_attempt_id IS NULL THEN
+      LEAVE expired;
+    END IF;
+    SET v_seen = v_seen + 1;
+    {% call m::begin() %};
+    SELECT a.state, a.lease_expires_at INTO v_state, v_expires
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
+      CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
+                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
+                             v_now, v_task_state);
+      SET v_recovered = v_recovered + 1;
+    END IF;
+    COMMIT;
+  END WHILE expired;
+  SELECT v_recovered AS recovered, (SELECT MIN(p.expires_at) FROM orbit_queue_permit p) AS next_expiry_at;
+END

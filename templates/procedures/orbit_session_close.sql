@@ -1,0 +1,32 @@
+{% import "_macros.sql" as m %}
+-- orbit_session_close: Mark a session draining (no new grants) or closed (socket gone).
+--
+-- Releases nothing: the session's attempts keep their permits until their result or their lease
+-- expiry (SPEC §4: stopping dispatch or disconnecting releases nothing directly).
+-- Parameters: p_session_id; p_state 'draining' | 'closed'.
+-- Result (one row): session_id, state, in_flight (LEASED + RUNNING attempts it still owns).
+-- Signals: NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: orbit_session row.
+CREATE PROCEDURE orbit_session_close(IN p_session_id BIGINT UNSIGNED, IN p_state TEXT {{ c.ascii }})
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  {% call m::rollback_on_error() %};
+  IF p_state IS NULL OR p_state NOT IN ('draining', 'closed') THEN
+    {% call m::raise("INVALID_ARGUMENT", "state must be draining or closed") %};
+  END IF;
+  {% call m::begin() %};
+  UPDATE orbit_session s
+     SET s.state = IF(s.state = 'closed', 'closed', p_state),
+         s.closed_at = IF(p_state = 'closed', COALESCE(s.closed_at, v_now), s.closed_at),
+         s.last_seen_at = v_now
+   WHERE s.id = p_session_id;
+  COMMIT;
+  IF NOT EXISTS (SELECT 1 FROM orbit_session s WHERE s.id = p_session_id) THEN
+    {% call m::raise("NOT_FOUND", "session not found") %};
+  END IF;
+  SELECT s.id AS session_id, s.state,
+         (SELECT COUNT(*) FROM orbit_attempt a WHERE a.session_id = s.id AND a.state IN ('LEASED', 'RUNNING')) AS in_flight
+    FROM orbit_session s
+   WHERE s.id = p_session_id;
+END

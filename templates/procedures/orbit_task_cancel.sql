@@ -1,0 +1,83 @@
+{% import "_macros.sql" as m %}
+-- orbit_task_cancel: Cancel a task that has not started: WAITING, RETRY_WAIT, LEASED or NEEDS_REVIEW.
+--
+-- A LEASED attempt (granted, not started) is ended as CANCELLED and its permits are released in
+-- this transaction, so the key's next task is granted with a larger token. A ready keyed task
+-- hands its queue's slot of the key to the next blocked task. A RUNNING task cannot be cancelled
+-- (its code may be acting on the resource): STATE_CONFLICT. Cancelling a CANCELLED task returns it
+-- unchanged; any other terminal state is a STATE_CONFLICT.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:submit on the task's queue); p_task_id.
+-- Result (one row): the task columns:
+{% call m::task_columns_doc() %}
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, STATE_CONFLICT.
+-- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
+--   promoted task rows (SKIP LOCKED), orbit_application_quota row.
+CREATE PROCEDURE orbit_task_cancel(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }} DEFAULT '';
+  DECLARE v_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_lane VARCHAR(16) {{ c.ascii }};
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_current BIGINT UNSIGNED;
+  DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_lock BIGINT UNSIGNED;
+  {% call m::rollback_on_error() %};
+
+  SELECT t.queue_id, t.current_attempt_id INTO v_queue_id, v_attempt_id FROM orbit_task t WHERE t.id = p_task_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
+    {% call m::raise("NOT_FOUND", "task not found") %};
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+
+  {% call m::begin() %};
+  -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
+  IF v_attempt_id <> 0 THEN
+    SELECT a.state INTO v_attempt_state FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
+  END IF;
+  SELECT t.state, t.lane, t.resource_id, t.current_attempt_id INTO v_state, v_lane, v_resource_id, v_current
+    FROM orbit_task t
+   WHERE t.id = p_task_id
+     FOR UPDATE;
+  IF v_current <> v_attempt_id THEN
+    -- A claim granted a new attempt between the two reads; the caller may retry.
+    ROLLBACK;
+    {% call m::raise("STATE_CONFLICT", "the task changed while cancelling; retry") %};
+  END IF;
+  IF v_state = 'CANCELLED' THEN
+    COMMIT;
+  ELSEIF v_state = 'LEASED' THEN
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_task_state);
+    COMMIT;
+  ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    END IF;
+    UPDATE orbit_task t
+       SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = v_now, t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
+    END IF;
+    INSERT INTO orbit_task_event (task_id, event, from_state, to_state, created_at)
+    VALUES (p_task_id, 'cancelled', v_state, 'CANCELLED', v_now);
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+     WHERE q.application_id = v_application_id;
+    COMMIT;
+  ELSE
+    ROLLBACK;
+    IF v_state = 'RUNNING' THEN
+      {% call m::raise("STATE_CONFLICT", "a RUNNING task cannot be cancelled") %};
+    END IF;
+    {% call m::raise("STATE_CONFLICT", "the task has already finished") %};
+  END IF;
+  SELECT {% call m::task_columns("t") %} FROM orbit_task t WHERE t.id = p_task_id;
+END

@@ -1,0 +1,74 @@
+{% import "_macros.sql" as m %}
+-- orbit_task_resolve: Settle a NEEDS_REVIEW task: mark it succeeded or failed, or requeue it.
+--
+-- The unknown attempt's permits were released when it ended; resolving changes no permit.
+-- 'requeue' puts the task back to WAITING with one more attempt allowed; its next grant gets a
+-- larger token than any before it.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:submit on the task's queue); p_task_id;
+--   p_resolution 'succeeded' | 'failed' | 'requeue'; p_note (JSON text or NULL, kept as the
+--   task's output for succeeded, error for failed).
+-- Result (one row): the task columns:
+{% call m::task_columns_doc() %}
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT, STATE_CONFLICT (not in
+--   NEEDS_REVIEW).
+-- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
+--   orbit_application_quota row.
+CREATE PROCEDURE orbit_task_resolve(
+  IN p_token_hash BINARY(32),
+  IN p_task_id BIGINT UNSIGNED,
+  IN p_resolution TEXT {{ c.ascii }},
+  IN p_note MEDIUMTEXT {{ c.utf8 }})
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_new_state VARCHAR(16) {{ c.ascii }};
+  {% call m::rollback_on_error() %};
+
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
+    {% call m::raise("NOT_FOUND", "task not found") %};
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_resolution IS NULL OR p_resolution NOT IN ('succeeded', 'failed', 'requeue') THEN
+    {% call m::raise("INVALID_ARGUMENT", "resolution must be succeeded, failed or requeue") %};
+  END IF;
+  IF p_note IS NOT NULL AND NOT JSON_VALID(p_note) THEN
+    {% call m::raise("INVALID_ARGUMENT", "note must be valid JSON") %};
+  END IF;
+
+  {% call m::begin() %};
+  SELECT t.state INTO v_state FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
+  IF v_state <> 'NEEDS_REVIEW' THEN
+    ROLLBACK;
+    {% call m::raise("STATE_CONFLICT", "only a NEEDS_REVIEW task can be resolved") %};
+  END IF;
+  IF p_resolution = 'requeue' THEN
+    UPDATE orbit_task t
+       SET t.state = 'WAITING', t.run_at = v_now, t.max_attempts = GREATEST(t.max_attempts, t.attempt_count + 1),
+           t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    CALL orbit_task_place(p_task_id, v_now);
+    SET v_new_state = 'WAITING';
+  ELSE
+    SET v_new_state = IF(p_resolution = 'succeeded', 'SUCCEEDED', 'FAILED');
+    UPDATE orbit_task t
+       SET t.state = v_new_state,
+           t.output = IF(p_resolution = 'succeeded', p_note, t.output),
+           t.error = IF(p_resolution = 'failed', COALESCE(p_note, t.error), t.error),
+           t.finished_at = v_now, t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+     WHERE q.application_id = v_application_id;
+  END IF;
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);
+  COMMIT;
+  SELECT {% call m::task_columns("t") %} FROM orbit_task t WHERE t.id = p_task_id;
+END
