@@ -1,0 +1,549 @@
+//! The life cycle after a grant (SPEC §4 table, one test per row, and the rules around it).
+
+use orbit::db::tasks::{Resolution, TaskState};
+use orbit::db::workers::{Outcome, SessionOpen};
+use orbit::db::DbError;
+use orbit::testing::Fixture;
+
+async fn key_permit_holder(f: &Fixture, key: &str) -> Option<u64> {
+    sqlx::query_scalar(
+        "SELECT k.attempt_id FROM orbit_key_permit k JOIN orbit_resource r ON r.id = k.resource_id WHERE r.concurrency_key = ?",
+    )
+    .bind(key.as_bytes())
+    .fetch_optional(f.db.pool())
+    .await
+    .unwrap()
+}
+
+async fn counters(f: &Fixture) -> (u32, u64) {
+    sqlx::query_as("SELECT active_attempts, incomplete_tasks FROM orbit_application_quota")
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn reconnect_and_resume_keep_the_attempt_and_token_and_renew_extends_the_permit() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "k").await;
+    let s1 = f.session("worker-a", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s1, 1, 30_000).await.unwrap().remove(0);
+    assert!(f.db.attempt_start(s1, g.attempt_id).await.unwrap().accepted);
+    // The socket drops; the same worker identity says hello again with resume.
+    f.db.session_close(s1, false).await.unwrap();
+    let s2 =
+        f.db.session_open(
+            &f.hash,
+            &SessionOpen {
+                worker_id: "worker-a".into(),
+                capacity: 4,
+                concurrency_keys: true,
+                queue_ids: vec![f.queue_id.clone()],
+                resume: vec![g.attempt_id, 999_999],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s2.resumed,
+        vec![g.attempt_id],
+        "only its own live attempt is resumed"
+    );
+    assert_eq!(
+        key_permit_holder(&f, "k").await,
+        Some(g.attempt_id),
+        "disconnecting released nothing"
+    );
+    let renewed =
+        f.db.attempt_renew(s2.session_id, g.attempt_id, 60_000)
+            .await
+            .unwrap();
+    assert!(renewed.accepted);
+    assert!(renewed.lease_expires_at.unwrap() > g.lease_expires_at);
+    let (permit_expiry, attempt_expiry, token): (chrono::NaiveDateTime, chrono::NaiveDateTime, u64) = sqlx::query_as(
+        "SELECT k.expires_at, a.lease_expires_at, a.concurrency_token FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        permit_expiry, attempt_expiry,
+        "renew extends the key permit with the lease"
+    );
+    assert_eq!(token, g.concurrency_token, "same attempt, same token");
+    // The old session can no longer act on it; the new one finishes it.
+    assert_eq!(
+        f.db.attempt_renew(s1, g.attempt_id, 60_000)
+            .await
+            .unwrap()
+            .code,
+        "PERMISSION_DENIED"
+    );
+    let ack =
+        f.db.attempt_finish(
+            s2.session_id,
+            g.attempt_id,
+            Outcome::Succeeded,
+            false,
+            Some("{}"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ack.task_state, "SUCCEEDED");
+}
+
+#[tokio::test]
+async fn a_duplicate_result_releases_nothing_twice() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "k").await;
+    f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    let first =
+        f.db.attempt_finish(s, a.attempt_id, Outcome::Succeeded, false, Some("{}"), None)
+            .await
+            .unwrap();
+    assert!(!first.duplicate);
+    let b = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert!(b.concurrency_token > a.concurrency_token);
+    // The old receipt is replayed (duplicate frame, reconnect replay): same answer, b untouched.
+    let replay =
+        f.db.attempt_finish(s, a.attempt_id, Outcome::Succeeded, false, Some("{}"), None)
+            .await
+            .unwrap();
+    assert!(replay.duplicate);
+    assert_eq!(
+        (replay.task_state.as_str(), replay.attempt_state.as_str()),
+        ("SUCCEEDED", "SUCCEEDED")
+    );
+    assert_eq!(key_permit_holder(&f, "k").await, Some(b.attempt_id));
+    assert_eq!(counters(&f).await, (1, 1));
+}
+
+#[tokio::test]
+async fn cancel_before_start_releases_and_the_next_grant_gets_a_larger_token() {
+    let f = Fixture::new().await;
+    let t1 = f.submit(&f.queue_id, "k").await;
+    f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    let cancelled = f.db.task_cancel(&f.hash, t1.id).await.unwrap();
+    assert_eq!(cancelled.state, TaskState::Cancelled);
+    assert_eq!(
+        key_permit_holder(&f, "k").await,
+        None,
+        "released in the cancel transaction"
+    );
+    let b = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert!(b.concurrency_token > a.concurrency_token);
+    // The cancelled attempt can no longer start.
+    assert_eq!(
+        f.db.attempt_start(s, a.attempt_id).await.unwrap().code,
+        "STATE_CONFLICT"
+    );
+    // A RUNNING task cannot be cancelled; a finished one neither; cancelling twice is idempotent.
+    assert!(f.db.attempt_start(s, b.attempt_id).await.unwrap().accepted);
+    assert!(matches!(
+        f.db.task_cancel(&f.hash, b.task.id).await.unwrap_err(),
+        DbError::StateConflict(_)
+    ));
+    assert_eq!(
+        f.db.task_cancel(&f.hash, t1.id).await.unwrap().state,
+        TaskState::Cancelled
+    );
+    f.db.attempt_finish(s, b.attempt_id, Outcome::Succeeded, false, None, None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        f.db.task_cancel(&f.hash, b.task.id).await.unwrap_err(),
+        DbError::StateConflict(_)
+    ));
+    assert_eq!(counters(&f).await, (0, 0));
+}
+
+#[tokio::test]
+async fn cancelling_a_waiting_head_hands_the_slot_to_the_next_task() {
+    let f = Fixture::new().await;
+    let head = f.submit(&f.queue_id, "k").await;
+    let next = f.submit(&f.queue_id, "k").await;
+    assert_eq!(
+        (
+            f.lane(head.id).await.as_str(),
+            f.lane(next.id).await.as_str()
+        ),
+        ("ready", "blocked")
+    );
+    f.db.task_cancel(&f.hash, head.id).await.unwrap();
+    assert_eq!(f.lane(next.id).await, "ready");
+}
+
+#[tokio::test]
+async fn lease_expiry_before_start_ends_expired_and_the_task_waits_again() {
+    let f = Fixture::new().await;
+    let t = f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    f.expire_lease(a.attempt_id).await;
+    // A late Start is rejected inside its transaction, before recovery runs.
+    assert_eq!(
+        f.db.attempt_start(s, a.attempt_id).await.unwrap().code,
+        "LEASE_EXPIRED"
+    );
+    assert_eq!(
+        f.db.attempt_renew(s, a.attempt_id, 30_000)
+            .await
+            .unwrap()
+            .code,
+        "LEASE_EXPIRED"
+    );
+    let swept = f.db.lease_recover(100).await.unwrap();
+    assert_eq!(swept.count, 1);
+    assert_eq!(
+        f.db.task_get(&f.hash, t.id).await.unwrap().state,
+        TaskState::Waiting
+    );
+    let b = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(b.task.id, t.id);
+    assert_eq!(b.attempt_no, 2);
+    assert!(b.concurrency_token > a.concurrency_token);
+    assert_eq!(
+        f.db.attempt_start(s, a.attempt_id).await.unwrap().code,
+        "STATE_CONFLICT"
+    );
+    let state: String =
+        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
+            .bind(a.attempt_id)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(state, "EXPIRED");
+}
+
+#[tokio::test]
+async fn lease_expiry_while_running_is_unknown_and_goes_to_review() {
+    let f = Fixture::new().await;
+    let t = f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    f.db.attempt_start(s, a.attempt_id).await.unwrap();
+    f.expire_lease(a.attempt_id).await;
+    assert_eq!(f.db.lease_recover(100).await.unwrap().count, 1);
+    let shown = f.db.task_get(&f.hash, t.id).await.unwrap();
+    assert_eq!(shown.state, TaskState::NeedsReview);
+    assert_eq!(
+        key_permit_holder(&f, "k").await,
+        None,
+        "the permit is released"
+    );
+    assert_eq!(
+        counters(&f).await,
+        (0, 1),
+        "the task still counts against the backlog quota"
+    );
+    // The late result of the paused holder is recorded and acts on nothing.
+    let late =
+        f.db.attempt_finish(s, a.attempt_id, Outcome::Succeeded, false, Some("{}"), None)
+            .await
+            .unwrap();
+    assert!(late.duplicate);
+    assert_eq!(late.task_state, "NEEDS_REVIEW");
+    let recorded: String =
+        sqlx::query_scalar("SELECT CAST(late_result AS CHAR) FROM orbit_attempt WHERE id = ?")
+            .bind(a.attempt_id)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(recorded, "succeeded");
+}
+
+#[tokio::test]
+async fn a_task_safe_to_retry_after_unknown_goes_to_retry_wait() {
+    let f = Fixture::new().await;
+    let mut t = f.task(&f.queue_id, "k");
+    t.retry_unknown = Some(true);
+    t.retry_base_ms = Some(0);
+    let t = f.submit_task(&t).await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    f.db.attempt_start(s, a.attempt_id).await.unwrap();
+    f.expire_lease(a.attempt_id).await;
+    f.db.lease_recover(10).await.unwrap();
+    let b = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(b.task.id, t.id);
+    assert!(b.concurrency_token > a.concurrency_token);
+}
+
+#[tokio::test]
+async fn unknown_outcome_releases_keeps_history_and_resolve_requeues_with_a_larger_token() {
+    let f = Fixture::new().await;
+    let t = f.submit(&f.queue_id, "k").await;
+    let other = f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    f.db.attempt_start(s, a.attempt_id).await.unwrap();
+    let ack =
+        f.db.attempt_finish(
+            s,
+            a.attempt_id,
+            Outcome::Unknown,
+            false,
+            None,
+            Some(r#"{"why":"timeout"}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (ack.task_state.as_str(), ack.attempt_state.as_str()),
+        ("NEEDS_REVIEW", "UNKNOWN")
+    );
+    // The key is not locked until review: the other task runs now.
+    let b = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(b.task.id, other.id);
+    f.db.attempt_finish(s, b.attempt_id, Outcome::Succeeded, false, None, None)
+        .await
+        .unwrap();
+    // Resolve rejects tasks not in review, then requeues this one.
+    assert!(matches!(
+        f.db.task_resolve(&f.hash, other.id, Resolution::Requeue, None)
+            .await
+            .unwrap_err(),
+        DbError::StateConflict(_)
+    ));
+    let requeued =
+        f.db.task_resolve(&f.hash, t.id, Resolution::Requeue, None)
+            .await
+            .unwrap();
+    assert_eq!(requeued.state, TaskState::Waiting);
+    let c = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(c.task.id, t.id);
+    assert!(c.concurrency_token > b.concurrency_token);
+    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_task_event WHERE task_id = ?")
+        .bind(t.id)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    assert!(events >= 5, "history kept: {events} events");
+    // A second unknown, resolved as succeeded, is terminal.
+    f.db.attempt_finish(s, c.attempt_id, Outcome::Unknown, false, None, None)
+        .await
+        .unwrap();
+    let done =
+        f.db.task_resolve(
+            &f.hash,
+            t.id,
+            Resolution::Succeeded,
+            Some(r#"{"checked":true}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, TaskState::Succeeded);
+    assert_eq!(counters(&f).await, (0, 0));
+}
+
+#[tokio::test]
+async fn a_retryable_failure_releases_now_and_competes_again_when_due() {
+    let f = Fixture::new().await;
+    let mut t = f.task(&f.queue_id, "k");
+    t.retry_base_ms = Some(60_000);
+    let t = f.submit_task(&t).await;
+    let other = f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(a.task.id, t.id);
+    let ack =
+        f.db.attempt_finish(
+            s,
+            a.attempt_id,
+            Outcome::Failed,
+            true,
+            None,
+            Some(r#"{"e":1}"#),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ack.task_state, "RETRY_WAIT");
+    assert_eq!(f.lane(t.id).await, "scheduled");
+    // The key is free during the backoff: the other task is granted at once.
+    let b = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(b.task.id, other.id);
+    assert_eq!(
+        f.db.task_promote_due(10).await.unwrap().count,
+        0,
+        "not due yet"
+    );
+    f.db.attempt_finish(s, b.attempt_id, Outcome::Succeeded, false, None, None)
+        .await
+        .unwrap();
+    f.make_due(t.id).await;
+    assert_eq!(f.db.task_promote_due(10).await.unwrap().count, 1);
+    let c = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!((c.task.id, c.attempt_no), (t.id, 2));
+    assert!(c.concurrency_token > b.concurrency_token);
+    // Out of attempts: a retryable failure is final.
+    let mut last = f.task(&f.queue_id, "");
+    last.max_attempts = Some(1);
+    let last = f.submit_task(&last).await;
+    let d =
+        f.db.task_claim(s, 1, 30_000)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|g| g.task.id == last.id)
+            .unwrap();
+    let ack =
+        f.db.attempt_finish(s, d.attempt_id, Outcome::Failed, true, None, None)
+            .await
+            .unwrap();
+    assert_eq!(ack.task_state, "FAILED");
+}
+
+#[tokio::test]
+async fn draining_or_closing_a_session_releases_nothing() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "k").await;
+    f.submit(&f.queue_id, "").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(
+        f.db.session_close(s, true).await.unwrap(),
+        1,
+        "one attempt in flight"
+    );
+    assert!(
+        f.db.task_claim(s, 10, 30_000).await.unwrap().is_empty(),
+        "a draining session gets nothing new"
+    );
+    f.db.session_close(s, false).await.unwrap();
+    assert_eq!(key_permit_holder(&f, "k").await, Some(a.attempt_id));
+    assert_eq!(counters(&f).await.0, 1);
+}
+
+#[tokio::test]
+async fn start_and_finish_check_ownership_and_start_is_repeatable() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "").await;
+    let s = f.session("w1", true, &[&f.queue_id]).await;
+    let intruder = f.session("w2", true, &[&f.queue_id]).await;
+    let a = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(
+        f.db.attempt_start(intruder, a.attempt_id)
+            .await
+            .unwrap()
+            .code,
+        "PERMISSION_DENIED"
+    );
+    assert!(matches!(
+        f.db.attempt_finish(
+            intruder,
+            a.attempt_id,
+            Outcome::Succeeded,
+            false,
+            None,
+            None
+        )
+        .await
+        .unwrap_err(),
+        DbError::PermissionDenied(_)
+    ));
+    assert!(f.db.attempt_start(s, a.attempt_id).await.unwrap().accepted);
+    assert!(
+        f.db.attempt_start(s, a.attempt_id).await.unwrap().accepted,
+        "a repeated start is accepted"
+    );
+    assert_eq!(
+        f.db.attempt_start(s, 424_242).await.unwrap().code,
+        "NOT_FOUND"
+    );
+    assert!(matches!(
+        f.db.attempt_finish(s, 424_242, Outcome::Succeeded, false, None, None)
+            .await
+            .unwrap_err(),
+        DbError::NotFound(_)
+    ));
+    assert!(matches!(
+        f.db.attempt_finish(
+            s,
+            a.attempt_id,
+            Outcome::Succeeded,
+            false,
+            Some("{bad"),
+            None
+        )
+        .await
+        .unwrap_err(),
+        DbError::InvalidArgument(_)
+    ));
+}
+
+#[tokio::test]
+async fn the_concurrency_keys_registration_is_fixed_per_worker_id() {
+    let f = Fixture::new().await;
+    f.session("w", true, &[&f.queue_id]).await;
+    let err =
+        f.db.session_open(
+            &f.hash,
+            &SessionOpen {
+                worker_id: "w".into(),
+                capacity: 1,
+                concurrency_keys: false,
+                queue_ids: vec![f.queue_id.clone()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DbError::StateConflict(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn deadlines_expire_waiting_and_blocked_tasks() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    f.db.task_claim(s, 1, 30_000).await.unwrap();
+    let mut t = f.task(&f.queue_id, "k");
+    t.deadline_seconds = Some(3600);
+    let blocked = f.submit_task(&t).await;
+    assert_eq!(f.lane(blocked.id).await, "blocked");
+    let swept = f.db.task_expire_due(100).await.unwrap();
+    assert_eq!(swept.count, 0);
+    assert!(swept.next_due_at.is_some());
+    sqlx::query(
+        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
+    )
+    .bind(blocked.id)
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(f.db.task_expire_due(100).await.unwrap().count, 1);
+    assert_eq!(
+        f.db.task_get(&f.hash, blocked.id).await.unwrap().state,
+        TaskState::Expired
+    );
+    assert_eq!(counters(&f).await, (1, 1));
+}
+
+#[tokio::test]
+async fn resource_rows_are_never_deleted() {
+    let f = Fixture::new().await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    for _ in 0..3 {
+        f.submit(&f.queue_id, "k").await;
+        let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+        f.db.attempt_finish(s, g.attempt_id, Outcome::Succeeded, false, None, None)
+            .await
+            .unwrap();
+    }
+    let (rows, highest, version): (i64, u64, u64) =
+        sqlx::query_as("SELECT COUNT(*), MAX(highest_token), MAX(version) FROM orbit_resource")
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        (rows, highest, version),
+        (1, 3, 6),
+        "one row, kept; each grant and release advanced it"
+    );
+}
