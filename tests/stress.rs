@@ -1,0 +1,266 @@
+//! Stress: 32 concurrent claimers on separate connections over 20 keys and 2,000 tasks with random
+//! success, retryable failure, permanent failure, unknown outcome, lease expiry and cancel; then an
+//! invariant checker over the attempt history.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use orbit::db::tasks::Resolution;
+use orbit::db::workers::Outcome;
+use orbit::db::Db;
+use orbit::testing::Fixture;
+use rand::{Rng, SeedableRng};
+use sqlx::mysql::MySqlPoolOptions;
+
+const WORKERS: usize = 32;
+const KEYS: usize = 20;
+const TASKS: usize = 2_000;
+const QUOTA: u32 = 40;
+
+async fn open_tasks(db: &Db) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM orbit_task WHERE state NOT IN ('SUCCEEDED','FAILED','CANCELLED','EXPIRED')")
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claimers_keep_every_invariant() {
+    let f = Fixture::new().await;
+    sqlx::query("UPDATE orbit_application_quota SET max_active_attempts = ?")
+        .bind(QUOTA)
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let q2 = f.queue("q2").await;
+    let queues = [f.queue_id.clone(), q2.clone()];
+    // Separate connections for the claimers (one each) and the operator.
+    let pool = MySqlPoolOptions::new()
+        .max_connections(WORKERS as u32 + 2)
+        .connect(&f.test_db.dsn)
+        .await
+        .unwrap();
+    let db = Db::new(pool);
+    let seed: u64 = std::env::var("ORBIT_STRESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("stress seed {seed}");
+
+    // 2,000 tasks: 90% keyed over 20 keys, spread over both queues; fast retries.
+    let mut submitters = Vec::new();
+    for part in 0..4 {
+        let (db, hash, queues) = (db.clone(), f.hash, queues.clone());
+        let template = f.task(&f.queue_id, "");
+        submitters.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ part);
+            for i in 0..TASKS / 4 {
+                let mut t = template.clone();
+                t.queue_id = queues[rng.gen_range(0..2)].clone();
+                t.concurrency_key = Some(if rng.gen_bool(0.9) {
+                    format!("key-{}", rng.gen_range(0..KEYS))
+                } else {
+                    String::new()
+                });
+                t.retry_base_ms = Some(0);
+                t.retry_unknown = Some(rng.gen_bool(0.2));
+                t.priority = Some(rng.gen_range(0..10));
+                db.task_submit(&hash, &format!("s-{part}-{i}"), &t)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for s in submitters {
+        s.await.unwrap();
+    }
+
+    let done = Arc::new(AtomicBool::new(false));
+    let violations = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for w in 0..WORKERS {
+        let (db, f_hash, done, queues) = (db.clone(), f.hash, done.clone(), queues.clone());
+        let session = f
+            .session(&format!("worker-{w}"), true, &[&queues[0], &queues[1]])
+            .await;
+        handles.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(w as u64 + 100));
+            let mut granted = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let grants = db.task_claim(session, 4, 30_000).await.expect("claim");
+                if grants.is_empty() {
+                    tokio::task::yield_now().await;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                }
+                granted += grants.len() as u64;
+                for g in grants {
+                    let roll: f64 = rng.gen();
+                    if roll < 0.05 {
+                        db.task_cancel(&f_hash, g.task.id).await.expect("cancel");
+                        continue;
+                    }
+                    if roll < 0.15 {
+                        // The holder stalls past its lease: recovery takes the permit back.
+                        expire(&db, g.attempt_id).await;
+                        db.lease_recover(100).await.expect("recover");
+                        continue;
+                    }
+                    let start = db
+                        .attempt_start(session, g.attempt_id)
+                        .await
+                        .expect("start");
+                    assert!(start.accepted, "start of a fresh grant: {start:?}");
+                    let (outcome, retryable) = match rng.gen_range(0..100) {
+                        0..=59 => (Outcome::Succeeded, false),
+                        60..=79 => (Outcome::Failed, true),
+                        80..=87 => (Outcome::Failed, false),
+                        _ => (Outcome::Unknown, false),
+                    };
+                    db.attempt_finish(session, g.attempt_id, outcome, retryable, None, None)
+                        .await
+                        .expect("finish");
+                }
+            }
+            granted
+        }));
+    }
+
+    // The operator: resolves NEEDS_REVIEW tasks, promotes retries, samples the quota counters.
+    let started = Instant::now();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xabcdef);
+    loop {
+        let (active, permits, attempts): (u32, i64, i64) = sqlx::query_as(
+            "SELECT active_attempts, (SELECT COUNT(*) FROM orbit_queue_permit), \
+                    (SELECT COUNT(*) FROM orbit_attempt WHERE state IN ('LEASED','RUNNING')) FROM orbit_application_quota",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        if active > QUOTA || i64::from(active) != permits || permits != attempts {
+            violations.fetch_add(1, Ordering::Relaxed);
+            eprintln!(
+                "quota sample violated: active={active} permits={permits} attempts={attempts}"
+            );
+        }
+        db.task_promote_due(1000).await.unwrap();
+        let review: Vec<u64> =
+            sqlx::query_scalar("SELECT id FROM orbit_task WHERE state = 'NEEDS_REVIEW' LIMIT 50")
+                .fetch_all(db.pool())
+                .await
+                .unwrap();
+        for id in review {
+            let r = [
+                Resolution::Requeue,
+                Resolution::Succeeded,
+                Resolution::Failed,
+            ][rng.gen_range(0..3)];
+            db.task_resolve(&f.hash, id, r, None).await.unwrap();
+        }
+        if open_tasks(&db).await == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "stress run did not converge; {} tasks open",
+            open_tasks(&db).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    let mut granted = 0;
+    for h in handles {
+        granted += h.await.unwrap();
+    }
+    println!(
+        "stress: {TASKS} tasks, {granted} grants in {:?}, {} deadlock/lock-wait retries",
+        started.elapsed(),
+        orbit::db::RETRIED.load(Ordering::Relaxed)
+    );
+    assert_eq!(violations.load(Ordering::Relaxed), 0);
+    check_history(&db).await;
+}
+
+async fn expire(db: &Db, attempt_id: u64) {
+    for sql in [
+        "UPDATE orbit_attempt SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ? AND state IN ('LEASED','RUNNING')",
+        "UPDATE orbit_queue_permit SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE attempt_id = ?",
+    ] {
+        sqlx::query(sql).bind(attempt_id).execute(db.pool()).await.unwrap();
+    }
+}
+
+/// The invariant checker: reads the whole attempt history after the run.
+async fn check_history(db: &Db) {
+    // Per key, in grant order (the resource-row version written by each grant, under its lock):
+    // tokens strictly increase, and each holder released before the next was granted.
+    let rows: Vec<(u64, u64, u64, u64, u64)> = sqlx::query_as(
+        "SELECT resource_id, id, concurrency_token, grant_version, release_version FROM orbit_attempt \
+          WHERE resource_id <> 0 ORDER BY resource_id, grant_version",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let mut per_key: BTreeMap<u64, Vec<(u64, u64, u64, u64)>> = BTreeMap::new();
+    for (r, id, token, g, rel) in rows {
+        per_key.entry(r).or_default().push((id, token, g, rel));
+    }
+    assert_eq!(per_key.len(), KEYS, "every key was granted");
+    let (mut overlaps, mut regressions) = (0, 0);
+    for (key, attempts) in &per_key {
+        for pair in attempts.windows(2) {
+            let ((a, ta, ga, ra), (b, tb, gb, _)) = (pair[0], pair[1]);
+            if tb <= ta {
+                regressions += 1;
+                eprintln!("key {key}: token regression {a}:{ta} -> {b}:{tb}");
+            }
+            if ra == 0 || ra < ga || ra >= gb {
+                overlaps += 1;
+                eprintln!("key {key}: attempt {a} (granted v{ga}, released v{ra}) overlaps {b} (granted v{gb})");
+            }
+        }
+        let last = attempts.last().unwrap();
+        assert!(
+            last.3 > last.2,
+            "key {key}: the last holder released its permit"
+        );
+    }
+    assert_eq!(
+        (overlaps, regressions),
+        (0, 0),
+        "overlapping permits / token regressions"
+    );
+
+    // Every task ended in exactly one terminal state; attempt numbers are 1..n without gaps.
+    let states: Vec<(String, i64)> =
+        sqlx::query_as("SELECT CAST(state AS CHAR), COUNT(*) FROM orbit_task GROUP BY state")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    let total: i64 = states.iter().map(|s| s.1).sum();
+    assert_eq!(total, TASKS as i64);
+    for (state, _) in &states {
+        assert!(
+            ["SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"].contains(&state.as_str()),
+            "{states:?}"
+        );
+    }
+    let gaps: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT task_id, MAX(attempt_no) m, COUNT(*) c FROM orbit_attempt GROUP BY task_id) x WHERE m <> c",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(gaps, 0);
+    let counts: (i64, i64, u32, u64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM orbit_queue_permit), (SELECT COUNT(*) FROM orbit_key_permit), active_attempts, incomplete_tasks \
+           FROM orbit_application_quota",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(counts, (0, 0, 0, 0), "permits and counters return to zero");
+    println!("stress: states {states:?}");
+}
