@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::{codegen, migrate};
+use crate::{bench, codegen, migrate};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -39,6 +39,48 @@ pub enum Command {
         #[command(subcommand)]
         action: MigrateAction,
     },
+    /// Measure a scenario against the same server's durable-commit limit (see BENCHMARKS.md).
+    #[command(
+        after_help = "Examples:\n  orbit bench baseline\n  orbit bench claim --backlogs 0,100000,1000000 --json\n\n\
+        With a DSN naming only a server (the default), a fresh database is created and dropped."
+    )]
+    Bench(BenchArgs),
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// Durable single-row commits/s (16 connections): the physical limit.
+    Baseline,
+    /// Claim latency with growing backlogs of tasks blocked on busy keys.
+    Claim,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    pub scenario: Scenario,
+    /// Server or database DSN; a server-only DSN gets a fresh database.
+    #[arg(
+        long,
+        env = "ORBIT_MYSQL_DSN",
+        hide_env_values = true,
+        default_value = "mysql://root@127.0.0.1:3306"
+    )]
+    pub dsn: String,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// claim: blocked-task backlogs to measure at, ascending.
+    #[arg(long, value_delimiter = ',', default_value = "0,100000,1000000")]
+    pub backlogs: Vec<u64>,
+    /// claim: timed claims per backlog level.
+    #[arg(long, default_value_t = 1000)]
+    pub samples: u32,
+    /// claim: keys held busy (the backlog is spread over them).
+    #[arg(long, default_value_t = 1000)]
+    pub keys: u32,
+    /// Seconds the baseline measurement runs.
+    #[arg(long, default_value_t = 5)]
+    pub baseline_seconds: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -84,6 +126,7 @@ pub fn main() -> ExitCode {
 async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Gen { check, root } => gen(check, &root),
+        Command::Bench(args) => bench_cmd(args).await,
         Command::Migrate { action } => match migrate_cmd(action).await {
             Ok(code) => code,
             Err(e) => {
@@ -207,5 +250,75 @@ async fn migrate_cmd(action: MigrateAction) -> Result<ExitCode, migrate::Migrate
         } else {
             ExitCode::from(1)
         })
+    }
+}
+
+async fn bench_cmd(args: BenchArgs) -> ExitCode {
+    let bench_db = match bench::BenchDb::open(&args.dsn, 24).await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    eprintln!(
+        "bench: measuring the baseline ({} s, {} connections)…",
+        args.baseline_seconds,
+        bench::baseline::CONNECTIONS
+    );
+    let result = async {
+        let baseline = bench::baseline::measure(
+            &bench_db.db,
+            std::time::Duration::from_secs(args.baseline_seconds),
+        )
+        .await?;
+        eprintln!("bench: baseline {baseline:.0} durable commits/s");
+        match args.scenario {
+            Scenario::Baseline => Ok(bench::Report {
+                scenario: "baseline",
+                tasks: 0,
+                seconds: args.baseline_seconds as f64,
+                tasks_per_s: 0.0,
+                p50_ms: 0.0,
+                p99_ms: 0.0,
+                baseline_commits_per_s: baseline,
+                ratio: 1.0,
+                details: serde_json::json!({ "connections": bench::baseline::CONNECTIONS }),
+            }),
+            Scenario::Claim => {
+                let opts = bench::claim::ClaimOptions {
+                    backlogs: args.backlogs.clone(),
+                    samples: args.samples,
+                    busy_keys: args.keys,
+                };
+                bench::claim::run(&bench_db, &opts, baseline).await
+            }
+        }
+    }
+    .await;
+    bench_db.finish().await;
+    match result {
+        Ok(report) => {
+            println!(
+                "{}: {} tasks, p50 {:.2} ms, p99 {:.2} ms, ratio {:.2} (baseline {:.0} commits/s)",
+                report.scenario,
+                report.tasks,
+                report.p50_ms,
+                report.p99_ms,
+                report.ratio,
+                report.baseline_commits_per_s
+            );
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("report serialises")
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: bench {}: {e}", e.code());
+            ExitCode::from(3)
+        }
     }
 }

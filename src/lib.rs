@@ -15,10 +15,12 @@
 //! - [`db`]: one typed async function per stored procedure, and the one error type
 //!   ([`db::DbError`]) that SIGNALled codes, deadlocks and lost connections map onto.
 //! - [`auth`]: bearer tokens (random, stored only as SHA-256).
+//! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline.
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
 //! - [`cli`]: the `orbit` command line.
 
 pub mod auth;
+pub mod bench;
 pub mod cli;
 pub mod codegen;
 pub mod db;

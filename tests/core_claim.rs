@@ -322,3 +322,47 @@ async fn claim_validates_its_arguments() {
         orbit::db::DbError::NotFound(_)
     ));
 }
+
+#[tokio::test]
+async fn equal_priority_work_is_spread_across_queues() {
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    for _ in 0..4 {
+        f.submit(&f.queue_id, "").await;
+        f.submit(&q2, "").await;
+    }
+    let s = f.session("w", true, &[&f.queue_id, &q2]).await;
+    let mut from_first = 0;
+    for _ in 0..4 {
+        let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+        from_first += usize::from(g.task.queue_id == f.queue_id);
+    }
+    assert_eq!(from_first, 2, "the claim's starting queue rotates");
+}
+
+#[tokio::test]
+async fn a_release_makes_exactly_one_next_task_per_queue_claimable() {
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let holder = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    let mut waiting = Vec::new();
+    for _ in 0..3 {
+        waiting.push(f.submit(&f.queue_id, "k").await.id);
+        waiting.push(f.submit(&q2, "k").await.id);
+    }
+    for id in &waiting {
+        assert_eq!(f.lane(*id).await, "blocked");
+    }
+    f.db.attempt_finish(s, holder.attempt_id, Outcome::Succeeded, false, None, None)
+        .await
+        .unwrap();
+    let ready: Vec<(String, i64)> =
+        sqlx::query_as("SELECT CAST(queue_id AS CHAR), COUNT(*) FROM orbit_task WHERE lane = 'ready' GROUP BY queue_id ORDER BY queue_id")
+            .fetch_all(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(ready.len(), 2, "one per queue: {ready:?}");
+    assert!(ready.iter().all(|(_, n)| *n == 1), "{ready:?}");
+}

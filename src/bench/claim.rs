@@ -1,0 +1,277 @@
+//! `claim`: claim latency with 0, 100,000 and 1,000,000 tasks blocked on busy keys.
+//!
+//! Setup (not measured): 1,000 keys are held by a holder session; the backlog is bulk-loaded in
+//! SQL as tasks blocked on those keys, in the same queue the claims read. Measured: one claimer
+//! session claiming one task at a time from a stream of tasks on free keys (each grant takes a key
+//! permit and a token). `ratio` = claim p99 at the largest backlog ÷ claim p99 with none; the goal is
+//! ≤ 1.5 (SPEC §10), i.e. claim cost does not grow with blocked tasks.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{progress, BenchDb, Percentiles, Report};
+use crate::auth;
+use crate::db::queues::Bootstrap;
+use crate::db::tasks::NewTask;
+use crate::db::workers::{Outcome, SessionOpen};
+use crate::db::{Db, DbError};
+
+/// Options of the claim scenario.
+pub struct ClaimOptions {
+    pub backlogs: Vec<u64>,
+    pub samples: u32,
+    pub busy_keys: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Level {
+    pub blocked: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub setup_seconds: f64,
+}
+
+struct Tenant {
+    hash: [u8; 32],
+    queue_id: String,
+    application_id: u64,
+    namespace_id: u64,
+}
+
+fn sql_err(doing: &'static str) -> impl Fn(sqlx::Error) -> DbError {
+    move |e| DbError::Internal(format!("{doing}: {e}"))
+}
+
+async fn tenant(db: &Db) -> Result<Tenant, DbError> {
+    let token = auth::generate_token();
+    let hash = auth::token_hash(&token);
+    let b = db
+        .admin_bootstrap(&Bootstrap {
+            application: "bench".into(),
+            environment: "bench".into(),
+            namespace: "default".into(),
+            queue: format!("claim-{}", auth::new_queue_id()),
+            new_queue_id: Some(auth::new_queue_id()),
+            token_hash: hash.to_vec(),
+            token_hint: auth::token_hint(&token),
+            scopes: crate::testing::ALL_SCOPES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            label: "bench".into(),
+        })
+        .await?;
+    sqlx::query("UPDATE orbit_application_quota SET max_active_attempts = 1000000, max_incomplete_tasks = 100000000 WHERE application_id = ?")
+        .bind(b.application_id)
+        .execute(db.pool())
+        .await
+        .map_err(sql_err("raising the bench quotas"))?;
+    Ok(Tenant {
+        hash,
+        queue_id: b.queue_id,
+        application_id: b.application_id,
+        namespace_id: b.namespace_id,
+    })
+}
+
+fn task(t: &Tenant, key: String) -> NewTask {
+    NewTask {
+        queue_id: t.queue_id.clone(),
+        handler: "bench.claim".into(),
+        handler_version: "v1".into(),
+        payload_version: "v1".into(),
+        payload: "{}".into(),
+        concurrency_key: Some(key),
+        ..Default::default()
+    }
+}
+
+async fn submit_many(db: &Db, t: &Tenant, prefix: &str, n: u32) -> Result<(), DbError> {
+    let mut handles = Vec::new();
+    for part in 0..8u32 {
+        let (db, hash, tasks) = (
+            db.clone(),
+            t.hash,
+            (part..n)
+                .step_by(8)
+                .map(|i| task(t, format!("{prefix}-{i}")))
+                .collect::<Vec<_>>(),
+        );
+        let prefix = prefix.to_string();
+        handles.push(tokio::spawn(async move {
+            for (i, nt) in tasks.iter().enumerate() {
+                db.task_submit(&hash, &format!("{prefix}-{part}-{i}"), nt)
+                    .await?;
+            }
+            Ok::<(), DbError>(())
+        }));
+    }
+    for h in handles {
+        h.await.map_err(|e| DbError::Internal(e.to_string()))??;
+    }
+    Ok(())
+}
+
+async fn session(db: &Db, t: &Tenant, worker: &str) -> Result<u64, DbError> {
+    Ok(db
+        .session_open(
+            &t.hash,
+            &SessionOpen {
+                worker_id: worker.into(),
+                node: "bench".into(),
+                capacity: 10_000,
+                concurrency_keys: true,
+                queue_ids: vec![t.queue_id.clone()],
+                ..Default::default()
+            },
+        )
+        .await?
+        .session_id)
+}
+
+/// Adds blocked tasks until the backlog holds `target`, spread over the held keys.
+async fn grow_backlog(
+    db: &Db,
+    t: &Tenant,
+    have: u64,
+    target: u64,
+    keys: u32,
+) -> Result<(), DbError> {
+    let bar = progress(target - have, "loading blocked tasks");
+    let mut have = have;
+    while have < target {
+        let thousands = ((target - have) / 1000).clamp(1, 100);
+        let n = sqlx::query(
+            "INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version, payload,
+                                     concurrency_key, resource_id, state, lane, run_at, created_at, updated_at)
+             SELECT ?, ?, ?, 'bench.blocked', 'v1', 'v1', '{}', r.concurrency_key, r.id, 'WAITING', 'blocked',
+                    UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+               FROM orbit_bench_seq a
+               JOIN orbit_bench_seq b ON b.n < ?
+               JOIN orbit_bench_busy k ON k.slot = (a.n + 1000 * b.n + ?) % ?
+               JOIN orbit_resource r ON r.id = k.resource_id",
+        )
+        .bind(t.application_id)
+        .bind(t.namespace_id)
+        .bind(&t.queue_id)
+        .bind(thousands)
+        .bind(have)
+        .bind(keys)
+        .execute(db.pool())
+        .await
+        .map_err(sql_err("bulk-loading blocked tasks"))?
+        .rows_affected();
+        sqlx::query("UPDATE orbit_application_quota SET incomplete_tasks = incomplete_tasks + ? WHERE application_id = ?")
+            .bind(n)
+            .bind(t.application_id)
+            .execute(db.pool())
+            .await
+            .map_err(sql_err("counting the backlog"))?;
+        have += n;
+        bar.inc(n);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Runs the scenario; `baseline` is the same run's durable commits/s.
+pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<Report, DbError> {
+    let db = &bench.db;
+    let t = tenant(db).await?;
+    for sql in [
+        "CREATE TABLE IF NOT EXISTS orbit_bench_seq (n INT NOT NULL PRIMARY KEY COMMENT 'number') ENGINE=InnoDB COMMENT='orbit bench numbers'",
+        "INSERT IGNORE INTO orbit_bench_seq (n) SELECT a.d * 100 + b.d * 10 + c.d FROM
+           (SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) a,
+           (SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) b,
+           (SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) c",
+        "CREATE TABLE IF NOT EXISTS orbit_bench_busy (slot INT NOT NULL PRIMARY KEY COMMENT 'slot', resource_id BIGINT UNSIGNED NOT NULL COMMENT 'held key') ENGINE=InnoDB COMMENT='orbit bench held keys'",
+    ] {
+        sqlx::raw_sql(sql).execute(db.pool()).await.map_err(sql_err("bench setup"))?;
+    }
+
+    // Hold the busy keys: one granted (never finished) attempt each.
+    eprintln!("holding {} keys…", opts.busy_keys);
+    submit_many(db, &t, "busy", opts.busy_keys).await?;
+    let holder = session(db, &t, "bench-holder").await?;
+    let mut held = 0;
+    while held < opts.busy_keys {
+        let n = db.task_claim(holder, 1000, 3_600_000).await?.len() as u32;
+        if n == 0 {
+            return Err(DbError::Internal("could not hold every busy key".into()));
+        }
+        held += n;
+    }
+    sqlx::query(
+        "INSERT INTO orbit_bench_busy (slot, resource_id)
+         SELECT ROW_NUMBER() OVER (ORDER BY r.id) - 1, r.id FROM orbit_resource r WHERE r.concurrency_key LIKE 'busy-%'",
+    )
+    .execute(db.pool())
+    .await
+    .map_err(sql_err("numbering the held keys"))?;
+
+    let claimer = session(db, &t, "bench-claimer").await?;
+    let mut levels = Vec::new();
+    let mut have = 0;
+    let mut all = Vec::new();
+    for (round, &target) in opts.backlogs.iter().enumerate() {
+        let setup = Instant::now();
+        grow_backlog(db, &t, have, target.max(have), opts.busy_keys).await?;
+        have = have.max(target);
+        submit_many(db, &t, &format!("free{round}"), opts.samples).await?;
+        let setup_seconds = setup.elapsed().as_secs_f64();
+        // Warm up the claim path, then measure each claim call.
+        let bar = progress(u64::from(opts.samples), &format!("claims, {have} blocked"));
+        let mut samples: Vec<Duration> = Vec::with_capacity(opts.samples as usize);
+        loop {
+            let started = Instant::now();
+            let grants = db.task_claim(claimer, 1, 60_000).await?;
+            let took = started.elapsed();
+            let Some(g) = grants.into_iter().next() else {
+                break;
+            };
+            samples.push(took);
+            bar.inc(1);
+            db.attempt_finish(claimer, g.attempt_id, Outcome::Succeeded, false, None, None)
+                .await?;
+        }
+        bar.finish_and_clear();
+        if samples.len() < opts.samples as usize {
+            return Err(DbError::Internal(format!(
+                "only {} of {} free tasks were claimable",
+                samples.len(),
+                opts.samples
+            )));
+        }
+        all.extend(samples.iter().copied());
+        let p = Percentiles::of(&mut samples);
+        eprintln!(
+            "  {have:>9} blocked: claim p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+            p.p50_ms, p.p99_ms, p.max_ms
+        );
+        levels.push(Level {
+            blocked: have,
+            p50_ms: p.p50_ms,
+            p99_ms: p.p99_ms,
+            max_ms: p.max_ms,
+            setup_seconds,
+        });
+    }
+    let first = levels.first().map_or(0.0, |l| l.p99_ms);
+    let last = levels.last().map_or(0.0, |l| l.p99_ms);
+    let total = Percentiles::of(&mut all);
+    let seconds: f64 = all.iter().map(Duration::as_secs_f64).sum();
+    Ok(Report {
+        scenario: "claim",
+        tasks: all.len() as u64,
+        seconds,
+        tasks_per_s: all.len() as f64 / seconds.max(f64::EPSILON),
+        p50_ms: total.p50_ms,
+        p99_ms: total.p99_ms,
+        baseline_commits_per_s: baseline,
+        ratio: if first > 0.0 { last / first } else { 0.0 },
+        details: json!({ "levels": levels, "busy_keys": opts.busy_keys, "samples_per_level": opts.samples }),
+    })
+}

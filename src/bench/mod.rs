@@ -1,0 +1,134 @@
+//! `orbit bench`: reproducible measurements, reported as ratios against the same server's
+//! physical limit measured in the same run (this machine's absolute speed drifts).
+//!
+//! Scenarios live one per file; every one prints a human summary, and with `--json` its last line
+//! of stdout is one JSON object (`scenario`, `tasks`, `seconds`, `tasks_per_s`, `p50_ms`, `p99_ms`,
+//! `baseline_commits_per_s`, `ratio`, plus scenario fields).
+
+pub mod baseline;
+pub mod claim;
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use sqlx::{Connection, MySqlConnection};
+
+use crate::db::Db;
+use crate::migrate::{self, MigrateError};
+
+/// Where a benchmark runs: a fresh database it created (dropped afterwards), or the DSN's own.
+pub struct BenchDb {
+    pub db: Db,
+    pub dsn: String,
+    server_dsn: String,
+    created: Option<String>,
+}
+
+impl BenchDb {
+    /// With a DSN naming a database, use it (installing the extension if needed); with a DSN
+    /// naming only a server, create `orbit_bench_<random>` there and drop it in [`BenchDb::finish`].
+    pub async fn open(dsn: &str, pool_size: u32) -> Result<BenchDb, MigrateError> {
+        let has_database = migrate::parse_dsn(dsn).is_ok();
+        let (server_dsn, dsn, created) = if has_database {
+            (dsn.to_string(), dsn.to_string(), None)
+        } else {
+            let name = format!("orbit_bench_{}", hex::encode(rand::random::<[u8; 4]>()));
+            let mut admin =
+                MySqlConnection::connect(dsn)
+                    .await
+                    .map_err(|e| MigrateError::Connect {
+                        target: migrate::redact(dsn),
+                        reason: migrate::describe(&e),
+                    })?;
+            sqlx::raw_sql(&format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+                .execute(&mut admin)
+                .await
+                .map_err(|e| MigrateError::Database {
+                    doing: "creating the benchmark database",
+                    reason: migrate::describe(&e),
+                })?;
+            let _ = admin.close().await;
+            (
+                dsn.to_string(),
+                format!("{}/{name}", dsn.trim_end_matches('/')),
+                Some(name),
+            )
+        };
+        let mut conn = migrate::connect(&dsn).await?;
+        migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {}).await?;
+        let _ = conn.close().await;
+        let pool = migrate::connect_pool(&dsn, pool_size).await?;
+        Ok(BenchDb {
+            db: Db::new(pool),
+            dsn,
+            server_dsn,
+            created,
+        })
+    }
+
+    /// Drops the database if this run created it.
+    pub async fn finish(self) {
+        self.db.pool().close().await;
+        if let Some(name) = self.created {
+            if let Ok(mut admin) = MySqlConnection::connect(&self.server_dsn).await {
+                let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS `{name}`"))
+                    .execute(&mut admin)
+                    .await;
+            }
+        }
+    }
+}
+
+/// Latency percentiles over a set of samples.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Percentiles {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Percentiles {
+    pub fn of(samples: &mut [Duration]) -> Percentiles {
+        if samples.is_empty() {
+            return Percentiles::default();
+        }
+        samples.sort();
+        let at = |q: f64| {
+            let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+            samples[i].as_secs_f64() * 1000.0
+        };
+        Percentiles {
+            p50_ms: at(0.50),
+            p99_ms: at(0.99),
+            max_ms: at(1.0),
+        }
+    }
+}
+
+/// The fields every scenario reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub scenario: &'static str,
+    pub tasks: u64,
+    pub seconds: f64,
+    pub tasks_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub baseline_commits_per_s: f64,
+    pub ratio: f64,
+    /// Scenario-specific figures.
+    pub details: serde_json::Value,
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+pub fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg:24} [{bar:30}] {pos}/{len} ({elapsed})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
