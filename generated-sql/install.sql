@@ -656,6 +656,85 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_attempt_get (from templates/procedures/orbit_attempt_get.sql) ----
+-- orbit_attempt_get: Read one attempt, as its credential may see it.
+--
+-- History only: the concurrency_token shows what the resource saw; it grants nothing. An attempt
+-- whose queue is outside the credential's reach is NOT_FOUND.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the attempt's queue); p_attempt_id.
+-- Result (one row): the attempt columns:
+--   attempt_id, task_id, attempt_no, queue_id, state VARCHAR, worker_id, session_id,
+--   concurrency_token BIGINT UNSIGNED (0 = the task has no key), granted_at, lease_expires_at,
+--   started_at (NULL = never started), released_at (NULL = still holds its permits), outcome
+--   ('' while active), retryable, output (JSON or NULL), error (JSON or NULL), late_result
+--   ('' = none); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND (no such attempt, or out
+--   of reach).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_attempt_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_get(IN p_token_hash BINARY(32), IN p_attempt_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  SELECT a.queue_id INTO v_queue_id FROM orbit_attempt a WHERE a.id = p_attempt_id;
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: attempt not found';
+  END IF;
+  SELECT a.id AS attempt_id, a.task_id, a.attempt_no, a.queue_id,
+         a.state, a.worker_id, a.session_id, a.concurrency_token, a.granted_at,
+         a.lease_expires_at, a.started_at, a.released_at, a.outcome, a.retryable,
+         a.output, a.error, a.late_result FROM orbit_attempt a WHERE a.id = p_attempt_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_attempt_list (from templates/procedures/orbit_attempt_list.sql) ----
+-- orbit_attempt_list: List every attempt of a task, in attempt_no order.
+--
+-- History only: an attempt's concurrency_token shows what the resource saw; it grants nothing.
+-- A task outside the credential's reach is NOT_FOUND. A task without attempts gives no rows.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the task's queue); p_task_id.
+-- Result (0..max_attempts rows, attempt_no order): the attempt columns:
+--   attempt_id, task_id, attempt_no, queue_id, state VARCHAR, worker_id, session_id,
+--   concurrency_token BIGINT UNSIGNED (0 = the task has no key), granted_at, lease_expires_at,
+--   started_at (NULL = never started), released_at (NULL = still holds its permits), outcome
+--   ('' while active), retryable, output (JSON or NULL), error (JSON or NULL), late_result
+--   ('' = none); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND (no such task, or out of
+--   reach).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_attempt_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_list(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  SELECT a.id AS attempt_id, a.task_id, a.attempt_no, a.queue_id,
+         a.state, a.worker_id, a.session_id, a.concurrency_token, a.granted_at,
+         a.lease_expires_at, a.started_at, a.released_at, a.outcome, a.retryable,
+         a.output, a.error, a.late_result
+    FROM orbit_attempt a
+   WHERE a.task_id = p_task_id
+   ORDER BY a.attempt_no;
+END$$
+DELIMITER ;
+
 -- ---- orbit_attempt_renew (from templates/procedures/orbit_attempt_renew.sql) ----
 -- orbit_attempt_renew: Extend an active attempt's lease, and its queue and key permits with it.
 --
@@ -862,6 +941,188 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_auth_queue_visible (from templates/procedures/orbit_auth_queue_visible.sql) ----
+-- orbit_auth_queue_visible: Internal: authenticate, require a scope, and tell whether a queue is visible.
+--
+-- For reads whose answer for anything outside the credential's reach is NOT_FOUND (queue get,
+-- attempts): unlike orbit_auth_queue_check, a queue of the credential's namespace that is not in
+-- its queue list is simply not visible. The caller raises its own NOT_FOUND.
+-- Parameters: p_token_hash BINARY(32); p_scope (see orbit_auth_check); p_queue_id (NULL = none).
+-- Out: o_application_id, o_environment_id, o_credential_id; o_visible 1 when the queue exists in
+--   the credential's application and environment and within its queue scope, else 0.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_auth_queue_visible;
+DELIMITER $$
+CREATE PROCEDURE orbit_auth_queue_visible(
+  IN p_token_hash BINARY(32),
+  IN p_scope VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_application_id BIGINT UNSIGNED,
+  OUT o_environment_id BIGINT UNSIGNED,
+  OUT o_credential_id BIGINT UNSIGNED,
+  OUT o_visible TINYINT)
+  READS SQL DATA
+BEGIN
+  CALL orbit_auth_check(p_token_hash, p_scope, o_application_id, o_environment_id, o_credential_id);
+  SET o_visible = EXISTS (SELECT 1 FROM orbit_queue q
+                           WHERE q.id = p_queue_id AND q.application_id = o_application_id
+                             AND q.environment_id = o_environment_id
+                             AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                WHERE s.credential_id = o_credential_id AND s.namespace_id = q.namespace_id
+                  AND s.queue_id IN ('', q.id)));
+END$$
+DELIMITER ;
+
+-- ---- orbit_credential_create (from templates/procedures/orbit_credential_create.sql) ----
+-- orbit_credential_create: Create a credential for one namespace: all of its queues, or a list.
+--
+-- Operator entry point (like orbit_admin_bootstrap), not reachable over HTTP: it takes no token.
+-- Unlike bootstrap it creates nothing but the credential: the application, environment,
+-- namespace and every listed queue must exist. The caller computes the hash from a fresh random
+-- token; the token itself is never stored.
+-- Parameters: p_application, p_environment, p_namespace: names; p_queue_ids_json: JSON array of
+--   queue ids of that namespace ('[]' = every queue of the namespace, present and future; at most
+--   1000); p_token_hash (the 32 bytes of a SHA-256; BLOB so a wrong length is refused, not
+--   padded); p_token_hint (first 8 characters of the token); p_scopes:
+--   comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
+--   workers:consume; p_label: free text (NULL = '').
+-- Result (one row): credential_id, application_id, environment_id, namespace_id.
+-- Signals: INVALID_ARGUMENT, NOT_FOUND (application, environment, namespace, or a queue not in
+--   the namespace), STATE_CONFLICT (a credential with this token hash exists).
+-- Locks: the new orbit_credential and orbit_credential_scope rows.
+DROP PROCEDURE IF EXISTS orbit_credential_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_create(
+  IN p_application TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_environment TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_namespace TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_queue_ids_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_token_hash BLOB,
+  IN p_token_hint TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_scopes TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_label TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_environment_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_count INT;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_queue_ids_json IS NULL OR NOT JSON_VALID(p_queue_ids_json) OR JSON_TYPE(p_queue_ids_json) <> 'ARRAY'
+     OR JSON_LENGTH(p_queue_ids_json) > 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue_ids must be an array of at most 1000 queue ids ([] = all)';
+  END IF;
+  IF p_token_hash IS NULL OR LENGTH(p_token_hash) <> 32 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: token_hash must be a 32-byte SHA-256';
+  END IF;
+  IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume)(,|$))+$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scopes must be a comma-separated list of known scopes';
+  END IF;
+  IF CHAR_LENGTH(COALESCE(p_label, '')) > 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: label must be at most 191 characters';
+  END IF;
+  SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
+  IF v_application_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: application not found';
+  END IF;
+  SELECT e.id INTO v_environment_id FROM orbit_environment e
+   WHERE e.application_id = v_application_id AND e.name = p_environment;
+  IF v_environment_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: environment not found in the application';
+  END IF;
+  SELECT n.id INTO v_namespace_id FROM orbit_namespace n
+   WHERE n.environment_id = v_environment_id AND n.name = p_namespace;
+  IF v_namespace_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found in the environment';
+  END IF;
+  SET v_count = JSON_LENGTH(p_queue_ids_json);
+  WHILE v_i < v_count DO
+    SET v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']')));
+    -- Queues are never deleted, so checking before the transaction is enough.
+    IF v_queue_id = '' OR NOT EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.namespace_id = v_namespace_id) THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found in the namespace';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_credential (application_id, environment_id, label, token_hash, token_hint, scopes, created_at)
+  VALUES (v_application_id, v_environment_id, COALESCE(p_label, ''), p_token_hash, LEFT(COALESCE(p_token_hint, ''), 8),
+          p_scopes, v_now);
+  IF v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a credential with this token hash already exists';
+  END IF;
+  SET v_credential_id = LAST_INSERT_ID();
+  IF v_count = 0 THEN
+    INSERT INTO orbit_credential_scope (credential_id, namespace_id, queue_id) VALUES (v_credential_id, v_namespace_id, '');
+  END IF;
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    -- INSERT IGNORE: a queue listed twice is granted once.
+    INSERT IGNORE INTO orbit_credential_scope (credential_id, namespace_id, queue_id)
+    VALUES (v_credential_id, v_namespace_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))));
+    SET v_i = v_i + 1;
+  END WHILE;
+  COMMIT;
+  SELECT v_credential_id AS credential_id, v_application_id AS application_id, v_environment_id AS environment_id,
+         v_namespace_id AS namespace_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_credential_revoke (from templates/procedures/orbit_credential_revoke.sql) ----
+-- orbit_credential_revoke: Revoke a credential: its token is UNAUTHENTICATED from now on.
+--
+-- Operator entry point, not reachable over HTTP: it takes no token. Idempotent: revoking again
+-- keeps the first revoked_at. Open worker sessions of the credential receive no new grants (the
+-- claim checks the credential); attempts in flight end by their result or lease.
+-- Parameters: p_credential_id.
+-- Result (one row): credential_id, revoked_at DATETIME(6) (UTC).
+-- Signals: NOT_FOUND.
+-- Locks: the orbit_credential row.
+DROP PROCEDURE IF EXISTS orbit_credential_revoke;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_revoke(IN p_credential_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_revoked_at DATETIME(6) DEFAULT NULL;
+  DECLARE v_found TINYINT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT 1, c.revoked_at INTO v_found, v_revoked_at FROM orbit_credential c WHERE c.id = p_credential_id FOR UPDATE;
+  IF NOT v_found THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: credential not found';
+  END IF;
+  IF v_revoked_at IS NULL THEN
+    SET v_revoked_at = v_now;
+    UPDATE orbit_credential c SET c.revoked_at = v_now WHERE c.id = p_credential_id;
+  END IF;
+  COMMIT;
+  SELECT p_credential_id AS credential_id, v_revoked_at AS revoked_at;
+END$$
+DELIMITER ;
+
 -- ---- orbit_extension_version (from templates/procedures/orbit_extension_version.sql) ----
 -- orbit_extension_version: Report the installed extension version (what `serve` and /readyz check).
 --
@@ -1055,6 +1316,476 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_metrics_snapshot (from templates/procedures/orbit_metrics_snapshot.sql) ----
+-- orbit_metrics_snapshot: Gauges for operators and GET /metrics, read in one statement (one snapshot).
+--
+-- Operator entry point: it takes no token (the façade decides who may scrape). Counting tasks by
+-- state scans an index of orbit_task, so its cost grows with the table: scrape every few seconds,
+-- not per request.
+-- Parameters: none.
+-- Result (one row per gauge, ordered by metric then label): metric VARCHAR, label VARCHAR,
+--   value BIGINT:
+--   tasks / each of the nine task states (zeros included); queue_permits / ''; key_permits / '';
+--   resources / ''; sessions / each session state (active, draining, closed; zeros included);
+--   application_active_attempts / each application name.
+-- Signals: none.
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_metrics_snapshot;
+DELIMITER $$
+CREATE PROCEDURE orbit_metrics_snapshot()
+  READS SQL DATA
+BEGIN
+  SELECT 'tasks' AS metric, s.label, CAST(COALESCE(n.value, 0) AS SIGNED) AS value
+    FROM (SELECT 'WAITING' AS label UNION ALL SELECT 'LEASED' UNION ALL SELECT 'RUNNING'
+          UNION ALL SELECT 'RETRY_WAIT' UNION ALL SELECT 'SUCCEEDED' UNION ALL SELECT 'FAILED'
+          UNION ALL SELECT 'CANCELLED' UNION ALL SELECT 'NEEDS_REVIEW' UNION ALL SELECT 'EXPIRED') s
+    LEFT JOIN (SELECT CAST(t.state AS CHAR) AS state, COUNT(*) AS value FROM orbit_task t GROUP BY t.state) n
+      ON n.state = s.label
+  UNION ALL
+  SELECT 'queue_permits', '', CAST((SELECT COUNT(*) FROM orbit_queue_permit) AS SIGNED)
+  UNION ALL
+  SELECT 'key_permits', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
+  UNION ALL
+  SELECT 'resources', '', CAST((SELECT COUNT(*) FROM orbit_resource) AS SIGNED)
+  UNION ALL
+  SELECT 'sessions', s.label, CAST(COALESCE(n.value, 0) AS SIGNED)
+    FROM (SELECT 'active' AS label UNION ALL SELECT 'draining' UNION ALL SELECT 'closed') s
+    LEFT JOIN (SELECT CAST(x.state AS CHAR) AS state, COUNT(*) AS value FROM orbit_session x GROUP BY x.state) n
+      ON n.state = s.label
+  UNION ALL
+  SELECT 'application_active_attempts', a.name, CAST(q.active_attempts AS SIGNED)
+    FROM orbit_application a
+    JOIN orbit_application_quota q ON q.application_id = a.id
+   ORDER BY metric, label;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_create (from templates/procedures/orbit_plan_create.sql) ----
+-- orbit_plan_create: Create a plan: a named interval schedule that fires tasks into a queue.
+--
+-- Version 1 holds the schedule and the task definition, validated by the same rules as a submit
+-- (orbit_task_validate); versions are immutable. Tasks fired from a version inherit its
+-- concurrency_key verbatim (no interpolation). The first slot is now + interval.
+-- Parameters (NULL = default where one is given):
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the queue)
+--   p_queue_id                CHAR(32): where fired tasks go
+--   p_name                    1-191 characters, unique within the queue's namespace
+--   p_interval_seconds        1-31536000
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result (one row): the plan columns:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
+--   field), STATE_CONFLICT (a plan of that name exists in the namespace).
+-- Locks: the new orbit_plan and orbit_plan_version rows.
+DROP PROCEDURE IF EXISTS orbit_plan_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_create(
+  IN p_token_hash BINARY(32),
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_interval_seconds BIGINT,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_plan_id BIGINT UNSIGNED;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: name must be 1-191 characters';
+  END IF;
+  IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
+  END IF;
+  CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
+                           p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
+                           p_retry_unknown, p_deadline_seconds);
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_plan (application_id, namespace_id, queue_id, name, current_version, paused, next_fire_at,
+                          created_at, updated_at)
+  VALUES (v_application_id, v_namespace_id, p_queue_id, p_name, 1, 0,
+          DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND), v_now, v_now);
+  IF v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a plan with this name already exists in the namespace';
+  END IF;
+  SET v_plan_id = LAST_INSERT_ID();
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, handler, handler_version,
+                                  payload_version, payload, business_key, concurrency_key, priority, max_attempts,
+                                  retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
+  VALUES (v_plan_id, 1, 'interval', CAST(p_interval_seconds AS CHAR), p_handler, p_handler_version,
+          p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
+          p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
+  COMMIT;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = v_plan_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_fire_due (from templates/procedures/orbit_plan_fire_due.sql) ----
+-- orbit_plan_fire_due: Fire due plans: one task per plan from its current version.
+--
+-- Called by the scheduler loop of every serve node. Each due plan (not paused, next_fire_at <=
+-- now) is fired in its own short transaction: its row is locked FOR UPDATE SKIP LOCKED, so two
+-- nodes never fire the same plan at once (the other node skips it, and after the commit the
+-- plan is no longer due); the orbit_plan_fire row (primary key plan_id, scheduled_for) makes a
+-- slot fire at most once even if next_fire_at is set back. The task is created like a submit
+-- (orbit_task_create) with the version's definition, concurrency_key verbatim, plan_id and
+-- plan_version set, and no Idempotency-Key row. Then next_fire_at advances by whole intervals to
+-- the first slot after now: only the oldest missed slot fires, the others are skipped (no burst
+-- after downtime). When the application's incomplete-task quota is full, the slot is skipped
+-- (nothing recorded) and the plan still advances; the call goes on with the next plan.
+-- Parameters: p_limit 1-10000 (plans visited per call).
+-- Result (one row): fired INT (tasks created), next_fire_at DATETIME(6) (earliest slot of an
+--   active plan, NULL when none).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per plan in order: orbit_plan row (FOR UPDATE SKIP LOCKED), orbit_plan_fire row
+--   (insert), then through orbit_task_create: orbit_resource row (keyed), orbit_application_quota
+--   row.
+DROP PROCEDURE IF EXISTS orbit_plan_fire_due;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_fire_due(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_plan_id BIGINT UNSIGNED;
+  DECLARE v_slot DATETIME(6);
+  DECLARE v_version INT UNSIGNED;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_interval BIGINT;
+  DECLARE v_handler VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_handler_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_business_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_concurrency_key VARBINARY(764);
+  DECLARE v_priority INT;
+  DECLARE v_max_attempts INT;
+  DECLARE v_retry_base_ms BIGINT;
+  DECLARE v_retry_max_ms BIGINT;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_fired INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  due: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_plan_id = NULL, v_duplicate = 0;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    SELECT p.id, p.next_fire_at, p.current_version, p.application_id, p.namespace_id, p.queue_id
+      INTO v_plan_id, v_slot, v_version, v_application_id, v_namespace_id, v_queue_id
+      FROM orbit_plan p
+     WHERE p.paused = 0 AND p.next_fire_at <= v_now
+     ORDER BY p.next_fire_at
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF v_plan_id IS NULL THEN
+      COMMIT;
+      LEAVE due;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SELECT CAST(v.schedule_spec AS UNSIGNED), v.handler, v.handler_version, v.payload_version, v.payload,
+           v.business_key, v.concurrency_key, v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+           v.retry_unknown, v.deadline_seconds
+      INTO v_interval, v_handler, v_handler_version, v_payload_version, v_payload,
+           v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms,
+           v_retry_unknown, v_deadline_seconds
+      FROM orbit_plan_version v
+     WHERE v.plan_id = v_plan_id AND v.version = v_version;
+    SAVEPOINT plan_fire;
+    INSERT INTO orbit_plan_fire (plan_id, scheduled_for, version, task_id, fired_at)
+    VALUES (v_plan_id, v_slot, v_version, 0, v_now);
+    IF NOT v_duplicate THEN
+      CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                             v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                             v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                             v_deadline_seconds, '', v_plan_id, v_version, v_now, v_task_id);
+      IF v_task_id = 0 THEN
+        -- QUOTA_EXCEEDED: skip this slot without recording it.
+        ROLLBACK TO SAVEPOINT plan_fire;
+      ELSE
+        UPDATE orbit_plan_fire f SET f.task_id = v_task_id
+         WHERE f.plan_id = v_plan_id AND f.scheduled_for = v_slot;
+        SET v_fired = v_fired + 1;
+      END IF;
+    END IF;
+    UPDATE orbit_plan p
+       SET p.next_fire_at = DATE_ADD(v_slot, INTERVAL v_interval * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, v_slot, v_now) / (v_interval * 1000000)) + 1, 0) SECOND), p.updated_at = v_now
+     WHERE p.id = v_plan_id;
+    COMMIT;
+  END WHILE due;
+  SELECT v_fired AS fired,
+         (SELECT MIN(p.next_fire_at) FROM orbit_plan p WHERE p.paused = 0) AS next_fire_at;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_get (from templates/procedures/orbit_plan_get.sql) ----
+-- orbit_plan_get: Read one plan with its current version, as its credential may see it.
+--
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the plan's queue); p_plan_id.
+-- Result (one row): the plan columns:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such plan, or another tenant's).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_plan_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_get(IN p_token_hash BINARY(32), IN p_plan_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_namespace_id, v_credential_id);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = p_plan_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_set_paused (from templates/procedures/orbit_plan_set_paused.sql) ----
+-- orbit_plan_set_paused: Pause or resume a plan.
+--
+-- A paused plan does not fire. Resuming does not fire the slots missed while paused: a next slot
+-- already past moves to the first whole interval after now. Idempotent.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the plan's queue); p_plan_id;
+--   p_paused 0/1.
+-- Result (one row): the plan columns:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: the orbit_plan row.
+DROP PROCEDURE IF EXISTS orbit_plan_set_paused;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_set_paused(IN p_token_hash BINARY(32), IN p_plan_id BIGINT UNSIGNED, IN p_paused TINYINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_version INT UNSIGNED;
+  DECLARE v_interval BIGINT;
+  DECLARE v_paused TINYINT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_paused IS NULL OR p_paused NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: paused must be true or false';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT p.current_version, p.paused INTO v_version, v_paused FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
+  IF v_paused <> p_paused THEN
+    SELECT CAST(v.schedule_spec AS UNSIGNED) INTO v_interval
+      FROM orbit_plan_version v WHERE v.plan_id = p_plan_id AND v.version = v_version;
+    UPDATE orbit_plan p
+       SET p.next_fire_at = IF(p_paused = 0, DATE_ADD(p.next_fire_at, INTERVAL v_interval * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, p.next_fire_at, v_now) / (v_interval * 1000000)) + 1, 0) SECOND), p.next_fire_at),
+           p.paused = p_paused, p.updated_at = v_now
+     WHERE p.id = p_plan_id;
+  END IF;
+  COMMIT;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = p_plan_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_version_create (from templates/procedures/orbit_plan_version_create.sql) ----
+-- orbit_plan_version_create: Add a plan version (schedule + task definition) and make it current.
+--
+-- Versions are immutable: earlier ones stay as they were, and tasks they fired keep their
+-- plan_version. Later fires use the new version's definition, concurrency_key included. The next
+-- slot moves earlier when the new interval is shorter (next_fire_at = the earlier of the
+-- scheduled slot and now + interval); it is never pushed later.
+-- Parameters (NULL = default where one is given):
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the plan's queue)
+--   p_plan_id
+--   p_interval_seconds        1-31536000
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result (one row): the plan columns, with the new version:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (plan), INVALID_ARGUMENT (naming the
+--   field).
+-- Locks, in order: the orbit_plan row, the new orbit_plan_version row.
+DROP PROCEDURE IF EXISTS orbit_plan_version_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_version_create(
+  IN p_token_hash BINARY(32),
+  IN p_plan_id BIGINT UNSIGNED,
+  IN p_interval_seconds BIGINT,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_version INT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
+  END IF;
+  CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
+                           p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
+                           p_retry_unknown, p_deadline_seconds);
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT p.current_version + 1 INTO v_version FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, handler, handler_version,
+                                  payload_version, payload, business_key, concurrency_key, priority, max_attempts,
+                                  retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
+  VALUES (p_plan_id, v_version, 'interval', CAST(p_interval_seconds AS CHAR), p_handler, p_handler_version,
+          p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
+          p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
+  UPDATE orbit_plan p
+     SET p.current_version = v_version,
+         p.next_fire_at = LEAST(p.next_fire_at, DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+         p.updated_at = v_now
+   WHERE p.id = p_plan_id;
+  COMMIT;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = p_plan_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_queue_create (from templates/procedures/orbit_queue_create.sql) ----
 -- orbit_queue_create: Create a queue in one of the credential's namespaces.
 --
@@ -1128,6 +1859,71 @@ BEGIN
   COMMIT;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
          q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = v_queue_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_get (from templates/procedures/orbit_queue_get.sql) ----
+-- orbit_queue_get: Read one queue, as its credential may see it.
+--
+-- A queue outside the credential's reach (another tenant's, or not in its queue list) is
+-- NOT_FOUND, the same as orbit_queue_list not listing it.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
+-- Result (one row): the queue columns (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND.
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_queue_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_get(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', p_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
+  END IF;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_list (from templates/procedures/orbit_queue_list.sql) ----
+-- orbit_queue_list: List the queues a credential reaches, in id order, a page at a time.
+--
+-- Only queues of the credential's application and environment within its queue scope (a
+-- namespace-wide grant or the listed queues). Keyset pagination: pass the last queue_id of a page
+-- as p_after_id for the next one. Reads ix_queue_application in order, so a page costs p_limit
+-- rows (plus queues of the tenant outside the scope).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
+--   the first queue; any string, compared byte-wise).
+-- Result (0..p_limit rows): the queue columns (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_limit).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_queue_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_list(IN p_token_hash BINARY(32), IN p_limit INT, IN p_after_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at
+    FROM orbit_queue q
+   WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id
+     AND q.id > COALESCE(p_after_id, '')
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                WHERE s.credential_id = v_credential_id AND s.namespace_id = q.namespace_id
+                  AND s.queue_id IN ('', q.id))
+   ORDER BY q.id
+   LIMIT p_limit;
 END$$
 DELIMITER ;
 
@@ -1657,6 +2453,84 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_create (from templates/procedures/orbit_task_create.sql) ----
+-- orbit_task_create: Internal: create one accepted task inside the caller's transaction.
+--
+-- Shared by orbit_task_submit and orbit_plan_fire_due, so a submitted and a plan-fired task are
+-- created by the same code: the key's resource row (insert or lock), the task row, its lane
+-- (orbit_task_place), the history event, and the application's incomplete-task counter. The
+-- definition must already be validated (orbit_task_validate). When the incomplete-task quota is
+-- full, o_task_id is 0 and the caller must roll back what this call wrote.
+-- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
+--   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
+--   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now.
+-- Out: o_task_id (0 = refused by the quota).
+-- Result: none. Signals: none.
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the new orbit_task row,
+--   orbit_application_quota row.
+DROP PROCEDURE IF EXISTS orbit_task_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_create(
+  IN p_application_id BIGINT UNSIGNED,
+  IN p_namespace_id BIGINT UNSIGNED,
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT,
+  IN p_idempotency_key BLOB,
+  IN p_plan_id BIGINT UNSIGNED,
+  IN p_plan_version INT UNSIGNED,
+  IN p_now DATETIME(6),
+  OUT o_task_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  SET o_task_id = 0;
+  IF p_concurrency_key <> '' THEN
+    -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
+    -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
+    INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
+    VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
+    ON DUPLICATE KEY UPDATE version = version;
+    SELECT r.id INTO v_resource_id
+      FROM orbit_resource r
+     WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
+       FOR UPDATE;
+  END IF;
+  INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
+                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                          deadline_at, idempotency_key, plan_id, plan_version, created_at, updated_at)
+  VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', 'none', p_priority,
+          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
+          IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
+          p_idempotency_key, p_plan_id, p_plan_version, p_now, p_now);
+  SET o_task_id = LAST_INSERT_ID();
+  CALL orbit_task_place(o_task_id, p_now);
+  INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
+  SELECT o_task_id, IF(p_plan_id = 0, 'submitted', 'plan_fired'), t.state,
+         IF(p_plan_id = 0, CONCAT('lane ', t.lane), CONCAT('plan ', p_plan_id, ' version ', p_plan_version, ', lane ', t.lane)),
+         p_now
+    FROM orbit_task t WHERE t.id = o_task_id;
+  UPDATE orbit_application_quota q
+     SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
+   WHERE q.application_id = p_application_id AND q.incomplete_tasks < q.max_incomplete_tasks;
+  IF ROW_COUNT() = 0 THEN
+    SET o_task_id = 0;
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_expire_due (from templates/procedures/orbit_task_expire_due.sql) ----
 -- orbit_task_expire_due: Expire waiting tasks whose total deadline has passed.
 --
@@ -1771,6 +2645,202 @@ BEGIN
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_list (from templates/procedures/orbit_task_list.sql) ----
+-- orbit_task_list: List tasks newest first (id descending), filtered, a page at a time.
+--
+-- Only tasks of queues the credential reaches: p_queue_id (which must pass the queue check), or
+-- every queue of its queue scope. Filters combine with AND; NULL = no filter. concurrency_key
+-- matches exact bytes ('' = tasks without a key). Keyset pagination: pass the last task_id of a
+-- page as p_before_id for the next one; ids never change, so pages neither repeat nor skip rows.
+-- Every candidate comes from an index range read newest first, at most p_limit rows each, in one
+-- read-only snapshot; the ranges are merged keeping the newest p_limit (a range stops early at
+-- the oldest id already kept):
+--   business_key given    -> ix_task_business, per namespace in scope;
+--   concurrency_key given -> the key's resource row, then ix_task_key, per namespace in scope;
+--   otherwise             -> ix_task_list, per queue in scope and per state (p_state or all nine).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id (NULL = all in scope);
+--   p_state (a task state; NULL = any); p_business_key (NULL = any); p_concurrency_key (exact
+--   bytes; '' = no key; NULL = any); p_limit 1-1000; p_before_id (NULL = from the newest).
+-- Result (0..p_limit rows, task_id descending): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (p_queue_id), INVALID_ARGUMENT (p_state,
+--   p_limit).
+-- Locks: none (a consistent read).
+DROP PROCEDURE IF EXISTS orbit_task_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_list(
+  IN p_token_hash BINARY(32),
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_state TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_limit INT,
+  IN p_before_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_before BIGINT UNSIGNED;
+  DECLARE v_floor BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_ids LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_min BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_ns BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_next_ns BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_next_queue CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_s INT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_queue_id IS NOT NULL THEN
+    CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  END IF;
+  IF p_state IS NOT NULL AND p_state NOT IN ('WAITING', 'LEASED', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED',
+                                             'CANCELLED', 'NEEDS_REVIEW', 'EXPIRED') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: state must be a task state such as WAITING, RUNNING or SUCCEEDED';
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+  SET v_before = COALESCE(p_before_id, 18446744073709551615);
+
+  SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+  START TRANSACTION READ ONLY;
+  IF p_business_key IS NOT NULL OR p_concurrency_key <> '' THEN
+    namespaces: LOOP
+      SET v_next_ns = NULL, v_resource_id = NULL;
+      SELECT MIN(s.namespace_id) INTO v_next_ns
+        FROM orbit_credential_scope s
+       WHERE s.credential_id = v_credential_id AND s.namespace_id > v_ns
+         AND (v_namespace_id IS NULL OR s.namespace_id = v_namespace_id);
+      IF v_next_ns IS NULL THEN
+        LEAVE namespaces;
+      END IF;
+      SET v_ns = v_next_ns;
+      IF p_business_key IS NULL THEN
+        SELECT r.id INTO v_resource_id
+          FROM orbit_resource r
+         WHERE r.namespace_id = v_ns AND r.concurrency_key = p_concurrency_key;
+      END IF;
+      IF p_business_key IS NOT NULL THEN
+        SELECT COALESCE(JSON_ARRAYAGG(k.id), '[]'), MIN(k.id), COUNT(*) INTO v_ids, v_min, v_count
+          FROM (SELECT u.id
+                  FROM (SELECT j.id FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) j
+                        UNION ALL
+                        (SELECT t.id
+                           FROM orbit_task t
+                          WHERE t.namespace_id = v_ns AND t.business_key = p_business_key
+                            AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                                        WHERE s.credential_id = v_credential_id AND s.namespace_id = t.namespace_id
+                                          AND s.queue_id IN ('', t.queue_id))
+                            AND t.id < v_before AND t.id > v_floor
+                            AND (p_state IS NULL OR t.state = p_state)
+                            AND (p_business_key IS NULL OR t.business_key = p_business_key)
+                            AND (p_concurrency_key IS NULL OR t.concurrency_key = p_concurrency_key)
+                            AND (p_queue_id IS NULL OR t.queue_id = p_queue_id)
+                          ORDER BY t.id DESC
+                          LIMIT p_limit)) u
+                 ORDER BY u.id DESC
+                 LIMIT p_limit) k;
+        IF v_count = p_limit THEN
+          SET v_floor = v_min;
+        END IF;
+      ELSEIF v_resource_id IS NOT NULL THEN
+        SELECT COALESCE(JSON_ARRAYAGG(k.id), '[]'), MIN(k.id), COUNT(*) INTO v_ids, v_min, v_count
+          FROM (SELECT u.id
+                  FROM (SELECT j.id FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) j
+                        UNION ALL
+                        (SELECT t.id
+                           FROM orbit_task t
+                          WHERE t.resource_id = v_resource_id
+                            AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                                        WHERE s.credential_id = v_credential_id AND s.namespace_id = t.namespace_id
+                                          AND s.queue_id IN ('', t.queue_id))
+                            AND t.id < v_before AND t.id > v_floor
+                            AND (p_state IS NULL OR t.state = p_state)
+                            AND (p_business_key IS NULL OR t.business_key = p_business_key)
+                            AND (p_concurrency_key IS NULL OR t.concurrency_key = p_concurrency_key)
+                            AND (p_queue_id IS NULL OR t.queue_id = p_queue_id)
+                          ORDER BY t.id DESC
+                          LIMIT p_limit)) u
+                 ORDER BY u.id DESC
+                 LIMIT p_limit) k;
+        IF v_count = p_limit THEN
+          SET v_floor = v_min;
+        END IF;
+      END IF;
+    END LOOP namespaces;
+  ELSE
+    queues: LOOP
+      SET v_next_queue = NULL;
+      SELECT MIN(q.id) INTO v_next_queue
+        FROM orbit_queue q
+       WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id AND q.id > v_queue_id
+         AND (p_queue_id IS NULL OR q.id = p_queue_id)
+         AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                WHERE s.credential_id = v_credential_id AND s.namespace_id = q.namespace_id
+                  AND s.queue_id IN ('', q.id));
+      IF v_next_queue IS NULL THEN
+        LEAVE queues;
+      END IF;
+      SET v_queue_id = v_next_queue, v_s = 0;
+      states: WHILE v_s < 9 DO
+        SET v_s = v_s + 1;
+        SET v_state = ELT(v_s, 'WAITING', 'LEASED', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED',
+                          'NEEDS_REVIEW', 'EXPIRED');
+        IF p_state IS NOT NULL AND p_state <> v_state THEN
+          ITERATE states;
+        END IF;
+        SELECT COALESCE(JSON_ARRAYAGG(k.id), '[]'), MIN(k.id), COUNT(*) INTO v_ids, v_min, v_count
+          FROM (SELECT u.id
+                  FROM (SELECT j.id FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) j
+                        UNION ALL
+                        (SELECT t.id
+                           FROM orbit_task t
+                          WHERE t.queue_id = v_queue_id AND t.state = v_state
+                            AND t.id < v_before AND t.id > v_floor
+                            AND (p_state IS NULL OR t.state = p_state)
+                            AND (p_business_key IS NULL OR t.business_key = p_business_key)
+                            AND (p_concurrency_key IS NULL OR t.concurrency_key = p_concurrency_key)
+                            AND (p_queue_id IS NULL OR t.queue_id = p_queue_id)
+                          ORDER BY t.id DESC
+                          LIMIT p_limit)) u
+                 ORDER BY u.id DESC
+                 LIMIT p_limit) k;
+        IF v_count = p_limit THEN
+          SET v_floor = v_min;
+        END IF;
+      END WHILE states;
+    END LOOP queues;
+  END IF;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_task t
+   WHERE t.id IN (SELECT j.id FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) j)
+   ORDER BY t.id DESC;
+  COMMIT;
 END$$
 DELIMITER ;
 
@@ -1998,8 +3068,8 @@ DELIMITER ;
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
--- Locks, in order: orbit_idempotency row (insert), orbit_resource row (keyed; insert or FOR UPDATE),
---   orbit_application_quota row.
+-- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
+--   row (keyed; insert or FOR UPDATE), orbit_application_quota row.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -2026,7 +3096,6 @@ body: BEGIN
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32) DEFAULT NULL;
   DECLARE v_task_id BIGINT UNSIGNED DEFAULT NULL;
-  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_replayed TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
@@ -2039,7 +3108,99 @@ body: BEGIN
 
   CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
 
+  IF p_idempotency_key IS NULL OR LENGTH(p_idempotency_key) NOT BETWEEN 1 AND 255 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: Idempotency-Key must be 1-255 bytes';
+  END IF;
   -- Defaults, then validation: the request hash covers the effective values.
+  CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
+                           p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
+                           p_retry_unknown, p_deadline_seconds);
+  -- Every field is hex-encoded, so no separator can be forged by a value.
+  SET v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(p_queue_id), HEX(p_handler), HEX(p_handler_version),
+                 HEX(p_payload_version), SHA2(p_payload, 256), HEX(p_business_key), HEX(p_concurrency_key),
+                 p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
+                 p_deadline_seconds), 256));
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
+  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+  VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  IF v_duplicate THEN
+    SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+      FROM orbit_idempotency i
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
+       FOR UPDATE;
+    IF v_existing_hash <> v_hash THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'IDEMPOTENCY_CONFLICT: this Idempotency-Key was used with a different request';
+    END IF;
+    SET v_replayed = 1;
+  ELSE
+    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+                           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
+                           p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
+                           p_deadline_seconds, p_idempotency_key, 0, 0, v_now, v_task_id);
+    IF v_task_id = 0 THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+    END IF;
+    UPDATE orbit_idempotency i SET i.task_id = v_task_id
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+  END IF;
+  COMMIT;
+
+  SELECT v_replayed AS replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_task t
+   WHERE t.id = v_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_validate (from templates/procedures/orbit_task_validate.sql) ----
+-- orbit_task_validate: Internal: apply the defaults of a task definition and enforce its rules.
+--
+-- One set of rules for everything that defines a task: orbit_task_submit, orbit_plan_create and
+-- orbit_plan_version_create. The defaultable fields are INOUT: NULL becomes the default, so the
+-- caller stores (and hashes) the effective values. Checked in parameter order; the first broken
+-- rule is reported, its message starting with the field name.
+-- Parameters:
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result: none.
+-- Signals: INVALID_ARGUMENT (naming the field).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_task_validate;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_validate(
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  INOUT p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  INOUT p_priority INT,
+  INOUT p_max_attempts INT,
+  INOUT p_retry_base_ms BIGINT,
+  INOUT p_retry_max_ms BIGINT,
+  INOUT p_retry_unknown TINYINT,
+  INOUT p_deadline_seconds BIGINT)
+  DETERMINISTIC NO SQL
+BEGIN
   SET p_business_key = COALESCE(p_business_key, ''),
       p_priority = COALESCE(p_priority, 5),
       p_max_attempts = COALESCE(p_max_attempts, 3),
@@ -2047,9 +3208,6 @@ body: BEGIN
       p_retry_max_ms = COALESCE(p_retry_max_ms, 300000),
       p_retry_unknown = COALESCE(p_retry_unknown, 0),
       p_deadline_seconds = COALESCE(p_deadline_seconds, 0);
-  IF p_idempotency_key IS NULL OR LENGTH(p_idempotency_key) NOT BETWEEN 1 AND 255 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: Idempotency-Key must be 1-255 bytes';
-  END IF;
   IF p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handler must be 1-191 characters';
   END IF;
@@ -2081,73 +3239,6 @@ body: BEGIN
   IF p_deadline_seconds NOT BETWEEN 0 AND 315360000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: deadline_seconds must be between 1 and 315360000';
   END IF;
-  -- Every field is hex-encoded, so no separator can be forged by a value.
-  SET v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(p_queue_id), HEX(p_handler), HEX(p_handler_version),
-                 HEX(p_payload_version), SHA2(p_payload, 256), HEX(p_business_key), HEX(p_concurrency_key),
-                 p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                 p_deadline_seconds), 256));
-
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION;
-  -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
-  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-  VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
-  IF v_duplicate THEN
-    SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
-      FROM orbit_idempotency i
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
-       FOR UPDATE;
-    IF v_existing_hash <> v_hash THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'IDEMPOTENCY_CONFLICT: this Idempotency-Key was used with a different request';
-    END IF;
-    SET v_replayed = 1;
-  ELSE
-    IF p_concurrency_key <> '' THEN
-      -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
-      -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
-      INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
-      VALUES (v_namespace_id, p_concurrency_key, 0, 0, v_now, v_now)
-      ON DUPLICATE KEY UPDATE version = version;
-      SELECT r.id INTO v_resource_id
-        FROM orbit_resource r
-       WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = p_concurrency_key
-         FOR UPDATE;
-    END IF;
-    INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                            deadline_at, idempotency_key, created_at, updated_at)
-    VALUES (v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
-            p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', 'none', p_priority,
-            p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, v_now,
-            IF(p_deadline_seconds > 0, DATE_ADD(v_now, INTERVAL p_deadline_seconds SECOND), NULL),
-            p_idempotency_key, v_now, v_now);
-    SET v_task_id = LAST_INSERT_ID();
-    CALL orbit_task_place(v_task_id, v_now);
-    UPDATE orbit_idempotency i SET i.task_id = v_task_id
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
-    INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-    SELECT v_task_id, 'submitted', t.state, CONCAT('lane ', t.lane), v_now FROM orbit_task t WHERE t.id = v_task_id;
-    UPDATE orbit_application_quota q
-       SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = v_now
-     WHERE q.application_id = v_application_id AND q.incomplete_tasks < q.max_incomplete_tasks;
-    IF ROW_COUNT() = 0 THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
-    END IF;
-  END IF;
-  COMMIT;
-
-  SELECT v_replayed AS replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
-         t.handler, t.handler_version, t.payload_version, t.payload,
-         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
-         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
-         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at
-    FROM orbit_task t
-   WHERE t.id = v_task_id;
 END$$
 DELIMITER ;
 
@@ -2177,26 +3268,42 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, 'dadd78f5df12ca4ac98ecaeb364a65990fc6ce3a26691cc4a124cfc62c72772f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'd33cb78d9eb93feb4e1b2ee83b056a4d68df2cc74887d0798266c6085aa6bdda', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'c330c4d861fd93df24c66616eaa6b9f114888399f5faca73f603dd31b5ee9d92', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '61b2013f05497b461bb403ced58916895b6efc29d518686af08365b160d42535', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, 'f88220f4466c6591e1d8bb4ca67d88a4d28d2c6245605d575e302e1937dfd4a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 1, '61965484e60a527c51625a516ce608a217c86d6a208ea02b70510063bd8ec859', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, '034bf52985b56b8e9767959442df6182f12da0b1d9b8138302afeda1aa3adca5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '1999ccb6b9cb5ade4725590e6c4fea0939943e92605dd654966e8f07a1d506b4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, 'ab80e7c916116f870597a946b9d8f2d3276790bf7b3fc90efaa9681c57c8c9bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'ea2d5d272eb21e25523d9b1737a7d48ea4b39e82184e03cd0c1f44414ffac35f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'b363781d71478fd66dc44c9397e1faa45647f1d3d2f49550ebfb6a1ba0d2ea5a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '552bedb0323d4b5e08d6a26b52512f24421dab3c30e09cacdb82589eb3071d95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '006299591b791b1c3ba4834ebbc08dcd4a938de80bc655d27da563e17d27be42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'e55c75c504a1f53494f1e74f30c1b82805d4dbb48345c918f2b1e34097dd3ba7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '0f2870a8218f1028506167d6e12422c2a9739d68647d4fdff478b17e9a49ae16', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, '35017028931134eb7e8771e31502f81bad2fe265dcfa654f849c966ae87d6d8f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 1, '2ce0baa08588611e40102323a6114180d1dfac6dedb8197b2962af79defe6b97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 1, '08e79902dacd5123d70ddbd8d4fdee9cee1f82ede318b34edb7bfe04ddf2b8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 1, '2d232fa3e0306f7b1a518b0a74aa6337b0f66882e72f3ebe18c6d2966952e073', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 1, 'da4efd1fb24bcf9ac41defa31f00017cb40316be85f581a0631f5eb55f613b85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, 'c6c072fff3009f240ff096532780c6a916644a099124a5fe8e9228312770328c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '254981ce15aa03926d91ce212a49fdf8da38032a5a47c731837aa922c2c7ccf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '1ff0415f8adcac180a6ecbda59e2860a5dbab1164a4cfddee48189de27526c74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '3bed4e7d3fa40e66275961770cf35e48c2abb48c9f36d1e851bdcdc81c748a08', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '0a3073d48ff9949579d00578dfa3d9f3c692d93f10b6ae1cf3b82ba41e890439', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'dd644b20204ac7a648d3d93a9a7009023ca0f6661319995361be74283ab6a75a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, 'a49aaa011ae00cbe0a0f18fdf105b536ba2f8ce8e673dc2708f8f7fea6478931', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '97606145ed84f6cc1efdda9dca21ce0db84679b54c27e3b54998e510de3956c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'd1b29b4e912d13fc7ffa6cfd67ae05bcc92bbc91d0e931760bd256ebb539f208', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '5f85230c8bfa1d8e99a884d7022ead59922d63e027843331bf2de51d7f4b2f57', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '32d42b2170da5cf846f32168057ea96ccfefb64507d9654e9b33f141f501d39b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '14d1bfeb7cecce8ac0a79a854522e078bad2e7935b9f2a1a778b750c88f2b762', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '83441c9bb0cb2374b781a9c4718ca271e4561838f7f8f278068708351308d15c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'c2a39990e58b659762efbf040c25181cf21bdd3e46bc92dfd709577fc4f87562', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

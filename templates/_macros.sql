@@ -39,3 +39,79 @@
     position). -#}
 {% macro queue_columns(q) %}{{ q }}.id AS queue_id, {{ q }}.namespace_id, {{ q }}.name, {{ q }}.paused,
          {{ q }}.max_active_attempts, {{ q }}.created_at, {{ q }}.updated_at{% endmacro %}
+
+{#- A consistent read of several statements (a listing that merges index ranges): one snapshot,
+    so a row that changes state meanwhile is seen exactly once. -#}
+{% macro begin_snapshot() %}SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+  START TRANSACTION READ ONLY{% endmacro %}
+
+{#- Whether a queue (its namespace and id expressions) is within the credential's queue scope: a
+    namespace-wide grant (queue_id = '') or the queue listed. Callers also match the
+    credential's application and environment when the namespace is not already known to be in
+    scope. -#}
+{% macro queue_in_scope(namespace_id, queue_id, credential) %}EXISTS (SELECT 1 FROM orbit_credential_scope s
+                WHERE s.credential_id = {{ credential }} AND s.namespace_id = {{ namespace_id }}
+                  AND s.queue_id IN ('', {{ queue_id }})){% endmacro %}
+
+{#- The attempt columns every attempt-returning procedure ends with (src/db/attempts.rs reads
+    them by position). -#}
+{% macro attempt_columns(a) %}{{ a }}.id AS attempt_id, {{ a }}.task_id, {{ a }}.attempt_no, {{ a }}.queue_id,
+         {{ a }}.state, {{ a }}.worker_id, {{ a }}.session_id, {{ a }}.concurrency_token, {{ a }}.granted_at,
+         {{ a }}.lease_expires_at, {{ a }}.started_at, {{ a }}.released_at, {{ a }}.outcome, {{ a }}.retryable,
+         {{ a }}.output, {{ a }}.error, {{ a }}.late_result{% endmacro %}
+
+{#- The attempt columns' documentation, for procedure headers. -#}
+{% macro attempt_columns_doc() %}--   attempt_id, task_id, attempt_no, queue_id, state VARCHAR, worker_id, session_id,
+--   concurrency_token BIGINT UNSIGNED (0 = the task has no key), granted_at, lease_expires_at,
+--   started_at (NULL = never started), released_at (NULL = still holds its permits), outcome
+--   ('' while active), retryable, output (JSON or NULL), error (JSON or NULL), late_result
+--   ('' = none); all times UTC.{% endmacro %}
+
+{#- The plan columns every plan-returning procedure ends with: the plan `p` and its current
+    version `v` (src/db/plans.rs reads them by position). -#}
+{% macro plan_columns(p, v) %}{{ p }}.id AS plan_id, {{ p }}.queue_id, {{ p }}.namespace_id, {{ p }}.name,
+         {{ p }}.current_version, {{ p }}.paused, {{ p }}.next_fire_at, {{ p }}.created_at, {{ p }}.updated_at,
+         {{ v }}.schedule_kind, {{ v }}.schedule_spec, {{ v }}.handler, {{ v }}.handler_version,
+         {{ v }}.payload_version, {{ v }}.payload, {{ v }}.business_key, {{ v }}.concurrency_key,
+         {{ v }}.priority, {{ v }}.max_attempts, {{ v }}.retry_base_ms, {{ v }}.retry_max_ms,
+         {{ v }}.retry_unknown, {{ v }}.deadline_seconds{% endmacro %}
+
+{#- The plan columns' documentation, for procedure headers. -#}
+{% macro plan_columns_doc() %}--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).{% endmacro %}
+
+{#- The task definition parameters orbit_task_submit, orbit_plan_create and
+    orbit_plan_version_create take, in this order (validated by orbit_task_validate). -#}
+{% macro task_definition_params() %}IN p_handler TEXT {{ c.utf8 }},
+  IN p_handler_version TEXT {{ c.utf8 }},
+  IN p_payload_version TEXT {{ c.utf8 }},
+  IN p_payload MEDIUMTEXT {{ c.utf8 }},
+  IN p_business_key TEXT {{ c.utf8 }},
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT{% endmacro %}
+
+{#- Their documentation, for procedure headers. -#}
+{% macro task_definition_doc() %}--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none{% endmacro %}
+
+{#- The first time slot + k * interval seconds (k >= 0) that is after now; a slot already after
+    now is kept. Plans advance by whole intervals, so slots missed while the scheduler was down
+    (or the plan paused) are skipped, never fired in a burst. -#}
+{% macro next_slot(slot, interval, now) %}DATE_ADD({{ slot }}, INTERVAL {{ interval }} * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, {{ slot }}, {{ now }}) / ({{ interval }} * 1000000)) + 1, 0) SECOND){% endmacro %}

@@ -5,8 +5,12 @@
 //! Result columns are read by position, in the order each procedure's header documents: sqlx
 //! prepares `CALL` statements, and a prepared `CALL` carries no column names.
 
+pub mod attempts;
+pub mod credentials;
 pub mod error;
 pub mod maintenance;
+pub mod metrics;
+pub mod plans;
 pub mod queues;
 pub mod tasks;
 pub mod workers;
@@ -228,5 +232,25 @@ impl<'r> Cols<'r> {
         let i = self.next;
         self.opt_time()?
             .ok_or_else(|| DbError::Internal(format!("result column {i}: unexpected NULL time")))
+    }
+}
+
+impl Db {
+    /// `orbit_extension_version`: the installed version (0 = not installed).
+    pub async fn extension_version(&self) -> Result<u32, DbError> {
+        let missing: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() AND routine_name = 'orbit_extension_version'",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| match classify(e) {
+            Classified::Fail(e) => e,
+            Classified::Retry(m) => DbError::Unavailable(m),
+        })?;
+        if missing == 0 {
+            return Ok(0);
+        }
+        let row = self.call_one("orbit_extension_version", &[]).await?;
+        Cols::new(&row).u32()
     }
 }

@@ -1,4 +1,4 @@
-//! Tenancy and queue procedures: bootstrap, queue create, pause/resume.
+//! Tenancy and queue procedures: bootstrap, queue create, list, get, pause/resume.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -105,6 +105,40 @@ impl Db {
                     max_active_attempts.into(),
                     new_queue_id.into(),
                 ],
+            )
+            .await?;
+        Queue::read(&mut Cols::new(&row))
+    }
+
+    /// `orbit_queue_list`: up to `limit` (1-1000) queues in the credential's scope, in id order,
+    /// after `after_id` when given (pass the last id of a page to get the next one).
+    pub async fn queue_list(
+        &self,
+        token_hash: &[u8],
+        limit: u32,
+        after_id: Option<&str>,
+    ) -> Result<Vec<Queue>, DbError> {
+        let rows = self
+            .call(
+                "orbit_queue_list",
+                &[
+                    Arg::Bytes(token_hash),
+                    u64::from(limit).into(),
+                    after_id.into(),
+                ],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Queue::read(&mut Cols::new(r)))
+            .collect()
+    }
+
+    /// `orbit_queue_get`: NOT_FOUND for a queue outside the credential's scope.
+    pub async fn queue_get(&self, token_hash: &[u8], queue_id: &str) -> Result<Queue, DbError> {
+        let row = self
+            .call_one(
+                "orbit_queue_get",
+                &[Arg::Bytes(token_hash), queue_id.into()],
             )
             .await?;
         Queue::read(&mut Cols::new(&row))

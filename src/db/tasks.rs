@@ -1,4 +1,4 @@
-//! Task procedures: submit, get, cancel, resolve (`orbit_task_*`).
+//! Task procedures: submit, get, list, cancel, resolve (`orbit_task_*`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{Arg, Cols, Db, DbError};
 
 /// Task states (SPEC §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TaskState {
     Waiting,
@@ -142,6 +142,40 @@ pub struct NewTask {
     pub deadline_seconds: Option<i64>,
 }
 
+impl NewTask {
+    /// The task definition arguments (handler .. deadline_seconds) in the order
+    /// `orbit_task_submit`, `orbit_plan_create` and `orbit_plan_version_create` take them.
+    pub(crate) fn definition_args(&self) -> [Arg<'_>; 12] {
+        [
+            self.handler.as_str().into(),
+            self.handler_version.as_str().into(),
+            self.payload_version.as_str().into(),
+            self.payload.as_str().into(),
+            self.business_key.as_deref().into(),
+            self.concurrency_key
+                .as_deref()
+                .map_or(Arg::Null, |k| Arg::Bytes(k.as_bytes())),
+            self.priority.into(),
+            self.max_attempts.into(),
+            self.retry_base_ms.into(),
+            self.retry_max_ms.into(),
+            self.retry_unknown.map(i64::from).into(),
+            self.deadline_seconds.into(),
+        ]
+    }
+}
+
+/// Filters of `orbit_task_list`; `None` = no filter. They combine with AND.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// One queue (it must be in the credential's scope); `None` = every queue in scope.
+    pub queue_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub business_key: Option<String>,
+    /// Exact bytes; `Some("")` = tasks without a key.
+    pub concurrency_key: Option<String>,
+}
+
 /// What a submit returns.
 #[derive(Clone, Debug)]
 pub struct Submitted {
@@ -151,7 +185,7 @@ pub struct Submitted {
 }
 
 /// How a NEEDS_REVIEW task is settled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
     Succeeded,
@@ -184,21 +218,10 @@ impl Db {
                     Arg::Bytes(token_hash),
                     Arg::Bytes(idempotency_key.as_bytes()),
                     t.queue_id.as_str().into(),
-                    t.handler.as_str().into(),
-                    t.handler_version.as_str().into(),
-                    t.payload_version.as_str().into(),
-                    t.payload.as_str().into(),
-                    t.business_key.as_deref().into(),
-                    t.concurrency_key
-                        .as_deref()
-                        .map_or(Arg::Null, |k| Arg::Bytes(k.as_bytes())),
-                    t.priority.into(),
-                    t.max_attempts.into(),
-                    t.retry_base_ms.into(),
-                    t.retry_max_ms.into(),
-                    t.retry_unknown.map(i64::from).into(),
-                    t.deadline_seconds.into(),
-                ],
+                ]
+                .into_iter()
+                .chain(t.definition_args())
+                .collect::<Vec<_>>(),
             )
             .await?;
         let mut c = Cols::new(&row);
@@ -214,6 +237,35 @@ impl Db {
             .call_one("orbit_task_get", &[Arg::Bytes(token_hash), task_id.into()])
             .await?;
         Task::read(&mut Cols::new(&row))
+    }
+
+    /// `orbit_task_list`: up to `limit` (1-1000) tasks newest first, only ids below `before_id`
+    /// when given (pass the last id of a page to get the next one).
+    pub async fn task_list(
+        &self,
+        token_hash: &[u8],
+        filter: &TaskFilter,
+        limit: u32,
+        before_id: Option<u64>,
+    ) -> Result<Vec<Task>, DbError> {
+        let rows = self
+            .call(
+                "orbit_task_list",
+                &[
+                    Arg::Bytes(token_hash),
+                    filter.queue_id.as_deref().into(),
+                    filter.state.map(TaskState::as_str).into(),
+                    filter.business_key.as_deref().into(),
+                    filter
+                        .concurrency_key
+                        .as_deref()
+                        .map_or(Arg::Null, |k| Arg::Bytes(k.as_bytes())),
+                    u64::from(limit).into(),
+                    before_id.map_or(Arg::Null, Arg::U64),
+                ],
+            )
+            .await?;
+        rows.iter().map(|r| Task::read(&mut Cols::new(r))).collect()
     }
 
     /// `orbit_task_cancel`.

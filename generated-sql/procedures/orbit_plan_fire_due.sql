@@ -1,0 +1,111 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/procedures/orbit_plan_fire_due.sql.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- orbit_plan_fire_due: Fire due plans: one task per plan from its current version.
+--
+-- Called by the scheduler loop of every serve node. Each due plan (not paused, next_fire_at <=
+-- now) is fired in its own short transaction: its row is locked FOR UPDATE SKIP LOCKED, so two
+-- nodes never fire the same plan at once (the other node skips it, and after the commit the
+-- plan is no longer due); the orbit_plan_fire row (primary key plan_id, scheduled_for) makes a
+-- slot fire at most once even if next_fire_at is set back. The task is created like a submit
+-- (orbit_task_create) with the version's definition, concurrency_key verbatim, plan_id and
+-- plan_version set, and no Idempotency-Key row. Then next_fire_at advances by whole intervals to
+-- the first slot after now: only the oldest missed slot fires, the others are skipped (no burst
+-- after downtime). When the application's incomplete-task quota is full, the slot is skipped
+-- (nothing recorded) and the plan still advances; the call goes on with the next plan.
+-- Parameters: p_limit 1-10000 (plans visited per call).
+-- Result (one row): fired INT (tasks created), next_fire_at DATETIME(6) (earliest slot of an
+--   active plan, NULL when none).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per plan in order: orbit_plan row (FOR UPDATE SKIP LOCKED), orbit_plan_fire row
+--   (insert), then through orbit_task_create: orbit_resource row (keyed), orbit_application_quota
+--   row.
+DROP PROCEDURE IF EXISTS orbit_plan_fire_due;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_fire_due(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_plan_id BIGINT UNSIGNED;
+  DECLARE v_slot DATETIME(6);
+  DECLARE v_version INT UNSIGNED;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_interval BIGINT;
+  DECLARE v_handler VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_handler_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_business_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_concurrency_key VARBINARY(764);
+  DECLARE v_priority INT;
+  DECLARE v_max_attempts INT;
+  DECLARE v_retry_base_ms BIGINT;
+  DECLARE v_retry_max_ms BIGINT;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_fired INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  due: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_plan_id = NULL, v_duplicate = 0;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    SELECT p.id, p.next_fire_at, p.current_version, p.application_id, p.namespace_id, p.queue_id
+      INTO v_plan_id, v_slot, v_version, v_application_id, v_namespace_id, v_queue_id
+      FROM orbit_plan p
+     WHERE p.paused = 0 AND p.next_fire_at <= v_now
+     ORDER BY p.next_fire_at
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF v_plan_id IS NULL THEN
+      COMMIT;
+      LEAVE due;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SELECT CAST(v.schedule_spec AS UNSIGNED), v.handler, v.handler_version, v.payload_version, v.payload,
+           v.business_key, v.concurrency_key, v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+           v.retry_unknown, v.deadline_seconds
+      INTO v_interval, v_handler, v_handler_version, v_payload_version, v_payload,
+           v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms,
+           v_retry_unknown, v_deadline_seconds
+      FROM orbit_plan_version v
+     WHERE v.plan_id = v_plan_id AND v.version = v_version;
+    SAVEPOINT plan_fire;
+    INSERT INTO orbit_plan_fire (plan_id, scheduled_for, version, task_id, fired_at)
+    VALUES (v_plan_id, v_slot, v_version, 0, v_now);
+    IF NOT v_duplicate THEN
+      CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                             v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                             v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                             v_deadline_seconds, '', v_plan_id, v_version, v_now, v_task_id);
+      IF v_task_id = 0 THEN
+        -- QUOTA_EXCEEDED: skip this slot without recording it.
+        ROLLBACK TO SAVEPOINT plan_fire;
+      ELSE
+        UPDATE orbit_plan_fire f SET f.task_id = v_task_id
+         WHERE f.plan_id = v_plan_id AND f.scheduled_for = v_slot;
+        SET v_fired = v_fired + 1;
+      END IF;
+    END IF;
+    UPDATE orbit_plan p
+       SET p.next_fire_at = DATE_ADD(v_slot, INTERVAL v_interval * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, v_slot, v_now) / (v_interval * 1000000)) + 1, 0) SECOND), p.updated_at = v_now
+     WHERE p.id = v_plan_id;
+    COMMIT;
+  END WHILE due;
+  SELECT v_fired AS fired,
+         (SELECT MIN(p.next_fire_at) FROM orbit_plan p WHERE p.paused = 0) AS next_fire_at;
+END$$
+DELIMITER ;

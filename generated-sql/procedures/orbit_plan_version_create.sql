@@ -1,0 +1,104 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/procedures/orbit_plan_version_create.sql.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- orbit_plan_version_create: Add a plan version (schedule + task definition) and make it current.
+--
+-- Versions are immutable: earlier ones stay as they were, and tasks they fired keep their
+-- plan_version. Later fires use the new version's definition, concurrency_key included. The next
+-- slot moves earlier when the new interval is shorter (next_fire_at = the earlier of the
+-- scheduled slot and now + interval); it is never pushed later.
+-- Parameters (NULL = default where one is given):
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the plan's queue)
+--   p_plan_id
+--   p_interval_seconds        1-31536000
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result (one row): the plan columns, with the new version:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (plan), INVALID_ARGUMENT (naming the
+--   field).
+-- Locks, in order: the orbit_plan row, the new orbit_plan_version row.
+DROP PROCEDURE IF EXISTS orbit_plan_version_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_version_create(
+  IN p_token_hash BINARY(32),
+  IN p_plan_id BIGINT UNSIGNED,
+  IN p_interval_seconds BIGINT,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_version INT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
+  END IF;
+  CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
+                           p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
+                           p_retry_unknown, p_deadline_seconds);
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT p.current_version + 1 INTO v_version FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, handler, handler_version,
+                                  payload_version, payload, business_key, concurrency_key, priority, max_attempts,
+                                  retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
+  VALUES (p_plan_id, v_version, 'interval', CAST(p_interval_seconds AS CHAR), p_handler, p_handler_version,
+          p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
+          p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
+  UPDATE orbit_plan p
+     SET p.current_version = v_version,
+         p.next_fire_at = LEAST(p.next_fire_at, DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+         p.updated_at = v_now
+   WHERE p.id = p_plan_id;
+  COMMIT;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = p_plan_id;
+END$$
+DELIMITER ;

@@ -1,0 +1,29 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/procedures/orbit_queue_get.sql.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- orbit_queue_get: Read one queue, as its credential may see it.
+--
+-- A queue outside the credential's reach (another tenant's, or not in its queue list) is
+-- NOT_FOUND, the same as orbit_queue_list not listing it.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
+-- Result (one row): the queue columns (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND.
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_queue_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_get(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', p_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
+  END IF;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+END$$
+DELIMITER ;

@@ -1,0 +1,84 @@
+//! Operator credential procedures: `orbit_credential_create`, `orbit_credential_revoke`. They
+//! take no bearer token (like `orbit_admin_bootstrap`): only operators reach them.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{Arg, Cols, Db, DbError};
+
+/// What `orbit_credential_create` creates. Everything named must already exist.
+#[derive(Clone, Debug, Default)]
+pub struct NewCredential {
+    pub application: String,
+    pub environment: String,
+    pub namespace: String,
+    /// Queues of the namespace the credential reaches; empty = every queue, present and future.
+    pub queue_ids: Vec<String>,
+    /// SHA-256 of a fresh random token ([`crate::auth::token_hash`]).
+    pub token_hash: Vec<u8>,
+    pub token_hint: String,
+    pub scopes: Vec<String>,
+    pub label: String,
+}
+
+/// The ids `orbit_credential_create` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CreatedCredential {
+    pub credential_id: u64,
+    pub application_id: u64,
+    pub environment_id: u64,
+    pub namespace_id: u64,
+}
+
+/// What `orbit_credential_revoke` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RevokedCredential {
+    pub credential_id: u64,
+    /// The first revocation's time (revoking again keeps it).
+    pub revoked_at: DateTime<Utc>,
+}
+
+impl Db {
+    /// `orbit_credential_create`.
+    pub async fn credential_create(&self, c: &NewCredential) -> Result<CreatedCredential, DbError> {
+        let queues = serde_json::to_string(&c.queue_ids).expect("strings serialise");
+        let scopes = c.scopes.join(",");
+        let row = self
+            .call_one(
+                "orbit_credential_create",
+                &[
+                    c.application.as_str().into(),
+                    c.environment.as_str().into(),
+                    c.namespace.as_str().into(),
+                    queues.as_str().into(),
+                    Arg::Bytes(&c.token_hash),
+                    c.token_hint.as_str().into(),
+                    scopes.as_str().into(),
+                    c.label.as_str().into(),
+                ],
+            )
+            .await?;
+        let mut r = Cols::new(&row);
+        Ok(CreatedCredential {
+            credential_id: r.u64()?,
+            application_id: r.u64()?,
+            environment_id: r.u64()?,
+            namespace_id: r.u64()?,
+        })
+    }
+
+    /// `orbit_credential_revoke` (idempotent).
+    pub async fn credential_revoke(
+        &self,
+        credential_id: u64,
+    ) -> Result<RevokedCredential, DbError> {
+        let row = self
+            .call_one("orbit_credential_revoke", &[credential_id.into()])
+            .await?;
+        let mut r = Cols::new(&row);
+        Ok(RevokedCredential {
+            credential_id: r.u64()?,
+            revoked_at: r.time()?,
+        })
+    }
+}

@@ -1,0 +1,64 @@
+{% import "_macros.sql" as m %}
+-- orbit_plan_version_create: Add a plan version (schedule + task definition) and make it current.
+--
+-- Versions are immutable: earlier ones stay as they were, and tasks they fired keep their
+-- plan_version. Later fires use the new version's definition, concurrency_key included. The next
+-- slot moves earlier when the new interval is shorter (next_fire_at = the earlier of the
+-- scheduled slot and now + interval); it is never pushed later.
+-- Parameters (NULL = default where one is given):
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the plan's queue)
+--   p_plan_id
+--   p_interval_seconds        1-31536000
+{% call m::task_definition_doc() %}
+-- Result (one row): the plan columns, with the new version:
+{% call m::plan_columns_doc() %}
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (plan), INVALID_ARGUMENT (naming the
+--   field).
+-- Locks, in order: the orbit_plan row, the new orbit_plan_version row.
+CREATE PROCEDURE orbit_plan_version_create(
+  IN p_token_hash BINARY(32),
+  IN p_plan_id BIGINT UNSIGNED,
+  IN p_interval_seconds BIGINT,
+  {% call m::task_definition_params() %})
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_version INT UNSIGNED;
+  {% call m::rollback_on_error() %};
+
+  SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
+    {% call m::raise("NOT_FOUND", "plan not found") %};
+  END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+    {% call m::raise("INVALID_ARGUMENT", "interval_seconds must be between 1 and 31536000") %};
+  END IF;
+  CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
+                           p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
+                           p_retry_unknown, p_deadline_seconds);
+
+  {% call m::begin() %};
+  SELECT p.current_version + 1 INTO v_version FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, handler, handler_version,
+                                  payload_version, payload, business_key, concurrency_key, priority, max_attempts,
+                                  retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
+  VALUES (p_plan_id, v_version, 'interval', CAST(p_interval_seconds AS CHAR), p_handler, p_handler_version,
+          p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
+          p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
+  UPDATE orbit_plan p
+     SET p.current_version = v_version,
+         p.next_fire_at = LEAST(p.next_fire_at, DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+         p.updated_at = v_now
+   WHERE p.id = p_plan_id;
+  COMMIT;
+  SELECT {% call m::plan_columns("p", "v") %}
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = p_plan_id;
+END

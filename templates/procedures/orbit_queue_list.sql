@@ -1,0 +1,30 @@
+{% import "_macros.sql" as m %}
+-- orbit_queue_list: List the queues a credential reaches, in id order, a page at a time.
+--
+-- Only queues of the credential's application and environment within its queue scope (a
+-- namespace-wide grant or the listed queues). Keyset pagination: pass the last queue_id of a page
+-- as p_after_id for the next one. Reads ix_queue_application in order, so a page costs p_limit
+-- rows (plus queues of the tenant outside the scope).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
+--   the first queue; any string, compared byte-wise).
+-- Result (0..p_limit rows): the queue columns (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_limit).
+-- Locks: none.
+CREATE PROCEDURE orbit_queue_list(IN p_token_hash BINARY(32), IN p_limit INT, IN p_after_id TEXT {{ c.ascii }})
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    {% call m::raise("INVALID_ARGUMENT", "limit must be between 1 and 1000") %};
+  END IF;
+  SELECT {% call m::queue_columns("q") %}
+    FROM orbit_queue q
+   WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id
+     AND q.id > COALESCE(p_after_id, '')
+     AND {% call m::queue_in_scope("q.namespace_id", "q.id", "v_credential_id") %}
+   ORDER BY q.id
+   LIMIT p_limit;
+END
