@@ -39,12 +39,119 @@ pub enum Command {
         #[command(subcommand)]
         action: MigrateAction,
     },
+    /// Serve the HTTP API and the worker WebSocket.
+    #[command(
+        after_help = "Example:\n  ORBIT_MYSQL_DSN=mysql://root@127.0.0.1:3306/orbit orbit serve --addr 127.0.0.1:8080\n\n\
+        Refuses to start when the database's extension version is not the one this binary serves."
+    )]
+    Serve(ServeArgs),
+    /// Operator commands: bootstrap tenants and credentials.
+    Admin {
+        #[command(subcommand)]
+        action: AdminAction,
+    },
     /// Measure a scenario against the same server's durable-commit limit (see BENCHMARKS.md).
     #[command(
         after_help = "Examples:\n  orbit bench baseline\n  orbit bench claim --backlogs 0,100000,1000000 --json\n\n\
         With a DSN naming only a server (the default), a fresh database is created and dropped."
     )]
     Bench(BenchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Database DSN, e.g. mysql://root@127.0.0.1:3306/orbit.
+    #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+    pub dsn: Option<String>,
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, env = "ORBIT_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Database connections in the pool.
+    #[arg(long, default_value_t = 16)]
+    pub pool_size: u32,
+    /// Log format on stderr (filter with RUST_LOG, default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminAction {
+    /// Create what is missing of application, environment, namespace and queue, and write a new
+    /// credential (token, ids, scopes) to a JSON file with mode 0600.
+    #[command(
+        after_help = "Example:\n  orbit admin bootstrap --application shop --namespace default --environment prod \\\n    --queue emails --worker-access --output /tmp/orbit.credentials.json"
+    )]
+    Bootstrap(BootstrapArgs),
+    /// Create or revoke credentials.
+    Credential {
+        #[command(subcommand)]
+        action: CredentialAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CredentialAction {
+    /// Create a credential in an existing namespace and write it to a JSON file (mode 0600).
+    #[command(
+        after_help = "Example:\n  orbit admin credential create --application shop --environment prod --namespace default \\\n    --scope tasks:read --scope tasks:submit --queue 0f1e… --output reader.json"
+    )]
+    Create(CredentialCreateArgs),
+    /// Revoke a credential by id (idempotent); its token stops working at once.
+    #[command(after_help = "Example:\n  orbit admin credential revoke --id 7")]
+    Revoke {
+        #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+        dsn: Option<String>,
+        #[arg(long)]
+        id: u64,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CredentialCreateArgs {
+    #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+    pub dsn: Option<String>,
+    #[arg(long)]
+    pub application: String,
+    #[arg(long)]
+    pub environment: String,
+    #[arg(long)]
+    pub namespace: String,
+    /// A scope to grant (repeat): queues:manage, tasks:submit, tasks:read, workers:connect, workers:consume.
+    #[arg(long = "scope", required = true)]
+    pub scopes: Vec<String>,
+    /// Restrict to these queue ids (repeat); default: every queue of the namespace.
+    #[arg(long = "queue")]
+    pub queues: Vec<String>,
+    #[arg(long, default_value = "")]
+    pub label: String,
+    #[arg(long)]
+    pub output: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BootstrapArgs {
+    #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+    pub dsn: Option<String>,
+    #[arg(long)]
+    pub application: String,
+    #[arg(long)]
+    pub environment: String,
+    #[arg(long)]
+    pub namespace: String,
+    #[arg(long)]
+    pub queue: String,
+    /// Also grant workers:connect and workers:consume.
+    #[arg(long)]
+    pub worker_access: bool,
+    /// Where to write the credentials JSON (created with mode 0600).
+    #[arg(long)]
+    pub output: PathBuf,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +234,13 @@ async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Gen { check, root } => gen(check, &root),
         Command::Bench(args) => bench_cmd(args).await,
+        Command::Serve(args) => serve_cmd(args).await,
+        Command::Admin {
+            action: AdminAction::Bootstrap(args),
+        } => bootstrap_cmd(args).await,
+        Command::Admin {
+            action: AdminAction::Credential { action },
+        } => credential_cmd(action).await,
         Command::Migrate { action } => match migrate_cmd(action).await {
             Ok(code) => code,
             Err(e) => {
@@ -320,5 +434,215 @@ async fn bench_cmd(args: BenchArgs) -> ExitCode {
             eprintln!("error: bench {}: {e}", e.code());
             ExitCode::from(3)
         }
+    }
+}
+
+/// Logs to stderr, filtered by RUST_LOG (default `info`).
+pub fn init_logging(format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+async fn serve_cmd(args: ServeArgs) -> ExitCode {
+    init_logging(args.log_format);
+    let Some(dsn) = args.dsn else {
+        eprintln!("error: {}", migrate::MigrateError::NoDsn);
+        return ExitCode::from(2);
+    };
+    let cfg = crate::http::ServeConfig {
+        dsn,
+        addr: args.addr,
+        pool_size: args.pool_size,
+    };
+    match crate::http::serve(cfg).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(match e {
+                crate::http::ServeError::Connect(_) | crate::http::ServeError::Version(_) => 3,
+                _ => 2,
+            })
+        }
+    }
+}
+
+/// The credentials file `admin bootstrap` writes (and the SDK and examples read).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
+pub struct CredentialsFile {
+    pub token: String,
+    pub application_id: u64,
+    pub environment_id: u64,
+    pub namespace_id: u64,
+    pub queue_id: String,
+    pub credential_id: u64,
+    pub scopes: Vec<String>,
+}
+
+/// Connects for an operator command, or says why not (with the exit code to use).
+async fn operator_db(dsn: Option<String>) -> Result<crate::db::Db, ExitCode> {
+    let Some(dsn) = dsn else {
+        eprintln!("error: {}", migrate::MigrateError::NoDsn);
+        return Err(ExitCode::from(2));
+    };
+    match migrate::connect_pool(&dsn, 2).await {
+        Ok(p) => Ok(crate::db::Db::new(p)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(3))
+        }
+    }
+}
+
+fn db_exit(what: &str, e: &crate::db::DbError) -> ExitCode {
+    eprintln!("error: {what} {}: {}", e.code(), e.message());
+    ExitCode::from(match e {
+        crate::db::DbError::InvalidArgument(_) | crate::db::DbError::NotFound(_) => 2,
+        _ => 3,
+    })
+}
+
+async fn credential_cmd(action: CredentialAction) -> ExitCode {
+    match action {
+        CredentialAction::Revoke { dsn, id } => {
+            let db = match operator_db(dsn).await {
+                Ok(db) => db,
+                Err(code) => return code,
+            };
+            match db.credential_revoke(id).await {
+                Ok(r) => {
+                    println!("credential {} revoked at {}", r.credential_id, r.revoked_at);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => db_exit("revoke", &e),
+            }
+        }
+        CredentialAction::Create(args) => {
+            let db = match operator_db(args.dsn).await {
+                Ok(db) => db,
+                Err(code) => return code,
+            };
+            let token = crate::auth::generate_token();
+            let created = db
+                .credential_create(&crate::db::credentials::NewCredential {
+                    application: args.application,
+                    environment: args.environment,
+                    namespace: args.namespace,
+                    queue_ids: args.queues.clone(),
+                    token_hash: crate::auth::token_hash(&token).to_vec(),
+                    token_hint: crate::auth::token_hint(&token),
+                    scopes: args.scopes.clone(),
+                    label: args.label,
+                })
+                .await;
+            let c = match created {
+                Ok(c) => c,
+                Err(e) => return db_exit("credential create", &e),
+            };
+            let file = CredentialsFile {
+                token,
+                application_id: c.application_id,
+                environment_id: c.environment_id,
+                namespace_id: c.namespace_id,
+                queue_id: args.queues.first().cloned().unwrap_or_default(),
+                credential_id: c.credential_id,
+                scopes: args.scopes,
+            };
+            match write_private(
+                &args.output,
+                &serde_json::to_string_pretty(&file).expect("credentials serialise"),
+            ) {
+                Ok(()) => {
+                    println!(
+                        "credential {} written to {}",
+                        c.credential_id,
+                        args.output.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: cannot write {}: {e}", args.output.display());
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}
+
+async fn bootstrap_cmd(args: BootstrapArgs) -> ExitCode {
+    let db = match operator_db(args.dsn).await {
+        Ok(db) => db,
+        Err(code) => return code,
+    };
+    let token = crate::auth::generate_token();
+    let mut scopes: Vec<String> = ["queues:manage", "tasks:submit", "tasks:read"]
+        .map(String::from)
+        .to_vec();
+    if args.worker_access {
+        scopes.extend(["workers:connect", "workers:consume"].map(String::from));
+    }
+    let result = db
+        .admin_bootstrap(&crate::db::queues::Bootstrap {
+            application: args.application,
+            environment: args.environment,
+            namespace: args.namespace,
+            queue: args.queue,
+            new_queue_id: Some(crate::auth::new_queue_id()),
+            token_hash: crate::auth::token_hash(&token).to_vec(),
+            token_hint: crate::auth::token_hint(&token),
+            scopes: scopes.clone(),
+            label: "admin bootstrap".into(),
+        })
+        .await;
+    let b = match result {
+        Ok(b) => b,
+        Err(e) => return db_exit("bootstrap", &e),
+    };
+    let file = CredentialsFile {
+        token,
+        application_id: b.application_id,
+        environment_id: b.environment_id,
+        namespace_id: b.namespace_id,
+        queue_id: b.queue_id.clone(),
+        credential_id: b.credential_id,
+        scopes,
+    };
+    let json = serde_json::to_string_pretty(&file).expect("credentials serialise");
+    if let Err(e) = write_private(&args.output, &json) {
+        eprintln!("error: cannot write {}: {e}", args.output.display());
+        return ExitCode::from(2);
+    }
+    println!(
+        "queue {} ready; credentials written to {}",
+        b.queue_id,
+        args.output.display()
+    );
+    ExitCode::SUCCESS
+}
+
+/// Writes a file only its owner can read (mode 0600 from creation, no window where it is wider).
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let mut f = options.open(path)?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")
+    }
+    #[cfg(not(unix))]
+    {
+        let mut f = options.open(path)?;
+        f.write_all(text.as_bytes())
     }
 }

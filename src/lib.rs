@@ -14,6 +14,9 @@
 //!   `orbit_extension` catalog.
 //! - [`db`]: one typed async function per stored procedure, and the one error type
 //!   ([`db::DbError`]) that SIGNALled codes, deadlocks and lost connections map onto.
+//! - [`http`]: `orbit serve`, the axum façade — one router module per resource, one error type
+//!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers.
+//! - [`scheduler`]: the serve loop that recovers leases, promotes retries and expires deadlines.
 //! - [`auth`]: bearer tokens (random, stored only as SHA-256).
 //! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline.
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
@@ -24,6 +27,8 @@ pub mod bench;
 pub mod cli;
 pub mod codegen;
 pub mod db;
+pub mod http;
 pub mod migrate;
+pub mod scheduler;
 pub mod sqlscript;
 pub mod testing;

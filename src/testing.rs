@@ -113,33 +113,7 @@ pub const ALL_SCOPES: [&str; 5] = [
 
 impl Fixture {
     pub async fn new() -> Fixture {
-        let test_db = TestDb::installed().await;
-        let db = crate::db::Db::new(test_db.pool.clone());
-        let token = crate::auth::generate_token();
-        let hash = crate::auth::token_hash(&token);
-        let b = db
-            .admin_bootstrap(&crate::db::queues::Bootstrap {
-                application: "app".into(),
-                environment: "test".into(),
-                namespace: "default".into(),
-                queue: "q1".into(),
-                new_queue_id: Some(crate::auth::new_queue_id()),
-                token_hash: hash.to_vec(),
-                token_hint: crate::auth::token_hint(&token),
-                scopes: ALL_SCOPES.iter().map(|s| s.to_string()).collect(),
-                label: "fixture".into(),
-            })
-            .await
-            .expect("bootstrap");
-        Fixture {
-            test_db,
-            db,
-            token,
-            hash,
-            queue_id: b.queue_id,
-            namespace_id: b.namespace_id,
-            application_id: b.application_id,
-        }
+        Fixture::with_queue_id(&crate::auth::new_queue_id()).await
     }
 
     /// Another queue in the same namespace.
@@ -228,5 +202,129 @@ impl Fixture {
                 .await
                 .expect("lane");
         String::from_utf8(lane).expect("utf8")
+    }
+}
+
+/// A spawned `orbit serve` process on a free port, killed when dropped.
+pub struct Server {
+    child: tokio::process::Child,
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    /// What the server wrote to stderr so far is kept in this file (for failing tests).
+    pub log: std::path::PathBuf,
+}
+
+impl Server {
+    /// Starts `binary serve` against `dsn` and waits until it listens.
+    pub async fn start(binary: &str, dsn: &str) -> Server {
+        Self::try_start(binary, dsn)
+            .await
+            .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
+    }
+
+    /// Like [`Server::start`], returning the server's error output when it exits instead.
+    pub async fn try_start(binary: &str, dsn: &str) -> Result<Server, String> {
+        use tokio::io::AsyncBufReadExt;
+        let log = std::env::temp_dir().join(format!(
+            "orbit-serve-{}.log",
+            hex::encode(rand::random::<[u8; 6]>())
+        ));
+        let mut child = tokio::process::Command::new(binary)
+            .args(["serve", "--addr", "127.0.0.1:0", "--pool-size", "8"])
+            .env("ORBIT_MYSQL_DSN", dsn)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .map_err(|_| "timed out waiting for `listening on`".to_string())?
+            .map_err(|e| e.to_string())?;
+        match first
+            .as_deref()
+            .and_then(|l| l.strip_prefix("listening on "))
+        {
+            Some(url) => {
+                // Keep draining stdout so the child never blocks on a full pipe.
+                tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+                Ok(Server {
+                    child,
+                    url: url.to_string(),
+                    log,
+                })
+            }
+            None => {
+                let _ = child.wait().await;
+                Err(std::fs::read_to_string(&log).unwrap_or_default())
+            }
+        }
+    }
+
+    /// Sends SIGTERM and waits for a graceful exit.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        #[cfg(unix)]
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        self.child.wait().await.expect("wait for orbit serve")
+    }
+}
+
+impl Fixture {
+    /// Like [`Fixture::new`] with a chosen id for the first queue (e.g. the design note's example).
+    pub async fn with_queue_id(queue_id: &str) -> Fixture {
+        let test_db = TestDb::installed().await;
+        let db = crate::db::Db::new(test_db.pool.clone());
+        let token = crate::auth::generate_token();
+        let hash = crate::auth::token_hash(&token);
+        let b = db
+            .admin_bootstrap(&crate::db::queues::Bootstrap {
+                application: "app".into(),
+                environment: "test".into(),
+                namespace: "default".into(),
+                queue: "q1".into(),
+                new_queue_id: Some(queue_id.to_string()),
+                token_hash: hash.to_vec(),
+                token_hint: crate::auth::token_hint(&token),
+                scopes: ALL_SCOPES.iter().map(|s| s.to_string()).collect(),
+                label: "fixture".into(),
+            })
+            .await
+            .expect("bootstrap");
+        Fixture {
+            test_db,
+            db,
+            token,
+            hash,
+            queue_id: b.queue_id,
+            namespace_id: b.namespace_id,
+            application_id: b.application_id,
+        }
+    }
+
+    /// A new credential in this tenant's namespace with only `scopes`; returns its token.
+    pub async fn credential(&self, scopes: &[&str]) -> String {
+        let token = crate::auth::generate_token();
+        self.db
+            .admin_bootstrap(&crate::db::queues::Bootstrap {
+                application: "app".into(),
+                environment: "test".into(),
+                namespace: "default".into(),
+                queue: "q1".into(),
+                token_hash: crate::auth::token_hash(&token).to_vec(),
+                token_hint: crate::auth::token_hint(&token),
+                scopes: scopes.iter().map(|s| s.to_string()).collect(),
+                label: "fixture".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("credential");
+        token
     }
 }

@@ -1,0 +1,197 @@
+//! Resource-side fencing (SPEC §6): the resource, not Orbit, has the last word on a write.
+//!
+//! In ONE atomic operation a [`Fence`] checks the namespace and key, rejects a token lower than
+//! the highest it has seen, raises the highest, deduplicates by a stable operation id, and records
+//! the write. What this can prove, and what not: a highest-token check rejects a write only once
+//! the resource has already seen a larger token. If a paused holder writes before its successor
+//! ever reaches the resource, the resource cannot tell; when that matters, the successor must
+//! touch the resource (with its token) before acting, or the write must carry a business
+//! precondition (a version check). The token grants no authority either: the resource still
+//! authenticates the caller.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+/// One fenced write.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FenceWrite {
+    pub namespace: String,
+    pub key: String,
+    /// The `concurrency_token` of the grant the writer holds.
+    pub token: u64,
+    /// Stable identity of the operation: a retry of the same operation is deduplicated.
+    pub operation_id: String,
+    /// The value to record.
+    pub value: String,
+}
+
+/// The fence's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FenceDecision {
+    /// Written; the highest token is now `token`.
+    Accepted,
+    /// This operation id was already written with this token: nothing written again.
+    Duplicate,
+    /// Refused: the resource has seen `highest`, which is larger than the writer's token (or the
+    /// operation id was used with another token).
+    Stale { highest: u64 },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    #[error("fence storage failed: {0}")]
+    Storage(String),
+    #[error("invalid fenced write: {0}")]
+    Invalid(String),
+}
+
+/// A resource-side fence.
+pub trait Fence: Send + Sync {
+    fn write(
+        &self,
+        w: &FenceWrite,
+    ) -> impl Future<Output = Result<FenceDecision, FenceError>> + Send;
+    /// The current value of a key (the register), for readers.
+    fn read(
+        &self,
+        namespace: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<(u64, String)>, FenceError>> + Send;
+}
+
+#[derive(Default, Debug)]
+struct Register {
+    highest: u64,
+    value: String,
+    operations: HashMap<String, u64>,
+}
+
+/// An in-memory fence for tests and examples (one process; a mutex makes each write atomic).
+#[derive(Default, Debug)]
+pub struct InMemoryFence {
+    registers: Mutex<HashMap<(String, String), Register>>,
+    log: Mutex<Vec<(String, String, u64, String)>>,
+}
+
+impl InMemoryFence {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every accepted write, in acceptance order: (namespace, key, token, operation id).
+    pub fn accepted(&self) -> Vec<(String, String, u64, String)> {
+        self.log.lock().expect("fence log").clone()
+    }
+}
+
+/// The decision rule shared by every implementation (the MySQL procedure encodes the same).
+pub fn decide(highest: u64, previous_for_operation: Option<u64>, token: u64) -> FenceDecision {
+    match previous_for_operation {
+        Some(t) if t == token => FenceDecision::Duplicate,
+        Some(_) => FenceDecision::Stale { highest },
+        None if token < highest => FenceDecision::Stale { highest },
+        None => FenceDecision::Accepted,
+    }
+}
+
+impl Fence for InMemoryFence {
+    async fn write(&self, w: &FenceWrite) -> Result<FenceDecision, FenceError> {
+        if w.token == 0 || w.key.is_empty() || w.operation_id.is_empty() {
+            return Err(FenceError::Invalid(
+                "key, operation_id and a non-zero token are required".into(),
+            ));
+        }
+        let mut registers = self.registers.lock().expect("fence registers");
+        let r = registers
+            .entry((w.namespace.clone(), w.key.clone()))
+            .or_default();
+        let decision = decide(
+            r.highest,
+            r.operations.get(&w.operation_id).copied(),
+            w.token,
+        );
+        if decision == FenceDecision::Accepted {
+            r.highest = w.token;
+            r.value = w.value.clone();
+            r.operations.insert(w.operation_id.clone(), w.token);
+            self.log.lock().expect("fence log").push((
+                w.namespace.clone(),
+                w.key.clone(),
+                w.token,
+                w.operation_id.clone(),
+            ));
+        }
+        Ok(decision)
+    }
+
+    async fn read(&self, namespace: &str, key: &str) -> Result<Option<(u64, String)>, FenceError> {
+        let registers = self.registers.lock().expect("fence registers");
+        Ok(registers
+            .get(&(namespace.to_string(), key.to_string()))
+            .map(|r| (r.highest, r.value.clone())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(token: u64, op: &str) -> FenceWrite {
+        FenceWrite {
+            namespace: "ns".into(),
+            key: "k".into(),
+            token,
+            operation_id: op.into(),
+            value: format!("v{token}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn stale_tokens_are_rejected_and_duplicates_deduplicated() {
+        let f = InMemoryFence::new();
+        assert_eq!(f.write(&w(5, "a")).await.unwrap(), FenceDecision::Accepted);
+        assert_eq!(f.write(&w(5, "a")).await.unwrap(), FenceDecision::Duplicate);
+        assert_eq!(
+            f.write(&w(4, "b")).await.unwrap(),
+            FenceDecision::Stale { highest: 5 }
+        );
+        assert_eq!(
+            f.write(&w(5, "c")).await.unwrap(),
+            FenceDecision::Accepted,
+            "the same holder writes again"
+        );
+        assert_eq!(
+            f.write(&w(7, "a")).await.unwrap(),
+            FenceDecision::Stale { highest: 5 },
+            "an operation id keeps its token"
+        );
+        assert_eq!(f.read("ns", "k").await.unwrap(), Some((5, "v5".into())));
+    }
+
+    #[tokio::test]
+    async fn sixteen_concurrent_writers_leave_a_strictly_increasing_accepted_sequence() {
+        let f = std::sync::Arc::new(InMemoryFence::new());
+        let mut handles = Vec::new();
+        for writer in 0..16u64 {
+            let f = f.clone();
+            handles.push(tokio::spawn(async move {
+                for i in 0..50u64 {
+                    let token = i * 16 + writer + 1;
+                    f.write(&w(token, &format!("op-{token}"))).await.unwrap();
+                }
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+        let tokens: Vec<u64> = f.accepted().iter().map(|a| a.2).collect();
+        assert!(!tokens.is_empty());
+        assert!(
+            tokens.windows(2).all(|p| p[0] <= p[1]),
+            "accepted tokens never go back: {tokens:?}"
+        );
+    }
+}

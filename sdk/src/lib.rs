@@ -1,0 +1,24 @@
+//! The Orbit client SDK, usable without compiling the server.
+//!
+//! # Layout
+//!
+//! - [`client`]: the HTTP API client (tasks, attempts, queues) and its error type.
+//! - [`protocol`]: the worker WebSocket frames and the checks every assignment must pass
+//!   (a keyed task carries a token and vice versa, tokens are non-zero decimal `u64` strings, a
+//!   repeated assignment never changes its key or token).
+//! - [`worker`]: [`Worker`], which says hello with `concurrency_keys: true`, starts each task before
+//!   its handler runs, renews leases, reports results, reconnects with `resume`, and drains.
+//! - [`fence`]: the resource-side [`Fence`] that rejects stale writes by token, in memory or in
+//!   MySQL/MariaDB (feature `mysql`).
+//! - [`credentials`]: reads the credentials file `orbit admin bootstrap` writes.
+
+pub mod client;
+pub mod credentials;
+pub mod fence;
+pub mod protocol;
+pub mod worker;
+
+pub use client::{ApiError, Client};
+pub use fence::{Fence, FenceDecision, FenceWrite, InMemoryFence};
+pub use protocol::ProtocolError;
+pub use worker::{HandlerError, TaskContext, Worker, WorkerHandle};

@@ -1,0 +1,384 @@
+//! [`Worker`]: runs handlers for tasks pushed over the worker WebSocket.
+//!
+//! It says hello with `concurrency_keys: true` (a [`Worker::registration`] sets the flag
+//! explicitly), confirms each assignment with `task.start` before the handler runs, renews the
+//! leases of everything in flight, reports each result until it is acknowledged (results are
+//! idempotent, so they are sent again after a reconnect), reconnects with `resume` so the same
+//! attempts and tokens continue, and drains on request. An assignment that breaks the protocol
+//! stops the worker with a [`ProtocolError`] before any handler sees it.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::client::Task;
+use crate::protocol::{AssignmentCheck, ClientFrame, ProtocolError, ServerFrame};
+
+/// What a handler sees.
+#[derive(Clone, Debug)]
+pub struct TaskContext {
+    pub attempt_id: u64,
+    pub attempt_no: u32,
+    pub task: Task,
+    /// The task's resource key, if it has one.
+    pub concurrency_key: Option<String>,
+    /// The fencing token of this grant (present exactly when the task has a key). Pass it to the
+    /// resource with every write; the resource rejects tokens older than the highest it saw.
+    pub concurrency_token: Option<u64>,
+}
+
+/// How a handler failed.
+#[derive(Clone, Debug)]
+pub enum HandlerError {
+    /// Try again after the task's backoff (the permit is released meanwhile).
+    Retryable(Value),
+    /// Do not try again.
+    Permanent(Value),
+    /// The effect is unknown (the task goes to NEEDS_REVIEW unless it is safe to retry).
+    Unknown(Value),
+}
+
+type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, HandlerError>> + Send>>;
+type Handler = Arc<dyn Fn(TaskContext) -> HandlerFuture + Send + Sync>;
+
+/// Why a worker stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("protocol error from the server: {0}")]
+    Protocol(#[from] ProtocolError),
+    #[error("the server refused the session: {code}: {message}")]
+    Refused { code: String, message: String },
+    #[error("cannot connect: {0}")]
+    Connect(String),
+}
+
+/// What a worker did.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerReport {
+    /// Results the server acknowledged.
+    pub completed: u64,
+    /// `true` when the server confirmed the drain.
+    pub drained: bool,
+    /// Connections made (1 + reconnects).
+    pub connections: u64,
+}
+
+/// A worker definition; [`Worker::start`] runs it.
+#[derive(Clone)]
+pub struct Worker {
+    base_url: String,
+    token: String,
+    worker_id: String,
+    capacity: u32,
+    queue_ids: Vec<String>,
+    concurrency_keys: bool,
+    handlers: HashMap<String, (String, Handler)>,
+}
+
+impl Worker {
+    /// A worker that receives keyed tasks (`concurrency_keys: true`).
+    pub fn new(base_url: &str, token: &str, worker_id: &str) -> Worker {
+        Worker::registration(base_url, token, worker_id, true)
+    }
+
+    /// Low-level registration: the `concurrency_keys` flag is stated explicitly. It is fixed for
+    /// a `worker_id`; a process that changes it must use a new identity.
+    pub fn registration(
+        base_url: &str,
+        token: &str,
+        worker_id: &str,
+        concurrency_keys: bool,
+    ) -> Worker {
+        Worker {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            worker_id: worker_id.to_string(),
+            capacity: 1,
+            queue_ids: Vec::new(),
+            concurrency_keys,
+            handlers: HashMap::new(),
+        }
+    }
+
+    pub fn capacity(mut self, capacity: u32) -> Self {
+        self.capacity = capacity.max(1);
+        self
+    }
+
+    pub fn queue(mut self, queue_id: &str) -> Self {
+        self.queue_ids.push(queue_id.to_string());
+        self
+    }
+
+    /// Registers the handler for tasks with this handler name and version.
+    pub fn handler<F, Fut>(mut self, name: &str, version: &str, f: F) -> Self
+    where
+        F: Fn(TaskContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, HandlerError>> + Send + 'static,
+    {
+        let h: Handler = Arc::new(move |ctx| Box::pin(f(ctx)));
+        self.handlers
+            .insert(name.to_string(), (version.to_string(), h));
+        self
+    }
+
+    /// Starts the worker on the current runtime.
+    pub fn start(self) -> WorkerHandle {
+        let (drain_tx, drain_rx) = oneshot::channel();
+        let join = tokio::spawn(run(self, drain_rx));
+        WorkerHandle {
+            drain: Some(drain_tx),
+            join,
+        }
+    }
+}
+
+/// A running worker.
+pub struct WorkerHandle {
+    drain: Option<oneshot::Sender<()>>,
+    join: tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>,
+}
+
+impl WorkerHandle {
+    /// Asks for no new assignments, waits for in-flight work to finish and the server's `drained`.
+    pub async fn drain(mut self) -> Result<WorkerReport, WorkerError> {
+        if let Some(tx) = self.drain.take() {
+            let _ = tx.send(());
+        }
+        self.join
+            .await
+            .unwrap_or_else(|e| Err(WorkerError::Connect(e.to_string())))
+    }
+
+    /// Waits until the worker stops by itself (an error, or after a drain).
+    pub async fn join(self) -> Result<WorkerReport, WorkerError> {
+        self.join
+            .await
+            .unwrap_or_else(|e| Err(WorkerError::Connect(e.to_string())))
+    }
+
+    /// Stops at once, without draining (like a crash: leases expire, results are lost).
+    pub fn abort(&self) {
+        self.join.abort();
+    }
+}
+
+/// Messages from handler tasks to the connection loop.
+enum Event {
+    Start(u64, oneshot::Sender<bool>),
+    Abandon(u64),
+    Result(u64, ClientFrame),
+}
+
+fn ws_url(base: &str) -> String {
+    let rest = base
+        .strip_prefix("https://")
+        .map(|r| format!("wss://{r}"))
+        .or_else(|| base.strip_prefix("http://").map(|r| format!("ws://{r}")));
+    format!(
+        "{}/v1/workers/connect",
+        rest.unwrap_or_else(|| base.to_string())
+    )
+}
+
+/// Fatal codes: retrying the same hello cannot succeed.
+fn fatal(code: &str) -> bool {
+    matches!(
+        code,
+        "UNAUTHENTICATED"
+            | "PERMISSION_DENIED"
+            | "NOT_FOUND"
+            | "STATE_CONFLICT"
+            | "INVALID_ARGUMENT"
+    )
+}
+
+async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerReport, WorkerError> {
+    let (events_tx, mut events) = mpsc::unbounded_channel::<Event>();
+    let mut report = WorkerReport::default();
+    let mut check = AssignmentCheck::new(w.concurrency_keys);
+    let mut in_flight: HashSet<u64> = HashSet::new();
+    let mut unacked: HashMap<u64, ClientFrame> = HashMap::new();
+    let mut start_waiters: HashMap<u64, oneshot::Sender<bool>> = HashMap::new();
+    let mut draining = false;
+    let mut backoff = Duration::from_millis(50);
+
+    loop {
+        let mut request = ws_url(&w.base_url)
+            .into_client_request()
+            .map_err(|e| WorkerError::Connect(e.to_string()))?;
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", w.token)
+                .parse()
+                .map_err(|_| WorkerError::Connect("bad token".into()))?,
+        );
+        let (socket, _) = match tokio_tungstenite::connect_async(request).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "worker connect failed; retrying");
+                if report.connections == 0 && backoff > Duration::from_secs(5) {
+                    return Err(WorkerError::Connect(e.to_string()));
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        report.connections += 1;
+        let (mut sink, mut stream) = socket.split();
+        let hello = ClientFrame::Hello {
+            worker_id: w.worker_id.clone(),
+            capacity: w.capacity,
+            queue_ids: w.queue_ids.clone(),
+            handlers: w.handlers.keys().cloned().collect(),
+            concurrency_keys: w.concurrency_keys,
+            resume: in_flight.iter().copied().collect(),
+        };
+        macro_rules! send {
+            ($frame:expr) => {
+                sink.send(Message::Text(
+                    serde_json::to_string(&$frame)
+                        .expect("frames serialise")
+                        .into(),
+                ))
+                .await
+                .is_ok()
+            };
+        }
+        if !send!(hello) {
+            continue;
+        }
+        let mut renew = tokio::time::interval(Duration::from_secs(10));
+        renew.tick().await;
+        let connected = loop {
+            tokio::select! {
+                frame = stream.next() => {
+                    let text = match frame {
+                        Some(Ok(Message::Text(t))) => t.to_string(),
+                        Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
+                        Some(Ok(_)) => continue,
+                    };
+                    let frame: ServerFrame = serde_json::from_str(&text).map_err(|e| ProtocolError::Unreadable(format!("{e}: {text}")))?;
+                    match frame {
+                        ServerFrame::Welcome { renew_interval_seconds, resumed, .. } => {
+                            backoff = Duration::from_millis(50);
+                            renew = tokio::time::interval(Duration::from_secs(renew_interval_seconds.max(1)));
+                            renew.tick().await;
+                            // Attempts the server no longer has for us ended meanwhile (lease expiry).
+                            let resumed: HashSet<u64> = resumed.into_iter().collect();
+                            in_flight.retain(|a| resumed.contains(a) || unacked.contains_key(a));
+                            let mut ok = true;
+                            for frame in unacked.values() {
+                                ok &= send!(frame);
+                            }
+                            for attempt_id in start_waiters.keys() {
+                                ok &= send!(ClientFrame::Start { attempt_id: *attempt_id });
+                            }
+                            if draining {
+                                ok &= send!(ClientFrame::Drain);
+                            }
+                            if !ok { break true; }
+                        }
+                        ServerFrame::Assign(raw) => {
+                            let Some(a) = check.check(raw)? else { continue };
+                            in_flight.insert(a.attempt_id);
+                            let handler = w.handlers.get(&a.task.handler).map(|(_, h)| h.clone());
+                            let events = events_tx.clone();
+                            tokio::spawn(async move {
+                                let attempt_id = a.attempt_id;
+                                let (tx, rx) = oneshot::channel();
+                                if events.send(Event::Start(attempt_id, tx)).is_err() { return }
+                                if !rx.await.unwrap_or(false) {
+                                    let _ = events.send(Event::Abandon(attempt_id));
+                                    return;
+                                }
+                                let result = match handler {
+                                    Some(h) => h(TaskContext {
+                                        attempt_id,
+                                        attempt_no: a.attempt_no,
+                                        concurrency_key: a.concurrency_key.clone(),
+                                        concurrency_token: a.concurrency_token,
+                                        task: a.task,
+                                    }).await,
+                                    None => Err(HandlerError::Permanent(serde_json::json!({"code": "NO_HANDLER"}))),
+                                };
+                                let (outcome, retryable, output, error) = match result {
+                                    Ok(v) => ("succeeded", false, Some(v), None),
+                                    Err(HandlerError::Retryable(e)) => ("failed", true, None, Some(e)),
+                                    Err(HandlerError::Permanent(e)) => ("failed", false, None, Some(e)),
+                                    Err(HandlerError::Unknown(e)) => ("unknown", false, None, Some(e)),
+                                };
+                                let _ = events.send(Event::Result(attempt_id, ClientFrame::Result { attempt_id, outcome, retryable, output, error }));
+                            });
+                        }
+                        ServerFrame::StartOk { attempt_id } => {
+                            if let Some(tx) = start_waiters.remove(&attempt_id) { let _ = tx.send(true); }
+                        }
+                        ServerFrame::StartRejected { attempt_id, code } => {
+                            tracing::info!(attempt_id, %code, "start rejected; the handler will not run");
+                            if let Some(tx) = start_waiters.remove(&attempt_id) { let _ = tx.send(false); }
+                        }
+                        ServerFrame::Renewed { .. } => {}
+                        ServerFrame::ResultAck { attempt_id, .. } => {
+                            if unacked.remove(&attempt_id).is_some() {
+                                report.completed += 1;
+                            }
+                            in_flight.remove(&attempt_id);
+                        }
+                        ServerFrame::Drained => {
+                            report.drained = true;
+                            let _ = sink.send(Message::Close(None)).await;
+                            return Ok(report);
+                        }
+                        ServerFrame::Error { code, message } => {
+                            if report.connections == 1 && fatal(&code) && in_flight.is_empty() && unacked.is_empty() {
+                                return Err(WorkerError::Refused { code, message });
+                            }
+                            tracing::warn!(%code, %message, "server error frame");
+                        }
+                    }
+                }
+                Some(event) = events.recv() => {
+                    let sent = match event {
+                        Event::Start(attempt_id, tx) => {
+                            start_waiters.insert(attempt_id, tx);
+                            send!(ClientFrame::Start { attempt_id })
+                        }
+                        Event::Abandon(attempt_id) => {
+                            in_flight.remove(&attempt_id);
+                            true
+                        }
+                        Event::Result(attempt_id, frame) => {
+                            let sent = send!(frame);
+                            unacked.insert(attempt_id, frame);
+                            sent
+                        }
+                    };
+                    if !sent { break true; }
+                }
+                _ = renew.tick() => {
+                    if !in_flight.is_empty() && !send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().collect() }) {
+                        break true;
+                    }
+                }
+                _ = &mut drain_rx, if !draining => {
+                    draining = true;
+                    if !send!(ClientFrame::Drain) { break true; }
+                }
+            }
+        };
+        if connected {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The success envelope, the request id every response carries, and the request extractors:
+//! [`ApiJson`] (a JSON body whose errors name the field) and [`Bearer`] (the token's hash).
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::error::ApiError;
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being handled ("-" outside a request).
+pub fn current_request_id() -> String {
+    REQUEST_ID
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| "-".to_string())
+}
+
+/// Middleware: takes a well-formed `x-request-id` from the client or makes one, makes it visible
+/// to the envelopes and logs of this request, and echoes it in the response header.
+pub async fn request_id(req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| hex::encode(rand::random::<[u8; 8]>()));
+    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
+    let mut response = REQUEST_ID
+        .scope(
+            id.clone(),
+            tracing::Instrument::instrument(next.run(req), span),
+        )
+        .await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+}
+
+/// `{"data": …, "request_id": …}` with a status.
+pub struct Data<T>(pub StatusCode, pub T);
+
+#[derive(Serialize, ToSchema)]
+pub struct DataEnvelope<T> {
+    pub data: T,
+    pub request_id: String,
+}
+
+/// `{"data": […], "next_cursor": …, "request_id": …}`.
+#[derive(Serialize, ToSchema)]
+pub struct ListEnvelope<T> {
+    pub data: Vec<T>,
+    /// Pass as `cursor` to get the next page; null on the last page.
+    pub next_cursor: Option<String>,
+    pub request_id: String,
+}
+
+impl<T: Serialize> IntoResponse for Data<T> {
+    fn into_response(self) -> Response {
+        (
+            self.0,
+            axum::Json(DataEnvelope {
+                data: self.1,
+                request_id: current_request_id(),
+            }),
+        )
+            .into_response()
+    }
+}
+
+/// A page of a list.
+pub struct Page<T>(pub Vec<T>, pub Option<String>);
+
+impl<T: Serialize> IntoResponse for Page<T> {
+    fn into_response(self) -> Response {
+        axum::Json(ListEnvelope {
+            data: self.0,
+            next_cursor: self.1,
+            request_id: current_request_id(),
+        })
+        .into_response()
+    }
+}
+
+/// The largest request body accepted.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// A JSON body. Unlike `axum::Json`, every failure is a 400 (413 when too large) in the error
+/// envelope, and the message names the field that failed (`payload.items[2]`, …).
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| {
+                ct.split(';')
+                    .next()
+                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+            });
+        if !json {
+            return Err(ApiError::bad_request(
+                None,
+                "the body must be JSON with Content-Type: application/json",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge { limit: BODY_LIMIT }
+            } else {
+                ApiError::bad_request(None, format!("cannot read the body: {rejection}"))
+            }
+        })?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let field = (path != ".").then_some(path);
+            let inner = e.into_inner();
+            let message = match &field {
+                Some(f) => format!("{f}: {inner}"),
+                None => format!("invalid JSON body: {inner}"),
+            };
+            ApiError::BadRequest { message, field }
+        })?;
+        de.end()
+            .map_err(|e| ApiError::bad_request(None, format!("invalid JSON body: {e}")))?;
+        Ok(ApiJson(value))
+    }
+}
+
+/// The SHA-256 of the request's bearer token (the procedures authenticate it).
+pub struct Bearer(pub [u8; 32]);
+
+impl<S: Send + Sync> FromRequestParts<S> for Bearer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(ApiError::MissingToken)?;
+        Ok(Bearer(crate::auth::token_hash(token)))
+    }
+}
+
+/// Query parameters, with the same 400 envelope as [`ApiJson`] for anything malformed.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or("");
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
+        serde_path_to_error::deserialize(de)
+            .map(ApiQuery)
+            .map_err(|e| {
+                let field = e.path().to_string();
+                let inner = e.into_inner();
+                ApiError::BadRequest {
+                    message: format!("query {field}: {inner}"),
+                    field: Some(field),
+                }
+            })
+    }
+}
+
+fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
+    form_urlencoded::parse(query.as_bytes())
+}
+
+/// A numeric id from the path; anything else is a 400 naming the parameter.
+pub fn path_id(raw: &str, name: &str) -> Result<u64, ApiError> {
+    raw.parse::<u64>().ok().filter(|v| *v > 0).ok_or_else(|| {
+        ApiError::bad_request(Some(name), format!("{name} must be a positive integer"))
+    })
+}
+
+/// Deserializes a field that may be omitted but, when present, must not be `null`.
+pub fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+/// Deserializes a JSON value already read from the body, naming failing fields under `prefix`.
+pub fn from_value<T: DeserializeOwned>(
+    value: serde_json::Value,
+    prefix: &str,
+) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            prefix.trim_end_matches('.').to_string()
+        } else {
+            format!("{prefix}{path}")
+        };
+        let inner = e.into_inner();
+        let message = if field.is_empty() {
+            format!("invalid body: {inner}")
+        } else {
+            format!("{field}: {inner}")
+        };
+        ApiError::BadRequest {
+            message,
+            field: Some(field).filter(|f| !f.is_empty()),
+        }
+    })
+}

@@ -1,0 +1,68 @@
+//! The OpenAPI document, generated from the handlers' annotations (utoipa) and served at
+//! `/v1/openapi.json`. The envelope types below exist for the document: each names the concrete
+//! `{"data": …, "request_id": …}` shape a route returns.
+
+use serde::Serialize;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use super::queues::QueueView;
+use super::tasks::TaskView;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Orbit", description = "Durable keyed-concurrency tasks on MySQL/MariaDB stored procedures. \
+        Every endpoint except /healthz, /readyz and /metrics requires `Authorization: Bearer <token>`."),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "tasks", description = "Submit and follow tasks"),
+        (name = "queues", description = "Queues of a namespace"),
+        (name = "attempts", description = "Attempt history, with concurrency tokens (grants nothing)"),
+        (name = "plans", description = "Schedules that fire tasks"),
+        (name = "workers", description = "The worker WebSocket (docs/protocol.md)"),
+        (name = "operations", description = "Health, readiness, metrics, this document"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// `{"data": Task, "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct TaskEnvelope {
+    pub data: TaskView,
+    pub request_id: String,
+}
+
+/// `{"data": [Task], "next_cursor", "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct TaskList {
+    pub data: Vec<TaskView>,
+    pub next_cursor: Option<String>,
+    pub request_id: String,
+}
+
+/// `{"data": Queue, "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct QueueEnvelope {
+    pub data: QueueView,
+    pub request_id: String,
+}
+
+/// `{"data": [Queue], "next_cursor", "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct QueueList {
+    pub data: Vec<QueueView>,
+    pub next_cursor: Option<String>,
+    pub request_id: String,
+}

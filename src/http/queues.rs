@@ -1,0 +1,196 @@
+//! `/v1/queues`: create, list, get, pause, resume.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::envelope::{present, ApiJson, ApiQuery, Bearer, Data, Page};
+use super::error::{ApiError, ErrorEnvelope};
+use super::App;
+use crate::db::queues::Queue;
+
+pub fn router() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(create_queue, list_queues))
+        .routes(routes!(get_queue))
+        .routes(routes!(pause_queue))
+        .routes(routes!(resume_queue))
+}
+
+/// A queue as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueView {
+    /// 32 hex digits.
+    pub id: String,
+    pub namespace_id: u64,
+    pub name: String,
+    pub paused: bool,
+    /// Queue permits (LEASED + RUNNING attempts at once); 0 = unlimited.
+    pub max_active_attempts: u32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Queue> for QueueView {
+    fn from(q: Queue) -> Self {
+        QueueView {
+            id: q.id,
+            namespace_id: q.namespace_id,
+            name: q.name,
+            paused: q.paused,
+            max_active_attempts: q.max_active_attempts,
+            created_at: q.created_at,
+            updated_at: q.updated_at,
+        }
+    }
+}
+
+/// `POST /v1/queues` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateQueue {
+    /// 1-191 characters, unique in the namespace.
+    pub name: String,
+    /// Required when the credential reaches several namespaces.
+    #[serde(default, deserialize_with = "present")]
+    pub namespace_id: Option<u64>,
+    /// Queue permits; 0 or omitted = unlimited.
+    #[serde(default, deserialize_with = "present")]
+    pub max_active_attempts: Option<i64>,
+}
+
+/// Create a queue (scope queues:manage on a whole namespace).
+#[utoipa::path(
+    post, path = "/v1/queues", tag = "queues", security(("bearer" = [])), request_body = CreateQueue,
+    responses(
+        (status = 201, body = super::openapi::QueueEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "STATE_CONFLICT: name taken", body = ErrorEnvelope),
+        (status = 413, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn create_queue(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    ApiJson(body): ApiJson<CreateQueue>,
+) -> Result<Data<QueueView>, ApiError> {
+    let id = crate::auth::new_queue_id();
+    let q = app
+        .db
+        .queue_create(
+            &hash,
+            body.namespace_id,
+            &body.name,
+            body.max_active_attempts,
+            Some(&id),
+        )
+        .await?;
+    Ok(Data(StatusCode::CREATED, q.into()))
+}
+
+/// `GET /v1/queues` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct QueueListQuery {
+    /// 1-500; default 100.
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+}
+
+/// List the queues the credential reaches.
+#[utoipa::path(
+    get, path = "/v1/queues", tag = "queues", security(("bearer" = [])), params(QueueListQuery),
+    responses(
+        (status = 200, body = super::openapi::QueueList),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn list_queues(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    ApiQuery(q): ApiQuery<QueueListQuery>,
+) -> Result<Page<QueueView>, ApiError> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_request(
+            Some("limit"),
+            "limit must be between 1 and 500",
+        ));
+    }
+    let mut queues = app
+        .db
+        .queue_list(&hash, limit + 1, q.cursor.as_deref())
+        .await?;
+    let next = (queues.len() > limit as usize).then(|| {
+        queues.truncate(limit as usize);
+        queues.last().map(|q| q.id.clone()).unwrap_or_default()
+    });
+    Ok(Page(
+        queues.into_iter().map(QueueView::from).collect(),
+        next,
+    ))
+}
+
+/// Read one queue.
+#[utoipa::path(
+    get, path = "/v1/queues/{id}", tag = "queues", security(("bearer" = [])), params(("id" = String, Path)),
+    responses(
+        (status = 200, body = super::openapi::QueueEnvelope),
+        (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+        (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn get_queue(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    Path(id): Path<String>,
+) -> Result<Data<QueueView>, ApiError> {
+    Ok(Data(
+        StatusCode::OK,
+        app.db.queue_get(&hash, &id).await?.into(),
+    ))
+}
+
+/// Stop granting tasks from a queue (in-flight attempts continue; nothing is released).
+#[utoipa::path(
+    post, path = "/v1/queues/{id}/pause", tag = "queues", security(("bearer" = [])), params(("id" = String, Path)),
+    responses(
+        (status = 200, body = super::openapi::QueueEnvelope),
+        (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+        (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn pause_queue(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    Path(id): Path<String>,
+) -> Result<Data<QueueView>, ApiError> {
+    Ok(Data(
+        StatusCode::OK,
+        app.db.queue_set_paused(&hash, &id, true).await?.into(),
+    ))
+}
+
+/// Resume granting tasks from a queue.
+#[utoipa::path(
+    post, path = "/v1/queues/{id}/resume", tag = "queues", security(("bearer" = [])), params(("id" = String, Path)),
+    responses(
+        (status = 200, body = super::openapi::QueueEnvelope),
+        (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+        (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn resume_queue(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    Path(id): Path<String>,
+) -> Result<Data<QueueView>, ApiError> {
+    let q = app.db.queue_set_paused(&hash, &id, false).await?;
+    app.dispatch.notify_submitted();
+    Ok(Data(StatusCode::OK, q.into()))
+}

@@ -1,0 +1,361 @@
+//! `/v1/tasks`: submit, list, get, cancel, resolve, and the task's attempts.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::envelope::{from_value, path_id, present, ApiJson, ApiQuery, Bearer, Data, Page};
+use super::error::{ApiError, ErrorEnvelope};
+use super::App;
+use crate::db::tasks::{NewTask, Resolution, Task, TaskFilter, TaskState};
+
+pub fn router() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(submit_task, list_tasks))
+        .routes(routes!(get_task))
+        .routes(routes!(cancel_task))
+        .routes(routes!(resolve_task))
+}
+
+/// A task as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskView {
+    pub id: u64,
+    pub queue_id: String,
+    pub state: TaskState,
+    pub handler: String,
+    pub handler_version: String,
+    pub payload_version: String,
+    /// The payload as submitted.
+    pub payload: Value,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub business_key: String,
+    /// The resource key frozen at acceptance; omitted when the task has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
+    pub priority: u8,
+    pub max_attempts: u32,
+    pub attempt_count: u32,
+    pub retry_base_ms: u32,
+    pub retry_max_ms: u32,
+    pub retry_unknown: bool,
+    pub run_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// Why a waiting task cannot be granted (e.g. `TOKEN_EXHAUSTED: …`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub blocked_reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_attempt_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_version: Option<u32>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Stored JSON text back to a value (the procedures only store valid JSON).
+pub(super) fn json_text(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+}
+
+impl From<Task> for TaskView {
+    fn from(t: Task) -> Self {
+        TaskView {
+            id: t.id,
+            queue_id: t.queue_id,
+            state: t.state,
+            handler: t.handler,
+            handler_version: t.handler_version,
+            payload_version: t.payload_version,
+            payload: json_text(&t.payload),
+            business_key: t.business_key,
+            concurrency_key: t.concurrency_key,
+            priority: t.priority,
+            max_attempts: t.max_attempts,
+            attempt_count: t.attempt_count,
+            retry_base_ms: t.retry_base_ms,
+            retry_max_ms: t.retry_max_ms,
+            retry_unknown: t.retry_unknown,
+            run_at: t.run_at,
+            deadline_at: t.deadline_at,
+            blocked_reason: t.blocked_reason,
+            output: t.output.as_deref().map(json_text),
+            error: t.error.as_deref().map(json_text),
+            current_attempt_id: Some(t.current_attempt_id).filter(|v| *v != 0),
+            plan_id: Some(t.plan_id).filter(|v| *v != 0),
+            plan_version: Some(t.plan_version).filter(|v| *v != 0),
+            created_at: t.created_at,
+            updated_at: t.updated_at,
+            finished_at: t.finished_at,
+        }
+    }
+}
+
+/// The task fields of a submit (and of a plan's `definition.task`).
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskDefinition {
+    pub handler: String,
+    pub handler_version: String,
+    pub payload_version: String,
+    /// Any JSON value.
+    pub payload: Value,
+    /// Tracking only: no dedupe, no concurrency effect.
+    #[serde(default, deserialize_with = "present")]
+    pub business_key: Option<String>,
+    /// The resource key: tasks with the same key in a namespace share one execution permit.
+    /// Omitted or "" = none; null is invalid; 1-191 characters, no control characters, no
+    /// leading or trailing whitespace; matched by exact bytes.
+    #[serde(default, deserialize_with = "present")]
+    pub concurrency_key: Option<String>,
+    /// 0 (runs first) to 9; default 5.
+    #[serde(default, deserialize_with = "present")]
+    pub priority: Option<i64>,
+    /// 1-1000; default 3.
+    #[serde(default, deserialize_with = "present")]
+    pub max_attempts: Option<i64>,
+    /// First retry delay in ms (doubles per attempt); default 1000.
+    #[serde(default, deserialize_with = "present")]
+    pub retry_base_ms: Option<i64>,
+    /// Largest retry delay in ms; default 300000.
+    #[serde(default, deserialize_with = "present")]
+    pub retry_max_ms: Option<i64>,
+    /// Safe to retry after an unknown outcome (RETRY_WAIT instead of NEEDS_REVIEW); default false.
+    #[serde(default, deserialize_with = "present")]
+    pub retry_unknown: Option<bool>,
+    /// Total deadline in seconds from acceptance; the task expires if not granted by then.
+    #[serde(default, deserialize_with = "present")]
+    pub deadline_seconds: Option<i64>,
+}
+
+impl TaskDefinition {
+    pub fn to_new_task(&self, queue_id: String) -> NewTask {
+        NewTask {
+            queue_id,
+            handler: self.handler.clone(),
+            handler_version: self.handler_version.clone(),
+            payload_version: self.payload_version.clone(),
+            payload: self.payload.to_string(),
+            business_key: self.business_key.clone(),
+            // Omitted means "no key"; null never gets here (rejected while reading the body).
+            concurrency_key: Some(self.concurrency_key.clone().unwrap_or_default()),
+            priority: self.priority,
+            max_attempts: self.max_attempts,
+            retry_base_ms: self.retry_base_ms,
+            retry_max_ms: self.retry_max_ms,
+            retry_unknown: self.retry_unknown,
+            deadline_seconds: self.deadline_seconds,
+        }
+    }
+}
+
+/// `POST /v1/tasks` body: the queue and the task definition's fields (documentation shape).
+#[derive(Debug, ToSchema)]
+pub struct SubmitTask {
+    /// 32 hex digits.
+    pub queue_id: String,
+    #[schema(inline)]
+    #[allow(dead_code)]
+    pub task: TaskDefinition,
+}
+
+/// How a submit body is read: the queue, and the rest checked strictly as a [`TaskDefinition`]
+/// (serde cannot deny unknown fields through `flatten`, so the two steps are explicit).
+#[derive(Debug, Deserialize)]
+struct SubmitBody {
+    queue_id: String,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, Value>,
+}
+
+/// Submit a task (201 first acceptance, 200 replay of the same Idempotency-Key and body).
+#[utoipa::path(
+    post, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
+    params(("Idempotency-Key" = String, Header, description = "One accepted command: same key + same body replays the original receipt")),
+    request_body = SubmitTask,
+    responses(
+        (status = 201, description = "Accepted", body = super::openapi::TaskEnvelope),
+        (status = 200, description = "Replay of the original acceptance", body = super::openapi::TaskEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_CONFLICT", body = ErrorEnvelope),
+        (status = 413, body = ErrorEnvelope), (status = 429, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn submit_task(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<SubmitBody>,
+) -> Result<Data<TaskView>, ApiError> {
+    let task: TaskDefinition = from_value(Value::Object(body.rest), "")?;
+    let key = headers
+        .get("idempotency-key")
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                Some("Idempotency-Key"),
+                "the Idempotency-Key header is required",
+            )
+        })?
+        .to_str()
+        .map_err(|_| {
+            ApiError::bad_request(
+                Some("Idempotency-Key"),
+                "Idempotency-Key must be visible ASCII",
+            )
+        })?;
+    let submitted = app
+        .db
+        .task_submit(&hash, key, &task.to_new_task(body.queue_id))
+        .await?;
+    let status = if submitted.replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    if !submitted.replayed {
+        app.dispatch.notify_submitted();
+    }
+    Ok(Data(status, submitted.task.into()))
+}
+
+/// `GET /v1/tasks` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    pub queue_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub business_key: Option<String>,
+    pub concurrency_key: Option<String>,
+    /// 1-500; default 100.
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// List tasks, newest first.
+#[utoipa::path(
+    get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])), params(ListQuery),
+    responses(
+        (status = 200, body = super::openapi::TaskList),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn list_tasks(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Page<TaskView>, ApiError> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_request(
+            Some("limit"),
+            "limit must be between 1 and 500",
+        ));
+    }
+    let before = q
+        .cursor
+        .as_deref()
+        .map(|c| path_id(c, "cursor"))
+        .transpose()?;
+    let filter = TaskFilter {
+        queue_id: q.queue_id,
+        state: q.state,
+        business_key: q.business_key,
+        concurrency_key: q.concurrency_key,
+    };
+    let mut tasks = app.db.task_list(&hash, &filter, limit + 1, before).await?;
+    let next = (tasks.len() > limit as usize).then(|| {
+        tasks.truncate(limit as usize);
+        tasks.last().map(|t| t.id.to_string()).unwrap_or_default()
+    });
+    Ok(Page(tasks.into_iter().map(TaskView::from).collect(), next))
+}
+
+/// Read one task.
+#[utoipa::path(
+    get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path)),
+    responses(
+        (status = 200, body = super::openapi::TaskEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn get_task(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    Path(id): Path<String>,
+) -> Result<Data<TaskView>, ApiError> {
+    let task = app.db.task_get(&hash, path_id(&id, "id")?).await?;
+    Ok(Data(StatusCode::OK, task.into()))
+}
+
+/// Cancel a task that has not started (a granted, unstarted attempt releases its permits).
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/cancel", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path)),
+    responses(
+        (status = 200, body = super::openapi::TaskEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "STATE_CONFLICT: running or finished", body = ErrorEnvelope),
+        (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn cancel_task(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    Path(id): Path<String>,
+) -> Result<Data<TaskView>, ApiError> {
+    let task = app.db.task_cancel(&hash, path_id(&id, "id")?).await?;
+    app.dispatch.notify_submitted();
+    Ok(Data(StatusCode::OK, task.into()))
+}
+
+/// `POST /v1/tasks/{id}/resolve` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveTask {
+    /// succeeded, failed, or requeue (a new attempt with a larger token).
+    pub resolution: Resolution,
+    /// Kept as the task's output (succeeded) or error (failed).
+    #[serde(default, deserialize_with = "present")]
+    pub note: Option<Value>,
+}
+
+/// Settle a NEEDS_REVIEW task.
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/resolve", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path)),
+    request_body = ResolveTask,
+    responses(
+        (status = 200, body = super::openapi::TaskEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "STATE_CONFLICT: not in NEEDS_REVIEW", body = ErrorEnvelope),
+        (status = 413, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn resolve_task(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ResolveTask>,
+) -> Result<Data<TaskView>, ApiError> {
+    let note = body.note.map(|n| n.to_string());
+    let task = app
+        .db
+        .task_resolve(&hash, path_id(&id, "id")?, body.resolution, note.as_deref())
+        .await?;
+    app.dispatch.notify_submitted();
+    Ok(Data(StatusCode::OK, task.into()))
+}

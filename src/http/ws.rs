@@ -1,0 +1,300 @@
+//! `GET /v1/workers/connect`: the worker WebSocket (SPEC §5, docs/protocol.md).
+//!
+//! The session loop only marshals: each frame becomes one `CALL` (`orbit_session_open`,
+//! `orbit_attempt_start`, `orbit_attempt_renew`, `orbit_attempt_finish`, `orbit_session_close`),
+//! and grants come from `orbit_task_claim` whenever the session has free capacity and there may be
+//! work: on hello, after each result, when this process accepts or releases work (the dispatch
+//! signal), and when the scheduler's probe sees ready work from other processes.
+
+use std::collections::HashSet;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::envelope::Bearer;
+use super::error::{ApiError, ErrorEnvelope};
+use super::tasks::TaskView;
+use super::App;
+use crate::db::workers::{Grant, Outcome, SessionOpen};
+use crate::db::DbError;
+
+/// Lease granted with each assignment; workers renew every [`RENEW_SECONDS`].
+pub const LEASE_SECONDS: u32 = 30;
+pub const RENEW_SECONDS: u32 = 10;
+
+/// Frames a worker sends.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum ClientFrame {
+    #[serde(rename = "hello")]
+    Hello {
+        worker_id: String,
+        capacity: u32,
+        queue_ids: Vec<String>,
+        #[serde(default)]
+        handlers: Vec<String>,
+        concurrency_keys: bool,
+        #[serde(default)]
+        resume: Vec<u64>,
+    },
+    #[serde(rename = "task.start")]
+    Start { attempt_id: u64 },
+    #[serde(rename = "lease.renew")]
+    Renew { attempt_ids: Vec<u64> },
+    #[serde(rename = "task.result")]
+    Result {
+        attempt_id: u64,
+        outcome: Outcome,
+        #[serde(default)]
+        retryable: bool,
+        #[serde(default)]
+        output: Option<Value>,
+        #[serde(default)]
+        error: Option<Value>,
+    },
+    #[serde(rename = "drain")]
+    Drain,
+}
+
+/// The `task.assign` frame.
+#[derive(Debug, Serialize)]
+pub struct Assign {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub attempt_id: u64,
+    pub attempt_no: u32,
+    pub lease_expires_at: chrono::DateTime<chrono::Utc>,
+    pub task: TaskView,
+    /// Decimal string, present exactly when the task has a key (never a JSON number).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_token: Option<String>,
+}
+
+impl From<Grant> for Assign {
+    fn from(g: Grant) -> Self {
+        let keyed = g.task.concurrency_key.is_some();
+        Assign {
+            kind: "task.assign",
+            attempt_id: g.attempt_id,
+            attempt_no: g.attempt_no,
+            lease_expires_at: g.lease_expires_at,
+            concurrency_token: keyed.then(|| g.concurrency_token.to_string()),
+            task: g.task.into(),
+        }
+    }
+}
+
+/// Open a worker session (WebSocket upgrade; scope workers:connect, and workers:consume on the queues).
+#[utoipa::path(
+    get, path = "/v1/workers/connect", tag = "workers", security(("bearer" = [])),
+    responses(
+        (status = 101, description = "Switching to the worker protocol (docs/protocol.md)"),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope),
+    )
+)]
+pub async fn connect(
+    State(app): State<App>,
+    bearer: Result<Bearer, ApiError>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let Bearer(hash) = bearer?;
+    let ws = ws.map_err(|e| {
+        ApiError::bad_request(None, format!("a WebSocket upgrade is required: {e}"))
+    })?;
+    Ok(ws.on_upgrade(move |socket| async move {
+        let mut session = Session {
+            app,
+            hash,
+            socket,
+            id: None,
+            in_flight: HashSet::new(),
+            capacity: 0,
+            draining: false,
+            drained_sent: false,
+        };
+        session.run().await;
+    }))
+}
+
+struct Session {
+    app: App,
+    hash: [u8; 32],
+    socket: WebSocket,
+    id: Option<u64>,
+    in_flight: HashSet<u64>,
+    capacity: u32,
+    draining: bool,
+    drained_sent: bool,
+}
+
+fn error_frame(code: &str, message: &str) -> Value {
+    json!({"type": "error", "code": code, "message": message})
+}
+
+impl Session {
+    async fn send(&mut self, frame: &impl Serialize) -> bool {
+        let text = serde_json::to_string(frame).expect("frames serialise");
+        self.socket.send(Message::Text(text.into())).await.is_ok()
+    }
+
+    async fn run(&mut self) {
+        let mut work = self.app.dispatch.subscribe();
+        loop {
+            tokio::select! {
+                frame = self.socket.recv() => {
+                    let Some(Ok(frame)) = frame else { break };
+                    let text = match frame {
+                        Message::Text(t) => t.to_string(),
+                        Message::Binary(_) => {
+                            if !self.send(&error_frame("INVALID_ARGUMENT", "frames must be JSON text")).await { break }
+                            continue;
+                        }
+                        Message::Close(_) => break,
+                        _ => continue,
+                    };
+                    if !self.handle(&text).await {
+                        break;
+                    }
+                }
+                changed = work.changed() => {
+                    if changed.is_err() { break }
+                    if !self.fill().await { break }
+                }
+            }
+        }
+        if let Some(id) = self.id {
+            if let Err(e) = self.app.db.session_close(id, false).await {
+                tracing::warn!(session_id = id, error = %e, "could not mark the session closed");
+            }
+        }
+    }
+
+    /// Handles one frame; returns false when the connection should end.
+    async fn handle(&mut self, text: &str) -> bool {
+        let frame: ClientFrame = match serde_json::from_str(text) {
+            Ok(f) => f,
+            Err(e) => {
+                return self
+                    .send(&error_frame(
+                        "INVALID_ARGUMENT",
+                        &format!("unreadable frame: {e}"),
+                    ))
+                    .await
+            }
+        };
+        match (self.id, frame) {
+            (None, ClientFrame::Hello { worker_id, capacity, queue_ids, handlers, concurrency_keys, resume }) => {
+                let open = SessionOpen {
+                    worker_id,
+                    node: self.app.node.clone(),
+                    capacity,
+                    concurrency_keys,
+                    handlers,
+                    queue_ids,
+                    resume,
+                };
+                match self.app.db.session_open(&self.hash, &open).await {
+                    Ok(s) => {
+                        self.id = Some(s.session_id);
+                        self.capacity = capacity;
+                        self.in_flight = s.resumed.iter().copied().collect();
+                        let welcome = json!({
+                            "type": "welcome", "session_id": s.session_id, "lease_seconds": LEASE_SECONDS,
+                            "renew_interval_seconds": RENEW_SECONDS, "resumed": s.resumed,
+                        });
+                        self.send(&welcome).await && self.fill().await
+                    }
+                    Err(e) => {
+                        self.send(&error_frame(e.code(), e.message())).await;
+                        false
+                    }
+                }
+            }
+            (None, _) => self.send(&error_frame("INVALID_ARGUMENT", "the first frame must be hello")).await,
+            (Some(_), ClientFrame::Hello { .. }) => self.send(&error_frame("STATE_CONFLICT", "hello was already received")).await,
+            (Some(session), ClientFrame::Start { attempt_id }) => match self.app.db.attempt_start(session, attempt_id).await {
+                Ok(a) if a.accepted => {
+                    self.send(&json!({"type": "task.start.ok", "attempt_id": attempt_id, "lease_expires_at": a.lease_expires_at})).await
+                }
+                Ok(a) => self.send(&json!({"type": "task.start.rejected", "attempt_id": attempt_id, "code": a.code})).await,
+                Err(e) => self.db_error(e).await,
+            },
+            (Some(session), ClientFrame::Renew { attempt_ids }) => {
+                let mut attempts = Vec::with_capacity(attempt_ids.len());
+                for id in attempt_ids {
+                    match self.app.db.attempt_renew(session, id, LEASE_SECONDS * 1000).await {
+                        Ok(a) if a.accepted => attempts.push(json!({"attempt_id": id, "lease_expires_at": a.lease_expires_at})),
+                        Ok(a) => attempts.push(json!({"attempt_id": id, "rejected": a.code})),
+                        Err(e) => return self.db_error(e).await,
+                    }
+                }
+                self.send(&json!({"type": "lease.renewed", "attempts": attempts})).await
+            }
+            (Some(session), ClientFrame::Result { attempt_id, outcome, retryable, output, error }) => {
+                let output = output.map(|v| v.to_string());
+                let error = error.map(|v| v.to_string());
+                match self.app.db.attempt_finish(session, attempt_id, outcome, retryable, output.as_deref(), error.as_deref()).await {
+                    Ok(ack) => {
+                        self.in_flight.remove(&attempt_id);
+                        if !ack.duplicate {
+                            // A release may have made another task claimable, here or elsewhere.
+                            self.app.dispatch.notify_submitted();
+                        }
+                        let sent = self.send(&json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})).await;
+                        sent && self.fill().await
+                    }
+                    Err(e) => self.db_error(e).await,
+                }
+            }
+            (Some(session), ClientFrame::Drain) => {
+                self.draining = true;
+                if let Err(e) = self.app.db.session_close(session, true).await {
+                    return self.db_error(e).await;
+                }
+                self.fill().await
+            }
+        }
+    }
+
+    /// Reports a procedure error; an unavailable database keeps the socket (the worker retries).
+    async fn db_error(&mut self, e: DbError) -> bool {
+        self.send(&error_frame(e.code(), e.message())).await
+    }
+
+    /// Claims work up to the free capacity and sends the assignments; sends `drained` when a
+    /// draining session has nothing left in flight.
+    async fn fill(&mut self) -> bool {
+        let Some(session) = self.id else { return true };
+        if self.draining {
+            if self.in_flight.is_empty() && !self.drained_sent {
+                self.drained_sent = true;
+                return self.send(&json!({"type": "drained"})).await;
+            }
+            return true;
+        }
+        let free = self.capacity.saturating_sub(self.in_flight.len() as u32);
+        if free == 0 {
+            return true;
+        }
+        match self
+            .app
+            .db
+            .task_claim(session, free.min(1000), LEASE_SECONDS * 1000)
+            .await
+        {
+            Ok(grants) => {
+                for g in grants {
+                    self.in_flight.insert(g.attempt_id);
+                    if !self.send(&Assign::from(g)).await {
+                        return false;
+                    }
+                }
+                true
+            }
+            Err(e) => self.db_error(e).await,
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The maintenance loop of `orbit serve`: lease recovery, retry promotion, deadline expiry and
+//! plan firing. Every step is a procedure that is safe to run from several servers at once; the
+//! loop sleeps until the earliest thing any of them reported as next due, at most [`MAX_SLEEP`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use crate::db::Db;
+use crate::http::Dispatch;
+
+/// The longest the loop sleeps: the bound on how late another server's leases are recovered.
+pub const MAX_SLEEP: Duration = Duration::from_secs(1);
+const MIN_SLEEP: Duration = Duration::from_millis(5);
+const BATCH: u32 = 500;
+
+/// Runs forever (the caller aborts it on shutdown).
+pub async fn run(db: Db, dispatch: Arc<Dispatch>) {
+    loop {
+        let sleep = match tick(&db).await {
+            Ok((worked, next)) => {
+                if worked {
+                    dispatch.notify_submitted();
+                }
+                next
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "maintenance step failed; retrying");
+                MAX_SLEEP
+            }
+        };
+        tokio::time::sleep(sleep).await;
+    }
+}
+
+/// One round; returns whether anything changed and how long to sleep.
+pub async fn tick(db: &Db) -> Result<(bool, Duration), crate::db::DbError> {
+    let recovered = db.lease_recover(BATCH).await?;
+    let promoted = db.task_promote_due(BATCH).await?;
+    let expired = db.task_expire_due(BATCH).await?;
+    let fired = db.plan_fire_due(BATCH).await?;
+    let counts = [recovered.count, promoted.count, expired.count, fired.count];
+    let worked = counts.iter().sum::<u64>() > 0;
+    let full = counts.iter().any(|c| *c >= u64::from(BATCH));
+    let next = [
+        recovered.next_due_at,
+        promoted.next_due_at,
+        expired.next_due_at,
+        fired.next_due_at,
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    let sleep = if full {
+        MIN_SLEEP
+    } else {
+        next.map_or(MAX_SLEEP, |at| {
+            (at - Utc::now())
+                .to_std()
+                .unwrap_or(MIN_SLEEP)
+                .clamp(MIN_SLEEP, MAX_SLEEP)
+        })
+    };
+    Ok((worked, sleep))
+}
