@@ -2942,6 +2942,33 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_ready_queues (from templates/procedures/orbit_task_ready_queues.sql) ----
+-- orbit_task_ready_queues: List the queues that have claimable work (the dispatch probe of `serve`).
+--
+-- Each serve process wakes its worker sessions itself when it accepts or releases work; this probe
+-- is how it learns about work accepted or released by OTHER processes on the same database. One
+-- index probe per unpaused queue (ix_task_dispatch), independent of how many tasks wait.
+-- Parameters: p_limit 1-10000 (queues to report at most).
+-- Result (0..p_limit rows): queue_id CHAR(32).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks: none (plain reads).
+DROP PROCEDURE IF EXISTS orbit_task_ready_queues;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_ready_queues(IN p_limit INT)
+  READS SQL DATA
+BEGIN
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  SELECT q.id AS queue_id
+    FROM orbit_queue q
+   WHERE q.paused = 0
+     AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = q.id AND t.lane = 'ready')
+   ORDER BY q.id
+   LIMIT p_limit;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_resolve (from templates/procedures/orbit_task_resolve.sql) ----
 -- orbit_task_resolve: Settle a NEEDS_REVIEW task: mark it succeeded or failed, or requeue it.
 --
@@ -3302,8 +3329,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, 'a49aaa011ae00cbe0a0f18fdf105b536ba2f8ce8e673dc2708f8f7fea6478931', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '97606145ed84f6cc1efdda9dca21ce0db84679b54c27e3b54998e510de3956c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '14d1bfeb7cecce8ac0a79a854522e078bad2e7935b9f2a1a778b750c88f2b762', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '83441c9bb0cb2374b781a9c4718ca271e4561838f7f8f278068708351308d15c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '83441c9bb0cb2374b781a9c4718ca271e4561838f7f8f278068708351308d15c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '87df0637bdb70f14160c6a7ad62a7d61fc7234c7c7e57477dc75285441250fc2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '87df0637bdb70f14160c6a7ad62a7d61fc7234c7c7e57477dc75285441250fc2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -1,6 +1,7 @@
-//! The maintenance loop of `orbit serve`: lease recovery, retry promotion, deadline expiry and
-//! plan firing. Every step is a procedure that is safe to run from several servers at once; the
-//! loop sleeps until the earliest thing any of them reported as next due, at most [`MAX_SLEEP`].
+//! The maintenance loop of `orbit serve`: lease recovery, retry promotion, deadline expiry,
+//! plan firing, and the dispatch probe that wakes local sessions for work from other servers.
+//! Every step is a procedure that is safe to run from several servers at once; the loop sleeps
+//! until the earliest thing any of them reported as next due, at most [`MAX_SLEEP`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +11,10 @@ use chrono::Utc;
 use crate::db::Db;
 use crate::http::Dispatch;
 
-/// The longest the loop sleeps: the bound on how late another server's leases are recovered.
-pub const MAX_SLEEP: Duration = Duration::from_secs(1);
+/// The longest the loop sleeps: the bound on how late this server notices work accepted or
+/// released by another server on the same database (the dispatch probe), and on how late an
+/// expired lease is recovered.
+pub const MAX_SLEEP: Duration = Duration::from_millis(250);
 const MIN_SLEEP: Duration = Duration::from_millis(5);
 const BATCH: u32 = 500;
 
@@ -22,6 +25,10 @@ pub async fn run(db: Db, dispatch: Arc<Dispatch>) {
             Ok((worked, next)) => {
                 if worked {
                     dispatch.notify_submitted();
+                }
+                match db.task_ready_queues(10_000).await {
+                    Ok(ready) => dispatch.notify_queues(ready.into_iter().collect()),
+                    Err(e) => tracing::warn!(error = %e, "dispatch probe failed"),
                 }
                 next
             }

@@ -126,6 +126,7 @@ registry! {
     Procedure orbit_task_list => "procedures/orbit_task_list.sql",
     Procedure orbit_task_place => "procedures/orbit_task_place.sql",
     Procedure orbit_task_promote_due => "procedures/orbit_task_promote_due.sql",
+    Procedure orbit_task_ready_queues => "procedures/orbit_task_ready_queues.sql",
     Procedure orbit_task_resolve => "procedures/orbit_task_resolve.sql",
     Procedure orbit_task_submit => "procedures/orbit_task_submit.sql",
     Procedure orbit_task_validate => "procedures/orbit_task_validate.sql",

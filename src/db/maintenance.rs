@@ -36,3 +36,13 @@ impl Db {
         self.sweep("orbit_task_expire_due", limit).await
     }
 }
+
+impl Db {
+    /// `orbit_task_ready_queues`: unpaused queues that have claimable work.
+    pub async fn task_ready_queues(&self, limit: u32) -> Result<Vec<String>, DbError> {
+        let rows = self
+            .call("orbit_task_ready_queues", &[u64::from(limit).into()])
+            .await?;
+        rows.iter().map(|r| Cols::new(r).text()).collect()
+    }
+}

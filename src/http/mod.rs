@@ -12,6 +12,7 @@ pub mod queues;
 pub mod tasks;
 pub mod ws;
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
@@ -24,29 +25,60 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::db::Db;
 
-/// Wakes the worker sessions of this process when there may be new work (a submit, a release,
-/// a resumed queue, or ready work seen by the scheduler's probe). A generation counter in a watch
-/// channel, so a session busy with a frame when the signal fires still sees it afterwards.
+/// Wakes the worker sessions of this process when there may be new work: a submit here (for its
+/// queue), a release here (any queue), or ready queues seen by the scheduler's probe (work from
+/// other processes). A generation counter in a watch channel, so a session busy with a frame when
+/// the signal fires still sees it afterwards.
 #[derive(Debug)]
 pub struct Dispatch {
-    work: watch::Sender<u64>,
+    work: watch::Sender<Wake>,
+}
+
+/// One wake-up: which queues may have work (`None` = any).
+#[derive(Clone, Debug, Default)]
+pub struct Wake {
+    pub generation: u64,
+    pub queues: Option<Arc<HashSet<String>>>,
+}
+
+impl Wake {
+    /// Whether a session consuming `queues` should try to claim.
+    pub fn concerns(&self, queues: &[String]) -> bool {
+        self.queues
+            .as_ref()
+            .is_none_or(|ready| queues.iter().any(|q| ready.contains(q)))
+    }
 }
 
 impl Default for Dispatch {
     fn default() -> Self {
         Dispatch {
-            work: watch::channel(0).0,
+            work: watch::channel(Wake::default()).0,
         }
     }
 }
 
 impl Dispatch {
+    /// Work may have appeared on any queue (a release, a cancel, a resolve).
     pub fn notify_submitted(&self) {
-        self.work
-            .send_modify(|generation| *generation = generation.wrapping_add(1));
+        self.wake(None);
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
+    /// Work appeared on these queues.
+    pub fn notify_queues(&self, queues: HashSet<String>) {
+        if !queues.is_empty() {
+            self.wake(Some(Arc::new(queues)));
+        }
+    }
+
+    fn wake(&self, queues: Option<Arc<HashSet<String>>>) {
+        self.work.send_modify(|w| {
+            w.generation = w.generation.wrapping_add(1);
+            w.queues = queues;
+        });
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Wake> {
         self.work.subscribe()
     }
 }

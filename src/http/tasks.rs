@@ -226,7 +226,8 @@ async fn submit_task(
         StatusCode::CREATED
     };
     if !submitted.replayed {
-        app.dispatch.notify_submitted();
+        app.dispatch
+            .notify_queues([submitted.task.queue_id.clone()].into());
     }
     Ok(Data(status, submitted.task.into()))
 }

@@ -111,6 +111,7 @@ pub async fn connect(
             socket,
             id: None,
             in_flight: HashSet::new(),
+            queues: Vec::new(),
             capacity: 0,
             draining: false,
             drained_sent: false,
@@ -125,6 +126,7 @@ struct Session {
     socket: WebSocket,
     id: Option<u64>,
     in_flight: HashSet<u64>,
+    queues: Vec<String>,
     capacity: u32,
     draining: bool,
     drained_sent: bool,
@@ -161,7 +163,8 @@ impl Session {
                 }
                 changed = work.changed() => {
                     if changed.is_err() { break }
-                    if !self.fill().await { break }
+                    let concerns = work.borrow_and_update().concerns(&self.queues);
+                    if concerns && !self.fill().await { break }
                 }
             }
         }
@@ -187,6 +190,7 @@ impl Session {
         };
         match (self.id, frame) {
             (None, ClientFrame::Hello { worker_id, capacity, queue_ids, handlers, concurrency_keys, resume }) => {
+                self.queues = queue_ids.clone();
                 let open = SessionOpen {
                     worker_id,
                     node: self.app.node.clone(),

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod ws;
+
 use orbit::testing::{Fixture, Server};
 use reqwest::Method;
 use serde_json::{json, Value};

@@ -1,0 +1,322 @@
+//! The SDK's Worker against a spawned server, and against a fake server for protocol errors.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::{SinkExt, StreamExt};
+use orbit_sdk::client::SubmitTask;
+use orbit_sdk::worker::WorkerError;
+use orbit_sdk::{Client, HandlerError, ProtocolError, Worker};
+use serde_json::{json, Value};
+use support::Api;
+
+fn task(queue_id: &str, key: &str, n: usize) -> SubmitTask {
+    SubmitTask {
+        queue_id: queue_id.into(),
+        handler: "object.update".into(),
+        handler_version: "v1".into(),
+        payload_version: "v1".into(),
+        payload: json!({ "n": n }),
+        concurrency_key: (!key.is_empty()).then(|| key.to_string()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn the_worker_hands_handlers_key_and_token_and_drains() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let client = Client::new(&api.server.url, &f.token);
+    for i in 0..3 {
+        client
+            .submit(&format!("s{i}"), &task(&f.queue_id, "object/42", i))
+            .await
+            .unwrap();
+    }
+    let plain = client
+        .submit("plain", &task(&f.queue_id, "", 9))
+        .await
+        .unwrap();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+    let worker = Worker::new(&api.server.url, &f.token, "sdk-worker")
+        .capacity(4)
+        .queue(&f.queue_id)
+        .handler("object.update", "v1", move |ctx| {
+            let done = done_tx.clone();
+            async move {
+                done.send((
+                    ctx.task.id,
+                    ctx.concurrency_key.clone(),
+                    ctx.concurrency_token,
+                ))
+                .unwrap();
+                Ok(json!({"seen": ctx.concurrency_token}))
+            }
+        })
+        .start();
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        seen.push(
+            tokio::time::timeout(std::time::Duration::from_secs(20), done_rx.recv())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let report = worker.drain().await.unwrap();
+    assert!(report.drained);
+    assert_eq!(report.completed, 4);
+    let mut tokens: Vec<u64> = seen
+        .iter()
+        .filter(|s| s.1.is_some())
+        .map(|s| s.2.unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 3);
+    let in_order = tokens.clone();
+    tokens.sort();
+    assert_eq!(
+        in_order, tokens,
+        "one key: granted one at a time, tokens increasing"
+    );
+    let unkeyed = seen.iter().find(|s| s.0 == plain.task.id).unwrap();
+    assert_eq!((unkeyed.1.clone(), unkeyed.2), (None, None));
+    assert_eq!(client.task(plain.task.id).await.unwrap().state, "SUCCEEDED");
+}
+
+#[tokio::test]
+async fn handler_errors_become_retry_failure_and_review() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let client = Client::new(&api.server.url, &f.token);
+    let mut t = task(&f.queue_id, "", 0);
+    t.max_attempts = Some(1);
+    let permanent = client
+        .submit(
+            "p",
+            &SubmitTask {
+                payload: json!({"mode": "permanent"}),
+                ..t.clone()
+            },
+        )
+        .await
+        .unwrap()
+        .task
+        .id;
+    let unknown = client
+        .submit(
+            "u",
+            &SubmitTask {
+                payload: json!({"mode": "unknown"}),
+                ..t.clone()
+            },
+        )
+        .await
+        .unwrap()
+        .task
+        .id;
+    let worker = Worker::new(&api.server.url, &f.token, "sdk-errors")
+        .capacity(2)
+        .queue(&f.queue_id)
+        .handler("object.update", "v1", |ctx| async move {
+            match ctx.task.payload["mode"].as_str() {
+                Some("permanent") => Err(HandlerError::Permanent(json!({"why": "bad input"}))),
+                _ => Err(HandlerError::Unknown(json!({"why": "timeout"}))),
+            }
+        })
+        .start();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (p, u) = (
+            client.task(permanent).await.unwrap(),
+            client.task(unknown).await.unwrap(),
+        );
+        if p.state == "FAILED" && u.state == "NEEDS_REVIEW" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} {}",
+            p.state,
+            u.state
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    worker.drain().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_hot_key_hands_over_two_hundred_tasks_one_at_a_time_across_two_queues() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let client = Client::new(&api.server.url, &f.token);
+    let q2 = client.create_queue("second").await.unwrap().id;
+    for i in 0..200 {
+        let q = if i % 2 == 0 {
+            f.queue_id.clone()
+        } else {
+            q2.clone()
+        };
+        client
+            .submit(&format!("hot-{i}"), &task(&q, "hot", i))
+            .await
+            .unwrap();
+    }
+    let active = Arc::new(Mutex::new(0u32));
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+    let mut workers = Vec::new();
+    for name in ["hot-a", "hot-b"] {
+        let (active, done) = (active.clone(), done_tx.clone());
+        workers.push(
+            Worker::new(&api.server.url, &f.token, name)
+                .capacity(4)
+                .queue(&f.queue_id)
+                .queue(&q2)
+                .handler("object.update", "v1", move |ctx| {
+                    let (active, done) = (active.clone(), done.clone());
+                    async move {
+                        {
+                            let mut a = active.lock().unwrap();
+                            *a += 1;
+                            assert_eq!(*a, 1, "two holders of one key at once");
+                        }
+                        tokio::task::yield_now().await;
+                        *active.lock().unwrap() -= 1;
+                        done.send(ctx.concurrency_token.unwrap()).unwrap();
+                        Ok(Value::Null)
+                    }
+                })
+                .start(),
+        );
+    }
+    let mut tokens = Vec::new();
+    while tokens.len() < 200 {
+        tokens.push(
+            tokio::time::timeout(std::time::Duration::from_secs(60), done_rx.recv())
+                .await
+                .expect("progress")
+                .unwrap(),
+        );
+    }
+    assert!(
+        tokens.windows(2).all(|p| p[0] < p[1]),
+        "strictly increasing in execution order"
+    );
+    for w in workers {
+        assert!(w.drain().await.unwrap().drained);
+    }
+}
+
+/// A fake server that welcomes the worker and then sends `frame`.
+async fn fake_server(frame: Value) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let _hello = ws.next().await;
+        let welcome = json!({"type": "welcome", "session_id": 1, "lease_seconds": 30, "renew_interval_seconds": 10, "resumed": []});
+        ws.send(tokio_tungstenite::tungstenite::Message::Text(
+            welcome.to_string().into(),
+        ))
+        .await
+        .unwrap();
+        for f in frame
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| vec![frame.clone()])
+        {
+            ws.send(tokio_tungstenite::tungstenite::Message::Text(
+                f.to_string().into(),
+            ))
+            .await
+            .unwrap();
+        }
+        while ws.next().await.is_some() {}
+    });
+    format!("http://{addr}")
+}
+
+fn assign(key: Option<&str>, token: Option<Value>) -> Value {
+    let mut task = json!({"id": 1, "queue_id": "q", "state": "LEASED", "handler": "h", "handler_version": "v1",
+        "payload_version": "v1", "payload": {}, "priority": 5, "max_attempts": 3, "attempt_count": 1});
+    if let Some(k) = key {
+        task["concurrency_key"] = json!(k);
+    }
+    let mut frame = json!({"type": "task.assign", "attempt_id": 7, "attempt_no": 1, "lease_expires_at": "2026-01-01T00:00:00Z", "task": task});
+    if let Some(t) = token {
+        frame["concurrency_token"] = t;
+    }
+    frame
+}
+
+async fn run_against(frames: Value, keys: bool) -> WorkerError {
+    let url = fake_server(frames).await;
+    let w = Worker::registration(&url, "token", "fake", keys)
+        .queue("q")
+        .handler("h", "v1", |_| async { Ok(Value::Null) })
+        .start();
+    tokio::time::timeout(std::time::Duration::from_secs(10), w.join())
+        .await
+        .expect("the worker stops")
+        .unwrap_err()
+}
+
+#[tokio::test]
+async fn the_sdk_refuses_each_protocol_error_from_a_fake_server() {
+    let cases = [
+        (assign(Some("k"), None), true, "missing token"),
+        (assign(None, Some(json!("5"))), true, "token without key"),
+        (
+            assign(Some("k"), Some(json!("1"))),
+            false,
+            "keyed task, keys not declared",
+        ),
+        (assign(Some("k"), Some(json!("0"))), true, "zero token"),
+        (
+            assign(Some("k"), Some(json!("12a"))),
+            true,
+            "non-decimal token",
+        ),
+        (
+            assign(Some("k"), Some(json!("18446744073709551616"))),
+            true,
+            "overflowing token",
+        ),
+        (
+            assign(Some("k"), Some(json!(5))),
+            true,
+            "token as a JSON number",
+        ),
+        (
+            json!([
+                assign(Some("k"), Some(json!("3"))),
+                assign(Some("k"), Some(json!("4")))
+            ]),
+            true,
+            "repeat changes the token",
+        ),
+    ];
+    for (frames, keys, what) in cases {
+        let err = run_against(frames, keys).await;
+        let ok = match (what, &err) {
+            ("missing token", WorkerError::Protocol(ProtocolError::MissingToken { .. })) => true,
+            ("token without key", WorkerError::Protocol(ProtocolError::TokenWithoutKey { .. })) => {
+                true
+            }
+            (
+                "keyed task, keys not declared",
+                WorkerError::Protocol(ProtocolError::KeyNotDeclared { .. }),
+            ) => true,
+            (
+                "repeat changes the token",
+                WorkerError::Protocol(ProtocolError::ChangedAssignment { .. }),
+            ) => true,
+            (_, WorkerError::Protocol(ProtocolError::BadToken { .. })) => {
+                what.contains("token") && !what.contains("without")
+            }
+            _ => false,
+        };
+        assert!(ok, "{what}: {err:?}");
+    }
+}

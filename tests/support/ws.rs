@@ -1,0 +1,81 @@
+//! A raw WebSocket client for protocol-level tests (the SDK is tested separately).
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+pub struct RawWorker {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+impl RawWorker {
+    pub async fn connect(base_url: &str, token: &str) -> RawWorker {
+        let url = format!(
+            "{}/v1/workers/connect",
+            base_url.replacen("http://", "ws://", 1)
+        );
+        let mut req = url.into_client_request().unwrap();
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let (socket, _) = tokio_tungstenite::connect_async(req)
+            .await
+            .expect("websocket connect");
+        RawWorker { socket }
+    }
+
+    pub async fn send(&mut self, frame: Value) {
+        self.socket
+            .send(Message::Text(frame.to_string().into()))
+            .await
+            .unwrap();
+    }
+
+    /// The next text frame (waits at most 20 s).
+    pub async fn recv(&mut self) -> Value {
+        loop {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(20), self.socket.next())
+                .await
+                .expect("a frame within 20 s")
+                .expect("socket open")
+                .expect("frame");
+            if let Message::Text(t) = msg {
+                return serde_json::from_str(&t).unwrap();
+            }
+        }
+    }
+
+    /// The next frame of `kind`, skipping others (returned in the second value).
+    pub async fn recv_type(&mut self, kind: &str) -> Value {
+        loop {
+            let f = self.recv().await;
+            if f["type"] == kind {
+                return f;
+            }
+            assert_ne!(
+                f["type"], "error",
+                "unexpected error frame while waiting for {kind}: {f}"
+            );
+        }
+    }
+
+    pub async fn hello(
+        &mut self,
+        worker_id: &str,
+        queues: &[&str],
+        keys: bool,
+        capacity: u32,
+        resume: &[u64],
+    ) -> Value {
+        self.send(json!({"type": "hello", "worker_id": worker_id, "capacity": capacity, "queue_ids": queues,
+                         "handlers": [], "concurrency_keys": keys, "resume": resume}))
+            .await;
+        self.recv().await
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.socket.close(None).await;
+    }
+}
