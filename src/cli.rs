@@ -270,14 +270,16 @@ fn gen(check: bool, root: &std::path::Path) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if !rendered.unparsed.is_empty() {
-        eprintln!(
-            "lint: {} statement(s) sqlparser could not parse (checked by text rules only):",
-            rendered.unparsed.len()
-        );
-        for u in &rendered.unparsed {
-            eprintln!("  - {u}");
-        }
+    // Procedure bodies always have procedural statements sqlparser cannot parse: they are listed
+    // in generated-sql/README.md. Anything else it could not parse is shown here too.
+    let (procedural, other): (Vec<_>, Vec<_>) =
+        rendered.unparsed.iter().partition(|u| u.statement.starts_with("procedural statements"));
+    eprintln!(
+        "lint: ok; {} procedure bodies contain procedural statements sqlparser cannot parse (listed in generated-sql/README.md)",
+        procedural.len()
+    );
+    for u in other {
+        eprintln!("lint: not parsed: {u}");
     }
     if check {
         let drift = codegen::check(&rendered, root);

@@ -278,7 +278,7 @@ pub fn migration_checksum(text: &str) -> String {
     sha256_hex(body)
 }
 
-fn readme(objects: &[Object]) -> String {
+fn readme(objects: &[Object], unparsed: &[lint::Unparsed]) -> String {
     let mut md = String::from(
         "<!-- GENERATED FILE: do not edit. Rendered by `orbit gen` from the templates it lists. -->\n\
          # Orbit SQL objects\n\n\
@@ -302,6 +302,17 @@ fn readme(objects: &[Object]) -> String {
         }
         md.push('\n');
     }
+    md.push_str(
+        "## What the lint could not parse\n\n\
+         `gen` parses every DDL statement and every DML statement it can isolate from a procedure body\n\
+         with sqlparser (MySqlDialect) and lints them. sqlparser has no grammar for MySQL's procedural\n\
+         statements, so these are checked by text rules only (no dynamic SQL, no CREATE OR REPLACE);\n\
+         the subqueries inside them are parsed and linted.\n\n",
+    );
+    for u in unparsed {
+        md.push_str(&format!("- `{}`: {} — {}\n", u.object, u.statement, u.reason));
+    }
+    md.push('\n');
     md.push_str("## Procedure reference\n\n");
     for o in objects.iter().filter(|o| o.kind == Kind::Procedure) {
         md.push_str(&format!("### `{}`\n\n```text\n{}\n```\n\n", o.name, o.doc));
@@ -341,7 +352,7 @@ pub fn render() -> Result<Rendered, GenError> {
         ),
     );
     files.insert(PathBuf::from("migrations").join(&migration), migration_text);
-    files.insert(PathBuf::from("generated-sql/README.md"), readme(&objects));
+    files.insert(PathBuf::from("generated-sql/README.md"), readme(&objects, &report.unparsed));
     Ok(Rendered {
         objects,
         files,
