@@ -272,8 +272,10 @@ fn gen(check: bool, root: &std::path::Path) -> ExitCode {
     };
     // Procedure bodies always have procedural statements sqlparser cannot parse: they are listed
     // in generated-sql/README.md. Anything else it could not parse is shown here too.
-    let (procedural, other): (Vec<_>, Vec<_>) =
-        rendered.unparsed.iter().partition(|u| u.statement.starts_with("procedural statements"));
+    let (procedural, other): (Vec<_>, Vec<_>) = rendered
+        .unparsed
+        .iter()
+        .partition(|u| u.statement.starts_with("procedural statements"));
     eprintln!(
         "lint: ok; {} procedure bodies contain procedural statements sqlparser cannot parse (listed in generated-sql/README.md)",
         procedural.len()

@@ -328,3 +328,22 @@ impl Fixture {
         token
     }
 }
+
+impl TestDb {
+    /// An empty database with the resource-side fence installed from `generated-sql/fence/install.sql`.
+    pub async fn fenced() -> TestDb {
+        let db = TestDb::empty().await;
+        let script = crate::codegen::render().expect("render").files
+            [std::path::Path::new("generated-sql/fence/install.sql")]
+        .clone();
+        let mut conn = db.conn().await;
+        for s in crate::sqlscript::split(&script) {
+            sqlx::raw_sql(&s.sql)
+                .execute(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("fence install line {}: {e}", s.line));
+        }
+        let _ = conn.close().await;
+        db
+    }
+}

@@ -13,6 +13,7 @@ fn fixture(kind: Kind, name: &str, file: &str) -> Object {
         .join(file);
     let sql = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     Object {
+        set: orbit::codegen::Set::Extension,
         kind,
         name: name.to_string(),
         template: format!("{}/{file}", kind.dir()),

@@ -195,3 +195,113 @@ mod tests {
         );
     }
 }
+
+/// The MySQL/MariaDB-backed fence: one `CALL orbit_fence_write` per write, in the resource's own
+/// database, where `generated-sql/fence/install.sql` has been installed.
+#[cfg(feature = "mysql")]
+pub mod mysql {
+    use sqlx::{MySqlPool, Row};
+
+    use super::{Fence, FenceDecision, FenceError, FenceWrite};
+
+    #[derive(Clone, Debug)]
+    pub struct MySqlFence {
+        pool: MySqlPool,
+        caller: String,
+    }
+
+    impl MySqlFence {
+        /// `caller` is recorded with each accepted write.
+        pub fn new(pool: MySqlPool, caller: &str) -> Self {
+            MySqlFence {
+                pool,
+                caller: caller.to_string(),
+            }
+        }
+    }
+
+    fn storage(e: sqlx::Error) -> FenceError {
+        FenceError::Storage(e.to_string())
+    }
+
+    fn bytes_text(row: &sqlx::mysql::MySqlRow, i: usize) -> Result<String, FenceError> {
+        let b: Vec<u8> = row
+            .try_get::<Vec<u8>, _>(i)
+            .or_else(|_| row.try_get::<String, _>(i).map(String::into_bytes))
+            .map_err(storage)?;
+        String::from_utf8(b).map_err(|e| FenceError::Storage(e.to_string()))
+    }
+
+    fn unsigned(row: &sqlx::mysql::MySqlRow, i: usize) -> Result<u64, FenceError> {
+        row.try_get::<u64, _>(i)
+            .or_else(|_| row.try_get::<i64, _>(i).map(|v| v as u64))
+            .map_err(storage)
+    }
+
+    /// Deadlock (1213) or lock-wait timeout (1205): the transaction was rolled back, try again.
+    fn retryable(e: &sqlx::Error) -> bool {
+        e.as_database_error()
+            .and_then(|d| d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+            .is_some_and(|m| m.number() == 1213 || m.number() == 1205)
+    }
+
+    impl Fence for MySqlFence {
+        async fn write(&self, w: &FenceWrite) -> Result<FenceDecision, FenceError> {
+            let mut attempt = 0;
+            loop {
+                // Positional reads: a prepared CALL carries no column names.
+                let result = sqlx::query("CALL orbit_fence_write(?, ?, ?, ?, ?, ?)")
+                    .bind(&w.namespace)
+                    .bind(w.key.as_bytes())
+                    .bind(w.token)
+                    .bind(&w.operation_id)
+                    .bind(&self.caller)
+                    .bind(&w.value)
+                    .fetch_one(&self.pool)
+                    .await;
+                match result {
+                    Ok(row) => {
+                        let highest = unsigned(&row, 1)?;
+                        return match bytes_text(&row, 0)?.as_str() {
+                            "accepted" => Ok(FenceDecision::Accepted),
+                            "duplicate" => Ok(FenceDecision::Duplicate),
+                            _ => Ok(FenceDecision::Stale { highest }),
+                        };
+                    }
+                    Err(e) if retryable(&e) && attempt < 8 => attempt += 1,
+                    Err(e) => {
+                        let text = e.to_string();
+                        return Err(if text.contains("INVALID_ARGUMENT") {
+                            FenceError::Invalid(text)
+                        } else {
+                            storage(e)
+                        });
+                    }
+                }
+            }
+        }
+
+        async fn read(
+            &self,
+            namespace: &str,
+            key: &str,
+        ) -> Result<Option<(u64, String)>, FenceError> {
+            let row = sqlx::query("CALL orbit_fence_read(?, ?)")
+                .bind(namespace)
+                .bind(key.as_bytes())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(storage)?;
+            match row {
+                None => Ok(None),
+                Some(r) => {
+                    let value = match r.try_get::<Option<Vec<u8>>, _>(1) {
+                        Ok(v) => v.map(|b| String::from_utf8_lossy(&b).into_owned()),
+                        Err(_) => r.try_get::<Option<String>, _>(1).map_err(storage)?,
+                    };
+                    Ok(Some((unsigned(&r, 0)?, value.unwrap_or_default())))
+                }
+            }
+        }
+    }
+}

@@ -50,9 +50,38 @@ impl Kind {
     }
 }
 
+/// Which install an object belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Set {
+    /// The Orbit extension itself (migrations, catalog).
+    Extension,
+    /// The resource-side fence a resource owner installs in the resource's own database
+    /// (`generated-sql/fence/install.sql`; not part of the extension or its catalog).
+    Fence,
+}
+
+impl Set {
+    fn of(template: &str) -> Set {
+        if template.starts_with("fence/") {
+            Set::Fence
+        } else {
+            Set::Extension
+        }
+    }
+
+    /// The folder prefix under `templates/` and `generated-sql/`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Set::Extension => "",
+            Set::Fence => "fence/",
+        }
+    }
+}
+
 /// One rendered table or procedure.
 #[derive(Clone, Debug)]
 pub struct Object {
+    pub set: Set,
     pub kind: Kind,
     pub name: String,
     /// The template's path under `templates/`, e.g. `tables/orbit_task.sql`.
@@ -68,7 +97,7 @@ pub struct Object {
 impl Object {
     /// The object's file under `generated-sql/`.
     pub fn file(&self) -> String {
-        format!("{}/{}.sql", self.kind.dir(), self.name)
+        format!("{}{}/{}.sql", self.set.prefix(), self.kind.dir(), self.name)
     }
     /// The full text of the object's generated file.
     pub fn file_text(&self) -> String {
@@ -126,11 +155,10 @@ fn build_object(kind: Kind, name: &str, template: &str, text: String) -> Result<
         template: template.to_string(),
         message: message.to_string(),
     };
-    if template != format!("{}/{name}.sql", kind.dir()) {
-        return Err(shape(&format!(
-            "must live at templates/{}/{name}.sql",
-            kind.dir()
-        )));
+    let set = Set::of(template);
+    let expected = format!("{}{}/{name}.sql", set.prefix(), kind.dir());
+    if template != expected {
+        return Err(shape(&format!("must live at templates/{expected}")));
     }
     let text = text.trim().to_string() + "\n";
     // The doc block is the run of `--` lines at the top; its first line names the object.
@@ -186,6 +214,7 @@ fn build_object(kind: Kind, name: &str, template: &str, text: String) -> Result<
         }
     };
     Ok(Object {
+        set,
         kind,
         name: name.to_string(),
         template: template.to_string(),
@@ -214,6 +243,7 @@ pub fn render_objects() -> Result<Vec<Object>, GenError> {
 /// `migrations` are the (name, checksum) rows to record; `None` for a name means "this script's own
 /// body", which only the script itself can know.
 fn install_script(objects: &[Object], header: &str, migrations: &[(&str, Option<&str>)]) -> String {
+    let objects: Vec<&Object> = objects.iter().filter(|o| o.set == Set::Extension).collect();
     let mut body = String::from(header);
     body.push_str("SET NAMES utf8mb4;\n");
     body.push_str(&format!("SET SESSION sql_mode = '{SQL_MODE}';\n\n"));
@@ -252,6 +282,34 @@ fn install_script(objects: &[Object], header: &str, migrations: &[(&str, Option<
     }
     text.push_str(&catalog_row("extension", "orbit", version, &own));
     text
+}
+
+/// Appends tables, then procedures, each with a separator naming its template.
+fn push_objects(body: &mut String, objects: &[&Object]) {
+    for kind in [Kind::Table, Kind::Procedure] {
+        for o in objects.iter().filter(|o| o.kind == kind) {
+            body.push_str(&format!(
+                "-- ---- {} (from templates/{}) ----\n",
+                o.name, o.template
+            ));
+            body.push_str(&o.sql);
+            body.push('\n');
+        }
+    }
+}
+
+/// The fence's install script: idempotent DDL for the resource's own database, no catalog.
+fn fence_script(objects: &[Object]) -> String {
+    let fence: Vec<&Object> = objects.iter().filter(|o| o.set == Set::Fence).collect();
+    let mut body =
+        generated_header("every template under templates/fence/ (the resource-side fence)");
+    body.push_str(
+        "-- Install in the RESOURCE's database (not Orbit's): mariadb resource_db < generated-sql/fence/install.sql\n",
+    );
+    body.push_str("SET NAMES utf8mb4;\n");
+    body.push_str(&format!("SET SESSION sql_mode = '{SQL_MODE}';\n\n"));
+    push_objects(&mut body, &fence);
+    body
 }
 
 fn catalog_row(kind: &str, name: &str, version: u32, checksum: &str) -> String {
@@ -310,7 +368,10 @@ fn readme(objects: &[Object], unparsed: &[lint::Unparsed]) -> String {
          the subqueries inside them are parsed and linted.\n\n",
     );
     for u in unparsed {
-        md.push_str(&format!("- `{}`: {} — {}\n", u.object, u.statement, u.reason));
+        md.push_str(&format!(
+            "- `{}`: {} — {}\n",
+            u.object, u.statement, u.reason
+        ));
     }
     md.push('\n');
     md.push_str("## Procedure reference\n\n");
@@ -352,7 +413,14 @@ pub fn render() -> Result<Rendered, GenError> {
         ),
     );
     files.insert(PathBuf::from("migrations").join(&migration), migration_text);
-    files.insert(PathBuf::from("generated-sql/README.md"), readme(&objects, &report.unparsed));
+    files.insert(
+        PathBuf::from("generated-sql/fence/install.sql"),
+        fence_script(&objects),
+    );
+    files.insert(
+        PathBuf::from("generated-sql/README.md"),
+        readme(&objects, &report.unparsed),
+    );
     Ok(Rendered {
         objects,
         files,
@@ -484,8 +552,8 @@ pub fn write(rendered: &Rendered, root: &Path) -> Result<Vec<PathBuf>, GenError>
 pub fn unregistered_templates(root: &Path) -> Result<(), String> {
     let registered: Vec<&str> = templates::REGISTRY.iter().map(|t| t.template).collect();
     let mut missing = Vec::new();
-    for kind in [Kind::Table, Kind::Procedure] {
-        for path in list_files(&root.join("templates"), kind.dir()) {
+    for dir in ["tables", "procedures", "fence/tables", "fence/procedures"] {
+        for path in list_files(&root.join("templates"), dir) {
             let rel = path.to_string_lossy().replace('\\', "/");
             if rel.ends_with(".sql") && !registered.contains(&rel.as_str()) {
                 missing.push(rel);

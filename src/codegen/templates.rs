@@ -68,6 +68,10 @@ macro_rules! registry {
 }
 
 registry! {
+    Table orbit_fence_operation => "fence/tables/orbit_fence_operation.sql",
+    Table orbit_fence_register => "fence/tables/orbit_fence_register.sql",
+    Procedure orbit_fence_read => "fence/procedures/orbit_fence_read.sql",
+    Procedure orbit_fence_write => "fence/procedures/orbit_fence_write.sql",
     Table orbit_application => "tables/orbit_application.sql",
     Table orbit_application_quota => "tables/orbit_application_quota.sql",
     Table orbit_attempt => "tables/orbit_attempt.sql",

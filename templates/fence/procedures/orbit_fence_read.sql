@@ -1,0 +1,12 @@
+-- orbit_fence_read: Resource side: read a register (highest token and value).
+--
+-- Parameters: p_namespace; p_key (exact bytes).
+-- Result (0 or 1 row): highest_token, value.
+-- Signals: none. Locks: none.
+CREATE PROCEDURE orbit_fence_read(IN p_namespace TEXT {{ c.utf8 }}, IN p_key BLOB)
+  READS SQL DATA
+BEGIN
+  SELECT r.highest_token, r.value
+    FROM orbit_fence_register r
+   WHERE r.fence_namespace = p_namespace AND r.resource_key = p_key;
+END
