@@ -80,7 +80,8 @@ pub struct Worker {
     capacity: u32,
     queue_ids: Vec<String>,
     concurrency_keys: bool,
-    handlers: HashMap<String, (String, Handler)>,
+    /// Handlers by (name, version).
+    handlers: HashMap<(String, String), Handler>,
 }
 
 impl Worker {
@@ -126,7 +127,7 @@ impl Worker {
     {
         let h: Handler = Arc::new(move |ctx| Box::pin(f(ctx)));
         self.handlers
-            .insert(name.to_string(), (version.to_string(), h));
+            .insert((name.to_string(), version.to_string()), h);
         self
     }
 
@@ -239,7 +240,12 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
             worker_id: w.worker_id.clone(),
             capacity: w.capacity,
             queue_ids: w.queue_ids.clone(),
-            handlers: w.handlers.keys().cloned().collect(),
+            handlers: {
+                let mut names: Vec<String> = w.handlers.keys().map(|(name, _)| name.clone()).collect();
+                names.sort();
+                names.dedup();
+                names
+            },
             concurrency_keys: w.concurrency_keys,
             resume: in_flight.iter().copied().collect(),
         };
@@ -291,7 +297,7 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                         ServerFrame::Assign(raw) => {
                             let Some(a) = check.check(raw)? else { continue };
                             in_flight.insert(a.attempt_id);
-                            let handler = w.handlers.get(&a.task.handler).map(|(_, h)| h.clone());
+                            let handler = w.handlers.get(&(a.task.handler.clone(), a.task.handler_version.clone())).cloned();
                             let events = events_tx.clone();
                             tokio::spawn(async move {
                                 let attempt_id = a.attempt_id;
@@ -309,7 +315,9 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                                         concurrency_token: a.concurrency_token,
                                         task: a.task,
                                     }).await,
-                                    None => Err(HandlerError::Permanent(serde_json::json!({"code": "NO_HANDLER"}))),
+                                    // The session only receives its handler names; a version it
+                                    // does not run is a permanent failure, visible on the task.
+                                    None => Err(HandlerError::Permanent(serde_json::json!({"code": "NO_HANDLER_VERSION"}))),
                                 };
                                 let (outcome, retryable, output, error) = match result {
                                     Ok(v) => ("succeeded", false, Some(v), None),
