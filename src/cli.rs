@@ -39,6 +39,11 @@ pub enum Command {
         #[command(subcommand)]
         action: MigrateAction,
     },
+    /// Run everything locally: a private database (unless ORBIT_MYSQL_DSN is set), the extension,
+    /// a credential, and the server. Ctrl-C stops the server and the database.
+    #[command(after_help = "Example:\n  cargo run -- dev\n\n\
+        Data lives in .orbit/dev/ (data/, credentials.json, mysqld.log); a second run reuses it.")]
+    Dev(DevArgs),
     /// Serve the HTTP API and the worker WebSocket.
     #[command(
         after_help = "Example:\n  ORBIT_MYSQL_DSN=mysql://root@127.0.0.1:3306/orbit orbit serve --addr 127.0.0.1:8080\n\n\
@@ -72,6 +77,18 @@ pub struct ServeArgs {
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DevArgs {
+    /// Use this server instead of a private one.
+    #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+    pub dsn: Option<String>,
+    #[arg(long, env = "ORBIT_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Where the private database and the credentials file live.
+    #[arg(long, default_value = ".orbit/dev")]
+    pub dir: PathBuf,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,6 +252,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Gen { check, root } => gen(check, &root),
         Command::Bench(args) => bench_cmd(args).await,
         Command::Serve(args) => serve_cmd(args).await,
+        Command::Dev(args) => dev_cmd(args).await,
         Command::Admin {
             action: AdminAction::Bootstrap(args),
         } => bootstrap_cmd(args).await,
@@ -648,5 +666,100 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     {
         let mut f = options.open(path)?;
         f.write_all(text.as_bytes())
+    }
+}
+
+async fn dev_cmd(args: DevArgs) -> ExitCode {
+    init_logging(LogFormat::Text);
+    let private = match &args.dsn {
+        Some(_) => None,
+        None => match crate::dev::start_private_server(&args.dir).await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let dsn = args
+        .dsn
+        .clone()
+        .unwrap_or_else(|| private.as_ref().expect("started").dsn.clone());
+    let code = dev_serve(&args, &dsn).await;
+    drop(private); // stops the private database cleanly
+    code
+}
+
+async fn dev_serve(args: &DevArgs, dsn: &str) -> ExitCode {
+    let installed = async {
+        let mut conn = migrate::connect(dsn).await?;
+        migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {}).await
+    };
+    if let Err(e) = installed.await {
+        eprintln!("error: {e}");
+        return ExitCode::from(3);
+    }
+    if let Err(e) = std::fs::create_dir_all(&args.dir) {
+        eprintln!("error: cannot create {}: {e}", args.dir.display());
+        return ExitCode::from(2);
+    }
+    let creds_path = args.dir.join("credentials.json");
+    let creds: CredentialsFile = match std::fs::read_to_string(&creds_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+    {
+        Some(c) => c,
+        None => {
+            let code = bootstrap_cmd(BootstrapArgs {
+                dsn: Some(dsn.to_string()),
+                application: "dev".into(),
+                environment: "dev".into(),
+                namespace: "default".into(),
+                queue: "default".into(),
+                worker_access: true,
+                output: creds_path.clone(),
+            })
+            .await;
+            match std::fs::read_to_string(&creds_path)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+            {
+                Some(c) => c,
+                None => return code,
+            }
+        }
+    };
+    let cfg = crate::http::ServeConfig {
+        dsn: dsn.to_string(),
+        addr: args.addr.clone(),
+        pool_size: 8,
+    };
+    let creds_shown = creds_path.display().to_string();
+    let result = crate::http::serve_with(cfg, |addr| {
+        let url = format!("http://{addr}");
+        println!(
+            "\nOrbit dev is running.\n\
+             \x20 API:          {url}  (document: {url}/v1/openapi.json)\n\
+             \x20 credentials:  {creds_shown}  (token, queue id; mode 0600)\n\
+             \x20 database:     {}\n\n\
+             Submit a task:\n\
+             \x20 export ORBIT_URL={url}\n\
+             \x20 export ORBIT_TOKEN=$(python3 -c 'import json;print(json.load(open(\"{creds_shown}\"))[\"token\"])')\n\
+             \x20 curl -s $ORBIT_URL/v1/tasks -H \"Authorization: Bearer $ORBIT_TOKEN\" -H 'Content-Type: application/json' \\\n\
+             \x20   -H 'Idempotency-Key: hello-1' --data '{{\"queue_id\":\"{}\",\"handler\":\"object.update\",\"handler_version\":\"v1\",\"payload_version\":\"v1\",\"payload\":{{}},\"concurrency_key\":\"object/42\"}}'\n\
+             Run workers (the keyed-concurrency example):\n\
+             \x20 ORBIT_URL={url} ORBIT_CREDENTIALS_FILE={creds_shown} cargo run --example keyed-concurrency\n\
+             Ctrl-C stops the server and the database.",
+            crate::migrate::redact(dsn),
+            creds.queue_id
+        );
+    })
+    .await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(3)
+        }
     }
 }

@@ -18,6 +18,7 @@
 //!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers.
 //! - [`scheduler`]: the serve loop that recovers leases, promotes retries and expires deadlines.
 //! - [`auth`]: bearer tokens (random, stored only as SHA-256).
+//! - [`dev`]: `orbit dev` — a private MariaDB/MySQL from the machine's server binary for local use.
 //! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline.
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
 //! - [`cli`]: the `orbit` command line.
@@ -27,6 +28,7 @@ pub mod bench;
 pub mod cli;
 pub mod codegen;
 pub mod db;
+pub mod dev;
 pub mod http;
 pub mod migrate;
 pub mod scheduler;

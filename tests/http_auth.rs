@@ -378,8 +378,14 @@ async fn every_route_with_a_wrong_scope_is_403() {
     let f = &api.fixture;
     let task = f.submit(&f.queue_id, "k").await;
     let session = f.session("w", true, &[&f.queue_id]).await;
-    let attempt = f.db.task_claim(session, 1, 30_000).await.unwrap().remove(0).attempt_id;
-    let def = json!({"handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}});
+    let attempt =
+        f.db.task_claim(session, 1, 30_000)
+            .await
+            .unwrap()
+            .remove(0)
+            .attempt_id;
+    let def =
+        json!({"handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}});
     let plan = api
         .post("/v1/plans", "/v1/plans", &json!({"name": "p", "queue_id": f.queue_id, "schedule": {"interval_seconds": 60}, "definition": {"task": def}}))
         .await;
@@ -392,16 +398,31 @@ async fn every_route_with_a_wrong_scope_is_403() {
         if template == "/v1/workers/connect" {
             continue;
         }
-        let path = path.replace("/v1/attempts/1", &format!("/v1/attempts/{attempt}")).replace("/v1/plans/1", &format!("/v1/plans/{plan_id}"));
+        let path = path
+            .replace("/v1/attempts/1", &format!("/v1/attempts/{attempt}"))
+            .replace("/v1/plans/1", &format!("/v1/plans/{plan_id}"));
         let body = match template {
             "/v1/tasks" => submit.clone(),
             "/v1/tasks/{id}/resolve" => json!({"resolution": "requeue"}),
             "/v1/queues" => json!({"name": "x"}),
-            "/v1/plans" => json!({"name": "p2", "queue_id": f.queue_id, "schedule": {"interval_seconds": 60}, "definition": {"task": def}}),
-            "/v1/plans/{id}/versions" => json!({"schedule": {"interval_seconds": 60}, "definition": {"task": def}}),
+            "/v1/plans" => {
+                json!({"name": "p2", "queue_id": f.queue_id, "schedule": {"interval_seconds": 60}, "definition": {"task": def}})
+            }
+            "/v1/plans/{id}/versions" => {
+                json!({"schedule": {"interval_seconds": 60}, "definition": {"task": def}})
+            }
             _ => json!({}),
         };
-        let r = api.call(method.clone(), template, &path, Some(&wrong), &[("Idempotency-Key", "k")], Some(&body)).await;
+        let r = api
+            .call(
+                method.clone(),
+                template,
+                &path,
+                Some(&wrong),
+                &[("Idempotency-Key", "k")],
+                Some(&body),
+            )
+            .await;
         assert_eq!(r.status, 403, "{method} {path}: {}", r.body);
         assert_eq!(r.body["error"]["code"], "PERMISSION_DENIED");
     }

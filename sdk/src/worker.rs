@@ -241,7 +241,8 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
             capacity: w.capacity,
             queue_ids: w.queue_ids.clone(),
             handlers: {
-                let mut names: Vec<String> = w.handlers.keys().map(|(name, _)| name.clone()).collect();
+                let mut names: Vec<String> =
+                    w.handlers.keys().map(|(name, _)| name.clone()).collect();
                 names.sort();
                 names.dedup();
                 names

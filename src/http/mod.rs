@@ -183,6 +183,14 @@ pub struct ServeConfig {
 /// Connects, refuses a database at another extension version, then serves until SIGTERM/Ctrl-C
 /// (in-flight requests finish). Prints `listening on http://ADDR` once bound.
 pub async fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
+    serve_with(cfg, |_| {}).await
+}
+
+/// [`serve`], calling `on_listen` with the bound address before serving.
+pub async fn serve_with(
+    cfg: ServeConfig,
+    on_listen: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
     let pool = crate::migrate::connect_pool(&cfg.dsn, cfg.pool_size).await?;
     let db = Db::new(pool);
     let found = db.extension_version().await.map_err(ServeError::Version)?;
@@ -214,6 +222,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
         source,
     })?;
     println!("listening on http://{local}");
+    on_listen(local);
     tracing::info!(%local, "orbit serve started");
     let scheduler = tokio::spawn(crate::scheduler::run(db.clone(), dispatch.clone()));
     let result = axum::serve(

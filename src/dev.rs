@@ -1,0 +1,181 @@
+//! `orbit dev`: the whole product on one machine with no setup. Without `ORBIT_MYSQL_DSN` it starts
+//! a private MariaDB (or MySQL) from the server binary on this machine, with its data under
+//! `.orbit/dev/` and a free loopback port; installs the extension; writes a credentials file;
+//! serves; and on Ctrl-C stops the server and the database. A second run reuses the data.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sqlx::{Connection, MySqlConnection};
+
+/// Why `dev` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    #[error(
+        "no MySQL/MariaDB server binary found (looked for mariadbd and mysqld on PATH and in /usr/sbin). \
+         Install one (Debian/Ubuntu: apt-get install mariadb-server) or point ORBIT_MYSQL_DSN at a server"
+    )]
+    NoServerBinary,
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Migrate(#[from] crate::migrate::MigrateError),
+}
+
+/// A private database server owned by this process; stopped when dropped.
+pub struct PrivateServer {
+    child: Child,
+    pub dsn: String,
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        // SIGTERM lets InnoDB shut down cleanly; wait for it.
+        #[cfg(unix)]
+        {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn find(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in names {
+        for dir in std::env::split_paths(&path)
+            .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/local/sbin")])
+        {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
+fn free_port() -> Result<u16, DevError> {
+    let l = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| DevError::Setup(format!("no free loopback port: {e}")))?;
+    Ok(l.local_addr()
+        .map_err(|e| DevError::Setup(e.to_string()))?
+        .port())
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Starts (initialising on first use) a private server with its data under `dir`.
+pub async fn start_private_server(dir: &Path) -> Result<PrivateServer, DevError> {
+    let server = find(&["mariadbd", "mysqld"]).ok_or(DevError::NoServerBinary)?;
+    let is_mariadb = server.file_name().is_some_and(|n| n == "mariadbd");
+    let data = dir.join("data");
+    let setup = |what: &str, e: std::io::Error| DevError::Setup(format!("{what}: {e}"));
+    std::fs::create_dir_all(dir).map_err(|e| setup("cannot create .orbit/dev", e))?;
+    let data = std::fs::canonicalize(dir)
+        .map_err(|e| setup("cannot resolve .orbit/dev", e))?
+        .join(data.file_name().unwrap());
+    let dir = data.parent().unwrap().to_path_buf();
+    let root = running_as_root();
+    if !data.join("mysql").exists() {
+        eprintln!("dev: initialising a private database in {}", data.display());
+        let status = if is_mariadb {
+            let install = find(&["mariadb-install-db", "mysql_install_db"]).ok_or_else(|| {
+                DevError::Setup("mariadb-install-db not found next to mariadbd".into())
+            })?;
+            let mut cmd = Command::new(install);
+            cmd.args([
+                "--no-defaults",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ])
+            .arg(format!("--datadir={}", data.display()));
+            if root {
+                cmd.arg("--user=root");
+            }
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output()
+        } else {
+            let mut cmd = Command::new(&server);
+            cmd.args(["--no-defaults", "--initialize-insecure"])
+                .arg(format!("--datadir={}", data.display()));
+            if root {
+                cmd.arg("--user=root");
+            }
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output()
+        }
+        .map_err(|e| setup("cannot run the database initialiser", e))?;
+        if !status.status.success() {
+            let _ = std::fs::remove_dir_all(&data);
+            return Err(DevError::Setup(format!(
+                "initialising the database failed: {}",
+                String::from_utf8_lossy(&status.stderr)
+            )));
+        }
+    }
+    let port = free_port()?;
+    let mut cmd = Command::new(&server);
+    cmd.arg("--no-defaults")
+        .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--port={port}"))
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
+        .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
+        .arg(format!("--log-error={}", dir.join("mysqld.log").display()))
+        .arg("--skip-name-resolve")
+        .arg("--character-set-server=utf8mb4");
+    if root {
+        cmd.arg("--user=root");
+    }
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| setup("cannot start the database", e))?;
+    let mut server = PrivateServer {
+        child,
+        dsn: format!("mysql://root@127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(mut c) = MySqlConnection::connect(&server.dsn).await {
+            sqlx::raw_sql("CREATE DATABASE IF NOT EXISTS orbit CHARACTER SET utf8mb4")
+                .execute(&mut c)
+                .await
+                .map_err(|e| DevError::Setup(format!("cannot create the orbit database: {e}")))?;
+            let _ = c.close().await;
+            break;
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            return Err(DevError::Setup(format!(
+                "the database exited ({status}); see {}",
+                dir.join("mysqld.log").display()
+            )));
+        }
+        if Instant::now() > deadline {
+            return Err(DevError::Setup(format!(
+                "the database did not answer within 60 s; see {}",
+                dir.join("mysqld.log").display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.dsn.push_str("/orbit");
+    Ok(server)
+}
