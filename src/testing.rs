@@ -224,13 +224,24 @@ impl Server {
 
     /// Like [`Server::start`], returning the server's error output when it exits instead.
     pub async fn try_start(binary: &str, dsn: &str) -> Result<Server, String> {
+        Self::try_start_at(binary, dsn, "127.0.0.1:0").await
+    }
+
+    /// Starts on a chosen address (to restart a server where its clients expect it).
+    pub async fn start_at(binary: &str, dsn: &str, addr: &str) -> Server {
+        Self::try_start_at(binary, dsn, addr)
+            .await
+            .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
+    }
+
+    async fn try_start_at(binary: &str, dsn: &str, addr: &str) -> Result<Server, String> {
         use tokio::io::AsyncBufReadExt;
         let log = std::env::temp_dir().join(format!(
             "orbit-serve-{}.log",
             hex::encode(rand::random::<[u8; 6]>())
         ));
         let mut child = tokio::process::Command::new(binary)
-            .args(["serve", "--addr", "127.0.0.1:0", "--pool-size", "8"])
+            .args(["serve", "--addr", addr, "--pool-size", "8"])
             .env("ORBIT_MYSQL_DSN", dsn)
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::piped())
@@ -262,6 +273,11 @@ impl Server {
                 Err(std::fs::read_to_string(&log).unwrap_or_default())
             }
         }
+    }
+
+    /// Kills the process at once (SIGKILL), like a crash.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
     }
 
     /// Sends SIGTERM and waits for a graceful exit.

@@ -320,3 +320,72 @@ async fn the_sdk_refuses_each_protocol_error_from_a_fake_server() {
         assert!(ok, "{what}: {err:?}");
     }
 }
+
+#[tokio::test]
+async fn the_sdk_worker_reconnects_resumes_and_finishes_the_same_attempt() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let server =
+        orbit::testing::Server::start_at(env!("CARGO_BIN_EXE_orbit"), &f.test_db.dsn, &addr).await;
+    let client = Client::new(&server.url, &f.token);
+    let submitted = client
+        .submit("resume-1", &task(&f.queue_id, "object/7", 0))
+        .await
+        .unwrap();
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let gate = release.clone();
+    let worker = Worker::new(&server.url, &f.token, "resumer")
+        .queue(&f.queue_id)
+        .handler("object.update", "v1", move |ctx| {
+            let (started, gate) = (started_tx.clone(), gate.clone());
+            async move {
+                started
+                    .send((ctx.attempt_id, ctx.concurrency_token))
+                    .unwrap();
+                gate.notified().await;
+                Ok(json!({"done": true}))
+            }
+        })
+        .start();
+    let (attempt_id, token) =
+        tokio::time::timeout(std::time::Duration::from_secs(20), started_rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+    // The server dies mid-task and comes back on the same address.
+    server.kill().await;
+    let server =
+        orbit::testing::Server::start_at(env!("CARGO_BIN_EXE_orbit"), &f.test_db.dsn, &addr).await;
+    release.notify_one();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while client
+        .task(submitted.task.id)
+        .await
+        .map(|t| t.state)
+        .unwrap_or_default()
+        != "SUCCEEDED"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the resumed attempt did not finish"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let attempts = client.attempts(submitted.task.id).await.unwrap();
+    assert_eq!(
+        attempts.len(),
+        1,
+        "the same attempt finished after the reconnect"
+    );
+    assert_eq!((attempts[0].id, attempts[0].token()), (attempt_id, token));
+    let report = worker.drain().await.unwrap();
+    assert!(report.connections >= 2, "{report:?}");
+    drop(server);
+}
