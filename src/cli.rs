@@ -39,8 +39,11 @@ pub enum Command {
         #[command(subcommand)]
         action: MigrateAction,
     },
-    /// Run everything locally: a private database (unless ORBIT_MYSQL_DSN is set), the extension,
-    /// a credential, and the server. Ctrl-C stops the server and the database.
+    /// Run everything locally: a private database (unless ORBIT_MYSQL_DSN), the extension, a server.
+    ///
+    /// Starts a private MariaDB/MySQL from the machine's server binary with its data under
+    /// .orbit/dev/, installs the extension, writes a credential and serves; Ctrl-C stops the server
+    /// and the database.
     #[command(after_help = "Example:\n  cargo run -- dev\n\n\
         Data lives in .orbit/dev/ (data/, credentials.json, mysqld.log); a second run reuses it.")]
     Dev(DevArgs),
