@@ -352,12 +352,23 @@ async fn migrate_cmd(action: MigrateAction) -> Result<ExitCode, migrate::Migrate
     let dsn = args.dsn.ok_or(migrate::MigrateError::NoDsn)?;
     let mut conn = migrate::connect(&dsn).await?;
     if is_up {
+        let mut bar: Option<indicatif::ProgressBar> = None;
         let applied = migrate::up(&mut conn, &migrations, |name, i, n| {
             if i == 0 {
-                eprintln!("applying {name} ({n} statements)…");
+                if let Some(done) = bar.take() {
+                    done.finish_and_clear();
+                }
+                bar = Some(bench::progress(n as u64, &format!("applying {name}")));
+            }
+            if let Some(b) = &bar {
+                b.set_position(i as u64 + 1);
             }
         })
-        .await?;
+        .await;
+        if let Some(done) = bar.take() {
+            done.finish_and_clear();
+        }
+        let applied = applied?;
         if applied.is_empty() {
             println!(
                 "migrate up: already at version {}; nothing to do",
