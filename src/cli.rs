@@ -180,6 +180,16 @@ pub enum Scenario {
     Baseline,
     /// Claim latency with growing backlogs of tasks blocked on busy keys.
     Claim,
+    /// Unkeyed tasks/s from the first HTTP submit to the last result ack (SDK workers).
+    E2e,
+    /// Tasks/s with N tasks spread over K keys.
+    Keys,
+    /// One key across two queues: serialised tasks/s and hand-off latency.
+    Hotkey,
+    /// HTTP submits/s with Idempotency-Keys.
+    Submit,
+    /// Resident memory of serve with 1,000 idle worker sessions (--tasks sets the count).
+    Sessions,
 }
 
 #[derive(clap::Args, Debug)]
@@ -202,9 +212,15 @@ pub struct BenchArgs {
     /// claim: timed claims per backlog level.
     #[arg(long, default_value_t = 1000)]
     pub samples: u32,
-    /// claim: keys held busy (the backlog is spread over them).
+    /// claim: keys held busy (the backlog is spread over them); keys: keys the tasks use.
     #[arg(long, default_value_t = 1000)]
     pub keys: u32,
+    /// e2e, keys, hotkey, submit: tasks; sessions: sessions.
+    #[arg(long, default_value_t = 2000)]
+    pub tasks: u32,
+    /// e2e, keys, hotkey: SDK workers (capacity 16 each; hotkey uses at least 2).
+    #[arg(long, default_value_t = 4)]
+    pub workers: u32,
     /// Seconds the baseline measurement runs.
     #[arg(long, default_value_t = 5)]
     pub baseline_seconds: u64,
@@ -442,6 +458,22 @@ async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     busy_keys: args.keys,
                 };
                 bench::claim::run(&bench_db, &opts, baseline).await
+            }
+            scenario => {
+                let opts = bench::flow::FlowOptions {
+                    tasks: args.tasks,
+                    workers: args.workers,
+                    keys: args.keys,
+                };
+                match scenario {
+                    Scenario::E2e => bench::flow::throughput(&bench_db, &opts, 0, baseline).await,
+                    Scenario::Keys => {
+                        bench::flow::throughput(&bench_db, &opts, args.keys, baseline).await
+                    }
+                    Scenario::Hotkey => bench::flow::hotkey(&bench_db, &opts, baseline).await,
+                    Scenario::Submit => bench::flow::submit(&bench_db, &opts, baseline).await,
+                    _ => bench::flow::sessions(&bench_db, &opts, baseline).await,
+                }
             }
         }
     }

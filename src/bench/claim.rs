@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use super::{progress, BenchDb, Percentiles, Report};
-use crate::auth;
-use crate::db::queues::Bootstrap;
+use super::{progress, sql_err, tenant, BenchDb, Percentiles, Report, Tenant};
 use crate::db::tasks::NewTask;
 use crate::db::workers::{Outcome, SessionOpen};
 use crate::db::{Db, DbError};
@@ -32,49 +30,6 @@ pub struct Level {
     pub p99_ms: f64,
     pub max_ms: f64,
     pub setup_seconds: f64,
-}
-
-struct Tenant {
-    hash: [u8; 32],
-    queue_id: String,
-    application_id: u64,
-    namespace_id: u64,
-}
-
-fn sql_err(doing: &'static str) -> impl Fn(sqlx::Error) -> DbError {
-    move |e| DbError::Internal(format!("{doing}: {e}"))
-}
-
-async fn tenant(db: &Db) -> Result<Tenant, DbError> {
-    let token = auth::generate_token();
-    let hash = auth::token_hash(&token);
-    let b = db
-        .admin_bootstrap(&Bootstrap {
-            application: "bench".into(),
-            environment: "bench".into(),
-            namespace: "default".into(),
-            queue: format!("claim-{}", auth::new_queue_id()),
-            new_queue_id: Some(auth::new_queue_id()),
-            token_hash: hash.to_vec(),
-            token_hint: auth::token_hint(&token),
-            scopes: crate::testing::ALL_SCOPES
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            label: "bench".into(),
-        })
-        .await?;
-    sqlx::query("UPDATE orbit_application_quota SET max_active_attempts = 1000000, max_incomplete_tasks = 100000000 WHERE application_id = ?")
-        .bind(b.application_id)
-        .execute(db.pool())
-        .await
-        .map_err(sql_err("raising the bench quotas"))?;
-    Ok(Tenant {
-        hash,
-        queue_id: b.queue_id,
-        application_id: b.application_id,
-        namespace_id: b.namespace_id,
-    })
 }
 
 fn task(t: &Tenant, key: String) -> NewTask {

@@ -7,6 +7,8 @@
 
 pub mod baseline;
 pub mod claim;
+pub mod flow;
+pub mod serve;
 
 use std::time::Duration;
 
@@ -14,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sqlx::{Connection, MySqlConnection};
 
-use crate::db::Db;
+use crate::db::{Db, DbError};
 use crate::migrate::{self, MigrateError};
 
 /// Where a benchmark runs: a fresh database it created (dropped afterwards), or the DSN's own.
@@ -131,4 +133,50 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
     );
     bar.set_message(what.to_string());
     bar
+}
+
+/// A bootstrapped tenant with every scope and raised quotas.
+pub struct Tenant {
+    pub token: String,
+    pub hash: [u8; 32],
+    pub queue_id: String,
+    pub application_id: u64,
+    pub namespace_id: u64,
+}
+
+pub fn sql_err(doing: &'static str) -> impl Fn(sqlx::Error) -> DbError {
+    move |e| DbError::Internal(format!("{doing}: {e}"))
+}
+
+pub async fn tenant(db: &Db) -> Result<Tenant, DbError> {
+    let token = crate::auth::generate_token();
+    let hash = crate::auth::token_hash(&token);
+    let b = db
+        .admin_bootstrap(&crate::db::queues::Bootstrap {
+            application: "bench".into(),
+            environment: "bench".into(),
+            namespace: "default".into(),
+            queue: format!("bench-{}", crate::auth::new_queue_id()),
+            new_queue_id: Some(crate::auth::new_queue_id()),
+            token_hash: hash.to_vec(),
+            token_hint: crate::auth::token_hint(&token),
+            scopes: crate::testing::ALL_SCOPES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            label: "bench".into(),
+        })
+        .await?;
+    sqlx::query("UPDATE orbit_application_quota SET max_active_attempts = 1000000, max_incomplete_tasks = 100000000 WHERE application_id = ?")
+        .bind(b.application_id)
+        .execute(db.pool())
+        .await
+        .map_err(sql_err("raising the bench quotas"))?;
+    Ok(Tenant {
+        token,
+        hash,
+        queue_id: b.queue_id,
+        application_id: b.application_id,
+        namespace_id: b.namespace_id,
+    })
 }

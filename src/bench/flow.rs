@@ -1,0 +1,323 @@
+//! End-to-end scenarios over a real `serve` process, real HTTP submits and real SDK workers:
+//! `e2e` (unkeyed throughput), `keys` (N tasks over K keys), `hotkey` (one key, hand-off latency),
+//! `submit` (HTTP submits/s) and `sessions` (memory of 1,000 idle WebSocket sessions).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use orbit_sdk::client::SubmitTask;
+use orbit_sdk::{Client, Worker};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::serve::ServeProcess;
+use super::{progress, tenant, BenchDb, Percentiles, Report};
+use crate::db::DbError;
+
+/// Options of the flow scenarios.
+pub struct FlowOptions {
+    pub tasks: u32,
+    pub workers: u32,
+    pub keys: u32,
+}
+
+const SUBMITTERS: u32 = 16;
+
+fn internal(e: impl std::fmt::Display) -> DbError {
+    DbError::Internal(e.to_string())
+}
+
+fn new_task(queue: &str, key: Option<String>, n: u32) -> SubmitTask {
+    SubmitTask {
+        queue_id: queue.into(),
+        handler: "bench.noop".into(),
+        handler_version: "v1".into(),
+        payload_version: "v1".into(),
+        payload: json!({ "n": n }),
+        concurrency_key: key,
+        ..Default::default()
+    }
+}
+
+/// Submits `tasks` through `SUBMITTERS` concurrent HTTP clients; returns each submit's latency.
+async fn submit_all(client: &Client, tasks: Vec<SubmitTask>) -> Result<Vec<Duration>, DbError> {
+    let tasks = Arc::new(Mutex::new(
+        tasks.into_iter().enumerate().collect::<Vec<_>>(),
+    ));
+    let bar = progress(tasks.lock().expect("tasks").len() as u64, "submitting");
+    let mut handles = Vec::new();
+    for _ in 0..SUBMITTERS {
+        let (client, tasks, bar) = (client.clone(), tasks.clone(), bar.clone());
+        handles.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let next = tasks.lock().expect("tasks").pop();
+                let Some((i, t)) = next else {
+                    return Ok::<_, DbError>(latencies);
+                };
+                let started = Instant::now();
+                client
+                    .submit(&format!("bench-{i}"), &t)
+                    .await
+                    .map_err(internal)?;
+                latencies.push(started.elapsed());
+                bar.inc(1);
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.await.map_err(internal)??);
+    }
+    bar.finish_and_clear();
+    Ok(all)
+}
+
+fn worker(
+    url: &str,
+    token: &str,
+    name: &str,
+    queues: &[String],
+    capacity: u32,
+    done: Arc<AtomicU64>,
+) -> Worker {
+    let mut w = Worker::new(url, token, name).capacity(capacity);
+    for q in queues {
+        w = w.queue(q);
+    }
+    w.handler("bench.noop", "v1", move |_ctx| {
+        let done = done.clone();
+        async move {
+            done.fetch_add(1, Ordering::Relaxed);
+            Ok(Value::Null)
+        }
+    })
+}
+
+async fn wait_for(done: &AtomicU64, target: u64, what: &str) {
+    let bar = progress(target, what);
+    while done.load(Ordering::Relaxed) < target {
+        bar.set_position(done.load(Ordering::Relaxed));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    bar.finish_and_clear();
+}
+
+/// `e2e` (keys = 0) and `keys` (keys > 0): tasks/s from the first submit to the last result ack.
+pub async fn throughput(
+    bench: &BenchDb,
+    opts: &FlowOptions,
+    keys: u32,
+    baseline: f64,
+) -> Result<Report, DbError> {
+    let t = tenant(&bench.db).await?;
+    let serve = ServeProcess::start(&bench.dsn).await?;
+    let client = Client::new(&serve.url, &t.token);
+    let done = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..opts.workers)
+        .map(|i| {
+            worker(
+                &serve.url,
+                &t.token,
+                &format!("bench-{i}"),
+                std::slice::from_ref(&t.queue_id),
+                16,
+                done.clone(),
+            )
+            .start()
+        })
+        .collect();
+    let tasks = (0..opts.tasks)
+        .map(|n| {
+            new_task(
+                &t.queue_id,
+                (keys > 0).then(|| format!("key-{}", n % keys)),
+                n,
+            )
+        })
+        .collect();
+    let started = Instant::now();
+    let mut latencies = submit_all(&client, tasks).await?;
+    wait_for(&done, u64::from(opts.tasks), "running").await;
+    for w in workers {
+        w.drain().await.map_err(internal)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let p = Percentiles::of(&mut latencies);
+    let tasks_per_s = f64::from(opts.tasks) / seconds;
+    Ok(Report {
+        scenario: if keys == 0 { "e2e" } else { "keys" },
+        tasks: u64::from(opts.tasks),
+        seconds,
+        tasks_per_s,
+        p50_ms: p.p50_ms,
+        p99_ms: p.p99_ms,
+        baseline_commits_per_s: baseline,
+        ratio: tasks_per_s / baseline,
+        details: json!({ "workers": opts.workers, "keys": keys, "latency": "submit request", "target_ratio": 0.5 }),
+    })
+}
+
+/// `hotkey`: N tasks on one key across two queues and two workers; hand-off = a task's handler
+/// starting after the previous holder's handler finished (result, ack, grant, assign, start).
+pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Result<Report, DbError> {
+    let t = tenant(&bench.db).await?;
+    let serve = ServeProcess::start(&bench.dsn).await?;
+    let client = Client::new(&serve.url, &t.token);
+    let second = client
+        .create_queue(&format!("hot-{}", crate::auth::new_queue_id()))
+        .await
+        .map_err(internal)?
+        .id;
+    let queues = vec![t.queue_id.clone(), second.clone()];
+    let spans: Arc<Mutex<Vec<(u64, Instant, Instant)>>> = Arc::default();
+    let origin = Instant::now();
+    let mut workers = Vec::new();
+    for i in 0..opts.workers.max(2) {
+        let spans = spans.clone();
+        let mut w = Worker::new(&serve.url, &t.token, &format!("hot-{i}")).capacity(4);
+        for q in &queues {
+            w = w.queue(q);
+        }
+        workers.push(
+            w.handler("bench.noop", "v1", move |ctx| {
+                let spans = spans.clone();
+                async move {
+                    let entered = Instant::now();
+                    spans.lock().expect("spans").push((
+                        ctx.concurrency_token.unwrap_or(0),
+                        entered,
+                        Instant::now(),
+                    ));
+                    Ok(Value::Null)
+                }
+            })
+            .start(),
+        );
+    }
+    let tasks = (0..opts.tasks)
+        .map(|n| new_task(&queues[n as usize % 2], Some("hot".into()), n))
+        .collect();
+    submit_all(&client, tasks).await?;
+    let bar = progress(u64::from(opts.tasks), "hand-offs");
+    while spans.lock().expect("spans").len() < opts.tasks as usize {
+        bar.set_position(spans.lock().expect("spans").len() as u64);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    bar.finish_and_clear();
+    for w in workers {
+        w.drain().await.map_err(internal)?;
+    }
+    let mut spans = spans.lock().expect("spans").clone();
+    spans.sort_by_key(|s| s.0);
+    let mut handoffs: Vec<Duration> = spans
+        .windows(2)
+        .map(|p| p[1].1.saturating_duration_since(p[0].2))
+        .collect();
+    let first = spans.first().map_or(origin, |s| s.1);
+    let last = spans.last().map_or(origin, |s| s.2);
+    let seconds = last.duration_since(first).as_secs_f64().max(f64::EPSILON);
+    let p = Percentiles::of(&mut handoffs);
+    let tasks_per_s = f64::from(opts.tasks) / seconds;
+    Ok(Report {
+        scenario: "hotkey",
+        tasks: u64::from(opts.tasks),
+        seconds,
+        tasks_per_s,
+        p50_ms: p.p50_ms,
+        p99_ms: p.p99_ms,
+        baseline_commits_per_s: baseline,
+        ratio: tasks_per_s / baseline,
+        details: json!({ "latency": "hand-off (previous handler end -> next handler start)", "targets": {"p99_ms": 5, "tasks_per_s": 500} }),
+    })
+}
+
+/// `submit`: HTTP submits/s with Idempotency-Keys from 16 concurrent clients.
+pub async fn submit(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Result<Report, DbError> {
+    let t = tenant(&bench.db).await?;
+    let serve = ServeProcess::start(&bench.dsn).await?;
+    let client = Client::new(&serve.url, &t.token);
+    let tasks = (0..opts.tasks)
+        .map(|n| new_task(&t.queue_id, None, n))
+        .collect();
+    let started = Instant::now();
+    let mut latencies = submit_all(&client, tasks).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let p = Percentiles::of(&mut latencies);
+    let tasks_per_s = f64::from(opts.tasks) / seconds;
+    Ok(Report {
+        scenario: "submit",
+        tasks: u64::from(opts.tasks),
+        seconds,
+        tasks_per_s,
+        p50_ms: p.p50_ms,
+        p99_ms: p.p99_ms,
+        baseline_commits_per_s: baseline,
+        ratio: tasks_per_s / baseline,
+        details: json!({ "clients": SUBMITTERS, "target_ratio": 0.8 }),
+    })
+}
+
+/// `sessions`: resident memory of `serve` holding `tasks` idle worker sessions.
+pub async fn sessions(
+    bench: &BenchDb,
+    opts: &FlowOptions,
+    baseline: f64,
+) -> Result<Report, DbError> {
+    let t = tenant(&bench.db).await?;
+    let serve = ServeProcess::start(&bench.dsn).await?;
+    let before = serve.rss_bytes().unwrap_or(0);
+    let url = format!(
+        "{}/v1/workers/connect",
+        serve.url.replacen("http://", "ws://", 1)
+    );
+    let bar = progress(u64::from(opts.tasks), "opening sessions");
+    let mut sockets = Vec::new();
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    for i in 0..opts.tasks {
+        let mut req = url.as_str().into_client_request().map_err(internal)?;
+        req.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", t.token).parse().map_err(internal)?,
+        );
+        let began = Instant::now();
+        let (mut ws, _) = tokio_tungstenite::connect_async(req)
+            .await
+            .map_err(internal)?;
+        let hello = json!({"type": "hello", "worker_id": format!("idle-{i}"), "capacity": 1, "queue_ids": [t.queue_id],
+                           "handlers": [], "concurrency_keys": true, "resume": []});
+        ws.send(Message::Text(hello.to_string().into()))
+            .await
+            .map_err(internal)?;
+        ws.next()
+            .await
+            .ok_or_else(|| internal("closed before welcome"))?
+            .map_err(internal)?;
+        latencies.push(began.elapsed());
+        sockets.push(ws);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = serve.rss_bytes().unwrap_or(0);
+    let p = Percentiles::of(&mut latencies);
+    let mb = after as f64 / 1_048_576.0;
+    drop(sockets);
+    Ok(Report {
+        scenario: "sessions",
+        tasks: u64::from(opts.tasks),
+        seconds,
+        tasks_per_s: f64::from(opts.tasks) / seconds,
+        p50_ms: p.p50_ms,
+        p99_ms: p.p99_ms,
+        baseline_commits_per_s: baseline,
+        ratio: mb / 100.0,
+        details: json!({ "serve_rss_mb_before": before as f64 / 1_048_576.0, "serve_rss_mb": mb, "target_mb": 100,
+                         "latency": "connect + hello -> welcome" }),
+    })
+}
