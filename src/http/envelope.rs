@@ -95,6 +95,11 @@ impl<T: Serialize> IntoResponse for Page<T> {
 /// The largest request body accepted.
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
+/// How much of an oversized body is still read (and dropped) before answering 413: a client that
+/// is still sending when the answer comes would otherwise see a reset instead of the envelope.
+/// Beyond this the connection is cut.
+pub const BODY_READ_CAP: usize = 8 * BODY_LIMIT;
+
 /// A JSON body. Unlike `axum::Json`, every failure is a 400 (413 when too large) in the error
 /// envelope, and the message names the field that failed (`payload.items[2]`, …).
 pub struct ApiJson<T>(pub T);
@@ -125,6 +130,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 ApiError::bad_request(None, format!("cannot read the body: {rejection}"))
             }
         })?;
+        if bytes.len() > BODY_LIMIT {
+            return Err(ApiError::PayloadTooLarge { limit: BODY_LIMIT });
+        }
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();

@@ -144,7 +144,7 @@ pub fn router(db: Db, dispatch: Arc<Dispatch>) -> Router {
         .fallback(|| async { error::ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed })
         .with_state(app)
-        .layer(DefaultBodyLimit::max(envelope::BODY_LIMIT))
+        .layer(DefaultBodyLimit::max(envelope::BODY_READ_CAP))
         .layer(axum::middleware::from_fn(ops::record))
         .layer(axum::middleware::from_fn(envelope::request_id))
 }
