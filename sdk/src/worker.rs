@@ -222,18 +222,20 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                 .parse()
                 .map_err(|_| WorkerError::Connect("bad token".into()))?,
         );
-        let (socket, _) = match tokio_tungstenite::connect_async(request).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!(error = %e, "worker connect failed; retrying");
-                if report.connections == 0 && backoff > Duration::from_secs(5) {
-                    return Err(WorkerError::Connect(e.to_string()));
+        // Nagle off: results and starts are small frames whose latency is the key's hand-off time.
+        let (socket, _) =
+            match tokio_tungstenite::connect_async_with_config(request, None, true).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(error = %e, "worker connect failed; retrying");
+                    if report.connections == 0 && backoff > Duration::from_secs(5) {
+                        return Err(WorkerError::Connect(e.to_string()));
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-                continue;
-            }
-        };
+            };
         report.connections += 1;
         let (mut sink, mut stream) = socket.split();
         let hello = ClientFrame::Hello {

@@ -104,6 +104,12 @@ pub async fn connect(
     let ws = ws.map_err(|e| {
         ApiError::bad_request(None, format!("a WebSocket upgrade is required: {e}"))
     })?;
+    // Small buffers: frames are small and idle sessions should cost little memory (the default
+    // 128 KiB read buffer per socket dominated an idle session's footprint).
+    let ws = ws
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(4 * 1024)
+        .max_message_size(super::envelope::BODY_LIMIT);
     Ok(ws.on_upgrade(move |socket| async move {
         let mut session = Session {
             app,
