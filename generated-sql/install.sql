@@ -974,6 +974,29 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_credential_check (from templates/procedures/orbit_credential_check.sql) ----
+-- orbit_credential_check: Authenticate a token and require one scope (e.g. before a WebSocket upgrade).
+--
+-- Parameters: p_token_hash BINARY(32); p_scope (see orbit_auth_check).
+-- Result (one row): credential_id, application_id, environment_id.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED.
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_credential_check;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_check(IN p_token_hash BINARY(32), IN p_scope TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  IF p_scope IS NULL OR CHAR_LENGTH(p_scope) NOT BETWEEN 1 AND 32 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scope must be a scope name';
+  END IF;
+  CALL orbit_auth_check(p_token_hash, p_scope, v_application_id, v_environment_id, v_credential_id);
+  SELECT v_credential_id AS credential_id, v_application_id AS application_id, v_environment_id AS environment_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_credential_create (from templates/procedures/orbit_credential_create.sql) ----
 -- orbit_credential_create: Create a credential for one namespace: all of its queues, or a list.
 --
@@ -3302,6 +3325,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 1, '61965484e60a527c51625a516ce608a217c86d6a208ea02b70510063bd8ec859', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, '034bf52985b56b8e9767959442df6182f12da0b1d9b8138302afeda1aa3adca5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_check', 1, '5e302231f5fa23c6880149105bfac1387c1119bd1db6de7af5c8a40013d7698f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '1999ccb6b9cb5ade4725590e6c4fea0939943e92605dd654966e8f07a1d506b4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, 'ab80e7c916116f870597a946b9d8f2d3276790bf7b3fc90efaa9681c57c8c9bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3333,5 +3357,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '97606145ed84f6cc1efdda9dca21ce0db84679b54c27e3b54998e510de3956c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '14d1bfeb7cecce8ac0a79a854522e078bad2e7935b9f2a1a778b750c88f2b762', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '87df0637bdb70f14160c6a7ad62a7d61fc7234c7c7e57477dc75285441250fc2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '207ad2e909273fd1b22bf5519e70fbcf55d070aac9b484d5328f8aed4e8effc6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '1a13d7798fd41736d0e8b3994029fe0f64e8e1a32b59c802a4335777467b2fb2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '1e765b005f9e23a2a14fabea77ec71bc91565290a80702ac2887b3ddb923b6a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

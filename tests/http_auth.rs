@@ -103,9 +103,6 @@ async fn every_route_without_a_token_is_401_and_the_document_covers_them() {
             .await;
         assert_eq!(r.status, 401, "{method} {path}: {}", r.body);
         assert_eq!(r.body["error"]["code"], "UNAUTHENTICATED");
-        if template == "/v1/workers/connect" {
-            continue; // the token of a WebSocket is checked by hello (tests/ws_*.rs)
-        }
         // A well-formed request, so the procedure (which authenticates) is reached.
         let task = json!({"handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}});
         let mut submit = task.clone();
@@ -391,13 +388,10 @@ async fn every_route_with_a_wrong_scope_is_403() {
         .await;
     let plan_id = plan.body["data"]["id"].as_u64().unwrap();
     // A credential of the same namespace holding only a scope no HTTP route accepts.
-    let wrong = f.credential(&["workers:connect"]).await;
+    let wrong = f.credential(&["workers:consume"]).await;
     let mut submit = def.clone();
     submit["queue_id"] = json!(f.queue_id);
     for (method, template, path) in authenticated_routes(&api, task.id) {
-        if template == "/v1/workers/connect" {
-            continue;
-        }
         let path = path
             .replace("/v1/attempts/1", &format!("/v1/attempts/{attempt}"))
             .replace("/v1/plans/1", &format!("/v1/plans/{plan_id}"));

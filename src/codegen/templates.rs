@@ -103,6 +103,7 @@ registry! {
     Procedure orbit_auth_check => "procedures/orbit_auth_check.sql",
     Procedure orbit_auth_queue_check => "procedures/orbit_auth_queue_check.sql",
     Procedure orbit_auth_queue_visible => "procedures/orbit_auth_queue_visible.sql",
+    Procedure orbit_credential_check => "procedures/orbit_credential_check.sql",
     Procedure orbit_credential_create => "procedures/orbit_credential_create.sql",
     Procedure orbit_credential_revoke => "procedures/orbit_credential_revoke.sql",
     Procedure orbit_extension_version => "procedures/orbit_extension_version.sql",

@@ -82,3 +82,16 @@ impl Db {
         })
     }
 }
+
+impl Db {
+    /// `orbit_credential_check`: the credential id when the token is active and holds `scope`.
+    pub async fn credential_check(&self, token_hash: &[u8], scope: &str) -> Result<u64, DbError> {
+        let row = self
+            .call_one(
+                "orbit_credential_check",
+                &[Arg::Bytes(token_hash), scope.into()],
+            )
+            .await?;
+        Cols::new(&row).u64()
+    }
+}

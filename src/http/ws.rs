@@ -92,7 +92,8 @@ impl From<Grant> for Assign {
     get, path = "/v1/workers/connect", tag = "workers", security(("bearer" = [])),
     responses(
         (status = 101, description = "Switching to the worker protocol (docs/protocol.md)"),
-        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 503, body = ErrorEnvelope),
     )
 )]
 pub async fn connect(
@@ -101,6 +102,8 @@ pub async fn connect(
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let Bearer(hash) = bearer?;
+    // Refuse before upgrading: an unknown token never holds a socket open.
+    app.db.credential_check(&hash, "workers:connect").await?;
     let ws = ws.map_err(|e| {
         ApiError::bad_request(None, format!("a WebSocket upgrade is required: {e}"))
     })?;
