@@ -622,24 +622,31 @@ async fn credential_cmd(action: CredentialAction) -> ExitCode {
                 credential_id: c.credential_id,
                 scopes: args.scopes,
             };
-            match write_private(
-                &args.output,
-                &serde_json::to_string_pretty(&file).expect("credentials serialise"),
-            ) {
-                Ok(()) => {
-                    println!(
-                        "credential {} written to {}",
-                        c.credential_id,
-                        args.output.display()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: cannot write {}: {e}", args.output.display());
-                    ExitCode::from(2)
-                }
+            if let Err(code) = file.write(&args.output) {
+                return code;
             }
+            println!(
+                "credential {} written to {}",
+                c.credential_id,
+                args.output.display()
+            );
+            ExitCode::SUCCESS
         }
+    }
+}
+
+impl CredentialsFile {
+    /// Writes the file with mode 0600; on failure says why and gives the exit code.
+    fn write(&self, path: &std::path::Path) -> Result<(), ExitCode> {
+        let json = serde_json::to_string_pretty(self).expect("credentials serialise");
+        write_private(path, &json).map_err(|e| {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            ExitCode::from(2)
+        })
+    }
+
+    fn load(path: &std::path::Path) -> Option<CredentialsFile> {
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
     }
 }
 
@@ -681,10 +688,8 @@ async fn bootstrap_cmd(args: BootstrapArgs) -> ExitCode {
         credential_id: b.credential_id,
         scopes,
     };
-    let json = serde_json::to_string_pretty(&file).expect("credentials serialise");
-    if let Err(e) = write_private(&args.output, &json) {
-        eprintln!("error: cannot write {}: {e}", args.output.display());
-        return ExitCode::from(2);
+    if let Err(code) = file.write(&args.output) {
+        return code;
     }
     println!(
         "queue {} ready; credentials written to {}",
@@ -750,10 +755,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str) -> ExitCode {
         return ExitCode::from(2);
     }
     let creds_path = args.dir.join("credentials.json");
-    let creds: CredentialsFile = match std::fs::read_to_string(&creds_path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-    {
+    let creds = match CredentialsFile::load(&creds_path) {
         Some(c) => c,
         None => {
             let code = bootstrap_cmd(BootstrapArgs {
@@ -766,10 +768,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str) -> ExitCode {
                 output: creds_path.clone(),
             })
             .await;
-            match std::fs::read_to_string(&creds_path)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-            {
+            match CredentialsFile::load(&creds_path) {
                 Some(c) => c,
                 None => return code,
             }

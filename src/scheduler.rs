@@ -24,7 +24,7 @@ pub async fn run(db: Db, dispatch: Arc<Dispatch>) {
         let sleep = match tick(&db).await {
             Ok((worked, next)) => {
                 if worked {
-                    dispatch.notify_submitted();
+                    dispatch.notify_any();
                 }
                 match db.task_ready_queues(10_000).await {
                     Ok(ready) => dispatch.notify_queues(ready.into_iter().collect()),

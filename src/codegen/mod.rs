@@ -245,18 +245,8 @@ pub fn render_objects() -> Result<Vec<Object>, GenError> {
 fn install_script(objects: &[Object], header: &str, migrations: &[(&str, Option<&str>)]) -> String {
     let objects: Vec<&Object> = objects.iter().filter(|o| o.set == Set::Extension).collect();
     let mut body = String::from(header);
-    body.push_str("SET NAMES utf8mb4;\n");
-    body.push_str(&format!("SET SESSION sql_mode = '{SQL_MODE}';\n\n"));
-    for kind in [Kind::Table, Kind::Procedure] {
-        for o in objects.iter().filter(|o| o.kind == kind) {
-            body.push_str(&format!(
-                "-- ---- {} (from templates/{}) ----\n",
-                o.name, o.template
-            ));
-            body.push_str(&o.sql);
-            body.push('\n');
-        }
-    }
+    push_session_settings(&mut body);
+    push_objects(&mut body, &objects);
     let own = sha256_hex(&body);
     let mut text = body;
     text.push_str(CATALOG_MARKER);
@@ -284,6 +274,12 @@ fn install_script(objects: &[Object], header: &str, migrations: &[(&str, Option<
     text
 }
 
+/// The session settings every script runs under (see [`SQL_MODE`]).
+fn push_session_settings(body: &mut String) {
+    body.push_str("SET NAMES utf8mb4;\n");
+    body.push_str(&format!("SET SESSION sql_mode = '{SQL_MODE}';\n\n"));
+}
+
 /// Appends tables, then procedures, each with a separator naming its template.
 fn push_objects(body: &mut String, objects: &[&Object]) {
     for kind in [Kind::Table, Kind::Procedure] {
@@ -306,8 +302,7 @@ fn fence_script(objects: &[Object]) -> String {
     body.push_str(
         "-- Install in the RESOURCE's database (not Orbit's): mariadb resource_db < generated-sql/fence/install.sql\n",
     );
-    body.push_str("SET NAMES utf8mb4;\n");
-    body.push_str(&format!("SET SESSION sql_mode = '{SQL_MODE}';\n\n"));
+    push_session_settings(&mut body);
     push_objects(&mut body, &fence);
     body
 }

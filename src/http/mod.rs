@@ -59,8 +59,8 @@ impl Default for Dispatch {
 }
 
 impl Dispatch {
-    /// Work may have appeared on any queue (a release, a cancel, a resolve).
-    pub fn notify_submitted(&self) {
+    /// Work may have appeared on any queue (a release, a cancel, a resolve, a recovery).
+    pub fn notify_any(&self) {
         self.wake(None);
     }
 

@@ -191,6 +191,6 @@ async fn resume_queue(
     Path(id): Path<String>,
 ) -> Result<Data<QueueView>, ApiError> {
     let q = app.db.queue_set_paused(&hash, &id, false).await?;
-    app.dispatch.notify_submitted();
+    app.dispatch.notify_any();
     Ok(Data(StatusCode::OK, q.into()))
 }

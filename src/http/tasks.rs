@@ -320,7 +320,7 @@ async fn cancel_task(
     Path(id): Path<String>,
 ) -> Result<Data<TaskView>, ApiError> {
     let task = app.db.task_cancel(&hash, path_id(&id, "id")?).await?;
-    app.dispatch.notify_submitted();
+    app.dispatch.notify_any();
     Ok(Data(StatusCode::OK, task.into()))
 }
 
@@ -357,6 +357,6 @@ async fn resolve_task(
         .db
         .task_resolve(&hash, path_id(&id, "id")?, body.resolution, note.as_deref())
         .await?;
-    app.dispatch.notify_submitted();
+    app.dispatch.notify_any();
     Ok(Data(StatusCode::OK, task.into()))
 }

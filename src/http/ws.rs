@@ -254,7 +254,7 @@ impl Session {
                         self.in_flight.remove(&attempt_id);
                         if !ack.duplicate {
                             // A release may have made another task claimable, here or elsewhere.
-                            self.app.dispatch.notify_submitted();
+                            self.app.dispatch.notify_any();
                         }
                         let sent = self.send(&json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})).await;
                         sent && self.fill().await
