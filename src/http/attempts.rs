@@ -95,7 +95,7 @@ pub struct AttemptList {
 
 /// Every attempt of a task, in order.
 #[utoipa::path(
-    get, path = "/v1/tasks/{id}/attempts", tag = "attempts", security(("bearer" = [])), params(("id" = u64, Path)),
+    get, path = "/v1/tasks/{id}/attempts", tag = "attempts", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
         (status = 200, body = AttemptList),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
@@ -116,7 +116,7 @@ async fn list_attempts(
 
 /// One attempt.
 #[utoipa::path(
-    get, path = "/v1/attempts/{id}", tag = "attempts", security(("bearer" = [])), params(("id" = u64, Path)),
+    get, path = "/v1/attempts/{id}", tag = "attempts", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
         (status = 200, body = AttemptEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),

@@ -12,6 +12,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
+use crate::db::{Db, DbError};
 
 tokio::task_local! {
     static REQUEST_ID: String;
@@ -203,6 +204,24 @@ pub fn path_id(raw: &str, name: &str) -> Result<u64, ApiError> {
     raw.parse::<u64>().ok().filter(|v| *v > 0).ok_or_else(|| {
         ApiError::bad_request(Some(name), format!("{name} must be a positive integer"))
     })
+}
+
+/// Checks a queue id from the path, the body or the query before it reaches a procedure. Queue
+/// ids are 32 hex digits and the procedures take them as ASCII text, which MariaDB refuses to
+/// convert anything else into (error 1366, a 500). A non-ASCII id names no queue, so it gets the
+/// procedures' own answer for an unknown queue, in their order: the token and `scope` first (401,
+/// 403), then 404. ASCII ids, valid or not, go on to the procedure unchanged.
+pub async fn check_queue_id(
+    db: &Db,
+    token_hash: &[u8; 32],
+    scope: &str,
+    id: &str,
+) -> Result<(), ApiError> {
+    if id.is_ascii() {
+        return Ok(());
+    }
+    db.credential_check(token_hash, scope).await?;
+    Err(ApiError::Db(DbError::NotFound("queue not found".into())))
 }
 
 /// Deserializes a field that may be omitted but, when present, must not be `null`.

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{from_value, path_id, ApiJson, Bearer, Data};
+use super::envelope::{check_queue_id, from_value, path_id, ApiJson, Bearer, Data};
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::{json_text, TaskDefinition};
 use super::App;
@@ -29,6 +29,7 @@ pub fn router() -> OpenApiRouter<App> {
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
     /// Fire every N seconds (1-31536000); missed slots are skipped, not fired in a burst.
+    #[schema(minimum = 1, maximum = 31536000)]
     pub interval_seconds: i64,
 }
 
@@ -37,6 +38,8 @@ pub struct Schedule {
 #[serde(deny_unknown_fields)]
 pub struct Definition {
     /// The same fields as a submit; `concurrency_key` is inherited verbatim by every fired task.
+    /// Read as a value first, so its errors name `definition.task.<field>`.
+    #[schema(value_type = TaskDefinition)]
     pub task: Value,
 }
 
@@ -44,10 +47,12 @@ pub struct Definition {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreatePlan {
+    /// 1-191 characters, unique in the namespace.
+    #[schema(min_length = 1, max_length = 191)]
     pub name: String,
+    /// 32 hex digits.
     pub queue_id: String,
     pub schedule: Schedule,
-    #[schema(value_type = DefinitionDoc)]
     pub definition: Definition,
 }
 
@@ -56,15 +61,7 @@ pub struct CreatePlan {
 #[serde(deny_unknown_fields)]
 pub struct CreateVersion {
     pub schedule: Schedule,
-    #[schema(value_type = DefinitionDoc)]
     pub definition: Definition,
-}
-
-/// The documented shape of `definition`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct DefinitionDoc {
-    task: TaskDefinition,
 }
 
 /// A plan and its current version.
@@ -168,6 +165,7 @@ async fn create_plan(
     ApiJson(body): ApiJson<CreatePlan>,
 ) -> Result<Data<PlanView>, ApiError> {
     let task = definition(body.definition)?.to_new_task(body.queue_id);
+    check_queue_id(&app.db, &hash, "queues:manage", &task.queue_id).await?;
     let plan = NewPlan {
         name: body.name,
         interval_seconds: body.schedule.interval_seconds,
@@ -181,7 +179,7 @@ async fn create_plan(
 
 /// Read a plan and its current version.
 #[utoipa::path(
-    get, path = "/v1/plans/{id}", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path)),
+    get, path = "/v1/plans/{id}", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
         (status = 200, body = PlanEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
@@ -201,7 +199,7 @@ async fn get_plan(
 
 /// Add an immutable version; it becomes current.
 #[utoipa::path(
-    post, path = "/v1/plans/{id}/versions", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path)),
+    post, path = "/v1/plans/{id}/versions", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     request_body = CreateVersion,
     responses(
         (status = 201, body = PlanEnvelope),
@@ -230,7 +228,7 @@ async fn create_version(
 
 /// Stop firing.
 #[utoipa::path(
-    post, path = "/v1/plans/{id}/pause", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path)),
+    post, path = "/v1/plans/{id}/pause", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
         (status = 200, body = PlanEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
@@ -253,7 +251,7 @@ async fn pause_plan(
 
 /// Fire again from the next slot (missed slots are not fired).
 #[utoipa::path(
-    post, path = "/v1/plans/{id}/resume", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path)),
+    post, path = "/v1/plans/{id}/resume", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
         (status = 200, body = PlanEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),

@@ -8,7 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{present, ApiJson, ApiQuery, Bearer, Data, Page};
+use super::envelope::{check_queue_id, present, ApiJson, ApiQuery, Bearer, Data, Page};
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
 use crate::db::queues::Queue;
@@ -54,12 +54,15 @@ impl From<Queue> for QueueView {
 #[serde(deny_unknown_fields)]
 pub struct CreateQueue {
     /// 1-191 characters, unique in the namespace.
+    #[schema(min_length = 1, max_length = 191)]
     pub name: String,
     /// Required when the credential reaches several namespaces.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
     pub namespace_id: Option<u64>,
-    /// Queue permits; 0 or omitted = unlimited.
+    /// Queue permits (0-1000000); 0 or omitted = unlimited.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, minimum = 0, maximum = 1000000)]
     pub max_active_attempts: Option<i64>,
 }
 
@@ -94,10 +97,13 @@ async fn create_queue(
 
 /// `GET /v1/queues` query.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct QueueListQuery {
     /// 1-500; default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
@@ -122,6 +128,13 @@ async fn list_queues(
             "limit must be between 1 and 500",
         ));
     }
+    // A cursor is a queue id (ASCII); anything else was never a `next_cursor`.
+    if q.cursor.as_deref().is_some_and(|c| !c.is_ascii()) {
+        return Err(ApiError::bad_request(
+            Some("cursor"),
+            "cursor is not a next_cursor of this list",
+        ));
+    }
     let mut queues = app
         .db
         .queue_list(&hash, limit + 1, q.cursor.as_deref())
@@ -138,7 +151,7 @@ async fn list_queues(
 
 /// Read one queue.
 #[utoipa::path(
-    get, path = "/v1/queues/{id}", tag = "queues", security(("bearer" = [])), params(("id" = String, Path)),
+    get, path = "/v1/queues/{id}", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, description = "32 hex digits")),
     responses(
         (status = 200, body = super::openapi::QueueEnvelope),
         (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
@@ -150,6 +163,7 @@ async fn get_queue(
     Bearer(hash): Bearer,
     Path(id): Path<String>,
 ) -> Result<Data<QueueView>, ApiError> {
+    check_queue_id(&app.db, &hash, "tasks:read", &id).await?;
     Ok(Data(
         StatusCode::OK,
         app.db.queue_get(&hash, &id).await?.into(),
@@ -158,7 +172,7 @@ async fn get_queue(
 
 /// Stop granting tasks from a queue (in-flight attempts continue; nothing is released).
 #[utoipa::path(
-    post, path = "/v1/queues/{id}/pause", tag = "queues", security(("bearer" = [])), params(("id" = String, Path)),
+    post, path = "/v1/queues/{id}/pause", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, description = "32 hex digits")),
     responses(
         (status = 200, body = super::openapi::QueueEnvelope),
         (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
@@ -170,6 +184,7 @@ async fn pause_queue(
     Bearer(hash): Bearer,
     Path(id): Path<String>,
 ) -> Result<Data<QueueView>, ApiError> {
+    check_queue_id(&app.db, &hash, "queues:manage", &id).await?;
     Ok(Data(
         StatusCode::OK,
         app.db.queue_set_paused(&hash, &id, true).await?.into(),
@@ -178,7 +193,7 @@ async fn pause_queue(
 
 /// Resume granting tasks from a queue.
 #[utoipa::path(
-    post, path = "/v1/queues/{id}/resume", tag = "queues", security(("bearer" = [])), params(("id" = String, Path)),
+    post, path = "/v1/queues/{id}/resume", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, description = "32 hex digits")),
     responses(
         (status = 200, body = super::openapi::QueueEnvelope),
         (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
@@ -190,6 +205,7 @@ async fn resume_queue(
     Bearer(hash): Bearer,
     Path(id): Path<String>,
 ) -> Result<Data<QueueView>, ApiError> {
+    check_queue_id(&app.db, &hash, "queues:manage", &id).await?;
     let q = app.db.queue_set_paused(&hash, &id, false).await?;
     app.dispatch.notify_any();
     Ok(Data(StatusCode::OK, q.into()))

@@ -9,7 +9,9 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{from_value, path_id, present, ApiJson, ApiQuery, Bearer, Data, Page};
+use super::envelope::{
+    check_queue_id, from_value, path_id, present, ApiJson, ApiQuery, Bearer, Data, Page,
+};
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
 use crate::db::tasks::{NewTask, Resolution, Task, TaskFilter, TaskState};
@@ -108,36 +110,51 @@ impl From<Task> for TaskView {
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskDefinition {
+    /// 1-191 characters.
+    #[schema(min_length = 1, max_length = 191)]
     pub handler: String,
+    /// 1-64 characters.
+    #[schema(min_length = 1, max_length = 64)]
     pub handler_version: String,
+    /// 1-64 characters.
+    #[schema(min_length = 1, max_length = 64)]
     pub payload_version: String,
     /// Any JSON value.
     pub payload: Value,
-    /// Tracking only: no dedupe, no concurrency effect.
+    /// Tracking only: no dedupe, no concurrency effect. 0-191 characters.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, max_length = 191)]
     pub business_key: Option<String>,
     /// The resource key: tasks with the same key in a namespace share one execution permit.
     /// Omitted or "" = none; null is invalid; 1-191 characters, no control characters, no
     /// leading or trailing whitespace; matched by exact bytes.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, max_length = 191)]
     pub concurrency_key: Option<String>,
     /// 0 (runs first) to 9; default 5.
     #[serde(default, deserialize_with = "present")]
-    pub priority: Option<i64>,
+    #[schema(nullable = false, minimum = 0, maximum = 9)]
+    pub priority: Option<i32>,
     /// 1-1000; default 3.
     #[serde(default, deserialize_with = "present")]
-    pub max_attempts: Option<i64>,
-    /// First retry delay in ms (doubles per attempt); default 1000.
+    #[schema(nullable = false, minimum = 1, maximum = 1000)]
+    pub max_attempts: Option<i32>,
+    /// First retry delay in ms (doubles per attempt), 0-86400000; default 1000.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, minimum = 0, maximum = 86400000)]
     pub retry_base_ms: Option<i64>,
-    /// Largest retry delay in ms; default 300000.
+    /// Largest retry delay in ms, 0-604800000; default 300000.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, minimum = 0, maximum = 604800000)]
     pub retry_max_ms: Option<i64>,
     /// Safe to retry after an unknown outcome (RETRY_WAIT instead of NEEDS_REVIEW); default false.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false)]
     pub retry_unknown: Option<bool>,
-    /// Total deadline in seconds from acceptance; the task expires if not granted by then.
+    /// Total deadline in seconds from acceptance (1-315360000; 0 or omitted = none); the task
+    /// expires if not granted by then.
     #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, minimum = 0, maximum = 315360000)]
     pub deadline_seconds: Option<i64>,
 }
 
@@ -152,8 +169,10 @@ impl TaskDefinition {
             business_key: self.business_key.clone(),
             // Omitted means "no key"; null never gets here (rejected while reading the body).
             concurrency_key: Some(self.concurrency_key.clone().unwrap_or_default()),
-            priority: self.priority,
-            max_attempts: self.max_attempts,
+            // i32 in the body: a larger number is a 400 naming the field, not an INT overflow in
+            // the procedure (a 500).
+            priority: self.priority.map(i64::from),
+            max_attempts: self.max_attempts.map(i64::from),
             retry_base_ms: self.retry_base_ms,
             retry_max_ms: self.retry_max_ms,
             retry_unknown: self.retry_unknown,
@@ -162,14 +181,48 @@ impl TaskDefinition {
     }
 }
 
-/// `POST /v1/tasks` body: the queue and the task definition's fields (documentation shape).
-#[derive(Debug, ToSchema)]
-pub struct SubmitTask {
-    /// 32 hex digits.
-    pub queue_id: String,
-    #[schema(inline)]
-    #[allow(dead_code)]
-    pub task: TaskDefinition,
+/// `POST /v1/tasks` body (documentation only): one flat object, `queue_id` beside the fields of a
+/// [`TaskDefinition`], as [`SubmitBody`] reads it.
+pub struct SubmitTask;
+
+impl utoipa::PartialSchema for SubmitTask {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+        use utoipa::openapi::RefOr;
+        let RefOr::T(Schema::Object(definition)) = TaskDefinition::schema() else {
+            unreachable!("TaskDefinition documents an object")
+        };
+        let mut body = ObjectBuilder::new()
+            .description(Some(
+                "`POST /v1/tasks` body: `queue_id` and the fields of a task definition.",
+            ))
+            .property(
+                "queue_id",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some("32 hex digits.")),
+            )
+            .required("queue_id");
+        for (name, property) in definition.properties {
+            body = body.property(name, property);
+        }
+        for name in definition.required {
+            body = body.required(name);
+        }
+        body.additional_properties(Some(AdditionalProperties::FreeForm(false)))
+            .into()
+    }
+}
+
+impl ToSchema for SubmitTask {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        TaskDefinition::schemas(schemas);
+    }
 }
 
 /// How a submit body is read: the queue, and the rest checked strictly as a [`TaskDefinition`]
@@ -184,7 +237,8 @@ struct SubmitBody {
 /// Submit a task (201 first acceptance, 200 replay of the same Idempotency-Key and body).
 #[utoipa::path(
     post, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
-    params(("Idempotency-Key" = String, Header, description = "One accepted command: same key + same body replays the original receipt")),
+    params(("Idempotency-Key" = String, Header, min_length = 1, max_length = 255, pattern = "^[!-~]([\\t -~]*[!-~])?$",
+        description = "One accepted command: same key + same body replays the original receipt. 1-255 visible ASCII characters.")),
     request_body = SubmitTask,
     responses(
         (status = 201, description = "Accepted", body = super::openapi::TaskEnvelope),
@@ -216,6 +270,7 @@ async fn submit_task(
                 "Idempotency-Key must be visible ASCII",
             )
         })?;
+    check_queue_id(&app.db, &hash, "tasks:submit", &body.queue_id).await?;
     let submitted = app
         .db
         .task_submit(&hash, key, &task.to_new_task(body.queue_id))
@@ -234,13 +289,17 @@ async fn submit_task(
 
 /// `GET /v1/tasks` query.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
+    /// Only this queue's tasks (32 hex digits).
     pub queue_id: Option<String>,
     pub state: Option<TaskState>,
     pub business_key: Option<String>,
+    /// Exact bytes, as submitted.
     pub concurrency_key: Option<String>,
     /// 1-500; default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -267,6 +326,9 @@ async fn list_tasks(
             "limit must be between 1 and 500",
         ));
     }
+    if let Some(queue_id) = &q.queue_id {
+        check_queue_id(&app.db, &hash, "tasks:read", queue_id).await?;
+    }
     let before = q
         .cursor
         .as_deref()
@@ -288,7 +350,7 @@ async fn list_tasks(
 
 /// Read one task.
 #[utoipa::path(
-    get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path)),
+    get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
         (status = 200, body = super::openapi::TaskEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
@@ -306,7 +368,7 @@ async fn get_task(
 
 /// Cancel a task that has not started (a granted, unstarted attempt releases its permits).
 #[utoipa::path(
-    post, path = "/v1/tasks/{id}/cancel", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path)),
+    post, path = "/v1/tasks/{id}/cancel", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
         (status = 200, body = super::openapi::TaskEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
@@ -337,7 +399,7 @@ pub struct ResolveTask {
 
 /// Settle a NEEDS_REVIEW task.
 #[utoipa::path(
-    post, path = "/v1/tasks/{id}/resolve", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path)),
+    post, path = "/v1/tasks/{id}/resolve", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     request_body = ResolveTask,
     responses(
         (status = 200, body = super::openapi::TaskEnvelope),
