@@ -132,7 +132,7 @@ async fn run(
                         .as_str()
                         .unwrap_or_default()
                         .to_string(),
-                    value: format!("written by attempt {}", ctx.attempt_id),
+                    value: Some(format!("written by attempt {}", ctx.attempt_id)),
                 };
                 match fence.write(&write).await {
                     Ok(FenceDecision::Accepted | FenceDecision::Duplicate) => {
@@ -201,7 +201,7 @@ async fn run(
         key: key.clone(),
         token: tokens[0],
         operation_id: format!("{run_id}-replayed-stale-write"),
-        value: "stale".into(),
+        value: Some("stale".into()),
     };
     let stale_write_rejected = matches!(fence.write(&stale).await, Ok(FenceDecision::Stale { .. }));
     let resource_writes = fence.accepted().len();

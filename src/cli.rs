@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -64,6 +65,72 @@ pub enum Command {
         With a DSN naming only a server (the default), a fresh database is created and dropped."
     )]
     Bench(BenchArgs),
+    /// Prove the guarantees under faults: keyed workers, kills, pauses, restarts, and a checker.
+    ///
+    /// Starts a PRIVATE database from the machine's server binary (never a shared one), the façade
+    /// and worker processes of this binary; injects faults on a seeded schedule it prints; drains;
+    /// checks the history. The last line is the checker's summary; the exit code is 1 on any
+    /// violation.
+    #[command(
+        after_help = "Examples:\n  orbit chaos --duration 60\n  orbit chaos --duration 600 --workers 8 --keys 6 --seed 7\n\n\
+        Last line: tasks=N faults=N overlaps=N token_regressions=N lost_updates=N lost_tasks=N"
+    )]
+    Chaos(ChaosArgs),
+    /// One worker process of a chaos run (started by `orbit chaos`).
+    #[command(hide = true)]
+    ChaosWorker(ChaosWorkerArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ChaosArgs {
+    /// Seconds of submits and faults (a drain follows).
+    #[arg(long, default_value_t = 60)]
+    pub duration: u64,
+    /// Worker processes.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub workers: u64,
+    /// Concurrency keys the tasks share.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub keys: u32,
+    /// Submits per second.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub rate: u32,
+    /// The façade's lease in seconds; paused workers stay stopped longer than this.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=60))]
+    pub lease_seconds: u32,
+    /// Mean seconds between faults.
+    #[arg(long, default_value_t = 4.0)]
+    pub fault_every: f64,
+    /// Fault kinds to inject (repeat or comma-separate; default all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub faults: Vec<crate::chaos::FaultKind>,
+    /// Seed of the fault schedule and the workload.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Seconds to wait after the faults for every task to end.
+    #[arg(long, default_value_t = 120)]
+    pub drain: u64,
+    /// Directory for the private database and the logs (default: a fresh temporary one, removed
+    /// after a clean run).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ChaosWorkerArgs {
+    #[arg(long)]
+    pub url: String,
+    #[arg(long, env = "ORBIT_TOKEN", hide_env_values = true)]
+    pub token: String,
+    #[arg(long)]
+    pub worker_id: String,
+    /// Queue ids, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub queues: Vec<String>,
+    #[arg(long)]
+    pub fence_dsn: String,
+    #[arg(long, default_value_t = 2)]
+    pub capacity: u32,
 }
 
 #[derive(clap::Args, Debug)]
@@ -77,6 +144,9 @@ pub struct ServeArgs {
     /// Database connections in the pool.
     #[arg(long, default_value_t = 16)]
     pub pool_size: u32,
+    /// Lease granted with each assignment; a holder silent this long loses its permit.
+    #[arg(long, default_value_t = crate::http::ws::LEASE_SECONDS, value_parser = clap::value_parser!(u32).range(2..=3600))]
+    pub lease_seconds: u32,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -270,6 +340,18 @@ async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Gen { check, root } => gen(check, &root),
         Command::Bench(args) => bench_cmd(args).await,
+        Command::Chaos(args) => chaos_cmd(args).await,
+        Command::ChaosWorker(args) => {
+            crate::chaos::worker::run(crate::chaos::worker::WorkerConfig {
+                url: args.url,
+                token: args.token,
+                worker_id: args.worker_id,
+                queue_ids: args.queues,
+                fence_dsn: args.fence_dsn,
+                capacity: args.capacity,
+            })
+            .await
+        }
         Command::Serve(args) => serve_cmd(args).await,
         Command::Dev(args) => dev_cmd(args).await,
         Command::Admin {
@@ -518,6 +600,57 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
+async fn chaos_cmd(args: ChaosArgs) -> ExitCode {
+    if !(args.fault_every > 0.0 && args.fault_every.is_finite()) {
+        eprintln!("error: --fault-every must be a positive number of seconds");
+        return ExitCode::from(2);
+    }
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let (dir, temporary) = match args.dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("orbit-chaos-{}-{seed:016x}", std::process::id())),
+            true,
+        ),
+    };
+    let cfg = crate::chaos::ChaosConfig {
+        duration: Duration::from_secs(args.duration),
+        workers: args.workers as usize,
+        keys: args.keys,
+        rate: args.rate,
+        lease_seconds: args.lease_seconds,
+        fault_every: Duration::from_secs_f64(args.fault_every),
+        faults: if args.faults.is_empty() {
+            crate::chaos::FaultKind::ALL.to_vec()
+        } else {
+            args.faults
+        },
+        seed,
+        dir: dir.clone(),
+        drain: Duration::from_secs(args.drain),
+    };
+    match crate::chaos::run(cfg).await {
+        Ok(outcome) => {
+            let ok = outcome.ok();
+            if temporary && ok {
+                let _ = std::fs::remove_dir_all(&dir);
+            } else {
+                eprintln!("chaos: data and logs kept in {}", dir.display());
+            }
+            println!("{}", outcome.summary);
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("error: chaos run failed: {e} (logs in {})", dir.display());
+            ExitCode::from(3)
+        }
+    }
+}
+
 async fn serve_cmd(args: ServeArgs) -> ExitCode {
     init_logging(args.log_format);
     let Some(dsn) = args.dsn else {
@@ -528,6 +661,7 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
         dsn,
         addr: args.addr,
         pool_size: args.pool_size,
+        lease_seconds: args.lease_seconds,
     };
     match crate::http::serve(cfg).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -778,6 +912,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str) -> ExitCode {
         dsn: dsn.to_string(),
         addr: args.addr.clone(),
         pool_size: 8,
+        lease_seconds: crate::http::ws::LEASE_SECONDS,
     };
     let creds_shown = creds_path.display().to_string();
     let result = crate::http::serve_with(cfg, |addr| {

@@ -28,10 +28,28 @@ pub enum DevError {
 pub struct PrivateServer {
     child: Child,
     pub dsn: String,
+    /// The loopback port it listens on (a restart on the same port keeps clients' DSNs valid).
+    pub port: u16,
+}
+
+impl PrivateServer {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, as a crash would: no clean InnoDB shutdown (fault injection).
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for PrivateServer {
     fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return; // already gone (crashed on purpose, or exited)
+        }
         // SIGTERM lets InnoDB shut down cleanly; wait for it.
         #[cfg(unix)]
         {
@@ -66,7 +84,8 @@ fn find(names: &[&str]) -> Option<PathBuf> {
     None
 }
 
-fn free_port() -> Result<u16, DevError> {
+/// A free loopback port.
+pub fn free_port() -> Result<u16, DevError> {
     let l = TcpListener::bind("127.0.0.1:0")
         .map_err(|e| DevError::Setup(format!("no free loopback port: {e}")))?;
     Ok(l.local_addr()
@@ -84,6 +103,14 @@ fn running_as_root() -> bool {
 
 /// Starts (initialising on first use) a private server with its data under `dir`.
 pub async fn start_private_server(dir: &Path) -> Result<PrivateServer, DevError> {
+    start_private_server_on(dir, None).await
+}
+
+/// [`start_private_server`] on a chosen port (`None`: a free one).
+pub async fn start_private_server_on(
+    dir: &Path,
+    port: Option<u16>,
+) -> Result<PrivateServer, DevError> {
     let server = find(&["mariadbd", "mysqld"]).ok_or(DevError::NoServerBinary)?;
     let is_mariadb = server.file_name().is_some_and(|n| n == "mariadbd");
     let data = dir.join("data");
@@ -129,7 +156,10 @@ pub async fn start_private_server(dir: &Path) -> Result<PrivateServer, DevError>
             )));
         }
     }
-    let port = free_port()?;
+    let port = match port {
+        Some(p) => p,
+        None => free_port()?,
+    };
     let mut cmd = Command::new(&server);
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
@@ -151,6 +181,7 @@ pub async fn start_private_server(dir: &Path) -> Result<PrivateServer, DevError>
     let mut server = PrivateServer {
         child,
         dsn: format!("mysql://root@127.0.0.1:{port}"),
+        port,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

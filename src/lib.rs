@@ -20,11 +20,14 @@
 //! - [`auth`]: bearer tokens (random, stored only as SHA-256).
 //! - [`dev`]: `orbit dev` — a private MariaDB/MySQL from the machine's server binary for local use.
 //! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline.
+//! - [`chaos`]: `orbit chaos` — keyed worker processes under injected faults (kills, pauses,
+//!   façade and database restarts) and the invariant checker that reads the history afterwards.
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
 //! - [`cli`]: the `orbit` command line.
 
 pub mod auth;
 pub mod bench;
+pub mod chaos;
 pub mod cli;
 pub mod codegen;
 pub mod db;

@@ -35,6 +35,7 @@ fn every_subcommand_has_help_with_an_example() {
         vec!["admin", "credential", "create"],
         vec!["admin", "credential", "revoke"],
         vec!["bench"],
+        vec!["chaos"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_orbit"))
             .args(&args)

@@ -12,7 +12,7 @@ fn w(token: u64, op: &str) -> FenceWrite {
         key: "object/42".into(),
         token,
         operation_id: op.into(),
-        value: format!("v{token}"),
+        value: Some(format!("v{token}")),
     }
 }
 
@@ -111,4 +111,77 @@ async fn sixteen_concurrent_writers_leave_a_strictly_increasing_accepted_sequenc
         .await
         .unwrap();
     assert_eq!(highest, *tokens.last().unwrap());
+}
+
+/// The touch-then-read-then-write protocol a successor uses against a paused predecessor: once
+/// the successor has touched, the predecessor's late write is refused, and the touch itself
+/// never changes the value (SQL fence and in-memory fence agree).
+#[tokio::test]
+async fn a_touch_raises_the_token_keeps_the_value_and_fences_off_the_predecessor() {
+    let db = TestDb::fenced().await;
+    let sql = MySqlFence::new(db.pool.clone(), "test");
+    let memory = orbit_sdk::InMemoryFence::new();
+    async fn run(fence: &impl Fence) -> Vec<FenceDecision> {
+        let key = "object/42";
+        vec![
+            fence
+                .write(&FenceWrite::write(
+                    "default",
+                    key,
+                    1,
+                    "a1/append",
+                    "x".into(),
+                ))
+                .await
+                .unwrap(),
+            fence
+                .write(&FenceWrite::touch("default", key, 2, "a2/touch"))
+                .await
+                .unwrap(),
+            // The paused holder (token 1) comes back and writes what it read before the touch.
+            fence
+                .write(&FenceWrite::write(
+                    "default",
+                    key,
+                    1,
+                    "a1/late",
+                    "lost?".into(),
+                ))
+                .await
+                .unwrap(),
+            fence
+                .write(&FenceWrite::write(
+                    "default",
+                    key,
+                    2,
+                    "a2/append",
+                    "x y".into(),
+                ))
+                .await
+                .unwrap(),
+        ]
+    }
+    for decisions in [run(&sql).await, run(&memory).await] {
+        assert_eq!(
+            decisions,
+            vec![
+                FenceDecision::Accepted,
+                FenceDecision::Accepted,
+                FenceDecision::Stale { highest: 2 },
+                FenceDecision::Accepted
+            ]
+        );
+    }
+    assert_eq!(
+        sql.read("default", "object/42").await.unwrap(),
+        Some((2, "x y".into()))
+    );
+    // A touch on a register that was never written leaves it empty.
+    sql.write(&FenceWrite::touch("default", "object/new", 7, "t"))
+        .await
+        .unwrap();
+    assert_eq!(
+        sql.read("default", "object/new").await.unwrap(),
+        Some((7, String::new()))
+    );
 }

@@ -389,3 +389,90 @@ async fn the_sdk_worker_reconnects_resumes_and_finishes_the_same_attempt() {
     assert!(report.connections >= 2, "{report:?}");
     drop(server);
 }
+
+/// A server whose database is briefly unavailable answers a start and a result with an error
+/// frame and keeps the connection: the worker sends both again with its next renewal, and the
+/// handler runs once.
+#[tokio::test]
+async fn a_start_or_result_answered_with_an_error_frame_is_sent_again() {
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let _hello = ws.next().await;
+        let unavailable =
+            json!({"type": "error", "code": "UNAVAILABLE", "message": "database unavailable"});
+        for f in [
+            json!({"type": "welcome", "session_id": 1, "lease_seconds": 3, "renew_interval_seconds": 1, "resumed": []}),
+            assign(None, None),
+        ] {
+            ws.send(Message::Text(f.to_string().into())).await.unwrap();
+        }
+        let (mut starts, mut results) = (0, 0);
+        while let Some(Ok(Message::Text(t))) = ws.next().await {
+            let frame: Value = serde_json::from_str(&t).unwrap();
+            let kind = frame["type"].as_str().unwrap_or_default().to_string();
+            let answer = match kind.as_str() {
+                "task.start" => {
+                    starts += 1;
+                    if starts == 1 {
+                        unavailable.clone()
+                    } else {
+                        json!({"type": "task.start.ok", "attempt_id": 7, "lease_expires_at": "2026-01-01T00:00:03Z"})
+                    }
+                }
+                "task.result" => {
+                    results += 1;
+                    if results == 1 {
+                        unavailable.clone()
+                    } else {
+                        json!({"type": "task.result.ack", "attempt_id": 7, "task_state": "SUCCEEDED"})
+                    }
+                }
+                _ => continue,
+            };
+            ws.send(Message::Text(answer.to_string().into()))
+                .await
+                .unwrap();
+            let _ = seen_tx.send(format!(
+                "{kind} #{}",
+                if kind == "task.start" {
+                    starts
+                } else {
+                    results
+                }
+            ));
+        }
+    });
+    let runs = Arc::new(Mutex::new(0));
+    let counter = runs.clone();
+    let w = Worker::registration(&url, "token", "fake", false)
+        .queue("q")
+        .handler("h", "v1", move |_| {
+            *counter.lock().unwrap() += 1;
+            async { Ok(json!("done")) }
+        })
+        .start();
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let s = tokio::time::timeout(std::time::Duration::from_secs(10), seen_rx.recv())
+            .await
+            .expect("the worker sends again within a renewal")
+            .unwrap();
+        seen.push(s);
+    }
+    w.abort();
+    assert_eq!(
+        seen,
+        [
+            "task.start #1",
+            "task.start #2",
+            "task.result #1",
+            "task.result #2"
+        ]
+    );
+    assert_eq!(*runs.lock().unwrap(), 1, "the handler ran once");
+}

@@ -2,7 +2,6 @@
 //! success, retryable failure, permanent failure, unknown outcome, lease expiry and cancel; then an
 //! invariant checker over the attempt history.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -192,61 +191,33 @@ async fn expire(db: &Db, attempt_id: u64) {
     }
 }
 
-/// The invariant checker: reads the whole attempt history after the run.
+/// The invariant checker (the one `orbit chaos` uses) over the whole attempt history, plus the
+/// bookkeeping this run must leave at zero.
 async fn check_history(db: &Db) {
-    // Per key, in grant order (the resource-row version written by each grant, under its lock):
-    // tokens strictly increase, and each holder released before the next was granted.
-    let rows: Vec<(u64, u64, u64, u64, u64)> = sqlx::query_as(
-        "SELECT resource_id, id, concurrency_token, grant_version, release_version FROM orbit_attempt \
-          WHERE resource_id <> 0 ORDER BY resource_id, grant_version",
+    let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM orbit_task ORDER BY id")
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), TASKS);
+    let report = orbit::chaos::checker::check(db.pool(), None, &ids)
+        .await
+        .unwrap();
+    println!("stress: {} ({} grants)", report.summary(0), report.grants);
+    assert!(report.ok(), "violations: {:#?}", report.details);
+    let keys: i64 = sqlx::query_scalar(
+        "SELECT COUNT(DISTINCT resource_id) FROM orbit_attempt WHERE resource_id <> 0",
     )
-    .fetch_all(db.pool())
+    .fetch_one(db.pool())
     .await
     .unwrap();
-    let mut per_key: BTreeMap<u64, Vec<(u64, u64, u64, u64)>> = BTreeMap::new();
-    for (r, id, token, g, rel) in rows {
-        per_key.entry(r).or_default().push((id, token, g, rel));
-    }
-    assert_eq!(per_key.len(), KEYS, "every key was granted");
-    let (mut overlaps, mut regressions) = (0, 0);
-    for (key, attempts) in &per_key {
-        for pair in attempts.windows(2) {
-            let ((a, ta, ga, ra), (b, tb, gb, _)) = (pair[0], pair[1]);
-            if tb <= ta {
-                regressions += 1;
-                eprintln!("key {key}: token regression {a}:{ta} -> {b}:{tb}");
-            }
-            if ra == 0 || ra < ga || ra >= gb {
-                overlaps += 1;
-                eprintln!("key {key}: attempt {a} (granted v{ga}, released v{ra}) overlaps {b} (granted v{gb})");
-            }
-        }
-        let last = attempts.last().unwrap();
-        assert!(
-            last.3 > last.2,
-            "key {key}: the last holder released its permit"
-        );
-    }
-    assert_eq!(
-        (overlaps, regressions),
-        (0, 0),
-        "overlapping permits / token regressions"
+    assert_eq!(keys as usize, KEYS, "every key was granted");
+    let states = &report.states;
+    assert!(
+        states
+            .keys()
+            .all(|s| ["SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"].contains(&s.as_str())),
+        "{states:?}"
     );
-
-    // Every task ended in exactly one terminal state; attempt numbers are 1..n without gaps.
-    let states: Vec<(String, i64)> =
-        sqlx::query_as("SELECT CAST(state AS CHAR), COUNT(*) FROM orbit_task GROUP BY state")
-            .fetch_all(db.pool())
-            .await
-            .unwrap();
-    let total: i64 = states.iter().map(|s| s.1).sum();
-    assert_eq!(total, TASKS as i64);
-    for (state, _) in &states {
-        assert!(
-            ["SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"].contains(&state.as_str()),
-            "{states:?}"
-        );
-    }
     let gaps: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM (SELECT task_id, MAX(attempt_no) m, COUNT(*) c FROM orbit_attempt GROUP BY task_id) x WHERE m <> c",
     )

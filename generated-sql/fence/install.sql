@@ -59,9 +59,11 @@ DELIMITER ;
 -- an operation id already accepted with this token -> 'duplicate' (nothing written again); with
 -- another token -> 'stale'; a token below highest_token -> 'stale'; otherwise 'accepted'. What a
 -- highest-token check cannot prove: a stale holder that writes before any newer token has reached
--- the resource is accepted; a successor that must exclude it writes (or touches) first.
+-- the resource is accepted; a successor that must exclude it touches first (p_value NULL: raise
+-- highest_token, keep the value), then reads, then writes.
 -- Parameters: p_namespace 1-191 characters; p_key (exact bytes, 1-764 bytes);
---   p_token > 0; p_operation_id 1-191 characters; p_caller; p_value (text to store).
+--   p_token > 0; p_operation_id 1-191 characters; p_caller; p_value (text to store; NULL = touch,
+--   keep the stored value).
 -- Result (one row): decision ('accepted' | 'duplicate' | 'stale'), highest_token (after the call).
 -- Signals: INVALID_ARGUMENT.
 -- Locks, in order: orbit_fence_register row (insert or FOR UPDATE), orbit_fence_operation row.
@@ -118,7 +120,7 @@ BEGIN
     SET v_decision = 'stale';
   ELSE
     UPDATE orbit_fence_register r
-       SET r.highest_token = p_token, r.value = p_value, r.updated_at = v_now
+       SET r.highest_token = p_token, r.value = COALESCE(p_value, r.value), r.updated_at = v_now
      WHERE r.fence_namespace = p_namespace AND r.resource_key = p_key;
     INSERT INTO orbit_fence_operation (fence_namespace, resource_key, operation_id, token, caller, accepted_at)
     VALUES (p_namespace, p_key, p_operation_id, p_token, COALESCE(p_caller, ''), v_now);

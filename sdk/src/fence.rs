@@ -24,8 +24,40 @@ pub struct FenceWrite {
     pub token: u64,
     /// Stable identity of the operation: a retry of the same operation is deduplicated.
     pub operation_id: String,
-    /// The value to record.
-    pub value: String,
+    /// The value to record; `None` is a touch: raise the highest token, keep the stored value.
+    /// A successor that must exclude a paused predecessor touches before it reads (see the
+    /// module doc), so the predecessor's late write is refused instead of overwritten unseen.
+    pub value: Option<String>,
+}
+
+impl FenceWrite {
+    /// A write of `value`.
+    pub fn write(
+        namespace: &str,
+        key: &str,
+        token: u64,
+        operation_id: &str,
+        value: String,
+    ) -> Self {
+        FenceWrite {
+            namespace: namespace.into(),
+            key: key.into(),
+            token,
+            operation_id: operation_id.into(),
+            value: Some(value),
+        }
+    }
+
+    /// A touch: claims the register for `token` without changing its value.
+    pub fn touch(namespace: &str, key: &str, token: u64, operation_id: &str) -> Self {
+        FenceWrite {
+            namespace: namespace.into(),
+            key: key.into(),
+            token,
+            operation_id: operation_id.into(),
+            value: None,
+        }
+    }
 }
 
 /// The fence's answer.
@@ -115,7 +147,9 @@ impl Fence for InMemoryFence {
         );
         if decision == FenceDecision::Accepted {
             r.highest = w.token;
-            r.value = w.value.clone();
+            if let Some(value) = &w.value {
+                r.value = value.clone();
+            }
             r.operations.insert(w.operation_id.clone(), w.token);
             self.log.lock().expect("fence log").push((
                 w.namespace.clone(),
@@ -145,7 +179,7 @@ mod tests {
             key: "k".into(),
             token,
             operation_id: op.into(),
-            value: format!("v{token}"),
+            value: Some(format!("v{token}")),
         }
     }
 

@@ -19,6 +19,6 @@ pub mod protocol;
 pub mod worker;
 
 pub use client::{ApiError, Client};
-pub use fence::{Fence, FenceDecision, FenceWrite, InMemoryFence};
+pub use fence::{Fence, FenceDecision, FenceError, FenceWrite, InMemoryFence};
 pub use protocol::ProtocolError;
 pub use worker::{HandlerError, TaskContext, Worker, WorkerHandle};

@@ -377,9 +377,18 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                     if !sent { break true; }
                 }
                 _ = renew.tick() => {
-                    if !in_flight.is_empty() && !send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().collect() }) {
-                        break true;
+                    let mut ok = in_flight.is_empty()
+                        || send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().collect() });
+                    // A start or result the server could not record (it answered with an error
+                    // frame: its database was unavailable) goes again with every renewal until it
+                    // is answered; both are idempotent, so a repeat that crosses an answer is harmless.
+                    for frame in unacked.values() {
+                        ok &= send!(frame);
                     }
+                    for attempt_id in start_waiters.keys() {
+                        ok &= send!(ClientFrame::Start { attempt_id: *attempt_id });
+                    }
+                    if !ok { break true; }
                 }
                 _ = &mut drain_rx, if !draining => {
                     draining = true;

@@ -21,9 +21,14 @@ use super::App;
 use crate::db::workers::{Grant, Outcome, SessionOpen};
 use crate::db::DbError;
 
-/// Lease granted with each assignment; workers renew every [`RENEW_SECONDS`].
+/// The default lease granted with each assignment (`serve --lease-seconds`); workers renew every
+/// third of it.
 pub const LEASE_SECONDS: u32 = 30;
-pub const RENEW_SECONDS: u32 = 10;
+
+/// How often a worker is asked to renew a lease of `lease_seconds`: three chances per lease.
+pub fn renew_interval(lease_seconds: u32) -> u32 {
+    (lease_seconds / 3).max(1)
+}
 
 /// Frames a worker sends.
 #[derive(Debug, Deserialize)]
@@ -215,8 +220,8 @@ impl Session {
                         self.capacity = capacity;
                         self.in_flight = s.resumed.iter().copied().collect();
                         let welcome = json!({
-                            "type": "welcome", "session_id": s.session_id, "lease_seconds": LEASE_SECONDS,
-                            "renew_interval_seconds": RENEW_SECONDS, "resumed": s.resumed,
+                            "type": "welcome", "session_id": s.session_id, "lease_seconds": self.app.lease_seconds,
+                            "renew_interval_seconds": renew_interval(self.app.lease_seconds), "resumed": s.resumed,
                         });
                         self.send(&welcome).await && self.fill().await
                     }
@@ -238,7 +243,7 @@ impl Session {
             (Some(session), ClientFrame::Renew { attempt_ids }) => {
                 let mut attempts = Vec::with_capacity(attempt_ids.len());
                 for id in attempt_ids {
-                    match self.app.db.attempt_renew(session, id, LEASE_SECONDS * 1000).await {
+                    match self.app.db.attempt_renew(session, id, self.app.lease_seconds * 1000).await {
                         Ok(a) if a.accepted => attempts.push(json!({"attempt_id": id, "lease_expires_at": a.lease_expires_at})),
                         Ok(a) => attempts.push(json!({"attempt_id": id, "rejected": a.code})),
                         Err(e) => return self.db_error(e).await,
@@ -295,7 +300,7 @@ impl Session {
         match self
             .app
             .db
-            .task_claim(session, free.min(1000), LEASE_SECONDS * 1000)
+            .task_claim(session, free.min(1000), self.app.lease_seconds * 1000)
             .await
         {
             Ok(grants) => {

@@ -1,0 +1,174 @@
+//! The chaos harness and its checker: the checker counts each kind of violation in a tampered
+//! history (so a clean report means something), and a short `orbit chaos` run under every fault
+//! kind ends with a clean summary line.
+
+use orbit::chaos::checker::{self, append_operation_id, element};
+use orbit::db::workers::Outcome;
+use orbit::testing::{Fixture, TestDb};
+use orbit_sdk::fence::mysql::MySqlFence;
+use orbit_sdk::{Fence, FenceWrite};
+
+/// Two holders of one key, one after the other, each finished: a clean history.
+async fn two_holders(f: &Fixture) -> (u64, u64, Vec<u64>) {
+    let a = f.submit(&f.queue_id, "k").await;
+    let b = f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let mut attempts = Vec::new();
+    for _ in 0..2 {
+        let g = f.db.task_claim(s, 10, 30_000).await.unwrap();
+        assert_eq!(g.len(), 1, "one holder of the key at a time");
+        let id = g[0].attempt_id;
+        f.db.attempt_start(s, id).await.unwrap();
+        f.db.attempt_finish(s, id, Outcome::Succeeded, false, Some("{}"), None)
+            .await
+            .unwrap();
+        attempts.push(id);
+    }
+    (attempts[0], attempts[1], vec![a.id, b.id])
+}
+
+#[tokio::test]
+async fn the_checker_passes_a_clean_history_and_counts_each_violation() {
+    let f = Fixture::new().await;
+    let (first, second, tasks) = two_holders(&f).await;
+    let clean = checker::check(f.db.pool(), None, &tasks).await.unwrap();
+    assert!(clean.ok(), "{:?}", clean.details);
+    assert_eq!((clean.grants, clean.tasks), (2, 2));
+    assert_eq!(
+        clean.summary(3).to_string(),
+        "tasks=2 faults=3 overlaps=0 token_regressions=0 lost_updates=0 lost_tasks=0"
+    );
+
+    // The first holder "released" after the second was granted, with a token as large.
+    sqlx::query(
+        "UPDATE orbit_attempt a JOIN orbit_attempt b ON b.id = ? \
+            SET a.release_version = b.grant_version + 1, a.concurrency_token = b.concurrency_token \
+          WHERE a.id = ?",
+    )
+    .bind(second)
+    .bind(first)
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    // A task the producer saw accepted that does not exist, and one that never ended.
+    let waiting = f.submit(&f.queue_id, "").await;
+    let mut accepted = tasks.clone();
+    accepted.extend([u64::MAX - 1, waiting.id]);
+    let report = checker::check(f.db.pool(), None, &accepted).await.unwrap();
+    assert_eq!(
+        report.summary(0).to_string(),
+        "tasks=4 faults=0 overlaps=1 token_regressions=1 lost_updates=0 lost_tasks=2"
+    );
+    assert!(!report.ok());
+    assert_eq!(report.details.len(), 4, "{:?}", report.details);
+}
+
+#[tokio::test]
+async fn the_checker_finds_a_lost_update_and_a_fence_token_regression() {
+    let orbit = TestDb::installed().await;
+    let resource = TestDb::fenced().await;
+    let fence = MySqlFence::new(resource.pool.clone(), "test");
+    let append = |token: u64, task: u64, attempt: u64, value: &str| {
+        FenceWrite::write(
+            "chaos",
+            "key-0",
+            token,
+            &append_operation_id(task, attempt),
+            value.to_string(),
+        )
+    };
+    // Two appends, the second reading the first: nothing lost.
+    let one = element(1, 1);
+    let two = format!("{one} {}", element(2, 2));
+    fence.write(&append(5, 1, 1, &one)).await.unwrap();
+    fence.write(&append(6, 2, 2, &two)).await.unwrap();
+    let clean = checker::check(&orbit.pool, Some(&resource.pool), &[])
+        .await
+        .unwrap();
+    assert!(clean.ok(), "{:?}", clean.details);
+    assert_eq!(clean.fenced_writes, 2);
+
+    // A third holder that did not touch first and overwrote with a stale read: element 2.2 lost.
+    fence.write(&append(7, 3, 3, &one)).await.unwrap();
+    // And an accepted write that went back in token order (inserted behind the fence's back).
+    sqlx::query(
+        "INSERT INTO orbit_fence_operation (fence_namespace, resource_key, operation_id, token, accepted_at) \
+         VALUES ('chaos', 'key-0', 'touch/9', 4, UTC_TIMESTAMP(6))",
+    )
+    .execute(&resource.pool)
+    .await
+    .unwrap();
+    let report = checker::check(&orbit.pool, Some(&resource.pool), &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.lost_updates, report.token_regressions),
+        (2, 1),
+        "{:?}",
+        report.details
+    );
+}
+
+/// A short run with every fault kind (CI's version; the README documents a long one).
+#[test]
+fn a_short_chaos_run_keeps_every_guarantee() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
+        .args([
+            "chaos",
+            "--duration",
+            "40",
+            "--fault-every",
+            "3",
+            "--seed",
+            "20261202",
+        ])
+        .output()
+        .expect("run orbit chaos");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "orbit chaos failed: {stdout}\n{stderr}"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let fields: Vec<(&str, u64)> = last
+        .split(' ')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            (k, v.parse().expect("a count"))
+        })
+        .collect();
+    let names: Vec<&str> = fields.iter().map(|f| f.0).collect();
+    assert_eq!(
+        names,
+        [
+            "tasks",
+            "faults",
+            "overlaps",
+            "token_regressions",
+            "lost_updates",
+            "lost_tasks"
+        ]
+    );
+    let get = |name: &str| fields.iter().find(|f| f.0 == name).unwrap().1;
+    assert!(get("tasks") >= 200, "{last}");
+    assert!(get("faults") >= 5, "{last}");
+    for violation in [
+        "overlaps",
+        "token_regressions",
+        "lost_updates",
+        "lost_tasks",
+    ] {
+        assert_eq!(get(violation), 0, "{last}");
+    }
+    for kind in [
+        "SIGKILL worker",
+        "SIGSTOP worker",
+        "KILL CONNECTION",
+        "SIGKILL façade",
+        "SIGKILL database",
+    ] {
+        assert!(stdout.contains(kind), "no '{kind}' fault in the schedule");
+    }
+}
