@@ -93,6 +93,8 @@ pub struct App {
     pub node: String,
     /// The OpenAPI document, rendered once.
     pub openapi: Arc<String>,
+    /// Lease granted with each assignment, in seconds.
+    pub lease_seconds: u32,
 }
 
 /// One Prometheus recorder per process.
@@ -131,7 +133,7 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 }
 
 /// The complete router over a database.
-pub fn router(db: Db, dispatch: Arc<Dispatch>) -> Router {
+pub fn router(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) -> Router {
     let (routes, doc) = api().split_for_parts();
     let app = App {
         db,
@@ -139,6 +141,7 @@ pub fn router(db: Db, dispatch: Arc<Dispatch>) -> Router {
         metrics: metrics_handle(),
         node: format!("{}:{}", hostname(), std::process::id()),
         openapi: Arc::new(doc.to_json().expect("the OpenAPI document serialises")),
+        lease_seconds,
     };
     routes
         .fallback(|| async { error::ApiError::NoRoute })
@@ -178,6 +181,8 @@ pub struct ServeConfig {
     pub dsn: String,
     pub addr: String,
     pub pool_size: u32,
+    /// Lease granted with each assignment (default [`ws::LEASE_SECONDS`]).
+    pub lease_seconds: u32,
 }
 
 /// Connects, refuses a database at another extension version, then serves until SIGTERM/Ctrl-C
@@ -210,7 +215,7 @@ pub async fn serve_with(
         });
     }
     let dispatch = Arc::new(Dispatch::default());
-    let app = router(db.clone(), dispatch.clone());
+    let app = router(db.clone(), dispatch.clone(), cfg.lease_seconds);
     let listener = tokio::net::TcpListener::bind(&cfg.addr)
         .await
         .map_err(|source| ServeError::Bind {
