@@ -1257,7 +1257,9 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be a string or omitted, not null';
   END IF;
   IF p_key <> '' THEN
-    IF CAST(CONVERT(p_key USING utf8mb4) AS BINARY) <> p_key THEN
+    -- The round trip catches malformed sequences; MariaDB's conversion lets UTF-16 surrogates
+    -- (ED A0-BF xx, not UTF-8) through, so they are refused by their bytes.
+    IF CAST(CONVERT(p_key USING utf8mb4) AS BINARY) <> p_key OR HEX(p_key) REGEXP '^(..)*ED[AB]' THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be valid UTF-8';
     END IF;
     IF CHAR_LENGTH(CONVERT(p_key USING utf8mb4)) > 191 THEN
@@ -2034,8 +2036,11 @@ DELIMITER ;
 -- fixed from then on: a hello with the other value is a STATE_CONFLICT (an upgraded process must
 -- use a new identity). Sessions of a worker without concurrency_keys never receive keyed tasks.
 -- Every queue must be within the credential's scope. Resume: active attempts listed in
--- p_resume_json that belong to the same worker identity move to the new session, keeping their
--- attempt, lease and token; others are left alone and not reported.
+-- p_resume_json that belong to the same worker identity AND to one of this session's queues (which
+-- the credential may consume: checked above) move to the new session, keeping their attempt, lease
+-- and token; others are left alone and not reported. The queue condition matters: worker ids are
+-- chosen by workers, so without it a credential of another namespace or queue could take over a
+-- running attempt by naming its worker id.
 -- Parameters: p_token_hash BINARY(32) (scopes workers:connect, and workers:consume on every queue);
 --   p_worker_id 1-191 characters; p_node (the serve process); p_capacity 1-10000;
 --   p_concurrency_keys 0/1; p_handlers_json JSON array of handler names ([] = any);
@@ -2051,7 +2056,7 @@ CREATE PROCEDURE orbit_session_open(
   IN p_token_hash BINARY(32),
   IN p_worker_id TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_node TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-  IN p_capacity INT,
+  IN p_capacity BIGINT,
   IN p_concurrency_keys TINYINT,
   IN p_handlers_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_queue_ids_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -2135,7 +2140,8 @@ BEGIN
        SET a.session_id = v_session_id
      WHERE a.id = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_resume_json, CONCAT('$[', v_i, ']'))) AS UNSIGNED)
        AND a.application_id = v_application_id AND a.worker_id = p_worker_id
-       AND a.state IN ('LEASED', 'RUNNING');
+       AND a.state IN ('LEASED', 'RUNNING')
+       AND a.queue_id IN (SELECT sq.queue_id FROM orbit_session_queue sq WHERE sq.session_id = v_session_id);
     SET v_i = v_i + 1;
   END WHILE;
   COMMIT;
@@ -3331,7 +3337,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'ea2d5d272eb21e25523d9b1737a7d48ea4b39e82184e03cd0c1f44414ffac35f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'b363781d71478fd66dc44c9397e1faa45647f1d3d2f49550ebfb6a1ba0d2ea5a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '552bedb0323d4b5e08d6a26b52512f24421dab3c30e09cacdb82589eb3071d95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, 'fb9ea168a10ebcb8c5fb4b56c328ee4c4ddf95dbabe57fbdf18e24438affa39b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '006299591b791b1c3ba4834ebbc08dcd4a938de80bc655d27da563e17d27be42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'e55c75c504a1f53494f1e74f30c1b82805d4dbb48345c918f2b1e34097dd3ba7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3344,7 +3350,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, 'c6c072fff3009f240ff096532780c6a916644a099124a5fe8e9228312770328c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '254981ce15aa03926d91ce212a49fdf8da38032a5a47c731837aa922c2c7ccf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '82efcb7fff309c2fe7a26b6d6fcb19491b380cd8d82572d56f721e7864a17ade', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '1ff0415f8adcac180a6ecbda59e2860a5dbab1164a4cfddee48189de27526c74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '3bed4e7d3fa40e66275961770cf35e48c2abb48c9f36d1e851bdcdc81c748a08', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '0a3073d48ff9949579d00578dfa3d9f3c692d93f10b6ae1cf3b82ba41e890439', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3357,5 +3363,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '97606145ed84f6cc1efdda9dca21ce0db84679b54c27e3b54998e510de3956c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '14d1bfeb7cecce8ac0a79a854522e078bad2e7935b9f2a1a778b750c88f2b762', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '1a13d7798fd41736d0e8b3994029fe0f64e8e1a32b59c802a4335777467b2fb2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '1e765b005f9e23a2a14fabea77ec71bc91565290a80702ac2887b3ddb923b6a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '96a58387187d1b8e8e4e508529129d8a4c07f691ce6b23d01cf412cfb43ebd20', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'c0555cf531603870c2d62c46519dc1c39b9aaccbb77f89839cd922588fb87dac', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

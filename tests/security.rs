@@ -530,7 +530,7 @@ async fn sql_metacharacters_in_http_fields_are_stored_and_returned_verbatim() {
             assert_eq!(by_key.body["data"][0]["id"], id);
         }
         // As an id or a filter that must name an existing object: not found, not an error. (Ids
-        // are ASCII; non-ASCII ones are the ignored test `non_ascii_queue_ids_are_not_found`.)
+        // are ASCII; non-ASCII ones are `non_ascii_queue_ids_are_not_found`.)
         if v.is_ascii() {
             let r = api
                 .get("/v1/queues/{id}", &format!("/v1/queues/{}", enc(v)))
@@ -723,7 +723,6 @@ async fn sql_metacharacters_in_worker_frames_are_stored_and_returned_verbatim() 
 
 /// A queue id is 32 hex digits; any other string names no queue, whatever its characters.
 #[tokio::test]
-#[ignore = "bug: a non-ASCII queue id reaches an ASCII procedure parameter: MySQL 1366 Incorrect string value, answered 500 INTERNAL"]
 async fn non_ascii_queue_ids_are_not_found() {
     let api = Api::start().await;
     let f = &api.fixture;
@@ -1037,7 +1036,6 @@ async fn a_revoked_token_cannot_open_a_socket() {
 /// shared by every credential of the application, so resume must not let a credential that may
 /// not consume the attempt's queue take the attempt over.
 #[tokio::test]
-#[ignore = "bug: orbit_session_open resumes any live attempt of the same worker_id in the application, whatever the credential's namespace and queue scope"]
 async fn resume_cannot_take_over_an_attempt_the_credential_may_not_consume() {
     let api = Api::start().await;
     let f = &api.fixture;

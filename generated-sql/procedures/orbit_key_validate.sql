@@ -20,7 +20,9 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be a string or omitted, not null';
   END IF;
   IF p_key <> '' THEN
-    IF CAST(CONVERT(p_key USING utf8mb4) AS BINARY) <> p_key THEN
+    -- The round trip catches malformed sequences; MariaDB's conversion lets UTF-16 surrogates
+    -- (ED A0-BF xx, not UTF-8) through, so they are refused by their bytes.
+    IF CAST(CONVERT(p_key USING utf8mb4) AS BINARY) <> p_key OR HEX(p_key) REGEXP '^(..)*ED[AB]' THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be valid UTF-8';
     END IF;
     IF CHAR_LENGTH(CONVERT(p_key USING utf8mb4)) > 191 THEN

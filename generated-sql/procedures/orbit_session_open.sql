@@ -7,8 +7,11 @@
 -- fixed from then on: a hello with the other value is a STATE_CONFLICT (an upgraded process must
 -- use a new identity). Sessions of a worker without concurrency_keys never receive keyed tasks.
 -- Every queue must be within the credential's scope. Resume: active attempts listed in
--- p_resume_json that belong to the same worker identity move to the new session, keeping their
--- attempt, lease and token; others are left alone and not reported.
+-- p_resume_json that belong to the same worker identity AND to one of this session's queues (which
+-- the credential may consume: checked above) move to the new session, keeping their attempt, lease
+-- and token; others are left alone and not reported. The queue condition matters: worker ids are
+-- chosen by workers, so without it a credential of another namespace or queue could take over a
+-- running attempt by naming its worker id.
 -- Parameters: p_token_hash BINARY(32) (scopes workers:connect, and workers:consume on every queue);
 --   p_worker_id 1-191 characters; p_node (the serve process); p_capacity 1-10000;
 --   p_concurrency_keys 0/1; p_handlers_json JSON array of handler names ([] = any);
@@ -24,7 +27,7 @@ CREATE PROCEDURE orbit_session_open(
   IN p_token_hash BINARY(32),
   IN p_worker_id TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_node TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-  IN p_capacity INT,
+  IN p_capacity BIGINT,
   IN p_concurrency_keys TINYINT,
   IN p_handlers_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_queue_ids_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -108,7 +111,8 @@ BEGIN
        SET a.session_id = v_session_id
      WHERE a.id = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_resume_json, CONCAT('$[', v_i, ']'))) AS UNSIGNED)
        AND a.application_id = v_application_id AND a.worker_id = p_worker_id
-       AND a.state IN ('LEASED', 'RUNNING');
+       AND a.state IN ('LEASED', 'RUNNING')
+       AND a.queue_id IN (SELECT sq.queue_id FROM orbit_session_queue sq WHERE sq.session_id = v_session_id);
     SET v_i = v_i + 1;
   END WHILE;
   COMMIT;

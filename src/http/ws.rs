@@ -150,6 +150,18 @@ fn error_frame(code: &str, message: &str) -> Value {
     json!({"type": "error", "code": code, "message": message})
 }
 
+/// The error frame for a failed call: like the HTTP envelope, an internal error's text (database
+/// error numbers, column names, input) goes to the log, not to the worker.
+fn db_error_frame(session: Option<u64>, e: &DbError) -> Value {
+    match e {
+        DbError::Internal(detail) => {
+            tracing::error!(session_id = ?session, error = %detail, "worker session call failed");
+            error_frame(e.code(), "internal error; see the server log")
+        }
+        _ => error_frame(e.code(), e.message()),
+    }
+}
+
 impl Session {
     async fn send(&mut self, frame: &impl Serialize) -> bool {
         let text = serde_json::to_string(frame).expect("frames serialise");
@@ -204,6 +216,18 @@ impl Session {
         };
         match (self.id, frame) {
             (None, ClientFrame::Hello { worker_id, capacity, queue_ids, handlers, concurrency_keys, resume }) => {
+                // Queue ids are ASCII; any other string names no queue (and must not reach the
+                // procedure's ASCII parameter).
+                for q in &queue_ids {
+                    if let Err(e) = super::envelope::check_queue_id(&self.app.db, &self.hash, "workers:consume", q).await {
+                        let frame = match e {
+                            ApiError::Db(e) => db_error_frame(None, &e),
+                            _ => error_frame("NOT_FOUND", "queue not found"),
+                        };
+                        self.send(&frame).await;
+                        return false;
+                    }
+                }
                 self.queues = queue_ids.clone();
                 let open = SessionOpen {
                     worker_id,
@@ -226,7 +250,7 @@ impl Session {
                         self.send(&welcome).await && self.fill().await
                     }
                     Err(e) => {
-                        self.send(&error_frame(e.code(), e.message())).await;
+                        self.send(&db_error_frame(None, &e)).await;
                         false
                     }
                 }
@@ -279,7 +303,7 @@ impl Session {
 
     /// Reports a procedure error; an unavailable database keeps the socket (the worker retries).
     async fn db_error(&mut self, e: DbError) -> bool {
-        self.send(&error_frame(e.code(), e.message())).await
+        self.send(&db_error_frame(self.id, &e)).await
     }
 
     /// Claims work up to the free capacity and sends the assignments; sends `drained` when a
