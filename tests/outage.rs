@@ -6,7 +6,6 @@
 
 use std::collections::HashSet;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use orbit::testing::Server;

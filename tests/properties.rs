@@ -21,7 +21,6 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
 use support::Api;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 fn runner(cases: u32) -> TestRunner {
@@ -493,9 +492,7 @@ fn fuzz_frame(queue: String) -> impl Strategy<Value = Fuzz> {
 }
 
 struct Ws {
-    socket: tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
+    socket: support::ws::Socket,
 }
 
 /// The bound within which the server must answer a frame.
@@ -503,17 +500,9 @@ const BOUND: Duration = Duration::from_secs(10);
 
 impl Ws {
     async fn connect(base_url: &str, token: &str) -> Ws {
-        let url = format!(
-            "{}/v1/workers/connect",
-            base_url.replacen("http://", "ws://", 1)
-        );
-        let mut req = url.into_client_request().unwrap();
-        req.headers_mut()
-            .insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let (socket, _) = tokio_tungstenite::connect_async(req)
-            .await
-            .expect("websocket connect");
-        Ws { socket }
+        Ws {
+            socket: support::ws::connect_socket(base_url, token).await,
+        }
     }
 
     async fn send(&mut self, f: &Fuzz) {

@@ -139,24 +139,14 @@ async fn dump(pool: &MySqlPool) -> (String, String, usize) {
 
 /// A raw WebSocket client that also reports the server closing the connection.
 struct Ws {
-    socket: tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
+    socket: support::ws::Socket,
 }
 
 impl Ws {
     async fn connect(base_url: &str, token: &str) -> Ws {
-        let url = format!(
-            "{}/v1/workers/connect",
-            base_url.replacen("http://", "ws://", 1)
-        );
-        let mut req = url.into_client_request().unwrap();
-        req.headers_mut()
-            .insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let (socket, _) = tokio_tungstenite::connect_async(req)
-            .await
-            .expect("websocket connect");
-        Ws { socket }
+        Ws {
+            socket: support::ws::connect_socket(base_url, token).await,
+        }
     }
 
     async fn send(&mut self, frame: Value) {

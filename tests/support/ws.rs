@@ -5,25 +5,34 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
+/// A client WebSocket to the server.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens `/v1/workers/connect` on the server at `base_url` with a bearer token.
+pub async fn connect_socket(base_url: &str, token: &str) -> Socket {
+    let url = format!(
+        "{}/v1/workers/connect",
+        base_url.replacen("http://", "ws://", 1)
+    );
+    let mut req = url.into_client_request().unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (socket, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .expect("websocket connect");
+    socket
+}
+
 pub struct RawWorker {
-    socket: tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
+    socket: Socket,
 }
 
 impl RawWorker {
     pub async fn connect(base_url: &str, token: &str) -> RawWorker {
-        let url = format!(
-            "{}/v1/workers/connect",
-            base_url.replacen("http://", "ws://", 1)
-        );
-        let mut req = url.into_client_request().unwrap();
-        req.headers_mut()
-            .insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let (socket, _) = tokio_tungstenite::connect_async(req)
-            .await
-            .expect("websocket connect");
-        RawWorker { socket }
+        RawWorker {
+            socket: connect_socket(base_url, token).await,
+        }
     }
 
     pub async fn send(&mut self, frame: Value) {
