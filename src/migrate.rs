@@ -10,6 +10,7 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::time::Duration;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{Connection, MySqlConnection, MySqlPool, Row};
@@ -104,6 +105,8 @@ pub enum MigrateError {
     NoDatabase,
     #[error("cannot connect to the database at {target}: {reason}")]
     Connect { target: String, reason: String },
+    #[error("the DSN list names two databases ({first:?} and {other:?}); every DSN of a list must be a server of the same cluster and name the same database")]
+    MixedDatabases { first: String, other: String },
     #[error("migration file name {0:?} is not of the form NNNNNN_title.sql")]
     BadFileName(String),
     #[error("cannot read {path}: {source}")]
@@ -174,6 +177,61 @@ pub fn parse_dsn(dsn: &str) -> Result<MySqlConnectOptions, MigrateError> {
     Ok(options)
 }
 
+/// Splits a DSN list: `DSN[,DSN…]`, one per server of a cluster, in failover order (the first is
+/// used first). A comma starts a new DSN only when a URL scheme follows it, so a password may
+/// contain commas. Blank entries are ignored.
+pub fn split_dsn_list(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for piece in list.split(',') {
+        let trimmed = piece.trim();
+        let starts_dsn = trimmed.split_once("://").is_some_and(|(scheme, _)| {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        });
+        match out.last_mut() {
+            Some(last) if !starts_dsn => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ if trimmed.is_empty() => {}
+            _ => out.push(trimmed.to_string()),
+        }
+    }
+    // Blank entries (`a,,b`, a trailing comma) leave commas at the end of a DSN: drop them.
+    for dsn in &mut out {
+        *dsn = dsn
+            .trim_end_matches(|c: char| c == ',' || c.is_whitespace())
+            .to_string();
+    }
+    out
+}
+
+/// Parses a DSN list (see [`split_dsn_list`]): every entry must be valid and name the same
+/// database (they are the servers of one cluster, not different databases).
+pub fn parse_dsn_list(list: &str) -> Result<Vec<MySqlConnectOptions>, MigrateError> {
+    let dsns = split_dsn_list(list);
+    if dsns.is_empty() {
+        return Err(MigrateError::NoDsn);
+    }
+    let options = dsns
+        .iter()
+        .map(|d| parse_dsn(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let first = options[0].get_database().unwrap_or("");
+    if let Some(other) = options
+        .iter()
+        .find(|o| o.get_database().unwrap_or("") != first)
+    {
+        return Err(MigrateError::MixedDatabases {
+            first: first.to_string(),
+            other: other.get_database().unwrap_or("").to_string(),
+        });
+    }
+    Ok(options)
+}
+
 /// The DSN with any password replaced, for messages.
 pub fn redact(dsn: &str) -> String {
     match (dsn.find("://"), dsn.rfind('@')) {
@@ -188,7 +246,8 @@ pub fn redact(dsn: &str) -> String {
     }
 }
 
-fn target(options: &MySqlConnectOptions) -> String {
+/// `host:port/database` of a server, for messages and logs (never the password).
+pub fn target(options: &MySqlConnectOptions) -> String {
     format!(
         "{}:{}/{}",
         options.get_host(),
@@ -197,28 +256,149 @@ fn target(options: &MySqlConnectOptions) -> String {
     )
 }
 
-/// Opens one connection for migrating.
+/// Opens one connection for migrating; with a DSN list, to the first server that answers.
 pub async fn connect(dsn: &str) -> Result<MySqlConnection, MigrateError> {
-    let options = parse_dsn(dsn)?;
-    MySqlConnection::connect_with(&options)
-        .await
-        .map_err(|e| MigrateError::Connect {
-            target: target(&options),
-            reason: describe(&e),
+    let mut failures = Vec::new();
+    for options in parse_dsn_list(dsn)? {
+        match MySqlConnection::connect_with(&options).await {
+            Ok(conn) => return Ok(conn),
+            Err(e) => failures.push((target(&options), describe(&e))),
+        }
+    }
+    Err(connect_error(failures))
+}
+
+fn connect_error(failures: Vec<(String, String)>) -> MigrateError {
+    MigrateError::Connect {
+        target: failures
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        reason: failures
+            .iter()
+            .map(|(_, r)| r.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
+}
+
+/// How long a pool of [`failover_pools`] waits for a connection before the call fails with 503.
+/// A stopped server refuses connections at once, but the pool keeps trying until this deadline;
+/// it is also the longest a request waits for a connection under overload.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long [`probe`] waits for a server.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Pool settings shared by every pool Orbit opens. Each new connection asks whether the server
+/// is a Galera node (`wsrep_on`); if so it sets `wsrep_sync_wait = 1`, so each statement that
+/// reads (a `CALL` counts once, at its start) first waits until this node has applied every
+/// transaction the cluster committed before it: after a failover, the first calls on the new
+/// node see everything the old node acknowledged (causal reads). On a single server, MySQL, or
+/// a MariaDB without Galera, nothing is set.
+fn pool_options(max_connections: u32) -> MySqlPoolOptions {
+    MySqlPoolOptions::new()
+        .max_connections(max_connections)
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                if is_galera(conn).await? {
+                    sqlx::query("SET SESSION wsrep_sync_wait = 1")
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                Ok(())
+            })
         })
 }
 
-/// Opens a small pool (for `serve`, tests and benchmarks).
-pub async fn connect_pool(dsn: &str, max_connections: u32) -> Result<MySqlPool, MigrateError> {
-    let options = parse_dsn(dsn)?;
-    MySqlPoolOptions::new()
-        .max_connections(max_connections)
-        .connect_with(options.clone())
+/// Whether the server is a Galera cluster node (`wsrep_on` is ON). MySQL and MariaDB without
+/// Galera answer no.
+pub async fn is_galera(conn: &mut MySqlConnection) -> Result<bool, sqlx::Error> {
+    let row: Option<(String, String)> = sqlx::query_as("SHOW VARIABLES LIKE 'wsrep_on'")
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(row.is_some_and(|(_, v)| v.eq_ignore_ascii_case("ON")))
+}
+
+/// Whether a server can take writes now: it accepts a connection within [`PROBE_TIMEOUT`] and, if
+/// it is a Galera node, is ready (`wsrep_ready = ON`: synced, in the primary component). The
+/// error says why not.
+pub async fn probe(options: &MySqlConnectOptions) -> Result<(), String> {
+    let check = async {
+        let mut conn = MySqlConnection::connect_with(options)
+            .await
+            .map_err(|e| describe(&e))?;
+        // wsrep_ready is OFF on every server without Galera: ask only a Galera node.
+        if !is_galera(&mut conn).await.map_err(|e| describe(&e))? {
+            let _ = conn.close().await;
+            return Ok(());
+        }
+        let ready: Option<(String, String)> =
+            sqlx::query_as("SHOW GLOBAL STATUS LIKE 'wsrep_ready'")
+                .fetch_optional(&mut conn)
+                .await
+                .map_err(|e| describe(&e))?;
+        let _ = conn.close().await;
+        match ready {
+            Some((_, v)) if !v.eq_ignore_ascii_case("ON") => {
+                Err(format!("the Galera node is not ready (wsrep_ready={v})"))
+            }
+            _ => Ok(()),
+        }
+    };
+    tokio::time::timeout(PROBE_TIMEOUT, check)
         .await
-        .map_err(|e| MigrateError::Connect {
-            target: target(&options),
-            reason: describe(&e),
+        .unwrap_or_else(|_| Err(format!("no answer within {PROBE_TIMEOUT:?}")))
+}
+
+/// Opens a small pool (for tests, benchmarks and admin commands); with a DSN list, on the first
+/// server that answers.
+pub async fn connect_pool(dsn: &str, max_connections: u32) -> Result<MySqlPool, MigrateError> {
+    let mut failures = Vec::new();
+    for options in parse_dsn_list(dsn)? {
+        match pool_options(max_connections)
+            .connect_with(options.clone())
+            .await
+        {
+            Ok(pool) => return Ok(pool),
+            Err(e) => failures.push((target(&options), describe(&e))),
+        }
+    }
+    Err(connect_error(failures))
+}
+
+/// One pool per server of a DSN list (for `serve`'s failover, see [`crate::db::Db`]), each
+/// connecting lazily with the short [`ACQUIRE_TIMEOUT`], and the index of the first server that
+/// passes [`probe`]; an error naming every server when none does.
+pub async fn failover_pools(
+    list: &str,
+    max_connections: u32,
+) -> Result<(Vec<MySqlPool>, usize), MigrateError> {
+    let options = parse_dsn_list(list)?;
+    let mut failures = Vec::new();
+    let mut first_ready = None;
+    for o in &options {
+        match probe(o).await {
+            Ok(()) => {
+                first_ready = Some(failures.len());
+                break;
+            }
+            Err(reason) => failures.push((target(o), reason)),
+        }
+    }
+    let Some(start) = first_ready else {
+        return Err(connect_error(failures));
+    };
+    let pools = options
+        .into_iter()
+        .map(|o| {
+            pool_options(max_connections)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_lazy_with(o)
         })
+        .collect();
+    Ok((pools, start))
 }
 
 /// One applied migration as the catalog records it.

@@ -1,6 +1,7 @@
 //! The one error type of the database layer, and the one place that maps what MySQL/MariaDB
 //! reports onto it: SIGNALled business codes (`SQLSTATE 45000`, message `CODE: text`), deadlocks
-//! and lock-wait timeouts (retried by [`super::Db::call`]), and lost connections.
+//! and lock-wait timeouts (retried by [`super::Db::call`]), and servers that cannot serve (lost
+//! connections, shutdown, a Galera node outside the primary component: [`super::Db`] moves on).
 
 /// What a procedure call can fail with. Each variant documents the HTTP status the façade gives it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,12 +87,42 @@ impl DbError {
 pub(crate) enum Classified {
     /// The transaction was rolled back by a deadlock or lock-wait timeout: calling again is safe.
     Retry(String),
+    /// The server cannot serve: the connection was refused or lost, the server is shutting down,
+    /// or it is a Galera node outside the primary component. The call fails with 503 and the
+    /// caller moves on to the next server of its list ([`super::Db`]).
+    Down(String),
+    /// No pooled connection within the acquire timeout: either the server is unreachable (every
+    /// connect attempt was refused or hung) or every connection is busy. The call fails with 503;
+    /// the caller probes the server to tell the two apart before moving on.
+    Saturated(String),
     Fail(DbError),
+}
+
+impl Classified {
+    /// The error the call returns: 503 for every kind of unavailability.
+    pub(crate) fn into_error(self) -> DbError {
+        match self {
+            Classified::Retry(m) | Classified::Down(m) | Classified::Saturated(m) => {
+                DbError::Unavailable(m)
+            }
+            Classified::Fail(e) => e,
+        }
+    }
 }
 
 /// MySQL error numbers that mean "rolled back, try again".
 const ER_LOCK_DEADLOCK: u16 = 1213;
 const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
+
+/// MySQL/MariaDB error numbers that mean "this server cannot serve now; another one may":
+/// - 1047 `ER_UNKNOWN_COM_ERROR`: what Galera answers on a node that is not synced with the
+///   primary component ("WSREP has not yet prepared node for application use"), e.g. the
+///   survivor of a partition that lost quorum, or a joiner still receiving its state transfer;
+/// - 1053 `ER_SERVER_SHUTDOWN`: "Server shutdown in progress";
+/// - 1180 `ER_ERROR_DURING_COMMIT`: the commit could not be replicated (Galera returns it when
+///   the node leaves the primary component during the commit; the transaction did not commit);
+/// - 1927 `ER_CONNECTION_KILLED` (MariaDB): the server killed the connection (shutdown).
+pub(crate) const SERVER_DOWN: [u16; 4] = [1047, 1053, 1180, 1927];
 
 pub(crate) fn classify(e: sqlx::Error) -> Classified {
     match e {
@@ -102,6 +133,11 @@ pub(crate) fn classify(e: sqlx::Error) -> Classified {
                 Classified::Fail(DbError::from_signal(d.message()))
             } else if number == ER_LOCK_DEADLOCK || number == ER_LOCK_WAIT_TIMEOUT {
                 Classified::Retry(d.message().to_string())
+            } else if SERVER_DOWN.contains(&number) {
+                Classified::Down(format!(
+                    "database unavailable: error {number}: {}",
+                    d.message()
+                ))
             } else {
                 Classified::Fail(DbError::Internal(format!(
                     "database error {number}: {}",
@@ -109,14 +145,17 @@ pub(crate) fn classify(e: sqlx::Error) -> Classified {
                 )))
             }
         }
-        e @ (sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Protocol(_)) => {
+        e @ sqlx::Error::PoolTimedOut => {
+            Classified::Saturated(format!("database unavailable: {e}"))
+        }
+        // The pool was closed: this process is shutting down, no other server helps.
+        e @ sqlx::Error::PoolClosed => {
             Classified::Fail(DbError::Unavailable(format!("database unavailable: {e}")))
         }
+        e @ (sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_)) => Classified::Down(format!("database unavailable: {e}")),
         other => Classified::Fail(DbError::Internal(other.to_string())),
     }
 }

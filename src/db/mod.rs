@@ -15,7 +15,8 @@ pub mod queues;
 pub mod tasks;
 pub mod workers;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -32,10 +33,31 @@ const RETRIES: u32 = 8;
 /// Deadlocks and lock-wait timeouts retried so far by this process (stress tests report it).
 pub static RETRIED: AtomicU64 = AtomicU64::new(0);
 
-/// A handle on the database: a connection pool plus the typed procedure calls.
+/// Times this process moved its calls to the next server of its DSN list.
+pub static FAILOVERS: AtomicU64 = AtomicU64::new(0);
+
+/// A handle on the database: a connection pool per server, the server in use, and the typed
+/// procedure calls.
+///
+/// Usually there is one server. With a DSN list (the servers of one Galera cluster, see
+/// docs/operations.md) every call goes to the *current* server only, so the cluster has a single
+/// writer. When a call finds the current server gone (connection refused or lost, shutdown, a
+/// Galera node outside the primary component, or no connection within the pool's acquire timeout
+/// and a failed [`crate::migrate::probe`]), that call fails with `Unavailable` (503; clients
+/// retry) and the current server becomes the next one of the list, so the following calls go to
+/// a survivor. There is no fail-back: a server is left only when it fails.
 #[derive(Clone, Debug)]
 pub struct Db {
-    pool: MySqlPool,
+    servers: Arc<Servers>,
+}
+
+#[derive(Debug)]
+struct Servers {
+    pools: Vec<MySqlPool>,
+    /// Index into `pools` of the server calls go to.
+    current: AtomicUsize,
+    /// A probe of the current server is running (one at a time).
+    probing: AtomicBool,
 }
 
 /// One argument of a procedure call.
@@ -85,12 +107,101 @@ fn bind<'q>(q: Query<'q, MySql, MySqlArguments>, arg: Arg<'q>) -> Query<'q, MySq
 }
 
 impl Db {
+    /// A handle on one server.
     pub fn new(pool: MySqlPool) -> Db {
-        Db { pool }
+        Db::with_failover(vec![pool], 0)
     }
 
+    /// A handle on the servers of one cluster, in failover order, starting at `current`.
+    pub fn with_failover(pools: Vec<MySqlPool>, current: usize) -> Db {
+        assert!(!pools.is_empty(), "a Db needs at least one pool");
+        Db {
+            servers: Arc::new(Servers {
+                current: AtomicUsize::new(current % pools.len()),
+                pools,
+                probing: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Connects to a DSN or a comma-separated DSN list (see [`crate::migrate::split_dsn_list`]):
+    /// one lazily connecting pool of `pool_size` per server, starting on the first server that
+    /// answers.
+    pub async fn connect(
+        dsn_list: &str,
+        pool_size: u32,
+    ) -> Result<Db, crate::migrate::MigrateError> {
+        let (pools, current) = crate::migrate::failover_pools(dsn_list, pool_size).await?;
+        Ok(Db::with_failover(pools, current))
+    }
+
+    /// The pool of the server in use.
     pub fn pool(&self) -> &MySqlPool {
-        &self.pool
+        &self.servers.pools[self.current()]
+    }
+
+    /// Index (in the DSN list) of the server in use.
+    pub fn current(&self) -> usize {
+        self.servers.current.load(Ordering::Acquire)
+    }
+
+    /// Number of servers in the DSN list.
+    pub fn servers(&self) -> usize {
+        self.servers.pools.len()
+    }
+
+    /// Closes every pool.
+    pub async fn close(&self) {
+        for pool in &self.servers.pools {
+            pool.close().await;
+        }
+    }
+
+    /// What a failed call returns, after moving to the next server when the current one (index
+    /// `used`, the one the call went to) is gone.
+    async fn unavailable(&self, used: usize, failure: Classified) -> DbError {
+        let down = match &failure {
+            Classified::Down(_) | Classified::Saturated(_) if self.servers() > 1 => {
+                // One lost connection (e.g. killed by an operator) does not make a server gone:
+                // ask the server itself, one probe at a time.
+                if self.current() != used || self.servers.probing.swap(true, Ordering::AcqRel) {
+                    None
+                } else {
+                    let options = self.servers.pools[used].connect_options();
+                    let probed = crate::migrate::probe(&options).await;
+                    self.servers.probing.store(false, Ordering::Release);
+                    probed.err()
+                }
+            }
+            _ => None,
+        };
+        if let Some(reason) = down {
+            self.fail_over(used, &reason);
+        }
+        failure.into_error()
+    }
+
+    /// Moves calls from server `from` to the next one (unless another call already moved them).
+    fn fail_over(&self, from: usize, reason: &str) {
+        let n = self.servers();
+        let to = (from + 1) % n;
+        if self
+            .servers
+            .current
+            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            FAILOVERS.fetch_add(1, Ordering::Relaxed);
+            ::metrics::counter!("orbit_db_failovers_total").increment(1);
+            let target =
+                |i: usize| crate::migrate::target(&self.servers.pools[i].connect_options());
+            tracing::warn!(
+                from = %target(from),
+                to = %target(to),
+                %reason,
+                "database server unavailable; moving calls to the next server of the DSN list"
+            );
+        }
     }
 
     /// `CALL procedure(args…)` and return its one result set. A call rolled back by a deadlock or
@@ -109,9 +220,17 @@ impl Db {
             for a in args {
                 q = bind(q, *a);
             }
-            match q.fetch_all(&self.pool).await.map_err(classify) {
+            let used = self.current();
+            match q
+                .fetch_all(&self.servers.pools[used])
+                .await
+                .map_err(classify)
+            {
                 Ok(rows) => return Ok(rows),
                 Err(Classified::Fail(e)) => return Err(e),
+                Err(failure @ (Classified::Down(_) | Classified::Saturated(_))) => {
+                    return Err(self.unavailable(used, failure).await)
+                }
                 Err(Classified::Retry(message)) => {
                     attempt += 1;
                     RETRIED.fetch_add(1, Ordering::Relaxed);
@@ -238,15 +357,16 @@ impl<'r> Cols<'r> {
 impl Db {
     /// `orbit_extension_version`: the installed version (0 = not installed).
     pub async fn extension_version(&self) -> Result<u32, DbError> {
-        let missing: i64 = sqlx::query_scalar(
+        let used = self.current();
+        let missing: Result<i64, _> = sqlx::query_scalar(
             "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() AND routine_name = 'orbit_extension_version'",
         )
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| match classify(e) {
-            Classified::Fail(e) => e,
-            Classified::Retry(m) => DbError::Unavailable(m),
-        })?;
+        .fetch_one(&self.servers.pools[used])
+        .await;
+        let missing = match missing {
+            Ok(n) => n,
+            Err(e) => return Err(self.unavailable(used, classify(e)).await),
+        };
         if missing == 0 {
             return Ok(0);
         }

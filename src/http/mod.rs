@@ -196,8 +196,7 @@ pub async fn serve_with(
     cfg: ServeConfig,
     on_listen: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    let pool = crate::migrate::connect_pool(&cfg.dsn, cfg.pool_size).await?;
-    let db = Db::new(pool);
+    let db = Db::connect(&cfg.dsn, cfg.pool_size).await?;
     let found = db.extension_version().await.map_err(ServeError::Version)?;
     let expected = crate::codegen::EXTENSION_VERSION;
     if found != expected {
