@@ -789,26 +789,20 @@ async fn bootstrap_cmd(args: BootstrapArgs) -> ExitCode {
         Ok(db) => db,
         Err(code) => return code,
     };
-    let token = crate::auth::generate_token();
-    let mut scopes: Vec<String> = ["queues:manage", "tasks:submit", "tasks:read"]
-        .map(String::from)
-        .to_vec();
+    let mut scopes = vec!["queues:manage", "tasks:submit", "tasks:read"];
     if args.worker_access {
-        scopes.extend(["workers:connect", "workers:consume"].map(String::from));
+        scopes.extend(["workers:connect", "workers:consume"]);
     }
-    let result = db
-        .admin_bootstrap(&crate::db::queues::Bootstrap {
-            application: args.application,
-            environment: args.environment,
-            namespace: args.namespace,
-            queue: args.queue,
-            new_queue_id: Some(crate::auth::new_queue_id()),
-            token_hash: crate::auth::token_hash(&token).to_vec(),
-            token_hint: crate::auth::token_hint(&token),
-            scopes: scopes.clone(),
-            label: "admin bootstrap".into(),
-        })
-        .await;
+    let (bootstrap, token) = crate::db::queues::Bootstrap::with_new_token(
+        &args.application,
+        &args.environment,
+        &args.namespace,
+        &args.queue,
+        &scopes,
+        "admin bootstrap",
+    );
+    let scopes = bootstrap.scopes.clone();
+    let result = db.admin_bootstrap(&bootstrap).await;
     let b = match result {
         Ok(b) => b,
         Err(e) => return db_exit("bootstrap", &e),

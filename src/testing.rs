@@ -297,22 +297,17 @@ impl Fixture {
     pub async fn with_queue_id(queue_id: &str) -> Fixture {
         let test_db = TestDb::installed().await;
         let db = crate::db::Db::new(test_db.pool.clone());
-        let token = crate::auth::generate_token();
+        let (mut bootstrap, token) = crate::db::queues::Bootstrap::with_new_token(
+            "app",
+            "test",
+            "default",
+            "q1",
+            &ALL_SCOPES,
+            "fixture",
+        );
+        bootstrap.new_queue_id = Some(queue_id.to_string());
         let hash = crate::auth::token_hash(&token);
-        let b = db
-            .admin_bootstrap(&crate::db::queues::Bootstrap {
-                application: "app".into(),
-                environment: "test".into(),
-                namespace: "default".into(),
-                queue: "q1".into(),
-                new_queue_id: Some(queue_id.to_string()),
-                token_hash: hash.to_vec(),
-                token_hint: crate::auth::token_hint(&token),
-                scopes: ALL_SCOPES.iter().map(|s| s.to_string()).collect(),
-                label: "fixture".into(),
-            })
-            .await
-            .expect("bootstrap");
+        let b = db.admin_bootstrap(&bootstrap).await.expect("bootstrap");
         Fixture {
             test_db,
             db,

@@ -149,32 +149,23 @@ pub fn sql_err(doing: &'static str) -> impl Fn(sqlx::Error) -> DbError {
 }
 
 pub async fn tenant(db: &Db) -> Result<Tenant, DbError> {
-    let token = crate::auth::generate_token();
-    let hash = crate::auth::token_hash(&token);
-    let b = db
-        .admin_bootstrap(&crate::db::queues::Bootstrap {
-            application: "bench".into(),
-            environment: "bench".into(),
-            namespace: "default".into(),
-            queue: format!("bench-{}", crate::auth::new_queue_id()),
-            new_queue_id: Some(crate::auth::new_queue_id()),
-            token_hash: hash.to_vec(),
-            token_hint: crate::auth::token_hint(&token),
-            scopes: crate::testing::ALL_SCOPES
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            label: "bench".into(),
-        })
-        .await?;
+    let (bootstrap, token) = crate::db::queues::Bootstrap::with_new_token(
+        "bench",
+        "bench",
+        "default",
+        &format!("bench-{}", crate::auth::new_queue_id()),
+        &crate::testing::ALL_SCOPES,
+        "bench",
+    );
+    let b = db.admin_bootstrap(&bootstrap).await?;
     sqlx::query("UPDATE orbit_application_quota SET max_active_attempts = 1000000, max_incomplete_tasks = 100000000 WHERE application_id = ?")
         .bind(b.application_id)
         .execute(db.pool())
         .await
         .map_err(sql_err("raising the bench quotas"))?;
     Ok(Tenant {
+        hash: crate::auth::token_hash(&token),
         token,
-        hash,
         queue_id: b.queue_id,
         application_id: b.application_id,
         namespace_id: b.namespace_id,

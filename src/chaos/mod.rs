@@ -606,27 +606,16 @@ async fn install(orbit_dsn: &str, fence_dsn: &str) -> Result<(), ChaosError> {
 async fn bootstrap(orbit_dsn: &str) -> Result<(String, String), ChaosError> {
     let pool: MySqlPool = crate::migrate::connect_pool(orbit_dsn, 1).await?;
     let db = crate::db::Db::new(pool);
-    let token = crate::auth::generate_token();
+    let (bootstrap, token) = crate::db::queues::Bootstrap::with_new_token(
+        "chaos",
+        "chaos",
+        "chaos",
+        "chaos-first",
+        &crate::testing::ALL_SCOPES,
+        "chaos",
+    );
     let b = db
-        .admin_bootstrap(&crate::db::queues::Bootstrap {
-            application: "chaos".into(),
-            environment: "chaos".into(),
-            namespace: "chaos".into(),
-            queue: "chaos-first".into(),
-            new_queue_id: Some(crate::auth::new_queue_id()),
-            token_hash: crate::auth::token_hash(&token).to_vec(),
-            token_hint: crate::auth::token_hint(&token),
-            scopes: [
-                "queues:manage",
-                "tasks:submit",
-                "tasks:read",
-                "workers:connect",
-                "workers:consume",
-            ]
-            .map(String::from)
-            .to_vec(),
-            label: "chaos".into(),
-        })
+        .admin_bootstrap(&bootstrap)
         .await
         .map_err(|e| setup("bootstrap")(e.to_string()))?;
     db.pool().close().await;

@@ -46,6 +46,33 @@ pub struct Bootstrap {
     pub label: String,
 }
 
+impl Bootstrap {
+    /// A bootstrap whose queue gets a new id and whose credential gets a freshly generated token
+    /// with `scopes`. Returns the token too: it is shown once and stored only as its hash.
+    pub fn with_new_token(
+        application: &str,
+        environment: &str,
+        namespace: &str,
+        queue: &str,
+        scopes: &[&str],
+        label: &str,
+    ) -> (Bootstrap, String) {
+        let token = crate::auth::generate_token();
+        let bootstrap = Bootstrap {
+            application: application.into(),
+            environment: environment.into(),
+            namespace: namespace.into(),
+            queue: queue.into(),
+            new_queue_id: Some(crate::auth::new_queue_id()),
+            token_hash: crate::auth::token_hash(&token).to_vec(),
+            token_hint: crate::auth::token_hint(&token),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            label: label.into(),
+        };
+        (bootstrap, token)
+    }
+}
+
 /// The ids `orbit_admin_bootstrap` returns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Bootstrapped {
