@@ -256,11 +256,17 @@ pub fn target(options: &MySqlConnectOptions) -> String {
     )
 }
 
-/// Opens one connection for migrating; with a DSN list, to the first server that answers.
+/// Opens one connection for migrating; with a DSN list, to the first server that answers. On a
+/// Galera node the session reads causally ([`causal_reads`]): `migrate status` through any node
+/// sees every migration the cluster committed.
 pub async fn connect(dsn: &str) -> Result<MySqlConnection, MigrateError> {
     let mut failures = Vec::new();
     for options in parse_dsn_list(dsn)? {
-        match MySqlConnection::connect_with(&options).await {
+        let connected = match MySqlConnection::connect_with(&options).await {
+            Ok(mut conn) => causal_reads(&mut conn).await.map(|()| conn),
+            Err(e) => Err(e),
+        };
+        match connected {
             Ok(conn) => return Ok(conn),
             Err(e) => failures.push((target(&options), describe(&e))),
         }
@@ -300,16 +306,17 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 fn pool_options(max_connections: u32) -> MySqlPoolOptions {
     MySqlPoolOptions::new()
         .max_connections(max_connections)
-        .after_connect(|conn, _meta| {
-            Box::pin(async move {
-                if is_galera(conn).await? {
-                    sqlx::query("SET SESSION wsrep_sync_wait = 1")
-                        .execute(&mut *conn)
-                        .await?;
-                }
-                Ok(())
-            })
-        })
+        .after_connect(|conn, _meta| Box::pin(causal_reads(conn)))
+}
+
+/// On a Galera node, `SET SESSION wsrep_sync_wait = 1` (see [`pool_options`]); elsewhere nothing.
+pub async fn causal_reads(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
+    if is_galera(conn).await? {
+        sqlx::query("SET SESSION wsrep_sync_wait = 1")
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Whether the server is a Galera cluster node (`wsrep_on` is ON). MySQL and MariaDB without

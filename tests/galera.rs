@@ -196,8 +196,10 @@ async fn installs_and_serves_through_one_node() {
 #[derive(Default)]
 struct Submits {
     accepted: Vec<u64>,
-    /// When each accepted submit got its answer.
-    times: Vec<Instant>,
+    /// When each newly created task (201) got its answer: a new write committed by the cluster.
+    created: Vec<Instant>,
+    /// Answers 200 to a retried Idempotency-Key (the first try committed, its answer was lost).
+    repeated: u64,
     /// 5xx answers and lost connections (each retried with the same Idempotency-Key).
     unavailable: u64,
 }
@@ -269,7 +271,11 @@ async fn writer_node_killed_under_keyed_workload() {
                         Ok(t) => {
                             let mut seen = submits.lock().unwrap();
                             seen.accepted.push(t.task.id);
-                            seen.times.push(Instant::now());
+                            if t.created {
+                                seen.created.push(Instant::now());
+                            } else {
+                                seen.repeated += 1;
+                            }
                             break;
                         }
                         Err(e) if e.status == 0 || e.status >= 500 => {
@@ -331,17 +337,22 @@ async fn writer_node_killed_under_keyed_workload() {
     for s in submitters {
         s.await.unwrap();
     }
-    let (accepted, first_submit, unavailable) = {
+    let (accepted, first_submit, unavailable, repeated) = {
         let seen = submits.lock().unwrap();
         let first = seen
-            .times
+            .created
             .iter()
             .filter(|t| **t > killed_at)
             .min()
             .map(|t| t.duration_since(killed_at));
-        (seen.accepted.clone(), first, seen.unavailable)
+        (
+            seen.accepted.clone(),
+            first,
+            seen.unavailable,
+            seen.repeated,
+        )
     };
-    let first_submit = first_submit.expect("a submit was accepted after the kill");
+    let first_submit = first_submit.expect("a task was created after the kill");
     let new_writer = writer_node(&cluster).await;
     eprintln!(
         "galera: the façade now writes through node {:?}",
@@ -381,11 +392,18 @@ async fn writer_node_killed_under_keyed_workload() {
         .filter(|l| l.contains("moving calls to the next server"))
         .count();
     println!(
-        "galera: stall after SIGKILL of the writer: first accepted submit after {:.2} s, first finished task after {:.2} s; \
-         {unavailable} submit answers were 503/lost connections (retried); {failovers} failover(s) logged by serve",
+        "galera: stall after SIGKILL of the writer: first task created (201) after {:.2} s, first task finished after {:.2} s; \
+         {unavailable} submit answers were 503/lost connections, retried with the same Idempotency-Key \
+         ({repeated} of the retries answered 200: the first try had committed); {failovers} failover(s) logged by serve",
         first_submit.as_secs_f64(),
         first_ack.as_secs_f64()
     );
+    for line in serve_log
+        .lines()
+        .filter(|l| l.contains("UNAVAILABLE") || l.contains("moving calls"))
+    {
+        println!("galera: serve: {line}");
+    }
     println!(
         "galera: {} grants, {} fenced writes, states {states:?}",
         report.grants, report.fenced_writes
