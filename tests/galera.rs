@@ -11,7 +11,7 @@
 //! - `writer_node_killed_under_keyed_workload`: SDK workers run keyed, fenced tasks submitted over
 //!   HTTP; the node the façade writes to is SIGKILLed; the façade moves to a survivor; the run
 //!   drains and the invariant checker finds no violation. Prints the stall and the summary line.
-//! - `bench_on_cluster`: `orbit bench e2e` against node 1 of the cluster and against a private
+//! - `bench_on_cluster`: `orbit bench e2e` and `keys` against node 1 of the cluster and against a private
 //!   single server started with the same flags (minus Galera), in one sitting (BENCHMARKS.md).
 
 mod cluster;
@@ -420,23 +420,19 @@ async fn writer_node_killed_under_keyed_workload() {
     survivor_pool.close().await;
 }
 
-/// Runs `orbit bench e2e` against a server DSN and returns its JSON report line.
-fn bench_e2e(dsn: &str, tasks: u32) -> serde_json::Value {
+/// Runs `orbit bench SCENARIO ARGS --dsn DSN --json` and returns its JSON report line.
+fn bench(scenario: &str, args: &[String], dsn: &str) -> serde_json::Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
-        .args([
-            "bench",
-            "e2e",
-            "--dsn",
-            dsn,
-            "--tasks",
-            &tasks.to_string(),
-            "--json",
-        ])
+        .args(["bench", scenario, "--dsn", dsn, "--json"])
+        .args(args)
         .stderr(std::process::Stdio::inherit())
         .output()
         .expect("run orbit bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "orbit bench e2e failed: {stdout}");
+    assert!(
+        out.status.success(),
+        "orbit bench {scenario} failed: {stdout}"
+    );
     print!("{stdout}");
     serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("JSON report line")
 }
@@ -444,23 +440,47 @@ fn bench_e2e(dsn: &str, tasks: u32) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmarks a three-node Galera cluster; run with --include-ignored"]
 async fn bench_on_cluster() {
-    let tasks: u32 = std::env::var("ORBIT_GALERA_BENCH_TASKS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
+    let tasks = std::env::var("ORBIT_GALERA_BENCH_TASKS").unwrap_or_else(|_| "2000".into());
+    let scenarios: [(&str, Vec<String>); 2] = [
+        ("e2e", vec!["--tasks".into(), tasks.clone()]),
+        (
+            "keys",
+            vec![
+                "--tasks".into(),
+                tasks.clone(),
+                "--keys".into(),
+                "100".into(),
+            ],
+        ),
+    ];
     // A single private server with the same flags, minus Galera, in the same sitting.
     let single_dir = tempfile::tempdir().unwrap();
     let single = orbit::dev::start_private_server(single_dir.path())
         .await
         .expect("a private single server");
     let server_dsn = single.dsn.trim_end_matches("/orbit").to_string();
-    let alone = bench_e2e(&server_dsn, tasks);
+    let alone: Vec<_> = scenarios
+        .iter()
+        .map(|(name, args)| bench(name, args, &server_dsn))
+        .collect();
     drop(single);
 
     let cluster = Cluster::start(3).await;
-    let galera = bench_e2e(&cluster.nodes[0].server_dsn(), tasks);
-    println!(
-        "bench e2e --tasks {tasks}: single server {} tasks/s (baseline {} commits/s); Galera 3 nodes via node 1 {} tasks/s (baseline {} commits/s)",
-        alone["tasks_per_s"], alone["baseline_commits_per_s"], galera["tasks_per_s"], galera["baseline_commits_per_s"]
-    );
+    let galera: Vec<_> = scenarios
+        .iter()
+        .map(|(name, args)| bench(name, args, &cluster.nodes[0].server_dsn()))
+        .collect();
+    for (((name, args), a), g) in scenarios.iter().zip(&alone).zip(&galera) {
+        println!(
+            "bench {name} {}: single server {} tasks/s (p99 {} ms, baseline {} commits/s); \
+             Galera 3 nodes through node 1 {} tasks/s (p99 {} ms, baseline {} commits/s)",
+            args.join(" "),
+            a["tasks_per_s"],
+            a["p99_ms"],
+            a["baseline_commits_per_s"],
+            g["tasks_per_s"],
+            g["p99_ms"],
+            g["baseline_commits_per_s"]
+        );
+    }
 }
