@@ -15,20 +15,45 @@ CREATE TABLE IF NOT EXISTS orbit_application (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Applications (tenants)';
 
 -- ---- orbit_application_quota (from templates/tables/orbit_application_quota.sql) ----
--- orbit_application_quota: Per-application limits and the live counters checked against them.
--- The active-attempt counter covers LEASED and RUNNING attempts (a keyed attempt counts once
--- although it holds two permits); the incomplete-task counter covers every accepted task that has
--- not reached a terminal state (NEEDS_REVIEW included). Locked FOR UPDATE last in every
--- transaction that changes a counter, so lock order stays acyclic.
+-- orbit_application_quota: Per-application limits and live counters, in 16 slot rows per application.
+-- Slots 0..15 are all created with the application (orbit_admin_bootstrap); concurrent
+-- transactions of one application update different slot rows instead of queueing on one. The active-attempt
+-- counter covers LEASED and RUNNING attempts (a keyed attempt counts once although it holds two
+-- permits); the incomplete-task counter covers every accepted task that has not reached a terminal
+-- state (NEEDS_REVIEW included). An application's usage is the SUM of its slots' counters.
+-- Limits are exact. Every slot row holds the application's whole limit L (change a limit by
+-- updating all of an application's rows, e.g. UPDATE ... WHERE application_id = ?). Slot s owns
+-- the share L DIV N + (s < L MOD N); the shares add up to L.
+--   One-slot charge (the common case): a transaction charges the slot CONNECTION_ID() MOD N, and
+--   only while that slot stays within its share and the row's checked_ limit equals its limit.
+--   Every-slot charge (otherwise): lock all N rows of the application in ascending slot order
+--   (one locking read), admit only if the SUM of the counters stays within L (the smallest L the
+--   rows hold), charge the lowest slots below their share (one exists whenever the total is below
+--   L); then, if every slot is within its share, set checked_ = the limit on every row.
+-- So while checked_ equals the limit, every slot is within its share and one-slot charges keep it
+-- so, and the total never exceeds L; a limit change (which leaves checked_ behind) sends charges
+-- through the exact every-slot path until the slots fit their shares again. Refusals happen only
+-- when the total is at L.
+-- The task or attempt row records the slot it charged (orbit_task.quota_slot for the
+-- incomplete-task counter, orbit_attempt.quota_slot for the active-attempt counter) and its release
+-- decrements that slot, so no counter goes below zero.
+-- Lock order: locked last in every transaction that changes a counter, so lock order stays
+-- acyclic. A transaction holds either one slot row, or several slot rows taken in ascending slot
+-- order by one statement (every-slot charges, attempt ends that release two slots); never one
+-- slot and then a lower one (a one-slot update that does not match releases its row: READ
+-- COMMITTED).
 CREATE TABLE IF NOT EXISTS orbit_application_quota (
   application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
-  max_active_attempts INT UNSIGNED NOT NULL DEFAULT 10000 COMMENT 'limit on LEASED + RUNNING attempts',
-  active_attempts INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'current LEASED + RUNNING attempts',
-  max_incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 10000000 COMMENT 'limit on accepted, non-terminal tasks',
-  incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'current accepted, non-terminal tasks',
+  slot TINYINT UNSIGNED NOT NULL COMMENT 'quota slot, 0..15; the counters below count the charges made to this slot',
+  max_active_attempts INT UNSIGNED NOT NULL DEFAULT 10000 COMMENT 'application limit on LEASED + RUNNING attempts (same in every slot row)',
+  checked_max_active_attempts INT UNSIGNED NOT NULL DEFAULT 10000 COMMENT 'the max_active_attempts every slot was last seen within its share of; one-slot charges only while equal',
+  active_attempts INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'LEASED + RUNNING attempts charged to this slot',
+  max_incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 10000000 COMMENT 'application limit on accepted, non-terminal tasks (same in every slot row)',
+  checked_max_incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 10000000 COMMENT 'the max_incomplete_tasks every slot was last seen within its share of; one-slot charges only while equal',
+  incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'accepted, non-terminal tasks charged to this slot',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last counter change',
-  PRIMARY KEY (application_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Application quotas and their counters';
+  PRIMARY KEY (application_id, slot)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Application quotas and their counters, in slots';
 
 -- ---- orbit_attempt (from templates/tables/orbit_attempt.sql) ----
 -- orbit_attempt: Attempts: one per grant of a task to a session, with its lease and token.
@@ -51,6 +76,7 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   session_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_session.id it was granted to',
   worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'the worker identity of that session',
   claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it',
+  quota_slot TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_application_quota.slot whose active_attempts it charged; its release decrements that slot',
   state ENUM('LEASED','RUNNING','SUCCEEDED','FAILED','CANCELLED','EXPIRED','UNKNOWN') NOT NULL COMMENT 'attempt state',
   granted_at DATETIME(6) NOT NULL COMMENT 'UTC time the permits were granted',
   lease_expires_at DATETIME(6) NOT NULL COMMENT 'UTC lease expiry; renew moves it',
@@ -319,6 +345,7 @@ CREATE TABLE IF NOT EXISTS orbit_task (
   priority TINYINT UNSIGNED NOT NULL DEFAULT 5 COMMENT '0 (runs first) to 9',
   max_attempts INT UNSIGNED NOT NULL DEFAULT 3 COMMENT 'attempts allowed before the task fails',
   attempt_count INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'attempts granted so far',
+  quota_slot TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_application_quota.slot whose incomplete_tasks it charged; reaching a terminal state decrements that slot',
   retry_base_ms INT UNSIGNED NOT NULL DEFAULT 1000 COMMENT 'first retry delay; doubles per attempt',
   retry_max_ms INT UNSIGNED NOT NULL DEFAULT 300000 COMMENT 'largest retry delay',
   retry_unknown TINYINT(1) NOT NULL DEFAULT 0 COMMENT '1 = safe to retry after an unknown outcome (RETRY_WAIT instead of NEEDS_REVIEW)',
@@ -438,7 +465,10 @@ BEGIN
   INSERT INTO orbit_application (name, created_at) VALUES (p_application, v_now)
   ON DUPLICATE KEY UPDATE name = name;
   SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
-  INSERT INTO orbit_application_quota (application_id, updated_at) VALUES (v_application_id, v_now)
+  -- Every quota slot of the application (0..15), with the default limits.
+  INSERT INTO orbit_application_quota (application_id, slot, updated_at)
+  SELECT v_application_id, s.n, v_now
+    FROM (SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9 UNION ALL SELECT 10 UNION ALL SELECT 11 UNION ALL SELECT 12 UNION ALL SELECT 13 UNION ALL SELECT 14 UNION ALL SELECT 15) s
   ON DUPLICATE KEY UPDATE application_id = application_id;
   INSERT INTO orbit_environment (application_id, name, created_at) VALUES (v_application_id, p_environment, v_now)
   ON DUPLICATE KEY UPDATE name = name;
@@ -482,7 +512,8 @@ DELIMITER ;
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now.
 -- Out: o_task_state (the task's new state).
 -- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
---   (via orbit_key_release), promoted task rows (SKIP LOCKED), orbit_application_quota row.
+--   (via orbit_key_release), promoted task rows (SKIP LOCKED), the orbit_application_quota slot
+--   rows the attempt and (when it ends) the task charged, in ascending slot order, one statement.
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
@@ -511,13 +542,15 @@ BEGIN
   DECLARE v_delay_ms BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_terminal TINYINT DEFAULT 0;
   DECLARE v_attempts_left TINYINT;
+  DECLARE v_attempt_slot TINYINT UNSIGNED;
+  DECLARE v_task_slot TINYINT UNSIGNED;
 
-  SELECT a.task_id, a.state, a.resource_id, a.application_id, a.concurrency_token
-    INTO v_task_id, v_attempt_state, v_resource_id, v_application_id, v_token
+  SELECT a.task_id, a.state, a.resource_id, a.application_id, a.concurrency_token, a.quota_slot
+    INTO v_task_id, v_attempt_state, v_resource_id, v_application_id, v_token, v_attempt_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
-  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
-    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.quota_slot
+    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown, v_task_slot
     FROM orbit_task t
    WHERE t.id = v_task_id
      FOR UPDATE;
@@ -572,11 +605,14 @@ BEGIN
   VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, v_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
+  -- The attempt's slot gives back the active attempt; the task's slot (when the task ended) its
+  -- incomplete task. One statement over at most two slot rows locks them in ascending slot order.
   UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - 1,
-         q.incomplete_tasks = q.incomplete_tasks - v_terminal,
+     SET q.active_attempts = q.active_attempts - (q.slot = v_attempt_slot),
+         q.incomplete_tasks = q.incomplete_tasks - IF(q.slot = v_task_slot, v_terminal, 0),
          q.updated_at = p_now
-   WHERE q.application_id = v_application_id;
+   WHERE q.application_id = v_application_id
+     AND q.slot IN (v_attempt_slot, IF(v_terminal, v_task_slot, v_attempt_slot));
 END$$
 DELIMITER ;
 
@@ -1380,7 +1416,8 @@ BEGIN
   UNION ALL
   SELECT 'application_active_attempts', a.name, CAST(q.active_attempts AS SIGNED)
     FROM orbit_application a
-    JOIN orbit_application_quota q ON q.application_id = a.id
+    JOIN (SELECT x.application_id, SUM(x.active_attempts) AS active_attempts
+            FROM orbit_application_quota x GROUP BY x.application_id) q ON q.application_id = a.id
    ORDER BY metric, label;
 END$$
 DELIMITER ;
@@ -1509,8 +1546,8 @@ DELIMITER ;
 --   active plan, NULL when none).
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per plan in order: orbit_plan row (FOR UPDATE SKIP LOCKED), orbit_plan_fire row
---   (insert), then through orbit_task_create: orbit_resource row (keyed), orbit_application_quota
---   row.
+--   (insert), then through orbit_task_create: orbit_resource row (keyed), one orbit_application_quota
+--   slot row.
 DROP PROCEDURE IF EXISTS orbit_plan_fire_due;
 DELIMITER $$
 CREATE PROCEDURE orbit_plan_fire_due(IN p_limit INT)
@@ -2169,7 +2206,8 @@ DELIMITER ;
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, STATE_CONFLICT.
 -- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
---   promoted task rows (SKIP LOCKED), orbit_application_quota row.
+--   promoted task rows (SKIP LOCKED), the orbit_application_quota slot row(s) the task and its
+--   attempt charged (orbit_task.quota_slot, orbit_attempt.quota_slot; ascending).
 DROP PROCEDURE IF EXISTS orbit_task_cancel;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_cancel(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
@@ -2188,6 +2226,7 @@ body: BEGIN
   DECLARE v_current BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2207,7 +2246,8 @@ body: BEGIN
   IF v_attempt_id <> 0 THEN
     SELECT a.state INTO v_attempt_state FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
   END IF;
-  SELECT t.state, t.lane, t.resource_id, t.current_attempt_id INTO v_state, v_lane, v_resource_id, v_current
+  SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
+    INTO v_state, v_lane, v_resource_id, v_current, v_slot
     FROM orbit_task t
    WHERE t.id = p_task_id
      FOR UPDATE;
@@ -2235,7 +2275,7 @@ body: BEGIN
     VALUES (p_task_id, 'cancelled', v_state, 'CANCELLED', v_now);
     UPDATE orbit_application_quota q
        SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
-     WHERE q.application_id = v_application_id;
+     WHERE q.application_id = v_application_id AND q.slot = v_slot;
     COMMIT;
   ELSE
     ROLLBACK;
@@ -2281,7 +2321,10 @@ DELIMITER ;
 --   A closed or draining session, or a revoked credential, gets no rows.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; orbit_application_quota row last.
+--   candidate; orbit_application_quota slot rows last: the connection's slot alone when the grant
+--   fits its share and nothing expired, otherwise every slot of the application in ascending slot
+--   order (one locking read), the exact total checked and the grants charged to the lowest slots
+--   below their share (see orbit_application_quota).
 DROP PROCEDURE IF EXISTS orbit_task_claim;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_claim(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT)
@@ -2315,6 +2358,15 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_task_slot TINYINT UNSIGNED;
+  DECLARE v_charge_slot TINYINT UNSIGNED;
+  DECLARE v_charged INT DEFAULT 0;
+  DECLARE v_limit BIGINT UNSIGNED;
+  DECLARE v_total BIGINT UNSIGNED;
+  DECLARE v_over INT;
+  -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
+  DECLARE v_expired_slots TEXT DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2341,7 +2393,7 @@ body: BEGIN
     ROLLBACK;
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
   END IF;
-  SELECT q.max_active_attempts - q.active_attempts INTO v_budget
+  SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED) INTO v_budget
     FROM orbit_application_quota q
    WHERE q.application_id = v_application_id;
   SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
@@ -2374,8 +2426,8 @@ body: BEGIN
 
       candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
         SET v_task_id = NULL;
-        SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1
-          INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no
+        SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
+          INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot
           FROM orbit_task t
          WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
            AND (v_keys OR t.resource_id = 0)
@@ -2397,7 +2449,9 @@ body: BEGIN
            WHERE t.id = v_task_id;
           INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
           VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', v_now);
-          SET v_expired = v_expired + 1;
+          SET v_expired = v_expired + 1,
+              v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
+                                         CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
           IF v_resource_id <> 0 THEN
             CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
           END IF;
@@ -2427,10 +2481,10 @@ body: BEGIN
         END IF;
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
-                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, state,
-                                   granted_at, lease_expires_at)
+                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
+                                   state, granted_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, p_session_id, v_worker_id, v_seq, 'LEASED', v_now, v_expires);
+                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, 'LEASED', v_now, v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
         INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
         VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
@@ -2449,16 +2503,67 @@ body: BEGIN
     END WHILE queues;
 
     IF v_granted > 0 OR v_expired > 0 THEN
-      UPDATE orbit_application_quota q
-         SET q.active_attempts = q.active_attempts + v_granted,
-             q.incomplete_tasks = q.incomplete_tasks - v_expired,
-             q.updated_at = v_now
-       WHERE q.application_id = v_application_id
-         AND q.active_attempts + v_granted <= q.max_active_attempts;
-      IF ROW_COUNT() = 0 THEN
-        -- A concurrent claim used the quota first: grant nothing this time.
-        ROLLBACK;
-        SET v_seq = 0;
+      IF v_expired = 0 THEN
+        -- The common case: the whole grant fits the connection's slot (the attempts recorded it).
+        UPDATE orbit_application_quota q
+           SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = v_now
+         WHERE q.application_id = v_application_id AND q.slot = v_slot
+           AND q.checked_max_active_attempts = q.max_active_attempts
+           AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+        SET v_charged = ROW_COUNT();
+      END IF;
+      IF v_charged = 0 THEN
+        -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
+        -- released the connection's slot if the update above did not match it), check the total.
+        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts) INTO v_limit, v_total
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           FOR UPDATE;
+        IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
+          -- Concurrent claims used the quota first: grant nothing this time.
+          ROLLBACK;
+          SET v_seq = 0;
+        ELSE
+          IF v_expired > 0 THEN
+            UPDATE orbit_application_quota q
+               SET q.incomplete_tasks = q.incomplete_tasks
+                     - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+                   q.updated_at = v_now
+             WHERE q.application_id = v_application_id;
+          END IF;
+          -- Charge each granted attempt to the lowest slot below its share (one exists while the
+          -- total is below the limit) and record that slot on the attempt.
+          SET v_attempt_id = 0;
+          charge: WHILE v_charged < v_granted DO
+            SELECT a.id INTO v_attempt_id
+              FROM orbit_attempt a
+             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
+             ORDER BY a.id
+             LIMIT 1;
+            SELECT q.slot INTO v_charge_slot
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts < (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+             ORDER BY q.slot
+             LIMIT 1;
+            UPDATE orbit_application_quota q
+               SET q.active_attempts = q.active_attempts + 1, q.updated_at = v_now
+             WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
+            SET v_charged = v_charged + 1;
+          END WHILE charge;
+          SELECT COUNT(*) INTO v_over
+            FROM orbit_application_quota q
+           WHERE q.application_id = v_application_id
+             AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+          IF v_over = 0 THEN
+            -- Every slot is within its share of the current limit: one-slot charges may resume.
+            UPDATE orbit_application_quota q
+               SET q.checked_max_active_attempts = q.max_active_attempts
+             WHERE q.application_id = v_application_id;
+          END IF;
+          COMMIT;
+        END IF;
       ELSE
         COMMIT;
       END IF;
@@ -2489,14 +2594,18 @@ DELIMITER ;
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
 -- (orbit_task_place), the history event, and the application's incomplete-task counter. The
 -- definition must already be validated (orbit_task_validate). When the incomplete-task quota is
--- full, o_task_id is 0 and the caller must roll back what this call wrote.
+-- full, o_task_id is 0 and the caller must roll back what this call wrote. The counter is charged
+-- to one quota slot (see orbit_application_quota): the connection's slot when it is within its
+-- share, otherwise, under a lock on every slot and an exact check of the total, the lowest slot
+-- below its share. The task row records the slot.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now.
 -- Out: o_task_id (0 = refused by the quota).
 -- Result: none. Signals: none.
 -- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the new orbit_task row,
---   orbit_application_quota row.
+--   orbit_application_quota slot rows: the connection's slot; or, when it cannot take the charge
+--   alone, every slot of the application in ascending slot order.
 DROP PROCEDURE IF EXISTS orbit_task_create;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_create(
@@ -2523,6 +2632,10 @@ CREATE PROCEDURE orbit_task_create(
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_limit BIGINT UNSIGNED;
+  DECLARE v_total BIGINT UNSIGNED;
+  DECLARE v_over INT;
   SET o_task_id = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
@@ -2538,12 +2651,12 @@ BEGIN
   INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, created_at, updated_at)
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
           p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', 'none', p_priority,
           p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
-          p_idempotency_key, p_plan_id, p_plan_version, p_now, p_now);
+          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
   SET o_task_id = LAST_INSERT_ID();
   CALL orbit_task_place(o_task_id, p_now);
   INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
@@ -2553,9 +2666,43 @@ BEGIN
     FROM orbit_task t WHERE t.id = o_task_id;
   UPDATE orbit_application_quota q
      SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
-   WHERE q.application_id = p_application_id AND q.incomplete_tasks < q.max_incomplete_tasks;
+   WHERE q.application_id = p_application_id AND q.slot = v_slot
+     AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+     AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
   IF ROW_COUNT() = 0 THEN
-    SET o_task_id = 0;
+    -- The connection's slot cannot take it alone (READ COMMITTED released that row): lock every
+    -- slot in ascending order and check the exact total.
+    SELECT MIN(q.max_incomplete_tasks), SUM(q.incomplete_tasks) INTO v_limit, v_total
+      FROM orbit_application_quota q
+     WHERE q.application_id = p_application_id
+       FOR UPDATE;
+    SET v_slot = NULL;
+    IF v_total < v_limit THEN
+      SELECT q.slot INTO v_slot
+        FROM orbit_application_quota q
+       WHERE q.application_id = p_application_id
+         AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16))
+       ORDER BY q.slot
+       LIMIT 1;
+    END IF;
+    IF v_slot IS NULL THEN
+      SET o_task_id = 0;
+    ELSE
+      UPDATE orbit_application_quota q
+         SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
+       WHERE q.application_id = p_application_id AND q.slot = v_slot;
+      UPDATE orbit_task t SET t.quota_slot = v_slot WHERE t.id = o_task_id;
+      SELECT COUNT(*) INTO v_over
+        FROM orbit_application_quota q
+       WHERE q.application_id = p_application_id
+         AND q.incomplete_tasks > (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+      IF v_over = 0 THEN
+        -- Every slot is within its share of the current limit: one-slot charges may resume.
+        UPDATE orbit_application_quota q
+           SET q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+         WHERE q.application_id = p_application_id;
+      END IF;
+    END IF;
   END IF;
 END$$
 DELIMITER ;
@@ -2571,7 +2718,7 @@ DELIMITER ;
 --   NULL when none).
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per task in order: orbit_task row, orbit_resource row (ready keyed task), promoted task
---   rows (SKIP LOCKED), orbit_application_quota row.
+--   rows (SKIP LOCKED), the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
 DROP PROCEDURE IF EXISTS orbit_task_expire_due;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_expire_due(IN p_limit INT)
@@ -2586,6 +2733,7 @@ BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_expired INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -2610,8 +2758,8 @@ BEGIN
     SET v_seen = v_seen + 1;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    SELECT t.lane, t.state, t.deadline_at, t.resource_id, t.queue_id, t.application_id
-      INTO v_lane, v_state, v_deadline, v_resource_id, v_queue_id, v_application_id
+    SELECT t.lane, t.state, t.deadline_at, t.resource_id, t.queue_id, t.application_id, t.quota_slot
+      INTO v_lane, v_state, v_deadline, v_resource_id, v_queue_id, v_application_id, v_slot
       FROM orbit_task t
      WHERE t.id = v_task_id
        FOR UPDATE;
@@ -2629,7 +2777,7 @@ BEGIN
       VALUES (v_task_id, 'deadline_expired', v_state, 'EXPIRED', 'total deadline passed', v_now);
       UPDATE orbit_application_quota q
          SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
-       WHERE q.application_id = v_application_id;
+       WHERE q.application_id = v_application_id AND q.slot = v_slot;
       SET v_expired = v_expired + 1;
     END IF;
     COMMIT;
@@ -3017,7 +3165,7 @@ DELIMITER ;
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT, STATE_CONFLICT (not in
 --   NEEDS_REVIEW).
 -- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
---   orbit_application_quota row.
+--   the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
 DROP PROCEDURE IF EXISTS orbit_task_resolve;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_resolve(
@@ -3034,6 +3182,7 @@ BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -3055,7 +3204,7 @@ BEGIN
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SELECT t.state INTO v_state FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
+  SELECT t.state, t.quota_slot INTO v_state, v_slot FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
   IF v_state <> 'NEEDS_REVIEW' THEN
     ROLLBACK;
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: only a NEEDS_REVIEW task can be resolved';
@@ -3077,7 +3226,7 @@ BEGIN
      WHERE t.id = p_task_id;
     UPDATE orbit_application_quota q
        SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
-     WHERE q.application_id = v_application_id;
+     WHERE q.application_id = v_application_id AND q.slot = v_slot;
   END IF;
   INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
   VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);
@@ -3125,7 +3274,7 @@ DELIMITER ;
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
 -- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
---   row (keyed; insert or FOR UPDATE), orbit_application_quota row.
+--   row (keyed; insert or FOR UPDATE), one orbit_application_quota slot row.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -3301,8 +3450,8 @@ DELIMITER ;
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, 'd84fb59e34a85ebc95826db4ab2acbf99cb49b837968be58054aba8fddbaae80', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, '7bb3d6f302c628ef5d111140a4da68727a873e8db745c18f33c0d2b34e0b37bf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, 'e4a1c02bf65cbe1c6d76bf9a2d07a1fe533ebb26251a6c2ff5bb4273d94bbd32', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, 'cdb3faeb8ebf3a22b8ff65efabb7b42782ac4f2a8dfd2edf1a817f042843545f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'a64428db721d127f6bf86fb5e336dbd3c8b14290fc48a7a1f292b7102be2c055', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3318,11 +3467,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 1, '8f2c2ea5e9a3780095537951228c2874815c7ca0dad40a256f8f50488c836644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '42e4733806cc8d698a982d3ad78bf3cb564fd2ae97b49cb1628f8351f45613c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, '51979317e0e917620d59fcb0163802fab072b8dda185a6c1e209d1cf020b1302', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '6d02889794f3bbafbf538197922ebe8fca746875343e800f3afd845ae2da8bb1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '82327f39e1604d7f77f1f0a7a84498488de524888accc183cfef183fed467a41', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, 'dadd78f5df12ca4ac98ecaeb364a65990fc6ce3a26691cc4a124cfc62c72772f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'd33cb78d9eb93feb4e1b2ee83b056a4d68df2cc74887d0798266c6085aa6bdda', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '93321b9e9bed5d0ca4c63984aef71b4c19e90db30d26b05181deda67e00d2822', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'c330c4d861fd93df24c66616eaa6b9f114888399f5faca73f603dd31b5ee9d92', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3339,9 +3488,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'b363781d71478fd66dc44c9397e1faa45647f1d3d2f49550ebfb6a1ba0d2ea5a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, 'fb9ea168a10ebcb8c5fb4b56c328ee4c4ddf95dbabe57fbdf18e24438affa39b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '006299591b791b1c3ba4834ebbc08dcd4a938de80bc655d27da563e17d27be42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'e55c75c504a1f53494f1e74f30c1b82805d4dbb48345c918f2b1e34097dd3ba7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '0f2870a8218f1028506167d6e12422c2a9739d68647d4fdff478b17e9a49ae16', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '5fea9d8dc387bd66bea3e551faead3e6eed94c7c1b6444e5e32fe34cc6c736aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, '35017028931134eb7e8771e31502f81bad2fe265dcfa654f849c966ae87d6d8f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 1, '2ce0baa08588611e40102323a6114180d1dfac6dedb8197b2962af79defe6b97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 1, '08e79902dacd5123d70ddbd8d4fdee9cee1f82ede318b34edb7bfe04ddf2b8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3351,17 +3500,17 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, 'c6c072fff3009f240ff096532780c6a916644a099124a5fe8e9228312770328c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '82efcb7fff309c2fe7a26b6d6fcb19491b380cd8d82572d56f721e7864a17ade', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '1ff0415f8adcac180a6ecbda59e2860a5dbab1164a4cfddee48189de27526c74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '3bed4e7d3fa40e66275961770cf35e48c2abb48c9f36d1e851bdcdc81c748a08', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '0a3073d48ff9949579d00578dfa3d9f3c692d93f10b6ae1cf3b82ba41e890439', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'dd644b20204ac7a648d3d93a9a7009023ca0f6661319995361be74283ab6a75a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'b98df3e71c6b284f42611318088a2c2dc9856862962b16f0ea6abe8e8e7d6c0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'c895daa8f612305911c034f892e8b67c6c534252aeaa6d36ce30fef25fbc4546', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '06b8d77e935a32ee7e391171bb862237cfaffd8a7f0ed9a07bd4bb35c86a6bd0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, 'a49aaa011ae00cbe0a0f18fdf105b536ba2f8ce8e673dc2708f8f7fea6478931', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '97606145ed84f6cc1efdda9dca21ce0db84679b54c27e3b54998e510de3956c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '14d1bfeb7cecce8ac0a79a854522e078bad2e7935b9f2a1a778b750c88f2b762', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '96a58387187d1b8e8e4e508529129d8a4c07f691ce6b23d01cf412cfb43ebd20', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '96a58387187d1b8e8e4e508529129d8a4c07f691ce6b23d01cf412cfb43ebd20', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '3f3d4eaa3dfa42d252cdc2fe7f184883855406869746a3290361d974f5a97e11', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '3f3d4eaa3dfa42d252cdc2fe7f184883855406869746a3290361d974f5a97e11', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

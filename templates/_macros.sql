@@ -115,3 +115,22 @@
     now is kept. Plans advance by whole intervals, so slots missed while the scheduler was down
     (or the plan paused) are skipped, never fired in a burst. -#}
 {% macro next_slot(slot, interval, now) %}DATE_ADD({{ slot }}, INTERVAL {{ interval }} * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, {{ slot }}, {{ now }}) / ({{ interval }} * 1000000)) + 1, 0) SECOND){% endmacro %}
+
+{#- Quota slots: each application's quota counters are split over c.quota_slots rows of
+    orbit_application_quota (slot 0..N-1). The slot a transaction tries first is its connection id
+    modulo N: concurrent transactions run on different connections, so they mostly charge different
+    rows and stop queueing on one row lock. -#}
+{% macro quota_slot() %}(CONNECTION_ID() % {{ c.quota_slots }}){% endmacro %}
+
+{#- A slot's exact share of the application limit held in column `col` of quota row `q` (every slot
+    row holds the application's whole limit L): L DIV N, plus 1 for the slots below L MOD N. The
+    shares add up to L, and a slot is charged on its own only within its share, so the
+    application's total never exceeds L; a charge its slot refuses locks every slot and checks the
+    exact total (see orbit_application_quota). -#}
+{% macro quota_share(q, col) %}({{ q }}.{{ col }} DIV {{ c.quota_slots }} + ({{ q }}.slot < {{ q }}.{{ col }} % {{ c.quota_slots }})){% endmacro %}
+
+{#- Whether slot row `q` may take charges on its own for limit column `col`: the limit is the one
+    last verified (checked_<col>) to have every slot of the application within its share. After a
+    limit change the shares may be below what slots already hold, so charges lock every slot and
+    check the exact total until a charge finds every slot within its share again. -#}
+{% macro quota_checked(q, col) %}{{ q }}.checked_{{ col }} = {{ q }}.{{ col }}{% endmacro %}

@@ -29,7 +29,7 @@ async fn a_grant_takes_the_next_token_and_advances_the_version() {
     // Two permit records for one keyed attempt; the application counts it once.
     let permits: (i64, i64, u32) = sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM orbit_queue_permit), (SELECT COUNT(*) FROM orbit_key_permit), \
-                (SELECT active_attempts FROM orbit_application_quota)",
+                (SELECT CAST(SUM(active_attempts) AS UNSIGNED) FROM orbit_application_quota)",
     )
     .fetch_one(f.db.pool())
     .await

@@ -16,7 +16,10 @@ async fn key_permit_holder(f: &Fixture, key: &str) -> Option<u64> {
 }
 
 async fn counters(f: &Fixture) -> (u32, u64) {
-    sqlx::query_as("SELECT active_attempts, incomplete_tasks FROM orbit_application_quota")
+    sqlx::query_as(
+        "SELECT CAST(SUM(active_attempts) AS UNSIGNED), CAST(SUM(incomplete_tasks) AS UNSIGNED) \
+           FROM orbit_application_quota",
+    )
         .fetch_one(f.db.pool())
         .await
         .unwrap()

@@ -202,7 +202,7 @@ async fn firing_creates_the_task_with_the_key_verbatim_and_the_plan_version() {
             .unwrap();
     assert_eq!((fired_slot.and_utc(), task_id), (slot, t.id));
     let incomplete: u64 =
-        sqlx::query_scalar("SELECT incomplete_tasks FROM orbit_application_quota")
+        sqlx::query_scalar("SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota")
             .fetch_one(f.db.pool())
             .await
             .unwrap();

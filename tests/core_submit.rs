@@ -170,7 +170,7 @@ async fn a_busy_key_still_accepts_the_task_without_consuming_an_attempt() {
         "blocked tasks stay out of the claim's range"
     );
     let incomplete: u64 =
-        sqlx::query_scalar("SELECT incomplete_tasks FROM orbit_application_quota")
+        sqlx::query_scalar("SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota")
             .fetch_one(f.db.pool())
             .await
             .unwrap();
@@ -204,6 +204,57 @@ async fn incomplete_task_quota_is_enforced() {
         .await
         .unwrap();
     assert_eq!(idem, 2);
+}
+
+#[tokio::test]
+async fn incomplete_task_quota_is_exact_across_quota_slots() {
+    // The counter is split over quota slots (orbit_application_quota.slot); concurrent submits on
+    // different connections charge different slots, and the application total stays exact.
+    let f = Fixture::new().await;
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 37")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let mut handles = Vec::new();
+    for i in 0..120 {
+        let (db, hash, t) = (f.db.clone(), f.hash, f.task(&f.queue_id, ""));
+        handles.push(tokio::spawn(async move {
+            db.task_submit(&hash, &format!("op-{i}"), &t).await
+        }));
+    }
+    let (mut accepted, mut refused) = (0, 0);
+    for h in handles {
+        match h.await.unwrap() {
+            Ok(_) => accepted += 1,
+            Err(DbError::QuotaExceeded(_)) => refused += 1,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!((accepted, refused), (37, 83), "exactly the limit is accepted");
+    // Each slot holds what its tasks charged, within its share of 37 (37 DIV 16 + (slot < 37 % 16)).
+    let slots: Vec<(u8, u64, i64)> = sqlx::query_as(
+        "SELECT q.slot, q.incomplete_tasks, \
+                (SELECT COUNT(*) FROM orbit_task t WHERE t.quota_slot = q.slot) \
+           FROM orbit_application_quota q ORDER BY q.slot",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(slots.len(), 16);
+    for (slot, charged, tasks) in &slots {
+        assert_eq!(*charged as i64, *tasks, "slot {slot}");
+        assert!(*charged <= 2 + u64::from(*slot < 5), "slot {slot} above its share");
+    }
+    // A lowered limit holds at once, although some slots now sit above their new share.
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 36")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let err =
+        f.db.task_submit(&f.hash, "after-lowering", &f.task(&f.queue_id, ""))
+            .await
+            .unwrap_err();
+    assert!(matches!(err, DbError::QuotaExceeded(_)), "{err:?}");
 }
 
 #[tokio::test]

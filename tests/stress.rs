@@ -132,7 +132,7 @@ async fn claimers_keep_every_invariant() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xabcdef);
     loop {
         let (active, permits, attempts): (u32, i64, i64) = sqlx::query_as(
-            "SELECT active_attempts, (SELECT COUNT(*) FROM orbit_queue_permit), \
+            "SELECT CAST(SUM(active_attempts) AS UNSIGNED), (SELECT COUNT(*) FROM orbit_queue_permit), \
                     (SELECT COUNT(*) FROM orbit_attempt WHERE state IN ('LEASED','RUNNING')) FROM orbit_application_quota",
         )
         .fetch_one(db.pool())
@@ -226,7 +226,8 @@ async fn check_history(db: &Db) {
     .unwrap();
     assert_eq!(gaps, 0);
     let counts: (i64, i64, u32, u64) = sqlx::query_as(
-        "SELECT (SELECT COUNT(*) FROM orbit_queue_permit), (SELECT COUNT(*) FROM orbit_key_permit), active_attempts, incomplete_tasks \
+        "SELECT (SELECT COUNT(*) FROM orbit_queue_permit), (SELECT COUNT(*) FROM orbit_key_permit), \
+                CAST(SUM(active_attempts) AS UNSIGNED), CAST(SUM(incomplete_tasks) AS UNSIGNED) \
            FROM orbit_application_quota",
     )
     .fetch_one(db.pool())

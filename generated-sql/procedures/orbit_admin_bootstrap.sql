@@ -63,7 +63,10 @@ BEGIN
   INSERT INTO orbit_application (name, created_at) VALUES (p_application, v_now)
   ON DUPLICATE KEY UPDATE name = name;
   SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
-  INSERT INTO orbit_application_quota (application_id, updated_at) VALUES (v_application_id, v_now)
+  -- Every quota slot of the application (0..15), with the default limits.
+  INSERT INTO orbit_application_quota (application_id, slot, updated_at)
+  SELECT v_application_id, s.n, v_now
+    FROM (SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9 UNION ALL SELECT 10 UNION ALL SELECT 11 UNION ALL SELECT 12 UNION ALL SELECT 13 UNION ALL SELECT 14 UNION ALL SELECT 15) s
   ON DUPLICATE KEY UPDATE application_id = application_id;
   INSERT INTO orbit_environment (application_id, name, created_at) VALUES (v_application_id, p_environment, v_now)
   ON DUPLICATE KEY UPDATE name = name;

@@ -17,7 +17,8 @@
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now.
 -- Out: o_task_state (the task's new state).
 -- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
---   (via orbit_key_release), promoted task rows (SKIP LOCKED), orbit_application_quota row.
+--   (via orbit_key_release), promoted task rows (SKIP LOCKED), the orbit_application_quota slot
+--   rows the attempt and (when it ends) the task charged, in ascending slot order, one statement.
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
@@ -46,13 +47,15 @@ BEGIN
   DECLARE v_delay_ms BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_terminal TINYINT DEFAULT 0;
   DECLARE v_attempts_left TINYINT;
+  DECLARE v_attempt_slot TINYINT UNSIGNED;
+  DECLARE v_task_slot TINYINT UNSIGNED;
 
-  SELECT a.task_id, a.state, a.resource_id, a.application_id, a.concurrency_token
-    INTO v_task_id, v_attempt_state, v_resource_id, v_application_id, v_token
+  SELECT a.task_id, a.state, a.resource_id, a.application_id, a.concurrency_token, a.quota_slot
+    INTO v_task_id, v_attempt_state, v_resource_id, v_application_id, v_token, v_attempt_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
-  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
-    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.quota_slot
+    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown, v_task_slot
     FROM orbit_task t
    WHERE t.id = v_task_id
      FOR UPDATE;
@@ -107,10 +110,13 @@ BEGIN
   VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, v_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
+  -- The attempt's slot gives back the active attempt; the task's slot (when the task ended) its
+  -- incomplete task. One statement over at most two slot rows locks them in ascending slot order.
   UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - 1,
-         q.incomplete_tasks = q.incomplete_tasks - v_terminal,
+     SET q.active_attempts = q.active_attempts - (q.slot = v_attempt_slot),
+         q.incomplete_tasks = q.incomplete_tasks - IF(q.slot = v_task_slot, v_terminal, 0),
          q.updated_at = p_now
-   WHERE q.application_id = v_application_id;
+   WHERE q.application_id = v_application_id
+     AND q.slot IN (v_attempt_slot, IF(v_terminal, v_task_slot, v_attempt_slot));
 END$$
 DELIMITER ;

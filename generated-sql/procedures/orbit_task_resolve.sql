@@ -19,7 +19,7 @@
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT, STATE_CONFLICT (not in
 --   NEEDS_REVIEW).
 -- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
---   orbit_application_quota row.
+--   the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
 DROP PROCEDURE IF EXISTS orbit_task_resolve;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_resolve(
@@ -36,6 +36,7 @@ BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -57,7 +58,7 @@ BEGIN
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SELECT t.state INTO v_state FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
+  SELECT t.state, t.quota_slot INTO v_state, v_slot FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
   IF v_state <> 'NEEDS_REVIEW' THEN
     ROLLBACK;
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: only a NEEDS_REVIEW task can be resolved';
@@ -79,7 +80,7 @@ BEGIN
      WHERE t.id = p_task_id;
     UPDATE orbit_application_quota q
        SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
-     WHERE q.application_id = v_application_id;
+     WHERE q.application_id = v_application_id AND q.slot = v_slot;
   END IF;
   INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
   VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);

@@ -33,7 +33,7 @@
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
 -- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
---   row (keyed; insert or FOR UPDATE), orbit_application_quota row.
+--   row (keyed; insert or FOR UPDATE), one orbit_application_quota slot row.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(

@@ -119,7 +119,8 @@ async fn grow_backlog(
         .await
         .map_err(sql_err("bulk-loading blocked tasks"))?
         .rows_affected();
-        sqlx::query("UPDATE orbit_application_quota SET incomplete_tasks = incomplete_tasks + ? WHERE application_id = ?")
+        // The bulk-loaded tasks keep orbit_task.quota_slot's default, slot 0: charge that slot.
+        sqlx::query("UPDATE orbit_application_quota SET incomplete_tasks = incomplete_tasks + ? WHERE application_id = ? AND slot = 0")
             .bind(n)
             .bind(t.application_id)
             .execute(db.pool())

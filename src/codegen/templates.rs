@@ -20,6 +20,12 @@ pub struct Consts {
     pub ascii: &'static str,
     /// Largest token a key can be granted: `2^64 - 1`, refused rather than wrapped.
     pub token_max: &'static str,
+    /// Rows each application's quota counters are split over (`orbit_application_quota.slot`
+    /// 0..N-1). A transaction charges one slot, so up to N concurrent submits, claims and finishes
+    /// of one application update different rows instead of queueing on one row lock. Each slot
+    /// enforces its exact share of a limit L: `L DIV N`, plus 1 for slots below `L MOD N`; the
+    /// shares add up to L, so the application's total never exceeds L.
+    pub quota_slots: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -28,6 +34,7 @@ pub const CONSTS: Consts = Consts {
     utf8: "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
     ascii: "CHARACTER SET ascii COLLATE ascii_bin",
     token_max: "18446744073709551615",
+    quota_slots: 16,
 };
 
 /// One registered template.

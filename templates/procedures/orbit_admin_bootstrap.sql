@@ -54,7 +54,10 @@ BEGIN
   INSERT INTO orbit_application (name, created_at) VALUES (p_application, v_now)
   ON DUPLICATE KEY UPDATE name = name;
   SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
-  INSERT INTO orbit_application_quota (application_id, updated_at) VALUES (v_application_id, v_now)
+  -- Every quota slot of the application (0..{{ c.quota_slots - 1 }}), with the default limits.
+  INSERT INTO orbit_application_quota (application_id, slot, updated_at)
+  SELECT v_application_id, s.n, v_now
+    FROM (SELECT 0 AS n{% for i in 1..c.quota_slots %} UNION ALL SELECT {{ i }}{% endfor %}) s
   ON DUPLICATE KEY UPDATE application_id = application_id;
   INSERT INTO orbit_environment (application_id, name, created_at) VALUES (v_application_id, p_environment, v_now)
   ON DUPLICATE KEY UPDATE name = name;

@@ -35,6 +35,7 @@ BEGIN
   UNION ALL
   SELECT 'application_active_attempts', a.name, CAST(q.active_attempts AS SIGNED)
     FROM orbit_application a
-    JOIN orbit_application_quota q ON q.application_id = a.id
+    JOIN (SELECT x.application_id, SUM(x.active_attempts) AS active_attempts
+            FROM orbit_application_quota x GROUP BY x.application_id) q ON q.application_id = a.id
    ORDER BY metric, label;
 END

@@ -16,8 +16,8 @@
 --   active plan, NULL when none).
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per plan in order: orbit_plan row (FOR UPDATE SKIP LOCKED), orbit_plan_fire row
---   (insert), then through orbit_task_create: orbit_resource row (keyed), orbit_application_quota
---   row.
+--   (insert), then through orbit_task_create: orbit_resource row (keyed), one orbit_application_quota
+--   slot row.
 CREATE PROCEDURE orbit_plan_fire_due(IN p_limit INT)
   MODIFIES SQL DATA
 BEGIN

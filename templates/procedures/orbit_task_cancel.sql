@@ -11,7 +11,8 @@
 {% call m::task_columns_doc() %}
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, STATE_CONFLICT.
 -- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
---   promoted task rows (SKIP LOCKED), orbit_application_quota row.
+--   promoted task rows (SKIP LOCKED), the orbit_application_quota slot row(s) the task and its
+--   attempt charged (orbit_task.quota_slot, orbit_attempt.quota_slot; ascending).
 CREATE PROCEDURE orbit_task_cancel(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -28,6 +29,7 @@ body: BEGIN
   DECLARE v_current BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
   {% call m::rollback_on_error() %};
 
   SELECT t.queue_id, t.current_attempt_id INTO v_queue_id, v_attempt_id FROM orbit_task t WHERE t.id = p_task_id;
@@ -42,7 +44,8 @@ body: BEGIN
   IF v_attempt_id <> 0 THEN
     SELECT a.state INTO v_attempt_state FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
   END IF;
-  SELECT t.state, t.lane, t.resource_id, t.current_attempt_id INTO v_state, v_lane, v_resource_id, v_current
+  SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
+    INTO v_state, v_lane, v_resource_id, v_current, v_slot
     FROM orbit_task t
    WHERE t.id = p_task_id
      FOR UPDATE;
@@ -70,7 +73,7 @@ body: BEGIN
     VALUES (p_task_id, 'cancelled', v_state, 'CANCELLED', v_now);
     UPDATE orbit_application_quota q
        SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
-     WHERE q.application_id = v_application_id;
+     WHERE q.application_id = v_application_id AND q.slot = v_slot;
     COMMIT;
   ELSE
     ROLLBACK;

@@ -20,7 +20,10 @@
 --   A closed or draining session, or a revoked credential, gets no rows.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; orbit_application_quota row last.
+--   candidate; orbit_application_quota slot rows last: the connection's slot alone when the grant
+--   fits its share and nothing expired, otherwise every slot of the application in ascending slot
+--   order (one locking read), the exact total checked and the grants charged to the lowest slots
+--   below their share (see orbit_application_quota).
 CREATE PROCEDURE orbit_task_claim(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT)
   MODIFIES SQL DATA
 body: BEGIN
@@ -52,6 +55,15 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT {% call m::quota_slot() %};
+  DECLARE v_task_slot TINYINT UNSIGNED;
+  DECLARE v_charge_slot TINYINT UNSIGNED;
+  DECLARE v_charged INT DEFAULT 0;
+  DECLARE v_limit BIGINT UNSIGNED;
+  DECLARE v_total BIGINT UNSIGNED;
+  DECLARE v_over INT;
+  -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
+  DECLARE v_expired_slots TEXT DEFAULT CONCAT('[', REPEAT('0,', {{ c.quota_slots - 1 }}), '0]');
   {% call m::rollback_on_error() %};
 
   IF p_max IS NULL OR p_max NOT BETWEEN 1 AND 1000 THEN
@@ -73,7 +85,7 @@ body: BEGIN
     ROLLBACK;
     {% call m::raise("NOT_FOUND", "session not found") %};
   END IF;
-  SELECT q.max_active_attempts - q.active_attempts INTO v_budget
+  SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED) INTO v_budget
     FROM orbit_application_quota q
    WHERE q.application_id = v_application_id;
   SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
@@ -106,8 +118,8 @@ body: BEGIN
 
       candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
         SET v_task_id = NULL;
-        SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1
-          INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no
+        SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
+          INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot
           FROM orbit_task t
          WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
            AND (v_keys OR t.resource_id = 0)
@@ -129,7 +141,9 @@ body: BEGIN
            WHERE t.id = v_task_id;
           INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
           VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', v_now);
-          SET v_expired = v_expired + 1;
+          SET v_expired = v_expired + 1,
+              v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
+                                         CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
           IF v_resource_id <> 0 THEN
             CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
           END IF;
@@ -159,10 +173,10 @@ body: BEGIN
         END IF;
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
-                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, state,
-                                   granted_at, lease_expires_at)
+                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
+                                   state, granted_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, p_session_id, v_worker_id, v_seq, 'LEASED', v_now, v_expires);
+                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, 'LEASED', v_now, v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
         INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
         VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
@@ -181,16 +195,67 @@ body: BEGIN
     END WHILE queues;
 
     IF v_granted > 0 OR v_expired > 0 THEN
-      UPDATE orbit_application_quota q
-         SET q.active_attempts = q.active_attempts + v_granted,
-             q.incomplete_tasks = q.incomplete_tasks - v_expired,
-             q.updated_at = v_now
-       WHERE q.application_id = v_application_id
-         AND q.active_attempts + v_granted <= q.max_active_attempts;
-      IF ROW_COUNT() = 0 THEN
-        -- A concurrent claim used the quota first: grant nothing this time.
-        ROLLBACK;
-        SET v_seq = 0;
+      IF v_expired = 0 THEN
+        -- The common case: the whole grant fits the connection's slot (the attempts recorded it).
+        UPDATE orbit_application_quota q
+           SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = v_now
+         WHERE q.application_id = v_application_id AND q.slot = v_slot
+           AND {% call m::quota_checked("q", "max_active_attempts") %}
+           AND q.active_attempts + v_granted <= {% call m::quota_share("q", "max_active_attempts") %};
+        SET v_charged = ROW_COUNT();
+      END IF;
+      IF v_charged = 0 THEN
+        -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
+        -- released the connection's slot if the update above did not match it), check the total.
+        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts) INTO v_limit, v_total
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           FOR UPDATE;
+        IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
+          -- Concurrent claims used the quota first: grant nothing this time.
+          ROLLBACK;
+          SET v_seq = 0;
+        ELSE
+          IF v_expired > 0 THEN
+            UPDATE orbit_application_quota q
+               SET q.incomplete_tasks = q.incomplete_tasks
+                     - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+                   q.updated_at = v_now
+             WHERE q.application_id = v_application_id;
+          END IF;
+          -- Charge each granted attempt to the lowest slot below its share (one exists while the
+          -- total is below the limit) and record that slot on the attempt.
+          SET v_attempt_id = 0;
+          charge: WHILE v_charged < v_granted DO
+            SELECT a.id INTO v_attempt_id
+              FROM orbit_attempt a
+             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
+             ORDER BY a.id
+             LIMIT 1;
+            SELECT q.slot INTO v_charge_slot
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts < {% call m::quota_share("q", "max_active_attempts") %}
+             ORDER BY q.slot
+             LIMIT 1;
+            UPDATE orbit_application_quota q
+               SET q.active_attempts = q.active_attempts + 1, q.updated_at = v_now
+             WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
+            SET v_charged = v_charged + 1;
+          END WHILE charge;
+          SELECT COUNT(*) INTO v_over
+            FROM orbit_application_quota q
+           WHERE q.application_id = v_application_id
+             AND q.active_attempts > {% call m::quota_share("q", "max_active_attempts") %};
+          IF v_over = 0 THEN
+            -- Every slot is within its share of the current limit: one-slot charges may resume.
+            UPDATE orbit_application_quota q
+               SET q.checked_max_active_attempts = q.max_active_attempts
+             WHERE q.application_id = v_application_id;
+          END IF;
+          COMMIT;
+        END IF;
       ELSE
         COMMIT;
       END IF;

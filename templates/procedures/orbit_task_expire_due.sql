@@ -9,7 +9,7 @@
 --   NULL when none).
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per task in order: orbit_task row, orbit_resource row (ready keyed task), promoted task
---   rows (SKIP LOCKED), orbit_application_quota row.
+--   rows (SKIP LOCKED), the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
 CREATE PROCEDURE orbit_task_expire_due(IN p_limit INT)
   MODIFIES SQL DATA
 BEGIN
@@ -22,6 +22,7 @@ BEGIN
   DECLARE v_queue_id CHAR(32) {{ c.ascii }};
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_expired INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   {% call m::rollback_on_error() %};
@@ -41,8 +42,8 @@ BEGIN
     END IF;
     SET v_seen = v_seen + 1;
     {% call m::begin() %};
-    SELECT t.lane, t.state, t.deadline_at, t.resource_id, t.queue_id, t.application_id
-      INTO v_lane, v_state, v_deadline, v_resource_id, v_queue_id, v_application_id
+    SELECT t.lane, t.state, t.deadline_at, t.resource_id, t.queue_id, t.application_id, t.quota_slot
+      INTO v_lane, v_state, v_deadline, v_resource_id, v_queue_id, v_application_id, v_slot
       FROM orbit_task t
      WHERE t.id = v_task_id
        FOR UPDATE;
@@ -60,7 +61,7 @@ BEGIN
       VALUES (v_task_id, 'deadline_expired', v_state, 'EXPIRED', 'total deadline passed', v_now);
       UPDATE orbit_application_quota q
          SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
-       WHERE q.application_id = v_application_id;
+       WHERE q.application_id = v_application_id AND q.slot = v_slot;
       SET v_expired = v_expired + 1;
     END IF;
     COMMIT;

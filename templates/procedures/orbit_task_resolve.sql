@@ -12,7 +12,7 @@
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT, STATE_CONFLICT (not in
 --   NEEDS_REVIEW).
 -- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
---   orbit_application_quota row.
+--   the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
 CREATE PROCEDURE orbit_task_resolve(
   IN p_token_hash BINARY(32),
   IN p_task_id BIGINT UNSIGNED,
@@ -27,6 +27,7 @@ BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_new_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_slot TINYINT UNSIGNED;
   {% call m::rollback_on_error() %};
 
   SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
@@ -43,7 +44,7 @@ BEGIN
   END IF;
 
   {% call m::begin() %};
-  SELECT t.state INTO v_state FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
+  SELECT t.state, t.quota_slot INTO v_state, v_slot FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
   IF v_state <> 'NEEDS_REVIEW' THEN
     ROLLBACK;
     {% call m::raise("STATE_CONFLICT", "only a NEEDS_REVIEW task can be resolved") %};
@@ -65,7 +66,7 @@ BEGIN
      WHERE t.id = p_task_id;
     UPDATE orbit_application_quota q
        SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
-     WHERE q.application_id = v_application_id;
+     WHERE q.application_id = v_application_id AND q.slot = v_slot;
   END IF;
   INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
   VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);

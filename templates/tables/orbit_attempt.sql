@@ -18,6 +18,7 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   session_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_session.id it was granted to',
   worker_id VARCHAR(191) {{ c.utf8 }} NOT NULL COMMENT 'the worker identity of that session',
   claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it',
+  quota_slot TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_application_quota.slot whose active_attempts it charged; its release decrements that slot',
   state ENUM('LEASED','RUNNING','SUCCEEDED','FAILED','CANCELLED','EXPIRED','UNKNOWN') NOT NULL COMMENT 'attempt state',
   granted_at DATETIME(6) NOT NULL COMMENT 'UTC time the permits were granted',
   lease_expires_at DATETIME(6) NOT NULL COMMENT 'UTC lease expiry; renew moves it',

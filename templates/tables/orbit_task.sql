@@ -22,6 +22,7 @@ CREATE TABLE IF NOT EXISTS orbit_task (
   priority TINYINT UNSIGNED NOT NULL DEFAULT 5 COMMENT '0 (runs first) to 9',
   max_attempts INT UNSIGNED NOT NULL DEFAULT 3 COMMENT 'attempts allowed before the task fails',
   attempt_count INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'attempts granted so far',
+  quota_slot TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_application_quota.slot whose incomplete_tasks it charged; reaching a terminal state decrements that slot',
   retry_base_ms INT UNSIGNED NOT NULL DEFAULT 1000 COMMENT 'first retry delay; doubles per attempt',
   retry_max_ms INT UNSIGNED NOT NULL DEFAULT 300000 COMMENT 'largest retry delay',
   retry_unknown TINYINT(1) NOT NULL DEFAULT 0 COMMENT '1 = safe to retry after an unknown outcome (RETRY_WAIT instead of NEEDS_REVIEW)',
