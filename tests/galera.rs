@@ -32,6 +32,10 @@ use sqlx::{Connection, MySqlConnection, MySqlPool};
 
 const DATABASE: &str = "orbit";
 
+/// One cluster at a time: the tests of this file run in parallel otherwise, and three clusters on
+/// two cores would distort the stall and the benchmark.
+static ONE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A tenant on the cluster: a credential with every scope and two queues of one namespace.
 struct Tenant {
     token: String,
@@ -165,6 +169,7 @@ async fn writer_node(cluster: &Cluster) -> Option<usize> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts a three-node Galera cluster; run with --include-ignored"]
 async fn installs_and_serves_through_one_node() {
+    let _one = ONE_CLUSTER.lock().await;
     let cluster = Cluster::start(3).await;
     install(&cluster).await;
     let tenant = bootstrap(&cluster).await;
@@ -213,6 +218,7 @@ const SUBMIT_EVERY: Duration = Duration::from_millis(100);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts a three-node Galera cluster; run with --include-ignored"]
 async fn writer_node_killed_under_keyed_workload() {
+    let _one = ONE_CLUSTER.lock().await;
     let mut cluster = Cluster::start(3).await;
     install(&cluster).await;
     let tenant = bootstrap(&cluster).await;
@@ -440,6 +446,7 @@ fn bench(scenario: &str, args: &[String], dsn: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmarks a three-node Galera cluster; run with --include-ignored"]
 async fn bench_on_cluster() {
+    let _one = ONE_CLUSTER.lock().await;
     let tasks = std::env::var("ORBIT_GALERA_BENCH_TASKS").unwrap_or_else(|_| "2000".into());
     let scenarios: [(&str, Vec<String>); 2] = [
         ("e2e", vec!["--tasks".into(), tasks.clone()]),
