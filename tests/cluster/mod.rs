@@ -180,14 +180,14 @@ impl Cluster {
             .map(|n| format!("127.0.0.1:{}", n.gcomm_port))
             .collect::<Vec<_>>()
             .join(",");
-        for i in 0..n {
+        for (i, node) in nodes.iter_mut().enumerate() {
             let started = Instant::now();
-            nodes[i].child = Some(spawn(&nodes[i], &addresses, i == 0, root));
-            wait_ready(&mut nodes[i], Duration::from_secs(120)).await;
+            node.child = Some(spawn(node, &addresses, i == 0, root));
+            wait_ready(node, Duration::from_secs(120)).await;
             eprintln!(
                 "galera: node {} ready on port {} after {:.1} s",
-                i + 1,
-                nodes[i].port,
+                node.index,
+                node.port,
                 started.elapsed().as_secs_f64()
             );
         }
