@@ -135,7 +135,8 @@ pub struct ChaosWorkerArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// Database DSN, e.g. mysql://root@127.0.0.1:3306/orbit.
+    /// Database DSN, e.g. mysql://root@127.0.0.1:3306/orbit; a comma-separated list names the
+    /// servers of one cluster: writes go to one, and move to the next when it is gone.
     #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
     pub dsn: Option<String>,
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
@@ -364,14 +365,7 @@ async fn run(cli: Cli) -> ExitCode {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("error: {e}");
-                ExitCode::from(match e {
-                    migrate::MigrateError::NoDsn
-                    | migrate::MigrateError::BadDsn { .. }
-                    | migrate::MigrateError::NoDatabase
-                    | migrate::MigrateError::BadFileName(_)
-                    | migrate::MigrateError::Io { .. } => 2,
-                    _ => 3,
-                })
+                ExitCode::from(if e.is_usage() { 2 } else { 3 })
             }
         },
     }
@@ -668,6 +662,7 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(match e {
+                crate::http::ServeError::Connect(ref e) if e.is_usage() => 2,
                 crate::http::ServeError::Connect(_) | crate::http::ServeError::Version(_) => 3,
                 _ => 2,
             })
@@ -697,7 +692,7 @@ async fn operator_db(dsn: Option<String>) -> Result<crate::db::Db, ExitCode> {
         Ok(p) => Ok(crate::db::Db::new(p)),
         Err(e) => {
             eprintln!("error: {e}");
-            Err(ExitCode::from(3))
+            Err(ExitCode::from(if e.is_usage() { 2 } else { 3 }))
         }
     }
 }

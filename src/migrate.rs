@@ -147,6 +147,22 @@ pub enum MigrateError {
     Database { doing: &'static str, reason: String },
 }
 
+impl MigrateError {
+    /// A mistake in what the operator passed (DSN, files), not a failure of the database: the
+    /// CLI exits 2 for these and 3 for the others.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            MigrateError::NoDsn
+                | MigrateError::BadDsn { .. }
+                | MigrateError::NoDatabase
+                | MigrateError::MixedDatabases { .. }
+                | MigrateError::BadFileName(_)
+                | MigrateError::Io { .. }
+        )
+    }
+}
+
 fn db_err(doing: &'static str) -> impl Fn(sqlx::Error) -> MigrateError {
     move |e| MigrateError::Database {
         doing,

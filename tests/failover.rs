@@ -69,6 +69,23 @@ fn every_dsn_of_a_list_names_the_same_database() {
     ));
 }
 
+/// A list naming two databases is the operator's mistake: `serve` says so and exits 2 (usage),
+/// not 3 (database), before connecting anywhere.
+#[test]
+fn serve_refuses_a_list_of_two_databases_with_a_usage_exit() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .env(
+            "ORBIT_MYSQL_DSN",
+            "mysql://root@127.0.0.1:1/orbit,mysql://root@127.0.0.1:2/other",
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("names two databases"), "{stderr}");
+}
+
 /// A loopback port nothing listens on.
 fn closed_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
