@@ -2365,6 +2365,7 @@ body: BEGIN
   DECLARE v_limit BIGINT UNSIGNED;
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
+  DECLARE v_checked TINYINT;
   -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
   DECLARE v_expired_slots TEXT DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -2515,7 +2516,9 @@ body: BEGIN
       IF v_charged = 0 THEN
         -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
         -- released the connection's slot if the update above did not match it), check the total.
-        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts) INTO v_limit, v_total
+        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
+               MIN(q.checked_max_active_attempts = q.max_active_attempts)
+          INTO v_limit, v_total, v_checked
           FROM orbit_application_quota q
          WHERE q.application_id = v_application_id
            FOR UPDATE;
@@ -2531,8 +2534,28 @@ body: BEGIN
                    q.updated_at = v_now
              WHERE q.application_id = v_application_id;
           END IF;
-          -- Charge each granted attempt to the lowest slot below its share (one exists while the
-          -- total is below the limit) and record that slot on the attempt.
+          IF v_granted > 0 THEN
+            -- The lowest slot that takes the whole grant within its share, if one does.
+            SET v_charge_slot = NULL;
+            SELECT q.slot INTO v_charge_slot
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+             ORDER BY q.slot
+             LIMIT 1;
+            IF v_charge_slot IS NOT NULL THEN
+              UPDATE orbit_application_quota q
+                 SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = v_now
+               WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+              IF v_charge_slot <> v_slot THEN
+                UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
+                 WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+              END IF;
+              SET v_charged = v_granted;
+            END IF;
+          END IF;
+          -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
+          -- while the total is below the limit) and record that slot on the attempt.
           SET v_attempt_id = 0;
           charge: WHILE v_charged < v_granted DO
             SELECT a.id INTO v_attempt_id
@@ -2552,15 +2575,17 @@ body: BEGIN
             UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
             SET v_charged = v_charged + 1;
           END WHILE charge;
-          SELECT COUNT(*) INTO v_over
-            FROM orbit_application_quota q
-           WHERE q.application_id = v_application_id
-             AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
-          IF v_over = 0 THEN
-            -- Every slot is within its share of the current limit: one-slot charges may resume.
-            UPDATE orbit_application_quota q
-               SET q.checked_max_active_attempts = q.max_active_attempts
-             WHERE q.application_id = v_application_id;
+          IF v_checked = 0 THEN
+            SELECT COUNT(*) INTO v_over
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+            IF v_over = 0 THEN
+              -- Every slot is within its share of the current limit: one-slot charges may resume.
+              UPDATE orbit_application_quota q
+                 SET q.checked_max_active_attempts = q.max_active_attempts
+               WHERE q.application_id = v_application_id;
+            END IF;
           END IF;
           COMMIT;
         END IF;
@@ -3501,7 +3526,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, 'c6c072fff3009f240ff096532780c6a916644a099124a5fe8e9228312770328c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '82efcb7fff309c2fe7a26b6d6fcb19491b380cd8d82572d56f721e7864a17ade', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'b98df3e71c6b284f42611318088a2c2dc9856862962b16f0ea6abe8e8e7d6c0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'c895daa8f612305911c034f892e8b67c6c534252aeaa6d36ce30fef25fbc4546', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '7e8341ccf2120e5d1281a1200eb06e9afe45b6a7ba3847b63246796070ea52e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '06b8d77e935a32ee7e391171bb862237cfaffd8a7f0ed9a07bd4bb35c86a6bd0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3512,5 +3537,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '3f3d4eaa3dfa42d252cdc2fe7f184883855406869746a3290361d974f5a97e11', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '6abb2023ea1ff8eb3686204543e6ce1ff2f4684b6323c1de6a78a3f1cc1ab104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'a9f768d3134ec4c82123d287906c90dc691e84c5fd5ccb92b005ff4656af7c4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '17a99f9e862a641f9d98d759e7e62ebc54d72e6321af45e996eba686f4ba1571', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -62,6 +62,7 @@ body: BEGIN
   DECLARE v_limit BIGINT UNSIGNED;
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
+  DECLARE v_checked TINYINT;
   -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
   DECLARE v_expired_slots TEXT DEFAULT CONCAT('[', REPEAT('0,', {{ c.quota_slots - 1 }}), '0]');
   {% call m::rollback_on_error() %};
@@ -207,7 +208,9 @@ body: BEGIN
       IF v_charged = 0 THEN
         -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
         -- released the connection's slot if the update above did not match it), check the total.
-        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts) INTO v_limit, v_total
+        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
+               MIN({% call m::quota_checked("q", "max_active_attempts") %})
+          INTO v_limit, v_total, v_checked
           FROM orbit_application_quota q
          WHERE q.application_id = v_application_id
            FOR UPDATE;
@@ -223,8 +226,28 @@ body: BEGIN
                    q.updated_at = v_now
              WHERE q.application_id = v_application_id;
           END IF;
-          -- Charge each granted attempt to the lowest slot below its share (one exists while the
-          -- total is below the limit) and record that slot on the attempt.
+          IF v_granted > 0 THEN
+            -- The lowest slot that takes the whole grant within its share, if one does.
+            SET v_charge_slot = NULL;
+            SELECT q.slot INTO v_charge_slot
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts + v_granted <= {% call m::quota_share("q", "max_active_attempts") %}
+             ORDER BY q.slot
+             LIMIT 1;
+            IF v_charge_slot IS NOT NULL THEN
+              UPDATE orbit_application_quota q
+                 SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = v_now
+               WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+              IF v_charge_slot <> v_slot THEN
+                UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
+                 WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+              END IF;
+              SET v_charged = v_granted;
+            END IF;
+          END IF;
+          -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
+          -- while the total is below the limit) and record that slot on the attempt.
           SET v_attempt_id = 0;
           charge: WHILE v_charged < v_granted DO
             SELECT a.id INTO v_attempt_id
@@ -244,15 +267,17 @@ body: BEGIN
             UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
             SET v_charged = v_charged + 1;
           END WHILE charge;
-          SELECT COUNT(*) INTO v_over
-            FROM orbit_application_quota q
-           WHERE q.application_id = v_application_id
-             AND q.active_attempts > {% call m::quota_share("q", "max_active_attempts") %};
-          IF v_over = 0 THEN
-            -- Every slot is within its share of the current limit: one-slot charges may resume.
-            UPDATE orbit_application_quota q
-               SET q.checked_max_active_attempts = q.max_active_attempts
-             WHERE q.application_id = v_application_id;
+          IF v_checked = 0 THEN
+            SELECT COUNT(*) INTO v_over
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts > {% call m::quota_share("q", "max_active_attempts") %};
+            IF v_over = 0 THEN
+              -- Every slot is within its share of the current limit: one-slot charges may resume.
+              UPDATE orbit_application_quota q
+                 SET q.checked_max_active_attempts = q.max_active_attempts
+               WHERE q.application_id = v_application_id;
+            END IF;
           END IF;
           COMMIT;
         END IF;
