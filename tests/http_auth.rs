@@ -222,25 +222,15 @@ async fn a_credential_without_the_scope_gets_403() {
 async fn another_tenants_objects_are_404() {
     let api = Api::start().await;
     let mine = api.fixture.submit(&api.fixture.queue_id, "").await;
-    let other = orbit::auth::generate_token();
-    let theirs = api
-        .fixture
-        .db
-        .admin_bootstrap(&orbit::db::queues::Bootstrap {
-            application: "app".into(),
-            environment: "test".into(),
-            namespace: "other-namespace".into(),
-            queue: "theirs".into(),
-            token_hash: orbit::auth::token_hash(&other).to_vec(),
-            token_hint: orbit::auth::token_hint(&other),
-            scopes: orbit::testing::ALL_SCOPES
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let (bootstrap, other) = orbit::db::queues::Bootstrap::with_new_token(
+        "app",
+        "test",
+        "other-namespace",
+        "theirs",
+        &orbit::testing::ALL_SCOPES,
+        "other",
+    );
+    let theirs = api.fixture.db.admin_bootstrap(&bootstrap).await.unwrap();
     for (template, path) in [
         ("/v1/tasks/{id}", format!("/v1/tasks/{}", mine.id)),
         (

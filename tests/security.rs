@@ -194,26 +194,15 @@ impl Ws {
 /// A credential of the fixture's application and environment in ANOTHER namespace (with a queue
 /// of its own): (token, queue id).
 async fn other_namespace(api: &Api) -> (String, String) {
-    let token = orbit::auth::generate_token();
-    let b = api
-        .fixture
-        .db
-        .admin_bootstrap(&orbit::db::queues::Bootstrap {
-            application: "app".into(),
-            environment: "test".into(),
-            namespace: "other-namespace".into(),
-            queue: "theirs".into(),
-            token_hash: orbit::auth::token_hash(&token).to_vec(),
-            token_hint: orbit::auth::token_hint(&token),
-            scopes: orbit::testing::ALL_SCOPES
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            label: "other".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let (bootstrap, token) = orbit::db::queues::Bootstrap::with_new_token(
+        "app",
+        "test",
+        "other-namespace",
+        "theirs",
+        &orbit::testing::ALL_SCOPES,
+        "other",
+    );
+    let b = api.fixture.db.admin_bootstrap(&bootstrap).await.unwrap();
     (token, b.queue_id)
 }
 
