@@ -69,7 +69,8 @@ impl Drop for PrivateServer {
     }
 }
 
-fn find(names: &[&str]) -> Option<PathBuf> {
+/// The first of `names` on `PATH`, or in `/usr/sbin` and `/usr/local/sbin`.
+pub fn find_binary(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     for name in names {
         for dir in std::env::split_paths(&path)
@@ -93,12 +94,56 @@ pub fn free_port() -> Result<u16, DevError> {
         .port())
 }
 
-fn running_as_root() -> bool {
+/// Whether this process runs as root (the servers then need `--user=root`).
+pub fn running_as_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
         .unwrap_or(false)
+}
+
+/// Creates a fresh data directory `data` with the machine's initialiser (`mariadb-install-db`, or
+/// `mysqld --initialize-insecure`): root on loopback with no password. A failed attempt leaves no
+/// half-initialised directory behind.
+pub fn initialise_data_dir(data: &Path) -> Result<(), DevError> {
+    let server = find_binary(&["mariadbd", "mysqld"]).ok_or(DevError::NoServerBinary)?;
+    let is_mariadb = server.file_name().is_some_and(|n| n == "mariadbd");
+    let root = running_as_root();
+    let mut cmd = if is_mariadb {
+        let install =
+            find_binary(&["mariadb-install-db", "mysql_install_db"]).ok_or_else(|| {
+                DevError::Setup("mariadb-install-db not found next to mariadbd".into())
+            })?;
+        let mut cmd = Command::new(install);
+        cmd.args([
+            "--no-defaults",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ]);
+        cmd
+    } else {
+        let mut cmd = Command::new(&server);
+        cmd.args(["--no-defaults", "--initialize-insecure"]);
+        cmd
+    };
+    cmd.arg(format!("--datadir={}", data.display()));
+    if root {
+        cmd.arg("--user=root");
+    }
+    let status = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| DevError::Setup(format!("cannot run the database initialiser: {e}")))?;
+    if !status.status.success() {
+        let _ = std::fs::remove_dir_all(data);
+        return Err(DevError::Setup(format!(
+            "initialising the database failed: {}",
+            String::from_utf8_lossy(&status.stderr)
+        )));
+    }
+    Ok(())
 }
 
 /// Starts (initialising on first use) a private server with its data under `dir`.
@@ -111,8 +156,7 @@ pub async fn start_private_server_on(
     dir: &Path,
     port: Option<u16>,
 ) -> Result<PrivateServer, DevError> {
-    let server = find(&["mariadbd", "mysqld"]).ok_or(DevError::NoServerBinary)?;
-    let is_mariadb = server.file_name().is_some_and(|n| n == "mariadbd");
+    let server = find_binary(&["mariadbd", "mysqld"]).ok_or(DevError::NoServerBinary)?;
     let data = dir.join("data");
     let setup = |what: &str, e: std::io::Error| DevError::Setup(format!("{what}: {e}"));
     std::fs::create_dir_all(dir).map_err(|e| setup("cannot create .orbit/dev", e))?;
@@ -123,38 +167,7 @@ pub async fn start_private_server_on(
     let root = running_as_root();
     if !data.join("mysql").exists() {
         eprintln!("dev: initialising a private database in {}", data.display());
-        let status = if is_mariadb {
-            let install = find(&["mariadb-install-db", "mysql_install_db"]).ok_or_else(|| {
-                DevError::Setup("mariadb-install-db not found next to mariadbd".into())
-            })?;
-            let mut cmd = Command::new(install);
-            cmd.args([
-                "--no-defaults",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ])
-            .arg(format!("--datadir={}", data.display()));
-            if root {
-                cmd.arg("--user=root");
-            }
-            cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output()
-        } else {
-            let mut cmd = Command::new(&server);
-            cmd.args(["--no-defaults", "--initialize-insecure"])
-                .arg(format!("--datadir={}", data.display()));
-            if root {
-                cmd.arg("--user=root");
-            }
-            cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output()
-        }
-        .map_err(|e| setup("cannot run the database initialiser", e))?;
-        if !status.status.success() {
-            let _ = std::fs::remove_dir_all(&data);
-            return Err(DevError::Setup(format!(
-                "initialising the database failed: {}",
-                String::from_utf8_lossy(&status.stderr)
-            )));
-        }
+        initialise_data_dir(&data)?;
     }
     let port = match port {
         Some(p) => p,

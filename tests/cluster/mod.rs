@@ -88,14 +88,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn running_as_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
 /// The uid the rsync daemon of an SST runs as when started by root (rsync's default `nobody`).
 fn nobody() -> (u32, u32) {
     let id = |flag: &str| {
@@ -109,18 +101,10 @@ fn nobody() -> (u32, u32) {
     (id("-u"), id("-g"))
 }
 
-fn find(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/local/sbin")])
-        .map(|d| d.join(name))
-        .find(|c| c.is_file())
-}
-
 /// Whether this machine can run the cluster; the reason when not.
 pub fn available() -> Result<(), String> {
     for tool in ["mariadbd", "mariadb-install-db", "rsync", "wsrep_sst_rsync"] {
-        if find(tool).is_none() {
+        if orbit::dev::find_binary(&[tool]).is_none() {
             return Err(format!("{tool} is not installed"));
         }
     }
@@ -142,7 +126,7 @@ impl Cluster {
             .prefix("orbit-galera-")
             .tempdir()
             .expect("temporary directory");
-        let root = running_as_root();
+        let root = orbit::dev::running_as_root();
         if root {
             // The SST's rsync daemon drops to `nobody`: it must reach the joiners' directories.
             set_mode(dir.path(), 0o755);
@@ -163,7 +147,7 @@ impl Cluster {
                 }
             })
             .collect();
-        install_db(&nodes[0].data(), root);
+        orbit::dev::initialise_data_dir(&nodes[0].data()).expect("initialise node 1");
         for node in &nodes[1..] {
             if root {
                 let (uid, gid) = nobody();
@@ -257,33 +241,10 @@ fn set_mode(path: &Path, mode: u32) {
         .expect("set directory permissions");
 }
 
-fn install_db(data: &Path, root: bool) {
-    let mut cmd = Command::new(find("mariadb-install-db").expect("mariadb-install-db"));
-    cmd.args([
-        "--no-defaults",
-        "--auth-root-authentication-method=normal",
-        "--skip-test-db",
-    ])
-    .arg(format!("--datadir={}", data.display()));
-    if root {
-        cmd.arg("--user=root");
-    }
-    let out = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("run mariadb-install-db");
-    assert!(
-        out.status.success(),
-        "mariadb-install-db failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The `mariadbd` command line of a node: no option files, the settings Galera needs
 /// (`binlog_format=ROW`, `innodb_autoinc_lock_mode=2`, InnoDB), and the node's own ports.
 fn spawn(node: &Node, addresses: &str, bootstrap: bool, root: bool) -> Child {
-    let server = find("mariadbd").expect("mariadbd");
+    let server = orbit::dev::find_binary(&["mariadbd"]).expect("mariadbd");
     let mut provider_options = format!(
         "gmcast.listen_addr=tcp://127.0.0.1:{};ist.recv_addr=127.0.0.1:{};gcache.size=64M",
         node.gcomm_port, node.ist_port
