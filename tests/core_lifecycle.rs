@@ -20,9 +20,9 @@ async fn counters(f: &Fixture) -> (u32, u64) {
         "SELECT CAST(SUM(active_attempts) AS UNSIGNED), CAST(SUM(incomplete_tasks) AS UNSIGNED) \
            FROM orbit_application_quota",
     )
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap()
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap()
 }
 
 #[tokio::test]

@@ -201,11 +201,12 @@ async fn firing_creates_the_task_with_the_key_verbatim_and_the_plan_version() {
             .await
             .unwrap();
     assert_eq!((fired_slot.and_utc(), task_id), (slot, t.id));
-    let incomplete: u64 =
-        sqlx::query_scalar("SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota")
-            .fetch_one(f.db.pool())
-            .await
-            .unwrap();
+    let incomplete: u64 = sqlx::query_scalar(
+        "SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
     assert_eq!(incomplete, 1);
     // The next slot is one interval after the fired one, and reported to the scheduler.
     let next = next_fire_at(&f, p.id).await;

@@ -169,11 +169,12 @@ async fn a_busy_key_still_accepts_the_task_without_consuming_an_attempt() {
         "blocked",
         "blocked tasks stay out of the claim's range"
     );
-    let incomplete: u64 =
-        sqlx::query_scalar("SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota")
-            .fetch_one(f.db.pool())
-            .await
-            .unwrap();
+    let incomplete: u64 = sqlx::query_scalar(
+        "SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
     assert_eq!(
         incomplete, 2,
         "the waiting task occupies the incomplete-task quota"
@@ -230,7 +231,11 @@ async fn incomplete_task_quota_is_exact_across_quota_slots() {
             Err(e) => panic!("{e:?}"),
         }
     }
-    assert_eq!((accepted, refused), (37, 83), "exactly the limit is accepted");
+    assert_eq!(
+        (accepted, refused),
+        (37, 83),
+        "exactly the limit is accepted"
+    );
     // Each slot holds what its tasks charged, within its share of 37 (37 DIV 16 + (slot < 37 % 16)).
     let slots: Vec<(u8, u64, i64)> = sqlx::query_as(
         "SELECT q.slot, q.incomplete_tasks, \
@@ -243,7 +248,10 @@ async fn incomplete_task_quota_is_exact_across_quota_slots() {
     assert_eq!(slots.len(), 16);
     for (slot, charged, tasks) in &slots {
         assert_eq!(*charged as i64, *tasks, "slot {slot}");
-        assert!(*charged <= 2 + u64::from(*slot < 5), "slot {slot} above its share");
+        assert!(
+            *charged <= 2 + u64::from(*slot < 5),
+            "slot {slot} above its share"
+        );
     }
     // A lowered limit holds at once, although some slots now sit above their new share.
     sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 36")
