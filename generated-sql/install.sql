@@ -617,20 +617,31 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_finish (from templates/procedures/orbit_attempt_finish.sql) ----
--- orbit_attempt_finish: Record a worker's result for an attempt, once; release its permits.
+-- orbit_attempt_finish: Record a worker's result for an attempt, once; release its permits; grant the next tasks.
 --
 -- Idempotent per attempt: the first result ends the attempt (see orbit_attempt_end for what each
 -- outcome does to the task and the permits); a repeated result gets the same answer with
 -- duplicate = 1 and releases nothing again. A result arriving after the attempt already ended
 -- another way (lease expiry recovery, cancel) is recorded in late_result and changes no permit
 -- and no other attempt.
+-- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
+-- (orbit_task_grant, as orbit_task_claim would): the key this result released goes to its next
+-- task with this one commit, and the worker gets the assignment with the acknowledgement instead
+-- of after a claim of its own (the hand-off the SPEC's hot-key target asks for).
 -- Parameters: p_session_id; p_attempt_id; p_outcome 'succeeded' | 'failed' | 'unknown';
---   p_retryable 0/1 (failed only); p_output, p_error: JSON text or NULL.
--- Result (one row): attempt_id, task_id, task_state, attempt_state, duplicate TINYINT.
--- Signals: INVALID_ARGUMENT (outcome, JSON), NOT_FOUND (no such attempt), PERMISSION_DENIED
---   (another session's attempt).
--- Locks, in order: orbit_attempt row, then as orbit_attempt_end (task, resource, promoted tasks,
---   quota).
+--   p_retryable 0/1 (failed only); p_output, p_error: JSON text or NULL; p_claim_max 0-1000
+--   (the session's free capacity after this result; 0 = grant nothing); p_lease_ms 1000-3600000
+--   (the grants' lease; ignored when p_claim_max = 0).
+-- Result (one row per grant, or one row when nothing was granted): the acknowledgement
+--   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
+--   duplicate TINYINT, the same in every row; then the grant as orbit_task_claim returns it, all
+--   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
+--   then the task columns.
+-- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
+--   attempt, no such session), PERMISSION_DENIED (another session's attempt).
+-- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
+--   finishing and claiming sessions lock in one order), orbit_attempt row, then as
+--   orbit_attempt_end (task, resource, promoted tasks, quota), then as orbit_task_grant.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
@@ -639,7 +650,9 @@ CREATE PROCEDURE orbit_attempt_finish(
   IN p_outcome TEXT CHARACTER SET ascii COLLATE ascii_bin,
   IN p_retryable TINYINT,
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_claim_max INT,
+  IN p_lease_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
@@ -649,6 +662,8 @@ BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_lock BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -661,8 +676,17 @@ BEGIN
   IF (p_output IS NOT NULL AND NOT JSON_VALID(p_output)) OR (p_error IS NOT NULL AND NOT JSON_VALID(p_error)) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: output and error must be valid JSON';
   END IF;
+  IF p_claim_max IS NULL OR p_claim_max NOT BETWEEN 0 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: claim_max must be between 0 and 1000';
+  END IF;
+  IF p_claim_max > 0 AND (p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
+  END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
+  IF p_claim_max > 0 THEN
+    SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
+  END IF;
   SELECT a.session_id, a.state, a.outcome, a.task_id INTO v_session_id, v_state, v_outcome, v_task_id
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id
@@ -686,9 +710,24 @@ BEGIN
     END IF;
     SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
   END IF;
+  IF p_claim_max > 0 THEN
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
+  END IF;
   COMMIT;
-  SELECT p_attempt_id AS attempt_id, v_task_id AS task_id, v_task_state AS task_state,
-         v_state AS attempt_state, v_duplicate AS duplicate;
+  SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
+         v_state AS finished_attempt_state, v_duplicate AS duplicate,
+         a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM (SELECT 1 AS one) AS ack
+    LEFT JOIN orbit_attempt a ON a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
+    LEFT JOIN orbit_task t ON t.id = a.task_id
+   ORDER BY a.id;
 END$$
 DELIMITER ;
 
@@ -2297,17 +2336,9 @@ DELIMITER ;
 -- ---- orbit_task_claim (from templates/procedures/orbit_task_claim.sql) ----
 -- orbit_task_claim: Grant up to p_max ready tasks to a worker session, in one transaction.
 --
--- For each task granted: reserves the application's active-attempt quota (once per attempt), the
--- queue permit and, for a keyed task, the key permit with token highest_token + 1 (the resource
--- row's version advances); creates the attempt (LEASED until p_now + lease). Candidates come only
--- from the 'ready' lane (ix_task_dispatch), where a key has at most one task per queue and only
--- while the key is free, so tasks blocked on a busy key are never scanned: claim cost does not grow
--- with them, and a blocked key never hides other keys from the LIMIT. Queues are visited from a
--- position that rotates per claim (fair across queues); priority (0 first), then age, orders each
--- queue. Skipped: paused queues, queues at their permit limit, keyed tasks for a session that did
--- not register concurrency_keys, handlers the session does not run. A ready task found past its
--- deadline is expired here. A key whose token space is exhausted (2^64-1) is refused, never
--- wrapped: its task stays WAITING with blocked_reason TOKEN_EXHAUSTED.
+-- Runs orbit_task_grant (what is granted, in which order, and what is skipped is described there)
+-- and commits. A claim that grants nothing writes nothing (no durable commit): idle sessions woken
+-- by the dispatch signal cost the server no log flush.
 -- Parameters: p_session_id; p_max 1-1000 (the session's free capacity); p_lease_ms 1000-3600000.
 -- Result (0..p_max rows, one per grant):
 --   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), then the task columns:
@@ -2319,55 +2350,14 @@ DELIMITER ;
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: NOT_FOUND (no such session), INVALID_ARGUMENT (p_max, p_lease_ms).
 --   A closed or draining session, or a revoked credential, gets no rows.
--- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
---   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; orbit_application_quota slot rows last: the connection's slot alone when the grant
---   fits its share and nothing expired, otherwise every slot of the application in ascending slot
---   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota).
+-- Locks: as orbit_task_grant (orbit_session row first, orbit_application_quota slot rows last).
 DROP PROCEDURE IF EXISTS orbit_task_claim;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_claim(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT)
   MODIFIES SQL DATA
-body: BEGIN
+BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_expires DATETIME(6);
-  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
-  DECLARE v_worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_keys TINYINT;
-  DECLARE v_handlers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_any_handler TINYINT;
-  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_credential_ok TINYINT DEFAULT 0;
-  DECLARE v_seq BIGINT UNSIGNED;
-  DECLARE v_queue_count INT DEFAULT 0;
-  DECLARE v_budget BIGINT DEFAULT 0;
-  DECLARE v_granted INT DEFAULT 0;
-  DECLARE v_expired INT DEFAULT 0;
-  DECLARE v_visit INT DEFAULT 0;
-  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_paused TINYINT;
-  DECLARE v_queue_max INT UNSIGNED;
-  DECLARE v_queue_room BIGINT;
-  DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_deadline DATETIME(6);
-  DECLARE v_namespace_id BIGINT UNSIGNED;
-  DECLARE v_highest BIGINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
-  DECLARE v_attempt_no INT UNSIGNED;
-  DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
-  DECLARE v_task_slot TINYINT UNSIGNED;
-  DECLARE v_charge_slot TINYINT UNSIGNED;
-  DECLARE v_charged INT DEFAULT 0;
-  DECLARE v_limit BIGINT UNSIGNED;
-  DECLARE v_total BIGINT UNSIGNED;
-  DECLARE v_over INT;
-  DECLARE v_checked TINYINT;
-  -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
-  DECLARE v_expired_slots TEXT DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2380,223 +2370,14 @@ body: BEGIN
   IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
   END IF;
-  SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
-
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.handlers, s.state, s.claim_seq + 1,
-         (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = s.credential_id AND c.revoked_at IS NULL)
-    INTO v_application_id, v_worker_id, v_keys, v_handlers, v_session_state, v_seq, v_credential_ok
-    FROM orbit_session s
-   WHERE s.id = p_session_id
-     FOR UPDATE;
-  IF v_application_id IS NULL THEN
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq);
+  IF v_seq = 0 THEN
     ROLLBACK;
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
-  END IF;
-  SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED) INTO v_budget
-    FROM orbit_application_quota q
-   WHERE q.application_id = v_application_id;
-  SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
-  IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
-    COMMIT;
-    SET v_budget = 0;
   ELSE
-    UPDATE orbit_session s SET s.claim_seq = v_seq, s.last_seen_at = v_now WHERE s.id = p_session_id;
-    SET v_any_handler = (v_handlers = '[]');
-    SELECT COUNT(*) INTO v_queue_count FROM orbit_session_queue sq WHERE sq.session_id = p_session_id;
-
-    queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
-      -- Visit the session's queues from a rotating start position.
-      SET v_queue_id = NULL;
-      SELECT sq.queue_id, q.paused, q.max_active_attempts INTO v_queue_id, v_paused, v_queue_max
-        FROM orbit_session_queue sq
-        JOIN orbit_queue q ON q.id = sq.queue_id
-       WHERE sq.session_id = p_session_id
-       ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
-       LIMIT v_visit, 1;
-      SET v_visit = v_visit + 1;
-      IF v_queue_id IS NULL OR v_paused THEN
-        ITERATE queues;
-      END IF;
-      SET v_queue_room = v_budget;
-      IF v_queue_max > 0 THEN
-        SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-        SET v_queue_room = v_queue_max - (SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id);
-      END IF;
-
-      candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
-        SET v_task_id = NULL;
-        SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
-          INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot
-          FROM orbit_task t
-         WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
-           AND (v_keys OR t.resource_id = 0)
-           AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
-         ORDER BY t.priority, t.id
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-        IF v_task_id IS NULL THEN
-          LEAVE candidates;
-        END IF;
-
-        IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version INTO v_highest, v_version
-            FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
-        END IF;
-        IF v_deadline IS NOT NULL AND v_deadline <= v_now THEN
-          UPDATE orbit_task t
-             SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = v_now, t.updated_at = v_now
-           WHERE t.id = v_task_id;
-          INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-          VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', v_now);
-          SET v_expired = v_expired + 1,
-              v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
-                                         CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
-          IF v_resource_id <> 0 THEN
-            CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
-          END IF;
-          ITERATE candidates;
-        END IF;
-        IF v_resource_id <> 0 THEN
-          IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id) THEN
-            -- A head left ready when another queue's task took the key: demote it now.
-            UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = v_now WHERE t.id = v_task_id;
-            ITERATE candidates;
-          END IF;
-          IF v_highest = 18446744073709551615 THEN
-            UPDATE orbit_task t
-               SET t.lane = 'blocked', t.updated_at = v_now,
-                   t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
-             WHERE t.id = v_task_id;
-            INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-            VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', v_now);
-            ITERATE candidates;
-          END IF;
-          SET v_token = v_highest + 1, v_version = v_version + 1;
-          UPDATE orbit_resource r
-             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = v_now
-           WHERE r.id = v_resource_id;
-        ELSE
-          SET v_token = 0, v_version = 0;
-        END IF;
-
-        INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
-                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, lease_expires_at)
-        VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, 'LEASED', v_now, v_expires);
-        SET v_attempt_id = LAST_INSERT_ID();
-        INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-        VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
-        IF v_resource_id <> 0 THEN
-          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
-          VALUES (v_resource_id, v_attempt_id, v_token, v_now, v_expires);
-        END IF;
-        UPDATE orbit_task t
-           SET t.state = 'LEASED', t.lane = 'none', t.attempt_count = v_attempt_no,
-               t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = v_now
-         WHERE t.id = v_task_id;
-        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-        VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), v_now);
-        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
-      END WHILE candidates;
-    END WHILE queues;
-
-    IF v_granted > 0 OR v_expired > 0 THEN
-      IF v_expired = 0 THEN
-        -- The common case: the whole grant fits the connection's slot (the attempts recorded it).
-        UPDATE orbit_application_quota q
-           SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = v_now
-         WHERE q.application_id = v_application_id AND q.slot = v_slot
-           AND q.checked_max_active_attempts = q.max_active_attempts
-           AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
-        SET v_charged = ROW_COUNT();
-      END IF;
-      IF v_charged = 0 THEN
-        -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
-        -- released the connection's slot if the update above did not match it), check the total.
-        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
-               MIN(q.checked_max_active_attempts = q.max_active_attempts)
-          INTO v_limit, v_total, v_checked
-          FROM orbit_application_quota q
-         WHERE q.application_id = v_application_id
-           FOR UPDATE;
-        IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
-          -- Concurrent claims used the quota first: grant nothing this time.
-          ROLLBACK;
-          SET v_seq = 0;
-        ELSE
-          IF v_expired > 0 THEN
-            UPDATE orbit_application_quota q
-               SET q.incomplete_tasks = q.incomplete_tasks
-                     - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-                   q.updated_at = v_now
-             WHERE q.application_id = v_application_id;
-          END IF;
-          IF v_granted > 0 THEN
-            -- The lowest slot that takes the whole grant within its share, if one does.
-            SET v_charge_slot = NULL;
-            SELECT q.slot INTO v_charge_slot
-              FROM orbit_application_quota q
-             WHERE q.application_id = v_application_id
-               AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
-             ORDER BY q.slot
-             LIMIT 1;
-            IF v_charge_slot IS NOT NULL THEN
-              UPDATE orbit_application_quota q
-                 SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = v_now
-               WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
-              IF v_charge_slot <> v_slot THEN
-                UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
-                 WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-              END IF;
-              SET v_charged = v_granted;
-            END IF;
-          END IF;
-          -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
-          -- while the total is below the limit) and record that slot on the attempt.
-          SET v_attempt_id = 0;
-          charge: WHILE v_charged < v_granted DO
-            SELECT a.id INTO v_attempt_id
-              FROM orbit_attempt a
-             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
-             ORDER BY a.id
-             LIMIT 1;
-            SELECT q.slot INTO v_charge_slot
-              FROM orbit_application_quota q
-             WHERE q.application_id = v_application_id
-               AND q.active_attempts < (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
-             ORDER BY q.slot
-             LIMIT 1;
-            UPDATE orbit_application_quota q
-               SET q.active_attempts = q.active_attempts + 1, q.updated_at = v_now
-             WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
-            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
-            SET v_charged = v_charged + 1;
-          END WHILE charge;
-          IF v_checked = 0 THEN
-            SELECT COUNT(*) INTO v_over
-              FROM orbit_application_quota q
-             WHERE q.application_id = v_application_id
-               AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
-            IF v_over = 0 THEN
-              -- Every slot is within its share of the current limit: one-slot charges may resume.
-              UPDATE orbit_application_quota q
-                 SET q.checked_max_active_attempts = q.max_active_attempts
-               WHERE q.application_id = v_application_id;
-            END IF;
-          END IF;
-          COMMIT;
-        END IF;
-      ELSE
-        COMMIT;
-      END IF;
-    ELSE
-      COMMIT;
-    END IF;
+    COMMIT;
   END IF;
-
   SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -2607,7 +2388,7 @@ body: BEGIN
          t.updated_at, t.finished_at
     FROM orbit_attempt a
     JOIN orbit_task t ON t.id = a.task_id
-   WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_budget > 0
+   WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
    ORDER BY a.id;
 END$$
 DELIMITER ;
@@ -2847,6 +2628,301 @@ BEGIN
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_grant (from templates/procedures/orbit_task_grant.sql) ----
+-- orbit_task_grant: Internal: grant up to p_max ready tasks to a worker session, in the caller's transaction.
+--
+-- The claim itself, shared by orbit_task_claim (a claim on its own) and orbit_attempt_finish (the
+-- releasing transaction grants the session its next tasks, so a hot key is handed on with the
+-- result, in one commit). For each task granted: reserves the application's active-attempt quota
+-- (once per attempt), the queue permit and, for a keyed task, the key permit with token
+-- highest_token + 1 (the resource row's version advances); creates the attempt (LEASED until
+-- p_now + lease). Candidates come only from the 'ready' lane (ix_task_dispatch), where a key has
+-- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
+-- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
+-- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
+-- priority (0 first), then age, orders each queue. Skipped: paused queues, queues at their permit
+-- limit, keyed tasks for a session that did not register concurrency_keys, handlers the session
+-- does not run. A ready task found past its deadline is expired here. A key whose token space is
+-- exhausted (2^64-1) is refused, never wrapped: its task stays WAITING with blocked_reason
+-- TOKEN_EXHAUSTED. Never commits: when nothing was granted, expired or moved back to the blocked
+-- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
+-- other work is kept.
+-- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
+--   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
+--   written).
+-- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
+--   credential, gets nothing.
+-- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
+--   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
+--   candidate; orbit_application_quota slot rows last: the connection's slot alone when the grant
+--   fits its share and nothing expired, otherwise every slot of the application in ascending slot
+--   order (one locking read), the exact total checked and the grants charged to the lowest slots
+--   below their share (see orbit_application_quota).
+DROP PROCEDURE IF EXISTS orbit_task_grant;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
+                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_keys TINYINT;
+  DECLARE v_handlers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_any_handler TINYINT;
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_credential_ok TINYINT DEFAULT 0;
+  DECLARE v_seq BIGINT UNSIGNED;
+  DECLARE v_queue_count INT DEFAULT 0;
+  DECLARE v_budget BIGINT DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_expired INT DEFAULT 0;
+  DECLARE v_demoted INT DEFAULT 0;
+  DECLARE v_visit INT DEFAULT 0;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_paused TINYINT;
+  DECLARE v_queue_max INT UNSIGNED;
+  DECLARE v_queue_room BIGINT;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_deadline DATETIME(6);
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_highest BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_attempt_no INT UNSIGNED;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_task_slot TINYINT UNSIGNED;
+  DECLARE v_charge_slot TINYINT UNSIGNED;
+  DECLARE v_charged INT DEFAULT 0;
+  DECLARE v_limit BIGINT UNSIGNED;
+  DECLARE v_total BIGINT UNSIGNED;
+  DECLARE v_over INT;
+  DECLARE v_checked TINYINT;
+  -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
+  DECLARE v_expired_slots TEXT DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+
+  SET p_seq = 0;
+  SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
+  SAVEPOINT orbit_task_grant;
+  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.handlers, s.state, s.claim_seq + 1,
+         (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = s.credential_id AND c.revoked_at IS NULL)
+    INTO v_application_id, v_worker_id, v_keys, v_handlers, v_session_state, v_seq, v_credential_ok
+    FROM orbit_session s
+   WHERE s.id = p_session_id
+     FOR UPDATE;
+  IF v_application_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
+  END IF;
+  SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED) INTO v_budget
+    FROM orbit_application_quota q
+   WHERE q.application_id = v_application_id;
+  SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
+  IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
+    LEAVE body;
+  ELSE
+    UPDATE orbit_session s SET s.claim_seq = v_seq, s.last_seen_at = p_now WHERE s.id = p_session_id;
+    SET v_any_handler = (v_handlers = '[]');
+    SELECT COUNT(*) INTO v_queue_count FROM orbit_session_queue sq WHERE sq.session_id = p_session_id;
+
+    queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
+      -- Visit the session's queues from a rotating start position.
+      SET v_queue_id = NULL;
+      SELECT sq.queue_id, q.paused, q.max_active_attempts INTO v_queue_id, v_paused, v_queue_max
+        FROM orbit_session_queue sq
+        JOIN orbit_queue q ON q.id = sq.queue_id
+       WHERE sq.session_id = p_session_id
+       ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
+       LIMIT v_visit, 1;
+      SET v_visit = v_visit + 1;
+      IF v_queue_id IS NULL OR v_paused THEN
+        ITERATE queues;
+      END IF;
+      SET v_queue_room = v_budget;
+      IF v_queue_max > 0 THEN
+        SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
+        SET v_queue_room = v_queue_max - (SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id);
+      END IF;
+
+      candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
+        SET v_task_id = NULL;
+        SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
+          INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot
+          FROM orbit_task t
+         WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
+           AND (v_keys OR t.resource_id = 0)
+           AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
+         ORDER BY t.priority, t.id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+        IF v_task_id IS NULL THEN
+          LEAVE candidates;
+        END IF;
+
+        IF v_resource_id <> 0 THEN
+          SELECT r.highest_token, r.version INTO v_highest, v_version
+            FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+        END IF;
+        IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
+          UPDATE orbit_task t
+             SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
+           WHERE t.id = v_task_id;
+          INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+          VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
+          SET v_expired = v_expired + 1,
+              v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
+                                         CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+          IF v_resource_id <> 0 THEN
+            CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
+          END IF;
+          ITERATE candidates;
+        END IF;
+        IF v_resource_id <> 0 THEN
+          IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id) THEN
+            -- A head left ready when another queue's task took the key: demote it now.
+            UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
+            SET v_demoted = v_demoted + 1;
+            ITERATE candidates;
+          END IF;
+          IF v_highest = 18446744073709551615 THEN
+            UPDATE orbit_task t
+               SET t.lane = 'blocked', t.updated_at = p_now,
+                   t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
+             WHERE t.id = v_task_id;
+            INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+            VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', p_now);
+            SET v_demoted = v_demoted + 1;
+            ITERATE candidates;
+          END IF;
+          SET v_token = v_highest + 1, v_version = v_version + 1;
+          UPDATE orbit_resource r
+             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
+           WHERE r.id = v_resource_id;
+        ELSE
+          SET v_token = 0, v_version = 0;
+        END IF;
+
+        INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
+                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
+                                   state, granted_at, lease_expires_at)
+        VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
+                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, 'LEASED', p_now, v_expires);
+        SET v_attempt_id = LAST_INSERT_ID();
+        INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+        VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
+        IF v_resource_id <> 0 THEN
+          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
+          VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
+        END IF;
+        UPDATE orbit_task t
+           SET t.state = 'LEASED', t.lane = 'none', t.attempt_count = v_attempt_no,
+               t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
+         WHERE t.id = v_task_id;
+        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+        VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
+        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
+      END WHILE candidates;
+    END WHILE queues;
+
+    IF v_granted > 0 OR v_expired > 0 THEN
+      IF v_expired = 0 THEN
+        -- The common case: the whole grant fits the connection's slot (the attempts recorded it).
+        UPDATE orbit_application_quota q
+           SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
+         WHERE q.application_id = v_application_id AND q.slot = v_slot
+           AND q.checked_max_active_attempts = q.max_active_attempts
+           AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+        SET v_charged = ROW_COUNT();
+      END IF;
+      IF v_charged = 0 THEN
+        -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
+        -- released the connection's slot if the update above did not match it), check the total.
+        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
+               MIN(q.checked_max_active_attempts = q.max_active_attempts)
+          INTO v_limit, v_total, v_checked
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           FOR UPDATE;
+        IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
+          -- Concurrent claims used the quota first: grant nothing this time.
+          ROLLBACK TO SAVEPOINT orbit_task_grant;
+          LEAVE body;
+        ELSE
+          IF v_expired > 0 THEN
+            UPDATE orbit_application_quota q
+               SET q.incomplete_tasks = q.incomplete_tasks
+                     - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+                   q.updated_at = p_now
+             WHERE q.application_id = v_application_id;
+          END IF;
+          IF v_granted > 0 THEN
+            -- The lowest slot that takes the whole grant within its share, if one does.
+            SET v_charge_slot = NULL;
+            SELECT q.slot INTO v_charge_slot
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+             ORDER BY q.slot
+             LIMIT 1;
+            IF v_charge_slot IS NOT NULL THEN
+              UPDATE orbit_application_quota q
+                 SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
+               WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+              IF v_charge_slot <> v_slot THEN
+                UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
+                 WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+              END IF;
+              SET v_charged = v_granted;
+            END IF;
+          END IF;
+          -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
+          -- while the total is below the limit) and record that slot on the attempt.
+          SET v_attempt_id = 0;
+          charge: WHILE v_charged < v_granted DO
+            SELECT a.id INTO v_attempt_id
+              FROM orbit_attempt a
+             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
+             ORDER BY a.id
+             LIMIT 1;
+            SELECT q.slot INTO v_charge_slot
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts < (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+             ORDER BY q.slot
+             LIMIT 1;
+            UPDATE orbit_application_quota q
+               SET q.active_attempts = q.active_attempts + 1, q.updated_at = p_now
+             WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
+            SET v_charged = v_charged + 1;
+          END WHILE charge;
+          IF v_checked = 0 THEN
+            SELECT COUNT(*) INTO v_over
+              FROM orbit_application_quota q
+             WHERE q.application_id = v_application_id
+               AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+            IF v_over = 0 THEN
+              -- Every slot is within its share of the current limit: one-slot charges may resume.
+              UPDATE orbit_application_quota q
+                 SET q.checked_max_active_attempts = q.max_active_attempts
+               WHERE q.application_id = v_application_id;
+            END IF;
+          END IF;
+        END IF;
+      END IF;
+    ELSEIF v_demoted = 0 THEN
+      -- Nothing granted, expired or demoted: undo the claim_seq step (a caller with nothing else
+      -- to commit then writes nothing).
+      ROLLBACK TO SAVEPOINT orbit_task_grant;
+      LEAVE body;
+    END IF;
+  END IF;
+  SET p_seq = v_seq;
+
 END$$
 DELIMITER ;
 
@@ -3497,7 +3573,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '93321b9e9bed5d0ca4c63984aef71b4c19e90db30d26b05181deda67e00d2822', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'c330c4d861fd93df24c66616eaa6b9f114888399f5faca73f603dd31b5ee9d92', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '2feafebd00d768e32921e6d49610f414477366650f502a5f1ba79854525936b9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '61b2013f05497b461bb403ced58916895b6efc29d518686af08365b160d42535', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3526,10 +3602,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, 'c6c072fff3009f240ff096532780c6a916644a099124a5fe8e9228312770328c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '82efcb7fff309c2fe7a26b6d6fcb19491b380cd8d82572d56f721e7864a17ade', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'b98df3e71c6b284f42611318088a2c2dc9856862962b16f0ea6abe8e8e7d6c0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '7e8341ccf2120e5d1281a1200eb06e9afe45b6a7ba3847b63246796070ea52e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '06b8d77e935a32ee7e391171bb862237cfaffd8a7f0ed9a07bd4bb35c86a6bd0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'e48120c401e6a8ddbb9eb8ac2617113516f39c7a18f85f4da13f4d579f7aab88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, 'a49aaa011ae00cbe0a0f18fdf105b536ba2f8ce8e673dc2708f8f7fea6478931', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3537,5 +3614,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'a9f768d3134ec4c82123d287906c90dc691e84c5fd5ccb92b005ff4656af7c4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '17a99f9e862a641f9d98d759e7e62ebc54d72e6321af45e996eba686f4ba1571', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '82ee149ba62daf680cf53c24b49e61eaec74ed1e12f9a6f2e94a9b9a758c6ee9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'f3a786f8827e917ab42b96744ff7fb782f547b600b9affc622c65d4fdcca2f88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -1,7 +1,7 @@
 //! orbit_task_claim: permits, tokens, lanes, and what a claim skips.
 
 use orbit::db::tasks::TaskState;
-use orbit::db::workers::Outcome;
+use orbit::db::workers::{ClaimAfter, Outcome};
 use orbit::testing::Fixture;
 use sqlx::Row;
 
@@ -365,4 +365,164 @@ async fn a_release_makes_exactly_one_next_task_per_queue_claimable() {
             .unwrap();
     assert_eq!(ready.len(), 2, "one per queue: {ready:?}");
     assert!(ready.iter().all(|(_, n)| *n == 1), "{ready:?}");
+}
+
+/// Fsyncs are not observable per call, but a claim that writes nothing leaves no trace: the
+/// session's claim_seq does not move.
+async fn claim_seq(f: &Fixture, session: u64) -> u64 {
+    sqlx::query_scalar("SELECT claim_seq FROM orbit_session WHERE id = ?")
+        .bind(session)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_empty_claim_writes_nothing() {
+    let f = Fixture::new().await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let before = claim_seq(&f, s).await;
+    assert!(f.db.task_claim(s, 10, 30_000).await.unwrap().is_empty());
+    assert_eq!(
+        claim_seq(&f, s).await,
+        before,
+        "nothing granted, nothing written"
+    );
+    f.submit(&f.queue_id, "").await;
+    assert_eq!(f.db.task_claim(s, 10, 30_000).await.unwrap().len(), 1);
+    assert_eq!(claim_seq(&f, s).await, before + 1);
+}
+
+#[tokio::test]
+async fn a_result_hands_the_released_key_to_its_next_task_in_the_same_transaction() {
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    let first = f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id, &q2]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    assert_eq!(g[0].task.id, first.id);
+    // Submitted while the key is held: blocked until the release.
+    let second = f.submit(&q2, "k").await;
+    let unkeyed = f.submit(&f.queue_id, "").await;
+    let (ack, grants) =
+        f.db.attempt_finish_and_claim(
+            s,
+            g[0].attempt_id,
+            Outcome::Succeeded,
+            false,
+            None,
+            None,
+            ClaimAfter {
+                max: 5,
+                lease_ms: 30_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ack.attempt_id, g[0].attempt_id);
+    assert_eq!(ack.task_id, first.id);
+    assert_eq!(ack.task_state, "SUCCEEDED");
+    assert!(!ack.duplicate);
+    let mut granted: Vec<u64> = grants.iter().map(|g| g.task.id).collect();
+    granted.sort_unstable();
+    assert_eq!(
+        granted,
+        vec![second.id, unkeyed.id],
+        "the key's next task and the free task"
+    );
+    let keyed = grants.iter().find(|g| g.task.id == second.id).unwrap();
+    assert_eq!(
+        keyed.concurrency_token, 2,
+        "the next holder gets a larger token"
+    );
+    assert_eq!(keyed.task.state, TaskState::Leased);
+    // The permit changed hands inside one commit: the released attempt's release_version is
+    // followed directly by the new grant_version on the resource row.
+    let (release, grant): (u64, u64) = sqlx::query_as(
+        "SELECT (SELECT release_version FROM orbit_attempt WHERE id = ?), \
+                (SELECT grant_version FROM orbit_attempt WHERE id = ?)",
+    )
+    .bind(g[0].attempt_id)
+    .bind(keyed.attempt_id)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!((release, grant), (2, 3));
+    assert_eq!(resource(&f, "k").await, (2, 3));
+}
+
+#[tokio::test]
+async fn a_repeated_result_with_a_claim_grants_only_what_is_free() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    let claim = ClaimAfter {
+        max: 1,
+        lease_ms: 30_000,
+    };
+    let finish = || {
+        f.db.attempt_finish_and_claim(
+            s,
+            g[0].attempt_id,
+            Outcome::Succeeded,
+            false,
+            None,
+            None,
+            claim,
+        )
+    };
+    let (ack, grants) = finish().await.unwrap();
+    assert!(!ack.duplicate);
+    assert!(grants.is_empty(), "nothing else is ready");
+    f.submit(&f.queue_id, "").await;
+    let (ack, grants) = finish().await.unwrap();
+    assert!(ack.duplicate, "the same result again");
+    assert_eq!(
+        grants.len(),
+        1,
+        "a duplicate still grants the capacity it names"
+    );
+    let err =
+        f.db.attempt_finish_and_claim(
+            s,
+            g[0].attempt_id,
+            Outcome::Succeeded,
+            false,
+            None,
+            None,
+            ClaimAfter {
+                max: 1,
+                lease_ms: 10,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+}
+
+#[tokio::test]
+async fn a_draining_session_is_granted_nothing_with_its_result() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "").await;
+    f.submit(&f.queue_id, "").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    f.db.session_close(s, true).await.unwrap();
+    let (_, grants) =
+        f.db.attempt_finish_and_claim(
+            s,
+            g[0].attempt_id,
+            Outcome::Succeeded,
+            false,
+            None,
+            None,
+            ClaimAfter {
+                max: 4,
+                lease_ms: 30_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(grants.is_empty());
 }

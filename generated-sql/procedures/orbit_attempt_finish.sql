@@ -1,20 +1,31 @@
 -- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/procedures/orbit_attempt_finish.sql.
 -- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
 
--- orbit_attempt_finish: Record a worker's result for an attempt, once; release its permits.
+-- orbit_attempt_finish: Record a worker's result for an attempt, once; release its permits; grant the next tasks.
 --
 -- Idempotent per attempt: the first result ends the attempt (see orbit_attempt_end for what each
 -- outcome does to the task and the permits); a repeated result gets the same answer with
 -- duplicate = 1 and releases nothing again. A result arriving after the attempt already ended
 -- another way (lease expiry recovery, cancel) is recorded in late_result and changes no permit
 -- and no other attempt.
+-- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
+-- (orbit_task_grant, as orbit_task_claim would): the key this result released goes to its next
+-- task with this one commit, and the worker gets the assignment with the acknowledgement instead
+-- of after a claim of its own (the hand-off the SPEC's hot-key target asks for).
 -- Parameters: p_session_id; p_attempt_id; p_outcome 'succeeded' | 'failed' | 'unknown';
---   p_retryable 0/1 (failed only); p_output, p_error: JSON text or NULL.
--- Result (one row): attempt_id, task_id, task_state, attempt_state, duplicate TINYINT.
--- Signals: INVALID_ARGUMENT (outcome, JSON), NOT_FOUND (no such attempt), PERMISSION_DENIED
---   (another session's attempt).
--- Locks, in order: orbit_attempt row, then as orbit_attempt_end (task, resource, promoted tasks,
---   quota).
+--   p_retryable 0/1 (failed only); p_output, p_error: JSON text or NULL; p_claim_max 0-1000
+--   (the session's free capacity after this result; 0 = grant nothing); p_lease_ms 1000-3600000
+--   (the grants' lease; ignored when p_claim_max = 0).
+-- Result (one row per grant, or one row when nothing was granted): the acknowledgement
+--   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
+--   duplicate TINYINT, the same in every row; then the grant as orbit_task_claim returns it, all
+--   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
+--   then the task columns.
+-- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
+--   attempt, no such session), PERMISSION_DENIED (another session's attempt).
+-- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
+--   finishing and claiming sessions lock in one order), orbit_attempt row, then as
+--   orbit_attempt_end (task, resource, promoted tasks, quota), then as orbit_task_grant.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
@@ -23,7 +34,9 @@ CREATE PROCEDURE orbit_attempt_finish(
   IN p_outcome TEXT CHARACTER SET ascii COLLATE ascii_bin,
   IN p_retryable TINYINT,
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_claim_max INT,
+  IN p_lease_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
@@ -33,6 +46,8 @@ BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_lock BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -45,8 +60,17 @@ BEGIN
   IF (p_output IS NOT NULL AND NOT JSON_VALID(p_output)) OR (p_error IS NOT NULL AND NOT JSON_VALID(p_error)) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: output and error must be valid JSON';
   END IF;
+  IF p_claim_max IS NULL OR p_claim_max NOT BETWEEN 0 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: claim_max must be between 0 and 1000';
+  END IF;
+  IF p_claim_max > 0 AND (p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
+  END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
+  IF p_claim_max > 0 THEN
+    SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
+  END IF;
   SELECT a.session_id, a.state, a.outcome, a.task_id INTO v_session_id, v_state, v_outcome, v_task_id
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id
@@ -70,8 +94,23 @@ BEGIN
     END IF;
     SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
   END IF;
+  IF p_claim_max > 0 THEN
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
+  END IF;
   COMMIT;
-  SELECT p_attempt_id AS attempt_id, v_task_id AS task_id, v_task_state AS task_state,
-         v_state AS attempt_state, v_duplicate AS duplicate;
+  SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
+         v_state AS finished_attempt_state, v_duplicate AS duplicate,
+         a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM (SELECT 1 AS one) AS ack
+    LEFT JOIN orbit_attempt a ON a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
+    LEFT JOIN orbit_task t ON t.id = a.task_id
+   ORDER BY a.id;
 END$$
 DELIMITER ;

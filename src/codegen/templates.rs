@@ -135,6 +135,7 @@ registry! {
     Procedure orbit_task_create => "procedures/orbit_task_create.sql",
     Procedure orbit_task_expire_due => "procedures/orbit_task_expire_due.sql",
     Procedure orbit_task_get => "procedures/orbit_task_get.sql",
+    Procedure orbit_task_grant => "procedures/orbit_task_grant.sql",
     Procedure orbit_task_list => "procedures/orbit_task_list.sql",
     Procedure orbit_task_place => "procedures/orbit_task_place.sql",
     Procedure orbit_task_promote_due => "procedures/orbit_task_promote_due.sql",

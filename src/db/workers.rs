@@ -68,6 +68,9 @@ impl Outcome {
     }
 }
 
+/// The acknowledgement columns that open every row of `orbit_attempt_finish`.
+const FINISH_ACK_COLUMNS: usize = 5;
+
 /// The acknowledgement of `orbit_attempt_finish`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishAck {
@@ -77,6 +80,35 @@ pub struct FinishAck {
     pub attempt_state: String,
     /// `true` when the attempt had already ended: nothing was released this time.
     pub duplicate: bool,
+}
+
+impl Grant {
+    /// Reads the grant columns of `orbit_task_claim` (and of `orbit_attempt_finish` after its
+    /// acknowledgement).
+    fn read(c: &mut Cols<'_>) -> Result<Grant, DbError> {
+        Ok(Grant {
+            attempt_id: c.u64()?,
+            attempt_no: c.u32()?,
+            lease_expires_at: c.time()?,
+            concurrency_token: c.u64()?,
+            task: Task::read(c)?,
+        })
+    }
+}
+
+/// How many tasks a result may grant its session in the same transaction (`orbit_attempt_finish`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimAfter {
+    /// The session's free capacity once this result is in; 0 grants nothing.
+    pub max: u32,
+    pub lease_ms: u32,
+}
+
+impl ClaimAfter {
+    pub const NONE: ClaimAfter = ClaimAfter {
+        max: 0,
+        lease_ms: 0,
+    };
 }
 
 fn json_strings(items: &[String]) -> String {
@@ -148,16 +180,7 @@ impl Db {
             )
             .await?;
         rows.iter()
-            .map(|row| {
-                let mut c = Cols::new(row);
-                Ok(Grant {
-                    attempt_id: c.u64()?,
-                    attempt_no: c.u32()?,
-                    lease_expires_at: c.time()?,
-                    concurrency_token: c.u64()?,
-                    task: Task::read(&mut c)?,
-                })
-            })
+            .map(|row| Grant::read(&mut Cols::new(row)))
             .collect()
     }
 
@@ -209,7 +232,7 @@ impl Db {
         })
     }
 
-    /// `orbit_attempt_finish`.
+    /// `orbit_attempt_finish` without grants.
     pub async fn attempt_finish(
         &self,
         session_id: u64,
@@ -219,8 +242,34 @@ impl Db {
         output: Option<&str>,
         error: Option<&str>,
     ) -> Result<FinishAck, DbError> {
-        let row = self
-            .call_one(
+        let (ack, _) = self
+            .attempt_finish_and_claim(
+                session_id,
+                attempt_id,
+                outcome,
+                retryable,
+                output,
+                error,
+                ClaimAfter::NONE,
+            )
+            .await?;
+        Ok(ack)
+    }
+
+    /// `orbit_attempt_finish`: the acknowledgement, and the grants made in the same transaction.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn attempt_finish_and_claim(
+        &self,
+        session_id: u64,
+        attempt_id: u64,
+        outcome: Outcome,
+        retryable: bool,
+        output: Option<&str>,
+        error: Option<&str>,
+        claim: ClaimAfter,
+    ) -> Result<(FinishAck, Vec<Grant>), DbError> {
+        let rows = self
+            .call(
                 "orbit_attempt_finish",
                 &[
                     session_id.into(),
@@ -229,16 +278,29 @@ impl Db {
                     retryable.into(),
                     output.into(),
                     error.into(),
+                    u64::from(claim.max).into(),
+                    u64::from(claim.lease_ms).into(),
                 ],
             )
             .await?;
-        let mut c = Cols::new(&row);
-        Ok(FinishAck {
+        let first = rows
+            .first()
+            .ok_or_else(|| DbError::Internal("orbit_attempt_finish returned no row".into()))?;
+        let mut c = Cols::new(first);
+        let ack = FinishAck {
             attempt_id: c.u64()?,
             task_id: c.u64()?,
             task_state: c.text()?,
             attempt_state: c.text()?,
             duplicate: c.bool()?,
-        })
+        };
+        let mut grants = Vec::new();
+        for row in &rows {
+            // The row of no grant has a NULL attempt_id (read as 0).
+            if Cols::at(row, FINISH_ACK_COLUMNS).u64()? != 0 {
+                grants.push(Grant::read(&mut Cols::at(row, FINISH_ACK_COLUMNS))?);
+            }
+        }
+        Ok((ack, grants))
     }
 }

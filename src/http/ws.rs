@@ -1,10 +1,12 @@
 //! `GET /v1/workers/connect`: the worker WebSocket (SPEC §5, docs/protocol.md).
 //!
 //! The session loop only marshals: each frame becomes one `CALL` (`orbit_session_open`,
-//! `orbit_attempt_start`, `orbit_attempt_renew`, `orbit_attempt_finish`, `orbit_session_close`),
-//! and grants come from `orbit_task_claim` whenever the session has free capacity and there may be
-//! work: on hello, after each result, when this process accepts or releases work (the dispatch
-//! signal), and when the scheduler's probe sees ready work from other processes.
+//! `orbit_attempt_start`, `orbit_attempt_renew`, `orbit_attempt_finish`, `orbit_session_close`).
+//! Grants come with each result (`orbit_attempt_finish` grants the freed capacity in the
+//! releasing transaction, so a key's next task is assigned with the acknowledgement), and from
+//! `orbit_task_claim` whenever the session has free capacity and there may be work: on hello, when
+//! this process accepts or releases work (the dispatch signal), and when the scheduler's probe
+//! sees ready work from other processes.
 
 use std::collections::HashSet;
 
@@ -18,7 +20,7 @@ use super::envelope::Bearer;
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::TaskView;
 use super::App;
-use crate::db::workers::{Grant, Outcome, SessionOpen};
+use crate::db::workers::{ClaimAfter, Grant, Outcome, SessionOpen};
 use crate::db::DbError;
 
 /// The default lease granted with each assignment (`serve --lease-seconds`); workers renew every
@@ -278,15 +280,17 @@ impl Session {
             (Some(session), ClientFrame::Result { attempt_id, outcome, retryable, output, error }) => {
                 let output = output.map(|v| v.to_string());
                 let error = error.map(|v| v.to_string());
-                match self.app.db.attempt_finish(session, attempt_id, outcome, retryable, output.as_deref(), error.as_deref()).await {
-                    Ok(ack) => {
+                let claim = self.claim_after(attempt_id);
+                match self.app.db.attempt_finish_and_claim(session, attempt_id, outcome, retryable, output.as_deref(), error.as_deref(), claim).await {
+                    Ok((ack, grants)) => {
                         self.in_flight.remove(&attempt_id);
                         if !ack.duplicate {
-                            // A release may have made another task claimable, here or elsewhere.
+                            // A release may have made another task claimable elsewhere (a queue
+                            // this session does not serve, or more than it could take).
                             self.app.dispatch.notify_any();
                         }
                         let sent = self.send(&json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})).await;
-                        sent && self.fill().await
+                        sent && self.assign(grants).await && (claim.max > 0 || self.fill().await)
                     }
                     Err(e) => self.db_error(e).await,
                 }
@@ -327,16 +331,33 @@ impl Session {
             .task_claim(session, free.min(1000), self.app.lease_seconds * 1000)
             .await
         {
-            Ok(grants) => {
-                for g in grants {
-                    self.in_flight.insert(g.attempt_id);
-                    if !self.send(&Assign::from(g)).await {
-                        return false;
-                    }
-                }
-                true
-            }
+            Ok(grants) => self.assign(grants).await,
             Err(e) => self.db_error(e).await,
         }
+    }
+
+    /// What a result for `attempt_id` may grant in its own transaction: the capacity it frees
+    /// (none while draining).
+    fn claim_after(&self, attempt_id: u64) -> ClaimAfter {
+        let in_flight = self.in_flight.len() - usize::from(self.in_flight.contains(&attempt_id));
+        let free = self.capacity.saturating_sub(in_flight as u32).min(1000);
+        if self.draining || free == 0 {
+            return ClaimAfter::NONE;
+        }
+        ClaimAfter {
+            max: free,
+            lease_ms: self.app.lease_seconds * 1000,
+        }
+    }
+
+    /// Sends the assignments of new grants.
+    async fn assign(&mut self, grants: Vec<Grant>) -> bool {
+        for g in grants {
+            self.in_flight.insert(g.attempt_id);
+            if !self.send(&Assign::from(g)).await {
+                return false;
+            }
+        }
+        true
     }
 }
