@@ -301,6 +301,7 @@ CREATE TABLE IF NOT EXISTS orbit_session (
   node VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '' COMMENT 'the serve process holding the socket',
   capacity INT UNSIGNED NOT NULL COMMENT 'attempts the session runs at once',
   concurrency_keys TINYINT(1) NOT NULL COMMENT '1 = receives keyed tasks (the worker registration)',
+  start_on_assign TINYINT(1) NOT NULL DEFAULT 0 COMMENT '1 = grants start at once (RUNNING), no task.start round trip',
   handlers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'JSON array of handler names it runs; [] = any',
   state ENUM('active','draining','closed') NOT NULL COMMENT 'draining = no new assignments',
   claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'claim batches so far; tags the attempts of each',
@@ -634,7 +635,8 @@ DELIMITER ;
 --   (the grants' lease; ignored when p_claim_max = 0).
 -- Result (one row per grant, or one row when nothing was granted): the acknowledgement
 --   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
---   duplicate TINYINT, the same in every row; then the grant as orbit_task_claim returns it, all
+--   duplicate TINYINT, wake TINYINT (1 = this result may have made work claimable for other
+--   sessions: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
 --   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
 --   then the task columns.
 -- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
@@ -660,6 +662,10 @@ BEGIN
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
@@ -687,7 +693,8 @@ BEGIN
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
   END IF;
-  SELECT a.session_id, a.state, a.outcome, a.task_id INTO v_session_id, v_state, v_outcome, v_task_id
+  SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
+    INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id
      FOR UPDATE;
@@ -702,6 +709,7 @@ BEGIN
   IF v_state IN ('LEASED', 'RUNNING') THEN
     CALL orbit_attempt_end(p_attempt_id, p_outcome, COALESCE(p_retryable, 0), p_output, p_error, v_now, v_task_state);
     SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = p_attempt_id;
+    SET v_wake = 1;
   ELSE
     SET v_duplicate = 1;
     IF v_outcome <> p_outcome THEN
@@ -713,9 +721,19 @@ BEGIN
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
   END IF;
+  IF v_wake = 1 AND p_claim_max > 0 THEN
+    -- Other sessions need waking only for what this release made claimable and the grant above
+    -- left: a ready task of the released key, room under a queue's permit limit, or room under
+    -- an application quota that was full (conservatively: at most one attempt below its limit).
+    SET v_wake = (v_resource_id <> 0
+                  AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
+              OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
+              OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+                    FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1;
+  END IF;
   COMMIT;
   SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
-         v_state AS finished_attempt_state, v_duplicate AS duplicate,
+         v_state AS finished_attempt_state, v_duplicate AS duplicate, v_wake AS wake,
          a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -2117,9 +2135,14 @@ DELIMITER ;
 -- and token; others are left alone and not reported. The queue condition matters: worker ids are
 -- chosen by workers, so without it a credential of another namespace or queue could take over a
 -- running attempt by naming its worker id.
+-- start_on_assign = 1: this session's grants are started in the granting transaction (attempt and
+-- task RUNNING, as if task.start had been accepted), so the worker runs its handler on the
+-- assignment without a task.start round trip and one commit less per task. The price: an attempt
+-- whose lease runs out counts as started (ends UNKNOWN, the task goes to NEEDS_REVIEW unless it
+-- may retry unknown outcomes), even if the worker never received the assignment.
 -- Parameters: p_token_hash BINARY(32) (scopes workers:connect, and workers:consume on every queue);
 --   p_worker_id 1-191 characters; p_node (the serve process); p_capacity 1-10000;
---   p_concurrency_keys 0/1; p_handlers_json JSON array of handler names ([] = any);
+--   p_concurrency_keys 0/1; p_start_on_assign 0/1; p_handlers_json JSON array of handler names ([] = any);
 --   p_queue_ids_json JSON array of queue ids (1-100); p_resume_json JSON array of attempt ids.
 -- Result (one row): session_id, worker_row_id, concurrency_keys, resumed (JSON array of the
 --   attempt ids now owned by this session).
@@ -2134,6 +2157,7 @@ CREATE PROCEDURE orbit_session_open(
   IN p_node TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_capacity BIGINT,
   IN p_concurrency_keys TINYINT,
+  IN p_start_on_assign TINYINT,
   IN p_handlers_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_queue_ids_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_resume_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
@@ -2168,6 +2192,9 @@ BEGIN
   IF p_concurrency_keys IS NULL OR p_concurrency_keys NOT IN (0, 1) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_keys must be true or false';
   END IF;
+  IF p_start_on_assign IS NULL OR p_start_on_assign NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: start_on_assign must be true or false';
+  END IF;
   IF p_handlers_json IS NULL OR NOT JSON_VALID(p_handlers_json) OR JSON_TYPE(p_handlers_json) <> 'ARRAY' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handlers must be an array of handler names';
   END IF;
@@ -2199,9 +2226,9 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: concurrency_keys is fixed for a worker_id; use a new worker_id';
   END IF;
   INSERT INTO orbit_session (worker_row_id, worker_id, credential_id, application_id, node, capacity,
-                             concurrency_keys, handlers, state, claim_seq, connected_at, last_seen_at)
+                             concurrency_keys, start_on_assign, handlers, state, claim_seq, connected_at, last_seen_at)
   VALUES (v_worker_row_id, p_worker_id, v_credential_id, v_application_id, COALESCE(p_node, ''), p_capacity,
-          v_registered, p_handlers_json, 'active', 0, v_now, v_now);
+          v_registered, p_start_on_assign, p_handlers_json, 'active', 0, v_now, v_now);
   SET v_session_id = LAST_INSERT_ID();
   SET v_i = 0;
   WHILE v_i < v_count DO
@@ -2639,7 +2666,7 @@ DELIMITER ;
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
 -- (once per attempt), the queue permit and, for a keyed task, the key permit with token
 -- highest_token + 1 (the resource row's version advances); creates the attempt (LEASED until
--- p_now + lease). Candidates come only from the 'ready' lane (ix_task_dispatch), where a key has
+-- p_now + lease; RUNNING at once for a start_on_assign session, see orbit_session_open). Candidates come only from the 'ready' lane (ix_task_dispatch), where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
 -- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
@@ -2671,6 +2698,7 @@ body: BEGIN
   DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_keys TINYINT;
+  DECLARE v_start TINYINT;
   DECLARE v_handlers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_any_handler TINYINT;
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -2709,9 +2737,9 @@ body: BEGIN
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
-  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.handlers, s.state, s.claim_seq + 1,
+  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers, s.state, s.claim_seq + 1,
          (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = s.credential_id AND c.revoked_at IS NULL)
-    INTO v_application_id, v_worker_id, v_keys, v_handlers, v_session_state, v_seq, v_credential_ok
+    INTO v_application_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq, v_credential_ok
     FROM orbit_session s
    WHERE s.id = p_session_id
      FOR UPDATE;
@@ -2808,9 +2836,10 @@ body: BEGIN
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
                                    concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, lease_expires_at)
+                                   state, granted_at, started_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, 'LEASED', p_now, v_expires);
+                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
+                p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
         INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
         VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
@@ -2819,11 +2848,15 @@ body: BEGIN
           VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
         END IF;
         UPDATE orbit_task t
-           SET t.state = 'LEASED', t.lane = 'none', t.attempt_count = v_attempt_no,
+           SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
         INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
         VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
+        IF v_start THEN
+          INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+          VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, 'start_on_assign', p_now);
+        END IF;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
       END WHILE candidates;
     END WHILE queues;
@@ -3566,14 +3599,14 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 1, '302f05b00f12002f7f986454435a58f9aa8c0ac7ac9be352feb9fa51185236a4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue_permit', 1, 'd27c1c37129df11fd45a31b3feceaf9f67292f4fb4f3972349ea5de2ae500308', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 1, '8f2c2ea5e9a3780095537951228c2874815c7ca0dad40a256f8f50488c836644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '42e4733806cc8d698a982d3ad78bf3cb564fd2ae97b49cb1628f8351f45613c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '7fcf676e5034513b64d7520e26e9b2f5c935af2ca6401b02ec9f3d94f8808d96', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, '51979317e0e917620d59fcb0163802fab072b8dda185a6c1e209d1cf020b1302', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '82327f39e1604d7f77f1f0a7a84498488de524888accc183cfef183fed467a41', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '93321b9e9bed5d0ca4c63984aef71b4c19e90db30d26b05181deda67e00d2822', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '2feafebd00d768e32921e6d49610f414477366650f502a5f1ba79854525936b9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '7b7db76b637322802077d614b2afbaa8426b3637825fba118f8c47b026047ef0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '61b2013f05497b461bb403ced58916895b6efc29d518686af08365b160d42535', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3600,13 +3633,13 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, 'c6c072fff3009f240ff096532780c6a916644a099124a5fe8e9228312770328c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '82efcb7fff309c2fe7a26b6d6fcb19491b380cd8d82572d56f721e7864a17ade', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'b98df3e71c6b284f42611318088a2c2dc9856862962b16f0ea6abe8e8e7d6c0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '06b8d77e935a32ee7e391171bb862237cfaffd8a7f0ed9a07bd4bb35c86a6bd0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'e48120c401e6a8ddbb9eb8ac2617113516f39c7a18f85f4da13f4d579f7aab88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '4dfdd1af4aa7b465836941b031865d394085bae83d893257361a37327d70fddc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, 'a49aaa011ae00cbe0a0f18fdf105b536ba2f8ce8e673dc2708f8f7fea6478931', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3614,5 +3647,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '82ee149ba62daf680cf53c24b49e61eaec74ed1e12f9a6f2e94a9b9a758c6ee9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'f3a786f8827e917ab42b96744ff7fb782f547b600b9affc622c65d4fdcca2f88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '751d3403b7d5f9eed5e3676ef9b2382b309e9c128b1912115fa61da9ed4d1a69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '035b29a42192b347f4cfc80c262a314ad45462f781f3bb72671bd08cb716de2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

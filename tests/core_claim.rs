@@ -526,3 +526,121 @@ async fn a_draining_session_is_granted_nothing_with_its_result() {
         .unwrap();
     assert!(grants.is_empty());
 }
+
+async fn session_starting_on_assign(f: &Fixture, worker_id: &str, queues: &[&str]) -> u64 {
+    f.db.session_open(
+        &f.hash,
+        &orbit::db::workers::SessionOpen {
+            worker_id: worker_id.into(),
+            node: "test".into(),
+            capacity: 10,
+            concurrency_keys: true,
+            start_on_assign: true,
+            queue_ids: queues.iter().map(|q| q.to_string()).collect(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+    .session_id
+}
+
+#[tokio::test]
+async fn a_start_on_assign_session_is_granted_running_attempts() {
+    let f = Fixture::new().await;
+    let t = f.submit(&f.queue_id, "k").await;
+    let s = session_starting_on_assign(&f, "w", &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(g.task.state, TaskState::Running, "started with the grant");
+    let (state, started): (String, Option<chrono::NaiveDateTime>) =
+        sqlx::query_as("SELECT CAST(state AS CHAR), started_at FROM orbit_attempt WHERE id = ?")
+            .bind(g.attempt_id)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(state, "RUNNING");
+    assert!(started.is_some());
+    let events: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(event AS CHAR) FROM orbit_task_event WHERE task_id = ? ORDER BY id",
+    )
+    .bind(t.id)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(events, vec!["submitted", "granted", "started"]);
+    // A task.start anyway is a repeated start: accepted, nothing changes.
+    assert!(f.db.attempt_start(s, g.attempt_id).await.unwrap().accepted);
+    // It counts as started: a lease that runs out is an unknown outcome, not a free retry.
+    f.expire_lease(g.attempt_id).await;
+    assert_eq!(f.db.lease_recover(100).await.unwrap().count, 1);
+    assert_eq!(
+        f.db.task_get(&f.hash, t.id).await.unwrap().state,
+        TaskState::NeedsReview
+    );
+}
+
+#[tokio::test]
+async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
+    let f = Fixture::new().await;
+    let other = f.queue("other").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let claim = ClaimAfter {
+        max: 1,
+        lease_ms: 30_000,
+    };
+    let finish = |attempt_id| {
+        f.db.attempt_finish_and_claim(s, attempt_id, Outcome::Succeeded, false, None, None, claim)
+    };
+    // An unkeyed task on a queue without a permit limit frees nothing anyone waits for.
+    f.submit(&f.queue_id, "").await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    let (ack, _) = finish(g.attempt_id).await.unwrap();
+    assert!(!ack.wake, "nothing left claimable");
+    // The key's next task sits in a queue this session does not serve: others must hear of it.
+    f.submit(&f.queue_id, "k").await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    f.submit(&other, "k").await;
+    let (ack, grants) = finish(g.attempt_id).await.unwrap();
+    assert!(grants.is_empty());
+    assert!(ack.wake, "a ready task of the released key was left");
+    // The key's next task taken by this very result: nothing left for others.
+    f.submit(&f.queue_id, "j").await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    f.submit(&f.queue_id, "j").await;
+    let (ack, grants) = finish(g.attempt_id).await.unwrap();
+    assert_eq!(grants.len(), 1);
+    assert!(
+        !ack.wake,
+        "the next holder was granted in the same transaction"
+    );
+    // A queue with a permit limit: a release makes room someone may be waiting for.
+    sqlx::query("UPDATE orbit_queue SET max_active_attempts = 5 WHERE id = ?")
+        .bind(&f.queue_id)
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let (ack, _) = finish(grants[0].attempt_id).await.unwrap();
+    assert!(ack.wake, "a permit limit was relieved");
+    // Without a claim nothing was taken in its place: always wake; a duplicate never does.
+    sqlx::query("UPDATE orbit_queue SET max_active_attempts = 0")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    f.submit(&f.queue_id, "").await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    for duplicate in [false, true] {
+        let (ack, _) =
+            f.db.attempt_finish_and_claim(
+                s,
+                g.attempt_id,
+                Outcome::Succeeded,
+                false,
+                None,
+                None,
+                ClaimAfter::NONE,
+            )
+            .await
+            .unwrap();
+        assert_eq!((ack.duplicate, ack.wake), (duplicate, !duplicate));
+    }
+}

@@ -147,6 +147,15 @@ async fn handler_errors_become_retry_failure_and_review() {
 
 #[tokio::test]
 async fn a_hot_key_hands_over_two_hundred_tasks_one_at_a_time_across_two_queues() {
+    hot_key_hand_over(false).await;
+}
+
+#[tokio::test]
+async fn a_hot_key_hands_over_one_at_a_time_with_start_on_assign() {
+    hot_key_hand_over(true).await;
+}
+
+async fn hot_key_hand_over(start_on_assign: bool) {
     let api = Api::start().await;
     let f = &api.fixture;
     let client = Client::new(&api.server.url, &f.token);
@@ -170,6 +179,7 @@ async fn a_hot_key_hands_over_two_hundred_tasks_one_at_a_time_across_two_queues(
         workers.push(
             Worker::new(&api.server.url, &f.token, name)
                 .capacity(4)
+                .start_on_assign(start_on_assign)
                 .queue(&f.queue_id)
                 .queue(&q2)
                 .handler("object.update", "v1", move |ctx| {

@@ -178,3 +178,42 @@ async fn work_submitted_through_another_server_reaches_this_servers_workers() {
     let a = w.recv_type("task.assign").await;
     assert_eq!(a["task"]["id"], r.body["data"]["id"]);
 }
+
+#[tokio::test]
+async fn a_start_on_assign_session_gets_started_assignments_and_needs_no_start() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    f.submit(&f.queue_id, "k").await;
+    f.submit(&f.queue_id, "k").await;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.send(
+        json!({"type": "hello", "worker_id": "w1", "capacity": 1, "queue_ids": [f.queue_id],
+                  "concurrency_keys": true, "start_on_assign": true}),
+    )
+    .await;
+    assert_eq!(w.recv().await["type"], "welcome");
+    let first = w.recv_type("task.assign").await;
+    assert_eq!(first["started"], true, "{first}");
+    assert_eq!(first["task"]["state"], "RUNNING", "{first}");
+    let id = first["attempt_id"].as_u64().unwrap();
+    w.send(json!({"type": "task.result", "attempt_id": id, "outcome": "succeeded", "retryable": false}))
+        .await;
+    assert_eq!(
+        w.recv_type("task.result.ack").await["task_state"],
+        "SUCCEEDED"
+    );
+    // The key's next task follows the acknowledgement, granted by the same transaction.
+    let next = w.recv_type("task.assign").await;
+    assert_eq!(next["started"], true, "{next}");
+    assert_eq!(next["concurrency_token"], "2", "{next}");
+    w.close().await;
+
+    // Without the flag, assignments wait for task.start.
+    f.submit(&f.queue_id, "").await;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.hello("w2", &[&f.queue_id], true, 1, &[]).await;
+    let plain = w.recv_type("task.assign").await;
+    assert_eq!(plain["started"], false, "{plain}");
+    assert_eq!(plain["task"]["state"], "LEASED", "{plain}");
+    w.close().await;
+}

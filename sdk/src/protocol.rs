@@ -65,6 +65,9 @@ pub struct RawAssign {
     /// Kept raw: a JSON number here is a protocol error, not something to convert.
     #[serde(default)]
     pub concurrency_token: Option<Value>,
+    /// Already RUNNING (the session declared `start_on_assign`): no `task.start`.
+    #[serde(default)]
+    pub started: bool,
 }
 
 /// A validated assignment.
@@ -76,6 +79,8 @@ pub struct Assignment {
     pub task: Task,
     pub concurrency_key: Option<String>,
     pub concurrency_token: Option<u64>,
+    /// The server started the attempt with the grant: run the handler without `task.start`.
+    pub started: bool,
 }
 
 /// Frames the worker sends.
@@ -89,6 +94,7 @@ pub enum ClientFrame {
         queue_ids: Vec<String>,
         handlers: Vec<String>,
         concurrency_keys: bool,
+        start_on_assign: bool,
         resume: Vec<u64>,
     },
     #[serde(rename = "task.start")]
@@ -172,6 +178,7 @@ impl AssignmentCheck {
             task: raw.task,
             concurrency_key: key,
             concurrency_token: token,
+            started: raw.started,
         }))
     }
 }

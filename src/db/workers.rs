@@ -13,6 +13,8 @@ pub struct SessionOpen {
     pub node: String,
     pub capacity: u32,
     pub concurrency_keys: bool,
+    /// Grants start in the granting transaction: no `task.start` round trip (orbit_session_open).
+    pub start_on_assign: bool,
     pub handlers: Vec<String>,
     pub queue_ids: Vec<String>,
     pub resume: Vec<u64>,
@@ -69,7 +71,7 @@ impl Outcome {
 }
 
 /// The acknowledgement columns that open every row of `orbit_attempt_finish`.
-const FINISH_ACK_COLUMNS: usize = 5;
+const FINISH_ACK_COLUMNS: usize = 6;
 
 /// The acknowledgement of `orbit_attempt_finish`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +82,9 @@ pub struct FinishAck {
     pub attempt_state: String,
     /// `true` when the attempt had already ended: nothing was released this time.
     pub duplicate: bool,
+    /// `true` when the release may have made work claimable for other sessions (a ready task of
+    /// the released key that this call did not grant, a queue permit limit, a full quota).
+    pub wake: bool,
 }
 
 impl Grant {
@@ -134,6 +139,7 @@ impl Db {
                     s.node.as_str().into(),
                     u64::from(s.capacity).into(),
                     s.concurrency_keys.into(),
+                    s.start_on_assign.into(),
                     handlers.as_str().into(),
                     queues.as_str().into(),
                     resume.as_str().into(),
@@ -293,6 +299,7 @@ impl Db {
             task_state: c.text()?,
             attempt_state: c.text()?,
             duplicate: c.bool()?,
+            wake: c.bool()?,
         };
         let mut grants = Vec::new();
         for row in &rows {

@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::DefaultBodyLimit;
+use axum::serve::ListenerExt;
 use axum::Router;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
@@ -229,6 +230,14 @@ pub async fn serve_with(
     on_listen(local);
     tracing::info!(%local, "orbit serve started");
     let scheduler = tokio::spawn(crate::scheduler::run(db.clone(), dispatch.clone()));
+    // Nagle off: a result's acknowledgement and the next assignment are small frames written
+    // back to back; with Nagle the second waits for the worker's delayed ACK (~40 ms), which
+    // would be the whole of a hot key's hand-off.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     let result = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

@@ -45,6 +45,8 @@ pub enum ClientFrame {
         handlers: Vec<String>,
         concurrency_keys: bool,
         #[serde(default)]
+        start_on_assign: bool,
+        #[serde(default)]
         resume: Vec<u64>,
     },
     #[serde(rename = "task.start")]
@@ -78,12 +80,16 @@ pub struct Assign {
     /// Decimal string, present exactly when the task has a key (never a JSON number).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency_token: Option<String>,
+    /// The attempt is already RUNNING (a `start_on_assign` session): run it without `task.start`.
+    pub started: bool,
 }
 
 impl From<Grant> for Assign {
     fn from(g: Grant) -> Self {
         let keyed = g.task.concurrency_key.is_some();
+        let started = g.task.state == crate::db::tasks::TaskState::Running;
         Assign {
+            started,
             kind: "task.assign",
             attempt_id: g.attempt_id,
             attempt_no: g.attempt_no,
@@ -217,7 +223,7 @@ impl Session {
             }
         };
         match (self.id, frame) {
-            (None, ClientFrame::Hello { worker_id, capacity, queue_ids, handlers, concurrency_keys, resume }) => {
+            (None, ClientFrame::Hello { worker_id, capacity, queue_ids, handlers, concurrency_keys, start_on_assign, resume }) => {
                 // Queue ids are ASCII; any other string names no queue (and must not reach the
                 // procedure's ASCII parameter).
                 for q in &queue_ids {
@@ -236,6 +242,7 @@ impl Session {
                     node: self.app.node.clone(),
                     capacity,
                     concurrency_keys,
+                    start_on_assign,
                     handlers,
                     queue_ids,
                     resume,
@@ -284,9 +291,9 @@ impl Session {
                 match self.app.db.attempt_finish_and_claim(session, attempt_id, outcome, retryable, output.as_deref(), error.as_deref(), claim).await {
                     Ok((ack, grants)) => {
                         self.in_flight.remove(&attempt_id);
-                        if !ack.duplicate {
-                            // A release may have made another task claimable elsewhere (a queue
-                            // this session does not serve, or more than it could take).
+                        if ack.wake {
+                            // The release made work claimable that this session did not take
+                            // (a queue it does not serve, more than it could take, a limit).
                             self.app.dispatch.notify_any();
                         }
                         let sent = self.send(&json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})).await;

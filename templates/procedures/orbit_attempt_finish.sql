@@ -16,7 +16,8 @@
 --   (the grants' lease; ignored when p_claim_max = 0).
 -- Result (one row per grant, or one row when nothing was granted): the acknowledgement
 --   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
---   duplicate TINYINT, the same in every row; then the grant as orbit_task_claim returns it, all
+--   duplicate TINYINT, wake TINYINT (1 = this result may have made work claimable for other
+--   sessions: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
 --   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
 --   then the task columns.
 -- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
@@ -40,6 +41,10 @@ BEGIN
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_outcome VARCHAR(16) {{ c.ascii }};
   DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) {{ c.ascii }};
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
@@ -62,7 +67,8 @@ BEGIN
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
   END IF;
-  SELECT a.session_id, a.state, a.outcome, a.task_id INTO v_session_id, v_state, v_outcome, v_task_id
+  SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
+    INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id
      FOR UPDATE;
@@ -77,6 +83,7 @@ BEGIN
   IF v_state IN ('LEASED', 'RUNNING') THEN
     CALL orbit_attempt_end(p_attempt_id, p_outcome, COALESCE(p_retryable, 0), p_output, p_error, v_now, v_task_state);
     SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = p_attempt_id;
+    SET v_wake = 1;
   ELSE
     SET v_duplicate = 1;
     IF v_outcome <> p_outcome THEN
@@ -88,9 +95,19 @@ BEGIN
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
   END IF;
+  IF v_wake = 1 AND p_claim_max > 0 THEN
+    -- Other sessions need waking only for what this release made claimable and the grant above
+    -- left: a ready task of the released key, room under a queue's permit limit, or room under
+    -- an application quota that was full (conservatively: at most one attempt below its limit).
+    SET v_wake = (v_resource_id <> 0
+                  AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
+              OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
+              OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+                    FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1;
+  END IF;
   COMMIT;
   SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
-         v_state AS finished_attempt_state, v_duplicate AS duplicate,
+         v_state AS finished_attempt_state, v_duplicate AS duplicate, v_wake AS wake,
          a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          {% call m::task_columns("t") %}
     FROM (SELECT 1 AS one) AS ack

@@ -6,7 +6,7 @@
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
 -- (once per attempt), the queue permit and, for a keyed task, the key permit with token
 -- highest_token + 1 (the resource row's version advances); creates the attempt (LEASED until
--- p_now + lease). Candidates come only from the 'ready' lane (ix_task_dispatch), where a key has
+-- p_now + lease; RUNNING at once for a start_on_assign session, see orbit_session_open). Candidates come only from the 'ready' lane (ix_task_dispatch), where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
 -- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
@@ -36,6 +36,7 @@ body: BEGIN
   DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_worker_id VARCHAR(191) {{ c.utf8 }};
   DECLARE v_keys TINYINT;
+  DECLARE v_start TINYINT;
   DECLARE v_handlers TEXT {{ c.utf8 }};
   DECLARE v_any_handler TINYINT;
   DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
@@ -74,9 +75,9 @@ body: BEGIN
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
-  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.handlers, s.state, s.claim_seq + 1,
+  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers, s.state, s.claim_seq + 1,
          (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = s.credential_id AND c.revoked_at IS NULL)
-    INTO v_application_id, v_worker_id, v_keys, v_handlers, v_session_state, v_seq, v_credential_ok
+    INTO v_application_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq, v_credential_ok
     FROM orbit_session s
    WHERE s.id = p_session_id
      FOR UPDATE;
@@ -173,9 +174,10 @@ body: BEGIN
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
                                    concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, lease_expires_at)
+                                   state, granted_at, started_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, 'LEASED', p_now, v_expires);
+                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
+                p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
         INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
         VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
@@ -184,11 +186,15 @@ body: BEGIN
           VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
         END IF;
         UPDATE orbit_task t
-           SET t.state = 'LEASED', t.lane = 'none', t.attempt_count = v_attempt_no,
+           SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
         INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
         VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
+        IF v_start THEN
+          INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+          VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, 'start_on_assign', p_now);
+        END IF;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
       END WHILE candidates;
     END WHILE queues;

@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS orbit_session (
   node VARCHAR(191) {{ c.utf8 }} NOT NULL DEFAULT '' COMMENT 'the serve process holding the socket',
   capacity INT UNSIGNED NOT NULL COMMENT 'attempts the session runs at once',
   concurrency_keys TINYINT(1) NOT NULL COMMENT '1 = receives keyed tasks (the worker registration)',
+  start_on_assign TINYINT(1) NOT NULL DEFAULT 0 COMMENT '1 = grants start at once (RUNNING), no task.start round trip',
   handlers TEXT {{ c.utf8 }} NOT NULL COMMENT 'JSON array of handler names it runs; [] = any',
   state ENUM('active','draining','closed') NOT NULL COMMENT 'draining = no new assignments',
   claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'claim batches so far; tags the attempts of each',
