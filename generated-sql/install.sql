@@ -725,11 +725,13 @@ BEGIN
     -- Other sessions need waking only for what this release made claimable and the grant above
     -- left: a ready task of the released key, room under a queue's permit limit, or room under
     -- an application quota that was full (conservatively: at most one attempt below its limit).
-    SET v_wake = (v_resource_id <> 0
-                  AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
-              OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
-              OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
-                    FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1;
+    -- (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
+    SELECT (v_resource_id <> 0
+            AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
+        OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
+        OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+              FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1
+      INTO v_wake;
   END IF;
   COMMIT;
   SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
@@ -1058,12 +1060,13 @@ CREATE PROCEDURE orbit_auth_queue_visible(
   READS SQL DATA
 BEGIN
   CALL orbit_auth_check(p_token_hash, p_scope, o_application_id, o_environment_id, o_credential_id);
-  SET o_visible = EXISTS (SELECT 1 FROM orbit_queue q
-                           WHERE q.id = p_queue_id AND q.application_id = o_application_id
-                             AND q.environment_id = o_environment_id
-                             AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+  SELECT EXISTS (SELECT 1 FROM orbit_queue q
+                  WHERE q.id = p_queue_id AND q.application_id = o_application_id
+                    AND q.environment_id = o_environment_id
+                    AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                 WHERE s.credential_id = o_credential_id AND s.namespace_id = q.namespace_id
-                  AND s.queue_id IN ('', q.id)));
+                  AND s.queue_id IN ('', q.id)))
+    INTO o_visible;
 END$$
 DELIMITER ;
 
@@ -1120,6 +1123,7 @@ CREATE PROCEDURE orbit_credential_create(
   IN p_label TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
   MODIFIES SQL DATA
 BEGIN
+  DECLARE v_found INT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_environment_id BIGINT UNSIGNED DEFAULT NULL;
@@ -1168,7 +1172,8 @@ BEGIN
   WHILE v_i < v_count DO
     SET v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']')));
     -- Queues are never deleted, so checking before the transaction is enough.
-    IF v_queue_id = '' OR NOT EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.namespace_id = v_namespace_id) THEN
+    SELECT COUNT(*) INTO v_found FROM orbit_queue q WHERE q.id = v_queue_id AND q.namespace_id = v_namespace_id;
+    IF v_queue_id = '' OR v_found = 0 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found in the namespace';
     END IF;
     SET v_i = v_i + 1;
@@ -1274,9 +1279,14 @@ CREATE PROCEDURE orbit_key_promote(IN p_resource_id BIGINT UNSIGNED, IN p_queue_
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
-  IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
-     OR EXISTS (SELECT 1 FROM orbit_task h
-                 WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id) THEN
+  DECLARE v_taken TINYINT DEFAULT 0;
+  -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
+  -- change to the key's permit and ready tasks happens under the resource row lock we hold.
+  SELECT EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
+      OR EXISTS (SELECT 1 FROM orbit_task h
+                  WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
+    INTO v_taken;
+  IF v_taken THEN
     LEAVE body;
   END IF;
   SELECT t.id INTO v_next
@@ -1320,8 +1330,9 @@ body: BEGIN
    WHERE a.id = p_attempt_id;
   -- Walk the queues that have blocked tasks of this key, in queue id order.
   queues: LOOP
-    SET v_queue_id = (SELECT MIN(t.queue_id) FROM orbit_task t
-                       WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id);
+    SELECT MIN(t.queue_id) INTO v_queue_id
+      FROM orbit_task t
+     WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id;
     IF v_queue_id IS NULL THEN
       LEAVE queues;
     END IF;
@@ -2097,6 +2108,7 @@ CREATE PROCEDURE orbit_session_close(IN p_session_id BIGINT UNSIGNED, IN p_state
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_found INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2113,7 +2125,8 @@ BEGIN
          s.last_seen_at = v_now
    WHERE s.id = p_session_id;
   COMMIT;
-  IF NOT EXISTS (SELECT 1 FROM orbit_session s WHERE s.id = p_session_id) THEN
+  SELECT COUNT(*) INTO v_found FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_found = 0 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
   END IF;
   SELECT s.id AS session_id, s.state,
@@ -2702,7 +2715,9 @@ body: BEGIN
   DECLARE v_handlers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_any_handler TINYINT;
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_credential_ok TINYINT DEFAULT 0;
+  DECLARE v_key_held TINYINT;
   DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
@@ -2737,15 +2752,20 @@ body: BEGIN
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
-  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers, s.state, s.claim_seq + 1,
-         (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = s.credential_id AND c.revoked_at IS NULL)
-    INTO v_application_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq, v_credential_ok
+  SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
+         s.state, s.claim_seq + 1
+    INTO v_application_id, v_credential_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq
     FROM orbit_session s
    WHERE s.id = p_session_id
      FOR UPDATE;
   IF v_application_id IS NULL THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
   END IF;
+  -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
+  -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
+  SELECT COUNT(*) INTO v_credential_ok
+    FROM orbit_credential c
+   WHERE c.id = v_credential_id AND c.revoked_at IS NULL;
   SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED) INTO v_budget
     FROM orbit_application_quota q
    WHERE q.application_id = v_application_id;
@@ -2773,7 +2793,7 @@ body: BEGIN
       SET v_queue_room = v_budget;
       IF v_queue_max > 0 THEN
         SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-        SET v_queue_room = v_queue_max - (SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id);
+        SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
       END IF;
 
       candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
@@ -2810,7 +2830,8 @@ body: BEGIN
           ITERATE candidates;
         END IF;
         IF v_resource_id <> 0 THEN
-          IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id) THEN
+          SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+          IF v_key_held > 0 THEN
             -- A head left ready when another queue's task took the key: demote it now.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
             SET v_demoted = v_demoted + 1;
@@ -3184,11 +3205,12 @@ body: BEGIN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
     SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
-    IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id)
-       OR EXISTS (SELECT 1 FROM orbit_task h
-                   WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id) THEN
-      SET v_lane = 'blocked';
-    END IF;
+    -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
+    SELECT IF(EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id)
+              OR EXISTS (SELECT 1 FROM orbit_task h
+                          WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
+              'blocked', 'ready')
+      INTO v_lane;
   END IF;
   UPDATE orbit_task t
      SET t.state = IF(v_lane = 'scheduled' AND t.attempt_count > 0, 'RETRY_WAIT', 'WAITING'),
@@ -3606,20 +3628,20 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '93321b9e9bed5d0ca4c63984aef71b4c19e90db30d26b05181deda67e00d2822', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '7b7db76b637322802077d614b2afbaa8426b3637825fba118f8c47b026047ef0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '7a003c325ec6b6733eebc1ec9b11fb7f439f08d3f393d6779c965e860485d341', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '61b2013f05497b461bb403ced58916895b6efc29d518686af08365b160d42535', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, 'f88220f4466c6591e1d8bb4ca67d88a4d28d2c6245605d575e302e1937dfd4a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 1, '61965484e60a527c51625a516ce608a217c86d6a208ea02b70510063bd8ec859', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, '034bf52985b56b8e9767959442df6182f12da0b1d9b8138302afeda1aa3adca5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_check', 1, '5e302231f5fa23c6880149105bfac1387c1119bd1db6de7af5c8a40013d7698f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '1999ccb6b9cb5ade4725590e6c4fea0939943e92605dd654966e8f07a1d506b4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '5c856aff05fa62896e34fa27a841863c70d37c33679a7e17b70bc57e262e8a50', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, 'ab80e7c916116f870597a946b9d8f2d3276790bf7b3fc90efaa9681c57c8c9bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'ea2d5d272eb21e25523d9b1737a7d48ea4b39e82184e03cd0c1f44414ffac35f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'b363781d71478fd66dc44c9397e1faa45647f1d3d2f49550ebfb6a1ba0d2ea5a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'ecef8b7d83d7f4aa1bd21e239d7800528724d7506d27be546b6e8f693aa5c699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, 'fb9ea168a10ebcb8c5fb4b56c328ee4c4ddf95dbabe57fbdf18e24438affa39b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '006299591b791b1c3ba4834ebbc08dcd4a938de80bc655d27da563e17d27be42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3632,20 +3654,20 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 1, 'da4efd1fb24bcf9ac41defa31f00017cb40316be85f581a0631f5eb55f613b85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, 'c6c072fff3009f240ff096532780c6a916644a099124a5fe8e9228312770328c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'b98df3e71c6b284f42611318088a2c2dc9856862962b16f0ea6abe8e8e7d6c0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '06b8d77e935a32ee7e391171bb862237cfaffd8a7f0ed9a07bd4bb35c86a6bd0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '4dfdd1af4aa7b465836941b031865d394085bae83d893257361a37327d70fddc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '78ab4b7346bb026e831410c3ad6accd3adcb249989383577a43f5fbbe0d4d8ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, 'a49aaa011ae00cbe0a0f18fdf105b536ba2f8ce8e673dc2708f8f7fea6478931', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '9c59ff873c095042ffd00e8ba3a9943ad9ada47707542f230ca309dd9c9cfc0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '751d3403b7d5f9eed5e3676ef9b2382b309e9c128b1912115fa61da9ed4d1a69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '035b29a42192b347f4cfc80c262a314ad45462f781f3bb72671bd08cb716de2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'b7934820751445d71c3e2c6bcc327221e29baa4172cef05a2f226bce77f8c132', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'fc42edba7bed6636ec3a2785f34faf77e4a48ef68bc4cebc23742fae5ae32dc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

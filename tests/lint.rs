@@ -243,6 +243,24 @@ fn locking_read_in_a_condition() {
 }
 
 #[test]
+fn subquery_in_set_or_if_is_an_implicit_shared_lock() {
+    let r = procedure("lint_shared_lock", "shared_lock_in_condition.sql");
+    assert_violation(
+        &r,
+        Rule::ImplicitSharedLock,
+        "lint_shared_lock",
+        &["statement: SET v_n = (SELECT COUNT(*) FROM lint_job"],
+    );
+    assert_violation(
+        &r,
+        Rule::ImplicitSharedLock,
+        "lint_shared_lock",
+        &["statement: IF EXISTS (SELECT 1 FROM lint_counter"],
+    );
+    assert_eq!(r.violations.len(), 2, "{:#?}", r.violations);
+}
+
+#[test]
 fn good_procedure_lints_clean() {
     let r = procedure("lint_good", "good_procedure.sql");
     assert!(
@@ -291,8 +309,15 @@ fn unparseable_dml_is_listed() {
     assert!(r.unparsed[0]
         .to_string()
         .starts_with("lint_unparsed: SELECT id MOD 2"));
-    // The plain read is only listed; the UPDATE's index filter cannot be proven, so it also fails.
-    assert_eq!(r.violations.len(), 1, "{:#?}", r.violations);
+    // The plain read is only listed; the UPDATE's index filter cannot be proven, so it also fails;
+    // the SET's subquery is an implicit shared lock whether or not it parses.
+    assert_eq!(r.violations.len(), 2, "{:#?}", r.violations);
+    assert_violation(
+        &r,
+        Rule::ImplicitSharedLock,
+        "lint_unparsed",
+        &["SET v_odd = (SELECT COUNT(*)"],
+    );
     assert_violation(
         &r,
         Rule::Unprovable,

@@ -24,11 +24,12 @@ CREATE PROCEDURE orbit_auth_queue_visible(
   READS SQL DATA
 BEGIN
   CALL orbit_auth_check(p_token_hash, p_scope, o_application_id, o_environment_id, o_credential_id);
-  SET o_visible = EXISTS (SELECT 1 FROM orbit_queue q
-                           WHERE q.id = p_queue_id AND q.application_id = o_application_id
-                             AND q.environment_id = o_environment_id
-                             AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+  SELECT EXISTS (SELECT 1 FROM orbit_queue q
+                  WHERE q.id = p_queue_id AND q.application_id = o_application_id
+                    AND q.environment_id = o_environment_id
+                    AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                 WHERE s.credential_id = o_credential_id AND s.namespace_id = q.namespace_id
-                  AND s.queue_id IN ('', q.id)));
+                  AND s.queue_id IN ('', q.id)))
+    INTO o_visible;
 END$$
 DELIMITER ;

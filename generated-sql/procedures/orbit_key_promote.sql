@@ -15,9 +15,14 @@ CREATE PROCEDURE orbit_key_promote(IN p_resource_id BIGINT UNSIGNED, IN p_queue_
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
-  IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
-     OR EXISTS (SELECT 1 FROM orbit_task h
-                 WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id) THEN
+  DECLARE v_taken TINYINT DEFAULT 0;
+  -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
+  -- change to the key's permit and ready tasks happens under the resource row lock we hold.
+  SELECT EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
+      OR EXISTS (SELECT 1 FROM orbit_task h
+                  WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
+    INTO v_taken;
+  IF v_taken THEN
     LEAVE body;
   END IF;
   SELECT t.id INTO v_next

@@ -28,8 +28,9 @@ body: BEGIN
    WHERE a.id = p_attempt_id;
   -- Walk the queues that have blocked tasks of this key, in queue id order.
   queues: LOOP
-    SET v_queue_id = (SELECT MIN(t.queue_id) FROM orbit_task t
-                       WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id);
+    SELECT MIN(t.queue_id) INTO v_queue_id
+      FROM orbit_task t
+     WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id;
     IF v_queue_id IS NULL THEN
       LEAVE queues;
     END IF;

@@ -15,6 +15,7 @@ CREATE PROCEDURE orbit_session_close(IN p_session_id BIGINT UNSIGNED, IN p_state
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_found INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -31,7 +32,8 @@ BEGIN
          s.last_seen_at = v_now
    WHERE s.id = p_session_id;
   COMMIT;
-  IF NOT EXISTS (SELECT 1 FROM orbit_session s WHERE s.id = p_session_id) THEN
+  SELECT COUNT(*) INTO v_found FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_found = 0 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
   END IF;
   SELECT s.id AS session_id, s.state,

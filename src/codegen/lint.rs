@@ -13,6 +13,9 @@
 //! - every locking read (`FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`) and every UPDATE and
 //!   DELETE must pin each table it locks or changes with an equality on the first column of one of
 //!   that table's indexes (so InnoDB locks index records, not a scan);
+//! - a subquery that reads a table inside a procedural statement (`SET v = (SELECT ...)`,
+//!   `IF EXISTS (SELECT ...)`, ...) must carry its own locking clause: without one, MariaDB and
+//!   MySQL still run it as a shared-locking read, an invisible lock (read with `SELECT ... INTO`);
 //! - DML may only name tables the table templates create;
 //! - no dynamic SQL (`PREPARE`/`EXECUTE`) and no `CREATE OR REPLACE` (not portable to MySQL).
 //!
@@ -59,6 +62,12 @@ pub enum Rule {
     /// A locking read, UPDATE or DELETE the lint cannot check: sqlparser cannot parse it, or its
     /// locking clause sits outside any statement or subquery the lint can isolate.
     Unprovable,
+    /// A subquery reading a table inside a procedural statement (a SET, DECLARE DEFAULT, IF,
+    /// ELSEIF, WHILE, UNTIL or CASE expression) without a locking clause of its own: MariaDB and
+    /// MySQL run it as a shared-locking read, which waits for and blocks writers of the rows it
+    /// reads (a source of lock waits and deadlocks nothing in the text shows). Read with
+    /// `SELECT ... INTO` (a plain consistent read), or say `FOR UPDATE` when a lock is meant.
+    ImplicitSharedLock,
 }
 
 #[derive(Debug, Clone)]
@@ -710,6 +719,15 @@ fn subqueries<'t, 'a>(t: &'t [Token<'a>]) -> Vec<&'t [Token<'a>]> {
 }
 
 /// The number of locking clauses written in `t`.
+/// Whether a query reads a stored table (`FROM x` other than `JSON_TABLE(...)` or `DUAL`).
+fn reads_a_table(t: &[Token]) -> bool {
+    t.windows(2).any(|w| {
+        w[0].is("FROM")
+            && matches!(w[1].kind, Tk::Word | Tk::QuotedIdent)
+            && !w[1].is_any(&["JSON_TABLE", "DUAL"])
+    })
+}
+
 fn count_lock_clauses(t: &[Token]) -> usize {
     (0..t.len())
         .filter(|&i| {
@@ -931,7 +949,18 @@ fn lint_piece(o: &Object, schema: &Schema, piece: &[Token], report: &mut Report)
     for part in procedural {
         hidden_locks += count_lock_clauses(part);
         for sub in subqueries(part) {
-            hidden_locks -= count_lock_clauses(sub);
+            let locks = count_lock_clauses(sub);
+            hidden_locks -= locks;
+            if locks == 0 && reads_a_table(sub) {
+                report.violation(
+                    &o.name,
+                    Rule::ImplicitSharedLock,
+                    format!(
+                        "a subquery in a procedural statement is a shared-locking read; use SELECT ... INTO; statement: {}",
+                        excerpt(piece)
+                    ),
+                );
+            }
             lint_dml(o, schema, sub, report);
         }
     }

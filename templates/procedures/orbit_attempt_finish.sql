@@ -99,11 +99,13 @@ BEGIN
     -- Other sessions need waking only for what this release made claimable and the grant above
     -- left: a ready task of the released key, room under a queue's permit limit, or room under
     -- an application quota that was full (conservatively: at most one attempt below its limit).
-    SET v_wake = (v_resource_id <> 0
-                  AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
-              OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
-              OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
-                    FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1;
+    -- (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
+    SELECT (v_resource_id <> 0
+            AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
+        OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
+        OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+              FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1
+      INTO v_wake;
   END IF;
   COMMIT;
   SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,

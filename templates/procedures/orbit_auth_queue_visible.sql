@@ -20,8 +20,9 @@ CREATE PROCEDURE orbit_auth_queue_visible(
   READS SQL DATA
 BEGIN
   CALL orbit_auth_check(p_token_hash, p_scope, o_application_id, o_environment_id, o_credential_id);
-  SET o_visible = EXISTS (SELECT 1 FROM orbit_queue q
-                           WHERE q.id = p_queue_id AND q.application_id = o_application_id
-                             AND q.environment_id = o_environment_id
-                             AND {% call m::queue_in_scope("q.namespace_id", "q.id", "o_credential_id") %});
+  SELECT EXISTS (SELECT 1 FROM orbit_queue q
+                  WHERE q.id = p_queue_id AND q.application_id = o_application_id
+                    AND q.environment_id = o_environment_id
+                    AND {% call m::queue_in_scope("q.namespace_id", "q.id", "o_credential_id") %})
+    INTO o_visible;
 END

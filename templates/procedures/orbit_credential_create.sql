@@ -26,6 +26,7 @@ CREATE PROCEDURE orbit_credential_create(
   IN p_label TEXT {{ c.utf8 }})
   MODIFIES SQL DATA
 BEGIN
+  DECLARE v_found INT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_environment_id BIGINT UNSIGNED DEFAULT NULL;
@@ -70,7 +71,8 @@ BEGIN
   WHILE v_i < v_count DO
     SET v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']')));
     -- Queues are never deleted, so checking before the transaction is enough.
-    IF v_queue_id = '' OR NOT EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.namespace_id = v_namespace_id) THEN
+    SELECT COUNT(*) INTO v_found FROM orbit_queue q WHERE q.id = v_queue_id AND q.namespace_id = v_namespace_id;
+    IF v_queue_id = '' OR v_found = 0 THEN
       {% call m::raise("NOT_FOUND", "queue not found in the namespace") %};
     END IF;
     SET v_i = v_i + 1;

@@ -11,6 +11,7 @@ CREATE PROCEDURE orbit_session_close(IN p_session_id BIGINT UNSIGNED, IN p_state
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_found INT DEFAULT 0;
   {% call m::rollback_on_error() %};
   IF p_state IS NULL OR p_state NOT IN ('draining', 'closed') THEN
     {% call m::raise("INVALID_ARGUMENT", "state must be draining or closed") %};
@@ -22,7 +23,8 @@ BEGIN
          s.last_seen_at = v_now
    WHERE s.id = p_session_id;
   COMMIT;
-  IF NOT EXISTS (SELECT 1 FROM orbit_session s WHERE s.id = p_session_id) THEN
+  SELECT COUNT(*) INTO v_found FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_found = 0 THEN
     {% call m::raise("NOT_FOUND", "session not found") %};
   END IF;
   SELECT s.id AS session_id, s.state,

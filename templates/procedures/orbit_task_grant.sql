@@ -40,7 +40,9 @@ body: BEGIN
   DECLARE v_handlers TEXT {{ c.utf8 }};
   DECLARE v_any_handler TINYINT;
   DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_credential_ok TINYINT DEFAULT 0;
+  DECLARE v_key_held TINYINT;
   DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
@@ -75,15 +77,20 @@ body: BEGIN
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
-  SELECT s.application_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers, s.state, s.claim_seq + 1,
-         (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = s.credential_id AND c.revoked_at IS NULL)
-    INTO v_application_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq, v_credential_ok
+  SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
+         s.state, s.claim_seq + 1
+    INTO v_application_id, v_credential_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq
     FROM orbit_session s
    WHERE s.id = p_session_id
      FOR UPDATE;
   IF v_application_id IS NULL THEN
     {% call m::raise("NOT_FOUND", "session not found") %};
   END IF;
+  -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
+  -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
+  SELECT COUNT(*) INTO v_credential_ok
+    FROM orbit_credential c
+   WHERE c.id = v_credential_id AND c.revoked_at IS NULL;
   SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED) INTO v_budget
     FROM orbit_application_quota q
    WHERE q.application_id = v_application_id;
@@ -111,7 +118,7 @@ body: BEGIN
       SET v_queue_room = v_budget;
       IF v_queue_max > 0 THEN
         SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-        SET v_queue_room = v_queue_max - (SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id);
+        SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
       END IF;
 
       candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
@@ -148,7 +155,8 @@ body: BEGIN
           ITERATE candidates;
         END IF;
         IF v_resource_id <> 0 THEN
-          IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id) THEN
+          SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+          IF v_key_held > 0 THEN
             -- A head left ready when another queue's task took the key: demote it now.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
             SET v_demoted = v_demoted + 1;

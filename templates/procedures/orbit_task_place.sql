@@ -24,11 +24,12 @@ body: BEGIN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
     SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
-    IF EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id)
-       OR EXISTS (SELECT 1 FROM orbit_task h
-                   WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id) THEN
-      SET v_lane = 'blocked';
-    END IF;
+    -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
+    SELECT IF(EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id)
+              OR EXISTS (SELECT 1 FROM orbit_task h
+                          WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
+              'blocked', 'ready')
+      INTO v_lane;
   END IF;
   UPDATE orbit_task t
      SET t.state = IF(v_lane = 'scheduled' AND t.attempt_count > 0, 'RETRY_WAIT', 'WAITING'),
