@@ -114,6 +114,10 @@ pub struct ChaosArgs {
     /// after a clean run).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Every other worker process asks for start_on_assign (attempts start with the grant), so
+    /// both kinds of holder share the keys.
+    #[arg(long)]
+    pub start_on_assign: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -131,6 +135,8 @@ pub struct ChaosWorkerArgs {
     pub fence_dsn: String,
     #[arg(long, default_value_t = 2)]
     pub capacity: u32,
+    #[arg(long)]
+    pub start_on_assign: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -354,6 +360,7 @@ async fn run(cli: Cli) -> ExitCode {
                 queue_ids: args.queues,
                 fence_dsn: args.fence_dsn,
                 capacity: args.capacity,
+                start_on_assign: args.start_on_assign,
             })
             .await
         }
@@ -627,6 +634,7 @@ async fn chaos_cmd(args: ChaosArgs) -> ExitCode {
         seed,
         dir: dir.clone(),
         drain: Duration::from_secs(args.drain),
+        start_on_assign: args.start_on_assign,
     };
     match crate::chaos::run(cfg).await {
         Ok(outcome) => {

@@ -121,6 +121,8 @@ fn a_short_chaos_run_keeps_every_guarantee() {
             "3",
             "--seed",
             "20261202",
+            // Half the workers start attempts with the grant: both kinds of holder share keys.
+            "--start-on-assign",
         ])
         .output()
         .expect("run orbit chaos");

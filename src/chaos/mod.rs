@@ -78,6 +78,8 @@ pub struct ChaosConfig {
     pub dir: PathBuf,
     /// How long to wait, after the faults stop, for every task to end.
     pub drain: Duration,
+    /// Every other worker process uses `start_on_assign`.
+    pub start_on_assign: bool,
 }
 
 /// Why a run could not be carried out (distinct from a run that found violations).
@@ -223,6 +225,10 @@ impl Cluster {
             .args(["chaos-worker", "--url", &self.url, "--worker-id", &id])
             .args(["--queues", &self.queue_ids.join(",")])
             .args(["--fence-dsn", &self.fence_dsn, "--capacity", "2"])
+            .args(
+                (self.cfg.start_on_assign && self.next_worker % 2 == 1)
+                    .then_some("--start-on-assign"),
+            )
             .env("ORBIT_TOKEN", &self.token)
             .env("RUST_LOG", "error")
             .stdout(Stdio::piped())

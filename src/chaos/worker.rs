@@ -21,6 +21,8 @@ pub struct WorkerConfig {
     /// The resource database holding the fenced registers.
     pub fence_dsn: String,
     pub capacity: u32,
+    /// Attempts start with the grant (`Worker::start_on_assign`).
+    pub start_on_assign: bool,
 }
 
 /// Runs until killed (the harness ends every worker with a signal).
@@ -38,7 +40,9 @@ pub async fn run(cfg: WorkerConfig) -> ExitCode {
         .acquire_timeout(Duration::from_secs(2))
         .connect_lazy_with(options);
     let fence = MySqlFence::new(pool, &cfg.worker_id);
-    let mut worker = Worker::new(&cfg.url, &cfg.token, &cfg.worker_id).capacity(cfg.capacity);
+    let mut worker = Worker::new(&cfg.url, &cfg.token, &cfg.worker_id)
+        .capacity(cfg.capacity)
+        .start_on_assign(cfg.start_on_assign);
     for q in &cfg.queue_ids {
         worker = worker.queue(q);
     }
