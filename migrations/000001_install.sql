@@ -2093,6 +2093,45 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_session_attempts (from templates/procedures/orbit_session_attempts.sql) ----
+-- orbit_session_attempts: The live attempts a worker session holds, as assignments.
+--
+-- Lets the façade deliver a grant whose answer never reached it: a claim, or a result that
+-- granted the next tasks, can commit and then lose its connection before the rows are read (a
+-- killed connection, a failover). Those attempts belong to the session but the worker was never
+-- told; without this they would sit until their lease ran out. The façade compares this list with
+-- what it has sent (at every lease renewal) and sends the difference.
+-- Parameters: p_session_id.
+-- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
+--   (0 = no key), then the task columns (as orbit_task_claim):
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: none (an unknown session has no attempts).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_session_attempts;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_attempt a
+    JOIN orbit_task t ON t.id = a.task_id
+   WHERE a.session_id = p_session_id AND a.state IN ('LEASED', 'RUNNING')
+   ORDER BY a.id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_session_close (from templates/procedures/orbit_session_close.sql) ----
 -- orbit_session_close: Mark a session draining (no new grants) or closed (socket gone).
 --
@@ -3654,6 +3693,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 1, 'da4efd1fb24bcf9ac41defa31f00017cb40316be85f581a0631f5eb55f613b85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'b98df3e71c6b284f42611318088a2c2dc9856862962b16f0ea6abe8e8e7d6c0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3669,5 +3709,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'b7934820751445d71c3e2c6bcc327221e29baa4172cef05a2f226bce77f8c132', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'b7934820751445d71c3e2c6bcc327221e29baa4172cef05a2f226bce77f8c132', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'eb5094e069ee683bb688637e193358af7750dcea9a8c4da99f758d1393b2a17a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'eb5094e069ee683bb688637e193358af7750dcea9a8c4da99f758d1393b2a17a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

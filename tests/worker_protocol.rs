@@ -217,3 +217,50 @@ async fn a_start_on_assign_session_gets_started_assignments_and_needs_no_start()
     assert_eq!(plain["task"]["state"], "LEASED", "{plain}");
     w.close().await;
 }
+
+#[tokio::test]
+async fn a_grant_whose_answer_was_lost_is_delivered_with_the_next_renewal() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    f.submit(&f.queue_id, "").await;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    let welcome = w.hello("w1", &[&f.queue_id], true, 1, &[]).await;
+    let session = welcome["session_id"].as_u64().unwrap();
+    let held = w.recv_type("task.assign").await["attempt_id"]
+        .as_u64()
+        .unwrap();
+    // The session is at capacity, so the server claims nothing more for it; a grant made for it
+    // now stands for a claim that committed but whose answer was lost on the way back.
+    let lost_task = f.submit(&f.queue_id, "k").await;
+    let lost = f.db.task_claim(session, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(lost.task.id, lost_task.id);
+    w.send(json!({"type": "lease.renew", "attempt_ids": [held]}))
+        .await;
+    w.recv_type("lease.renewed").await;
+    let delivered = w.recv_type("task.assign").await;
+    assert_eq!(delivered["attempt_id"], lost.attempt_id, "{delivered}");
+    assert_eq!(
+        delivered["concurrency_token"],
+        lost.concurrency_token.to_string()
+    );
+    // Delivered once: it is in flight now, and it runs like any other assignment.
+    w.send(json!({"type": "task.start", "attempt_id": lost.attempt_id}))
+        .await;
+    w.recv_type("task.start.ok").await;
+    w.send(json!({"type": "lease.renew", "attempt_ids": []}))
+        .await;
+    let renewed = w.recv().await;
+    assert_eq!(renewed["type"], "lease.renewed", "{renewed}");
+    assert_eq!(
+        renewed["attempts"],
+        json!([]),
+        "an empty renewal is a heartbeat"
+    );
+    w.send(json!({"type": "task.result", "attempt_id": lost.attempt_id, "outcome": "succeeded"}))
+        .await;
+    // Strictly the next frame: a second delivery of the same grant would come first.
+    let ack = w.recv().await;
+    assert_eq!(ack["type"], "task.result.ack", "{ack}");
+    assert_eq!(ack["task_state"], "SUCCEEDED");
+    w.close().await;
+}

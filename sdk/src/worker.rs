@@ -393,8 +393,9 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                     if !sent { break true; }
                 }
                 _ = renew.tick() => {
-                    let mut ok = in_flight.is_empty()
-                        || send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().collect() });
+                    // Sent even with nothing in flight: the server answers each renewal with any
+                    // grant it made for this session but could not deliver (its answer was lost).
+                    let mut ok = send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().collect() });
                     // A start or result the server could not record (it answered with an error
                     // frame: its database was unavailable) goes again with every renewal until it
                     // is answered; both are idempotent, so a repeat that crosses an answer is harmless.

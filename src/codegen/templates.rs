@@ -128,6 +128,7 @@ registry! {
     Procedure orbit_queue_get => "procedures/orbit_queue_get.sql",
     Procedure orbit_queue_list => "procedures/orbit_queue_list.sql",
     Procedure orbit_queue_set_paused => "procedures/orbit_queue_set_paused.sql",
+    Procedure orbit_session_attempts => "procedures/orbit_session_attempts.sql",
     Procedure orbit_session_close => "procedures/orbit_session_close.sql",
     Procedure orbit_session_open => "procedures/orbit_session_open.sql",
     Procedure orbit_task_cancel => "procedures/orbit_task_cancel.sql",

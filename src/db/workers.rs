@@ -190,6 +190,16 @@ impl Db {
             .collect()
     }
 
+    /// `orbit_session_attempts`: the session's live attempts, as grants.
+    pub async fn session_attempts(&self, session_id: u64) -> Result<Vec<Grant>, DbError> {
+        let rows = self
+            .call("orbit_session_attempts", &[session_id.into()])
+            .await?;
+        rows.iter()
+            .map(|row| Grant::read(&mut Cols::new(row)))
+            .collect()
+    }
+
     /// `orbit_attempt_start`.
     pub async fn attempt_start(
         &self,

@@ -282,7 +282,7 @@ impl Session {
                         Err(e) => return self.db_error(e).await,
                     }
                 }
-                self.send(&json!({"type": "lease.renewed", "attempts": attempts})).await
+                self.send(&json!({"type": "lease.renewed", "attempts": attempts})).await && self.deliver_lost_grants(session).await
             }
             (Some(session), ClientFrame::Result { attempt_id, outcome, retryable, output, error }) => {
                 let output = output.map(|v| v.to_string());
@@ -354,6 +354,30 @@ impl Session {
         ClaimAfter {
             max: free,
             lease_ms: self.app.lease_seconds * 1000,
+        }
+    }
+
+    /// Sends grants this session holds but never sent: a claim or result whose answer was lost
+    /// after its commit (a killed connection, a failover). Runs with each renewal, well inside
+    /// the lease, so such an attempt runs instead of waiting for its lease to run out.
+    async fn deliver_lost_grants(&mut self, session: u64) -> bool {
+        match self.app.db.session_attempts(session).await {
+            Ok(held) => {
+                let lost: Vec<Grant> = held
+                    .into_iter()
+                    .filter(|g| !self.in_flight.contains(&g.attempt_id))
+                    .collect();
+                if !lost.is_empty() {
+                    tracing::warn!(
+                        session_id = session,
+                        attempts = lost.len(),
+                        "delivering grants whose answer was lost"
+                    );
+                }
+                self.assign(lost).await
+            }
+            // The renewal itself went through; the next one tries again.
+            Err(e) => self.db_error(e).await,
         }
     }
 

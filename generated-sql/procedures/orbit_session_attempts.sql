@@ -1,0 +1,40 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/procedures/orbit_session_attempts.sql.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- orbit_session_attempts: The live attempts a worker session holds, as assignments.
+--
+-- Lets the façade deliver a grant whose answer never reached it: a claim, or a result that
+-- granted the next tasks, can commit and then lose its connection before the rows are read (a
+-- killed connection, a failover). Those attempts belong to the session but the worker was never
+-- told; without this they would sit until their lease ran out. The façade compares this list with
+-- what it has sent (at every lease renewal) and sends the difference.
+-- Parameters: p_session_id.
+-- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
+--   (0 = no key), then the task columns (as orbit_task_claim):
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: none (an unknown session has no attempts).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_session_attempts;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_attempt a
+    JOIN orbit_task t ON t.id = a.task_id
+   WHERE a.session_id = p_session_id AND a.state IN ('LEASED', 'RUNNING')
+   ORDER BY a.id;
+END$$
+DELIMITER ;
