@@ -1,7 +1,8 @@
 //! orbit_task_claim: permits, tokens, lanes, and what a claim skips.
 
 use orbit::db::tasks::TaskState;
-use orbit::db::workers::{ClaimAfter, Outcome};
+use orbit::db::workers::{ClaimAfter, FinishAck, Grant, Outcome};
+use orbit::db::DbError;
 use orbit::testing::Fixture;
 use sqlx::Row;
 
@@ -404,21 +405,17 @@ async fn a_result_hands_the_released_key_to_its_next_task_in_the_same_transactio
     // Submitted while the key is held: blocked until the release.
     let second = f.submit(&q2, "k").await;
     let unkeyed = f.submit(&f.queue_id, "").await;
-    let (ack, grants) =
-        f.db.attempt_finish_and_claim(
-            s,
-            g[0].attempt_id,
-            Outcome::Succeeded,
-            false,
-            None,
-            None,
-            ClaimAfter {
-                max: 5,
-                lease_ms: 30_000,
-            },
-        )
-        .await
-        .unwrap();
+    let (ack, grants) = succeed(
+        &f,
+        s,
+        g[0].attempt_id,
+        ClaimAfter {
+            max: 5,
+            lease_ms: 30_000,
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(ack.attempt_id, g[0].attempt_id);
     assert_eq!(ack.task_id, first.id);
     assert_eq!(ack.task_state, "SUCCEEDED");
@@ -461,17 +458,7 @@ async fn a_repeated_result_with_a_claim_grants_only_what_is_free() {
         max: 1,
         lease_ms: 30_000,
     };
-    let finish = || {
-        f.db.attempt_finish_and_claim(
-            s,
-            g[0].attempt_id,
-            Outcome::Succeeded,
-            false,
-            None,
-            None,
-            claim,
-        )
-    };
+    let finish = || succeed(&f, s, g[0].attempt_id, claim);
     let (ack, grants) = finish().await.unwrap();
     assert!(!ack.duplicate);
     assert!(grants.is_empty(), "nothing else is ready");
@@ -483,21 +470,17 @@ async fn a_repeated_result_with_a_claim_grants_only_what_is_free() {
         1,
         "a duplicate still grants the capacity it names"
     );
-    let err =
-        f.db.attempt_finish_and_claim(
-            s,
-            g[0].attempt_id,
-            Outcome::Succeeded,
-            false,
-            None,
-            None,
-            ClaimAfter {
-                max: 1,
-                lease_ms: 10,
-            },
-        )
-        .await
-        .unwrap_err();
+    let err = succeed(
+        &f,
+        s,
+        g[0].attempt_id,
+        ClaimAfter {
+            max: 1,
+            lease_ms: 10,
+        },
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.code(), "INVALID_ARGUMENT");
 }
 
@@ -509,22 +492,29 @@ async fn a_draining_session_is_granted_nothing_with_its_result() {
     let s = f.session("w", true, &[&f.queue_id]).await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     f.db.session_close(s, true).await.unwrap();
-    let (_, grants) =
-        f.db.attempt_finish_and_claim(
-            s,
-            g[0].attempt_id,
-            Outcome::Succeeded,
-            false,
-            None,
-            None,
-            ClaimAfter {
-                max: 4,
-                lease_ms: 30_000,
-            },
-        )
-        .await
-        .unwrap();
+    let (_, grants) = succeed(
+        &f,
+        s,
+        g[0].attempt_id,
+        ClaimAfter {
+            max: 4,
+            lease_ms: 30_000,
+        },
+    )
+    .await
+    .unwrap();
     assert!(grants.is_empty());
+}
+
+/// A `succeeded` result for an attempt of session `s`, granting what `claim` allows.
+async fn succeed(
+    f: &Fixture,
+    s: u64,
+    attempt_id: u64,
+    claim: ClaimAfter,
+) -> Result<(FinishAck, Vec<Grant>), DbError> {
+    f.db.attempt_finish_and_claim(s, attempt_id, Outcome::Succeeded, false, None, None, claim)
+        .await
 }
 
 async fn session_starting_on_assign(f: &Fixture, worker_id: &str, queues: &[&str]) -> u64 {
@@ -588,9 +578,7 @@ async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
         max: 1,
         lease_ms: 30_000,
     };
-    let finish = |attempt_id| {
-        f.db.attempt_finish_and_claim(s, attempt_id, Outcome::Succeeded, false, None, None, claim)
-    };
+    let finish = |attempt_id| succeed(&f, s, attempt_id, claim);
     // An unkeyed task on a queue without a permit limit frees nothing anyone waits for.
     f.submit(&f.queue_id, "").await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
@@ -629,16 +617,7 @@ async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
     f.submit(&f.queue_id, "").await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
     for duplicate in [false, true] {
-        let (ack, _) =
-            f.db.attempt_finish_and_claim(
-                s,
-                g.attempt_id,
-                Outcome::Succeeded,
-                false,
-                None,
-                None,
-                ClaimAfter::NONE,
-            )
+        let (ack, _) = succeed(&f, s, g.attempt_id, ClaimAfter::NONE)
             .await
             .unwrap();
         assert_eq!((ack.duplicate, ack.wake), (duplicate, !duplicate));
