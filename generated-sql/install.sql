@@ -636,7 +636,7 @@ DELIMITER ;
 -- Result (one row per grant, or one row when nothing was granted): the acknowledgement
 --   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
 --   duplicate TINYINT, wake TINYINT (1 = this result may have made work claimable for other
---   sessions: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
+--   sessions, which the grant did not take: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
 --   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
 --   then the task columns.
 -- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
@@ -723,10 +723,12 @@ BEGIN
   END IF;
   IF v_wake = 1 AND p_claim_max > 0 THEN
     -- Other sessions need waking only for what this release made claimable and the grant above
-    -- left: a ready task of the released key, room under a queue's permit limit, or room under
-    -- an application quota that was full (conservatively: at most one attempt below its limit).
+    -- left: the task itself back in the ready lane (a retry without backoff), a ready task of the
+    -- released key, room under a queue's permit limit, or room under an application quota that
+    -- was full (conservatively: at most one attempt below its limit).
     -- (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
-    SELECT (v_resource_id <> 0
+    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
+        OR (v_resource_id <> 0
             AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
         OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
         OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
@@ -3667,7 +3669,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '93321b9e9bed5d0ca4c63984aef71b4c19e90db30d26b05181deda67e00d2822', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '7a003c325ec6b6733eebc1ec9b11fb7f439f08d3f393d6779c965e860485d341', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ceae2c8c91c36c1e0e3f66a83871534ad170b1d3e728ed20a0fc60e61d6af1cc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '61b2013f05497b461bb403ced58916895b6efc29d518686af08365b160d42535', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3709,5 +3711,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'eb5094e069ee683bb688637e193358af7750dcea9a8c4da99f758d1393b2a17a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '6579a91db8788f440643964115c7380e19caf9a480aecf712e0fd18ee419c0e3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'be42417dbd97c1be407d99e4c1a85ccf84078bf3be12bdd1ee0586f7dabf2039', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'a3394ebf37de0cf031d3f921fbcdf295ef1e786a3a154fcb1f4a43c3c2168356', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

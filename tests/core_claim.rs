@@ -591,6 +591,44 @@ async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
     let (ack, grants) = finish(g.attempt_id).await.unwrap();
     assert!(grants.is_empty());
     assert!(ack.wake, "a ready task of the released key was left");
+    // A retry without backoff is ready at once; when the grant takes better work instead, the
+    // retried task is left for others.
+    let retried = f
+        .submit_task(&orbit::db::tasks::NewTask {
+            priority: Some(9),
+            retry_base_ms: Some(0),
+            ..f.task(&f.queue_id, "")
+        })
+        .await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(g.task.id, retried.id);
+    let better = f
+        .submit_task(&orbit::db::tasks::NewTask {
+            priority: Some(0),
+            ..f.task(&f.queue_id, "")
+        })
+        .await;
+    let (ack, grants) =
+        f.db.attempt_finish_and_claim(s, g.attempt_id, Outcome::Failed, true, None, None, claim)
+            .await
+            .unwrap();
+    assert_eq!(
+        ack.task_state, "WAITING",
+        "no backoff: waiting again at once"
+    );
+    assert_eq!(grants[0].task.id, better.id, "priority first");
+    assert!(
+        ack.wake,
+        "the retried task waits, ready, for another session"
+    );
+    succeed(&f, s, grants[0].attempt_id, ClaimAfter::NONE)
+        .await
+        .unwrap();
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    assert_eq!(g.task.id, retried.id);
+    succeed(&f, s, g.attempt_id, ClaimAfter::NONE)
+        .await
+        .unwrap();
     // The key's next task taken by this very result: nothing left for others.
     f.submit(&f.queue_id, "j").await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);

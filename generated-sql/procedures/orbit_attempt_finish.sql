@@ -19,7 +19,7 @@
 -- Result (one row per grant, or one row when nothing was granted): the acknowledgement
 --   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
 --   duplicate TINYINT, wake TINYINT (1 = this result may have made work claimable for other
---   sessions: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
+--   sessions, which the grant did not take: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
 --   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
 --   then the task columns.
 -- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
@@ -106,10 +106,12 @@ BEGIN
   END IF;
   IF v_wake = 1 AND p_claim_max > 0 THEN
     -- Other sessions need waking only for what this release made claimable and the grant above
-    -- left: a ready task of the released key, room under a queue's permit limit, or room under
-    -- an application quota that was full (conservatively: at most one attempt below its limit).
+    -- left: the task itself back in the ready lane (a retry without backoff), a ready task of the
+    -- released key, room under a queue's permit limit, or room under an application quota that
+    -- was full (conservatively: at most one attempt below its limit).
     -- (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
-    SELECT (v_resource_id <> 0
+    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
+        OR (v_resource_id <> 0
             AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
         OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
         OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
