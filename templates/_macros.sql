@@ -27,6 +27,11 @@
          {{ t }}.current_attempt_id, {{ t }}.plan_id, {{ t }}.plan_version, {{ t }}.created_at,
          {{ t }}.updated_at, {{ t }}.finished_at{% endmacro %}
 
+{#- The columns of a grant, as every procedure that hands attempts to a worker returns them
+    (orbit_task_claim, orbit_attempt_finish, orbit_session_attempts; src/db/workers.rs Grant::read). -#}
+{% macro grant_columns(a, t) %}{{ a }}.id AS attempt_id, {{ a }}.attempt_no, {{ a }}.lease_expires_at, {{ a }}.concurrency_token,
+         {% call task_columns(t) %}{% endmacro %}
+
 {#- The task columns' documentation, for procedure headers. -#}
 {% macro task_columns_doc() %}--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),

@@ -101,210 +101,211 @@ body: BEGIN
   SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
-  ELSE
-    UPDATE orbit_session s SET s.claim_seq = v_seq, s.last_seen_at = p_now WHERE s.id = p_session_id;
-    SET v_any_handler = (v_handlers = '[]');
-    SELECT COUNT(*) INTO v_queue_count FROM orbit_session_queue sq WHERE sq.session_id = p_session_id;
+  END IF;
+  UPDATE orbit_session s SET s.claim_seq = v_seq, s.last_seen_at = p_now WHERE s.id = p_session_id;
+  SET v_any_handler = (v_handlers = '[]');
+  SELECT COUNT(*) INTO v_queue_count FROM orbit_session_queue sq WHERE sq.session_id = p_session_id;
 
-    queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
-      -- Visit the session's queues from a rotating start position.
-      SET v_queue_id = NULL;
-      SELECT sq.queue_id, q.paused, q.max_active_attempts INTO v_queue_id, v_paused, v_queue_max
-        FROM orbit_session_queue sq
-        JOIN orbit_queue q ON q.id = sq.queue_id
-       WHERE sq.session_id = p_session_id
-       ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
-       LIMIT v_visit, 1;
-      SET v_visit = v_visit + 1;
-      IF v_queue_id IS NULL OR v_paused THEN
-        ITERATE queues;
+  queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
+    -- Visit the session's queues from a rotating start position.
+    SET v_queue_id = NULL;
+    SELECT sq.queue_id, q.paused, q.max_active_attempts INTO v_queue_id, v_paused, v_queue_max
+      FROM orbit_session_queue sq
+      JOIN orbit_queue q ON q.id = sq.queue_id
+     WHERE sq.session_id = p_session_id
+     ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
+     LIMIT v_visit, 1;
+    SET v_visit = v_visit + 1;
+    IF v_queue_id IS NULL OR v_paused THEN
+      ITERATE queues;
+    END IF;
+    SET v_queue_room = v_budget;
+    IF v_queue_max > 0 THEN
+      SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
+      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
+    END IF;
+
+    candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
+      SET v_task_id = NULL;
+      SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
+        INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot
+        FROM orbit_task t
+       WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
+         AND (v_keys OR t.resource_id = 0)
+         AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
+       ORDER BY t.priority, t.id
+       LIMIT 1
+         FOR UPDATE SKIP LOCKED;
+      IF v_task_id IS NULL THEN
+        LEAVE candidates;
       END IF;
-      SET v_queue_room = v_budget;
-      IF v_queue_max > 0 THEN
-        SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-        SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
+
+      IF v_resource_id <> 0 THEN
+        SELECT r.highest_token, r.version INTO v_highest, v_version
+          FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
       END IF;
-
-      candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
-        SET v_task_id = NULL;
-        SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
-          INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot
-          FROM orbit_task t
-         WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
-           AND (v_keys OR t.resource_id = 0)
-           AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
-         ORDER BY t.priority, t.id
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-        IF v_task_id IS NULL THEN
-          LEAVE candidates;
-        END IF;
-
+      IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
+        UPDATE orbit_task t
+           SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
+         WHERE t.id = v_task_id;
+        INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+        VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
+        SET v_expired = v_expired + 1,
+            v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
+                                       CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version INTO v_highest, v_version
-            FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+          CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
         END IF;
-        IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
-          UPDATE orbit_task t
-             SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
-           WHERE t.id = v_task_id;
-          INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-          VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
-          SET v_expired = v_expired + 1,
-              v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
-                                         CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
-          IF v_resource_id <> 0 THEN
-            CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
-          END IF;
+        ITERATE candidates;
+      END IF;
+      IF v_resource_id <> 0 THEN
+        SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+        IF v_key_held > 0 THEN
+          -- A head left ready when another queue's task took the key: demote it now.
+          UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
+          SET v_demoted = v_demoted + 1;
           ITERATE candidates;
         END IF;
-        IF v_resource_id <> 0 THEN
-          SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
-          IF v_key_held > 0 THEN
-            -- A head left ready when another queue's task took the key: demote it now.
-            UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
-            SET v_demoted = v_demoted + 1;
-            ITERATE candidates;
-          END IF;
-          IF v_highest = 18446744073709551615 THEN
-            UPDATE orbit_task t
-               SET t.lane = 'blocked', t.updated_at = p_now,
-                   t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
-             WHERE t.id = v_task_id;
-            INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-            VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', p_now);
-            SET v_demoted = v_demoted + 1;
-            ITERATE candidates;
-          END IF;
-          SET v_token = v_highest + 1, v_version = v_version + 1;
-          UPDATE orbit_resource r
-             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
-           WHERE r.id = v_resource_id;
-        ELSE
-          SET v_token = 0, v_version = 0;
+        IF v_highest = 18446744073709551615 THEN
+          UPDATE orbit_task t
+             SET t.lane = 'blocked', t.updated_at = p_now,
+                 t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
+           WHERE t.id = v_task_id;
+          INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+          VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', p_now);
+          SET v_demoted = v_demoted + 1;
+          ITERATE candidates;
         END IF;
+        SET v_token = v_highest + 1, v_version = v_version + 1;
+        UPDATE orbit_resource r
+           SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
+         WHERE r.id = v_resource_id;
+      ELSE
+        SET v_token = 0, v_version = 0;
+      END IF;
 
-        INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
-                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at)
-        VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires);
-        SET v_attempt_id = LAST_INSERT_ID();
-        INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-        VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
-        IF v_resource_id <> 0 THEN
-          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
-          VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
-        END IF;
-        UPDATE orbit_task t
-           SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
-               t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
-         WHERE t.id = v_task_id;
+      INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
+                                 concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
+                                 state, granted_at, started_at, lease_expires_at)
+      VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
+              v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
+              p_now, IF(v_start, p_now, NULL), v_expires);
+      SET v_attempt_id = LAST_INSERT_ID();
+      INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+      VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
+      IF v_resource_id <> 0 THEN
+        INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
+        VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
+      END IF;
+      UPDATE orbit_task t
+         SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
+             t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
+       WHERE t.id = v_task_id;
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
+      IF v_start THEN
         INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-        VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
-        IF v_start THEN
-          INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-          VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, 'start_on_assign', p_now);
-        END IF;
-        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
-      END WHILE candidates;
-    END WHILE queues;
+        VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, 'start_on_assign', p_now);
+      END IF;
+      SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
+    END WHILE candidates;
+  END WHILE queues;
 
-    IF v_granted > 0 OR v_expired > 0 THEN
-      IF v_expired = 0 THEN
-        -- The common case: the whole grant fits the connection's slot (the attempts recorded it).
-        UPDATE orbit_application_quota q
-           SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
-         WHERE q.application_id = v_application_id AND q.slot = v_slot
-           AND q.checked_max_active_attempts = q.max_active_attempts
-           AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
-        SET v_charged = ROW_COUNT();
-      END IF;
-      IF v_charged = 0 THEN
-        -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
-        -- released the connection's slot if the update above did not match it), check the total.
-        SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
-               MIN(q.checked_max_active_attempts = q.max_active_attempts)
-          INTO v_limit, v_total, v_checked
-          FROM orbit_application_quota q
-         WHERE q.application_id = v_application_id
-           FOR UPDATE;
-        IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
-          -- Concurrent claims used the quota first: grant nothing this time.
-          ROLLBACK TO SAVEPOINT orbit_task_grant;
-          LEAVE body;
-        ELSE
-          IF v_expired > 0 THEN
-            UPDATE orbit_application_quota q
-               SET q.incomplete_tasks = q.incomplete_tasks
-                     - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-                   q.updated_at = p_now
-             WHERE q.application_id = v_application_id;
-          END IF;
-          IF v_granted > 0 THEN
-            -- The lowest slot that takes the whole grant within its share, if one does.
-            SET v_charge_slot = NULL;
-            SELECT q.slot INTO v_charge_slot
-              FROM orbit_application_quota q
-             WHERE q.application_id = v_application_id
-               AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
-             ORDER BY q.slot
-             LIMIT 1;
-            IF v_charge_slot IS NOT NULL THEN
-              UPDATE orbit_application_quota q
-                 SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
-               WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
-              IF v_charge_slot <> v_slot THEN
-                UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
-                 WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-              END IF;
-              SET v_charged = v_granted;
-            END IF;
-          END IF;
-          -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
-          -- while the total is below the limit) and record that slot on the attempt.
-          SET v_attempt_id = 0;
-          charge: WHILE v_charged < v_granted DO
-            SELECT a.id INTO v_attempt_id
-              FROM orbit_attempt a
-             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
-             ORDER BY a.id
-             LIMIT 1;
-            SELECT q.slot INTO v_charge_slot
-              FROM orbit_application_quota q
-             WHERE q.application_id = v_application_id
-               AND q.active_attempts < (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
-             ORDER BY q.slot
-             LIMIT 1;
-            UPDATE orbit_application_quota q
-               SET q.active_attempts = q.active_attempts + 1, q.updated_at = p_now
-             WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
-            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
-            SET v_charged = v_charged + 1;
-          END WHILE charge;
-          IF v_checked = 0 THEN
-            SELECT COUNT(*) INTO v_over
-              FROM orbit_application_quota q
-             WHERE q.application_id = v_application_id
-               AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
-            IF v_over = 0 THEN
-              -- Every slot is within its share of the current limit: one-slot charges may resume.
-              UPDATE orbit_application_quota q
-                 SET q.checked_max_active_attempts = q.max_active_attempts
-               WHERE q.application_id = v_application_id;
-            END IF;
-          END IF;
-        END IF;
-      END IF;
-    ELSEIF v_demoted = 0 THEN
+  IF v_granted = 0 AND v_expired = 0 THEN
+    IF v_demoted = 0 THEN
       -- Nothing granted, expired or demoted: undo the claim_seq step (a caller with nothing else
       -- to commit then writes nothing).
       ROLLBACK TO SAVEPOINT orbit_task_grant;
       LEAVE body;
     END IF;
+    SET p_seq = v_seq;
+    LEAVE body;
+  END IF;
+  IF v_expired = 0 THEN
+    -- The common case: the whole grant fits the connection's slot (the attempts recorded it).
+    UPDATE orbit_application_quota q
+       SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
+     WHERE q.application_id = v_application_id AND q.slot = v_slot
+       AND q.checked_max_active_attempts = q.max_active_attempts
+       AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+    SET v_charged = ROW_COUNT();
+  END IF;
+  IF v_charged = 0 THEN
+    -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
+    -- released the connection's slot if the update above did not match it), check the total.
+    SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
+           MIN(q.checked_max_active_attempts = q.max_active_attempts)
+      INTO v_limit, v_total, v_checked
+      FROM orbit_application_quota q
+     WHERE q.application_id = v_application_id
+       FOR UPDATE;
+    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
+      -- Concurrent claims used the quota first: grant nothing this time.
+      ROLLBACK TO SAVEPOINT orbit_task_grant;
+      LEAVE body;
+    ELSE
+      IF v_expired > 0 THEN
+        UPDATE orbit_application_quota q
+           SET q.incomplete_tasks = q.incomplete_tasks
+                 - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+               q.updated_at = p_now
+         WHERE q.application_id = v_application_id;
+      END IF;
+      IF v_granted > 0 THEN
+        -- The lowest slot that takes the whole grant within its share, if one does.
+        SET v_charge_slot = NULL;
+        SELECT q.slot INTO v_charge_slot
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+         ORDER BY q.slot
+         LIMIT 1;
+        IF v_charge_slot IS NOT NULL THEN
+          UPDATE orbit_application_quota q
+             SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
+           WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+          IF v_charge_slot <> v_slot THEN
+            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
+             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+          END IF;
+          SET v_charged = v_granted;
+        END IF;
+      END IF;
+      -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
+      -- while the total is below the limit) and record that slot on the attempt.
+      SET v_attempt_id = 0;
+      charge: WHILE v_charged < v_granted DO
+        SELECT a.id INTO v_attempt_id
+          FROM orbit_attempt a
+         WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
+         ORDER BY a.id
+         LIMIT 1;
+        SELECT q.slot INTO v_charge_slot
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           AND q.active_attempts < (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+         ORDER BY q.slot
+         LIMIT 1;
+        UPDATE orbit_application_quota q
+           SET q.active_attempts = q.active_attempts + 1, q.updated_at = p_now
+         WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+        UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
+        SET v_charged = v_charged + 1;
+      END WHILE charge;
+      IF v_checked = 0 THEN
+        SELECT COUNT(*) INTO v_over
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+        IF v_over = 0 THEN
+          -- Every slot is within its share of the current limit: one-slot charges may resume.
+          UPDATE orbit_application_quota q
+             SET q.checked_max_active_attempts = q.max_active_attempts
+           WHERE q.application_id = v_application_id;
+        END IF;
+      END IF;
+    END IF;
   END IF;
   SET p_seq = v_seq;
-
 END$$
 DELIMITER ;

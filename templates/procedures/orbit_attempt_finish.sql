@@ -112,8 +112,7 @@ BEGIN
   COMMIT;
   SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
          v_state AS finished_attempt_state, v_duplicate AS duplicate, v_wake AS wake,
-         a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         {% call m::task_columns("t") %}
+         {% call m::grant_columns("a", "t") %}
     FROM (SELECT 1 AS one) AS ack
     LEFT JOIN orbit_attempt a ON a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
     LEFT JOIN orbit_task t ON t.id = a.task_id

@@ -15,8 +15,7 @@
 CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN
-  SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         {% call m::task_columns("t") %}
+  SELECT {% call m::grant_columns("a", "t") %}
     FROM orbit_attempt a
     JOIN orbit_task t ON t.id = a.task_id
    WHERE a.session_id = p_session_id AND a.state IN ('LEASED', 'RUNNING')
