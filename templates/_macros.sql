@@ -139,3 +139,21 @@
     limit change the shares may be below what slots already hold, so charges lock every slot and
     check the exact total until a charge finds every slot within its share again. -#}
 {% macro quota_checked(q, col) %}{{ q }}.checked_{{ col }} = {{ q }}.{{ col }}{% endmacro %}
+
+{#- Checks that `list` (attempt_ids) is a JSON array of 1-1000 positive integer ids (before anything is written);
+    leaves its length in `count`; `i` is a scratch counter. -#}
+{% macro check_id_list(list, count, i) %}IF {{ list }} IS NULL OR NOT JSON_VALID({{ list }}) OR JSON_TYPE({{ list }}) <> 'ARRAY'
+     OR JSON_LENGTH({{ list }}) NOT BETWEEN 1 AND 1000 THEN
+    {% call raise("INVALID_ARGUMENT", "attempt_ids must be a JSON array of 1-1000 ids") %};
+  END IF;
+  SET {{ count }} = JSON_LENGTH({{ list }}), {{ i }} = 0;
+  WHILE {{ i }} < {{ count }} DO
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT({{ list }}, CONCAT('$[', {{ i }}, ']'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+       OR JSON_EXTRACT({{ list }}, CONCAT('$[', {{ i }}, ']')) < 1 THEN
+      {% call raise("INVALID_ARGUMENT", "attempt_ids must be positive integers") %};
+    END IF;
+    SET {{ i }} = {{ i }} + 1;
+  END WHILE;{% endmacro %}
+
+{#- A DATETIME(6) as an RFC 3339 UTC string for a JSON answer (NULL stays NULL). -#}
+{% macro json_time(v) %}DATE_FORMAT({{ v }}, '%Y-%m-%dT%H:%i:%s.%fZ'){% endmacro %}

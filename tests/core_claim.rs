@@ -1,7 +1,7 @@
 //! orbit_task_claim: permits, tokens, lanes, and what a claim skips.
 
 use orbit::db::tasks::TaskState;
-use orbit::db::workers::{ClaimAfter, FinishAck, Grant, Outcome};
+use orbit::db::workers::{AttemptResult, ClaimAfter, FinishAck, Grant, Outcome};
 use orbit::db::DbError;
 use orbit::testing::Fixture;
 use sqlx::Row;
@@ -660,4 +660,134 @@ async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
             .unwrap();
         assert_eq!((ack.duplicate, ack.wake), (duplicate, !duplicate));
     }
+}
+
+fn result(attempt_id: u64, outcome: Outcome) -> AttemptResult {
+    AttemptResult {
+        attempt_id,
+        outcome,
+        retryable: outcome == Outcome::Failed,
+        output: Some(serde_json::json!({"n": attempt_id})),
+        error: None,
+    }
+}
+
+#[tokio::test]
+async fn results_sent_together_are_confirmed_in_one_call_each_on_its_own() {
+    let f = Fixture::new().await;
+    for key in ["", "", "k", "k"] {
+        f.submit(&f.queue_id, key).await;
+    }
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let other = f.session("other", true, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 3, 30_000).await.unwrap();
+    assert_eq!(held.len(), 3, "two unkeyed tasks and the key's first task");
+    let theirs = f.db.task_claim(other, 1, 30_000).await.unwrap();
+    assert!(theirs.is_empty(), "the key's second task waits for the key");
+    let (keyed, unkeyed): (Vec<&Grant>, Vec<&Grant>) =
+        held.iter().partition(|g| g.concurrency_token > 0);
+    let (keyed, u1, u2) = (
+        keyed[0].attempt_id,
+        unkeyed[0].attempt_id,
+        unkeyed[1].attempt_id,
+    );
+    let results = vec![
+        result(u1, Outcome::Succeeded),
+        result(999_999, Outcome::Succeeded),
+        result(keyed, Outcome::Succeeded),
+        result(u1, Outcome::Succeeded),
+        result(u2, Outcome::Failed),
+    ];
+    let finished =
+        f.db.attempt_finish_many(
+            s,
+            &results,
+            ClaimAfter {
+                max: 3,
+                lease_ms: 30_000,
+            },
+        )
+        .await
+        .unwrap();
+    let acks: Vec<(u64, bool, &str)> = finished
+        .acks
+        .iter()
+        .map(|a| (a.attempt_id, a.duplicate, a.code.as_str()))
+        .collect();
+    assert_eq!(
+        acks,
+        vec![
+            (u1, false, ""),
+            (999_999, false, "NOT_FOUND"),
+            (keyed, false, ""),
+            (u1, true, ""),
+            (u2, false, ""),
+        ],
+        "one acknowledgement per result, in the order sent; the unknown one does not stop the rest"
+    );
+    assert_eq!(finished.acks[0].task_state, "SUCCEEDED");
+    assert_eq!(
+        finished.acks[3].task_state, "SUCCEEDED",
+        "a repeat gets the same answer"
+    );
+    // The released key went to its next task in the same transaction, granted with the results.
+    assert_eq!(finished.grants.len(), 1);
+    assert_eq!(finished.grants[0].concurrency_token, 2);
+    let stored: Option<String> =
+        sqlx::query_scalar("SELECT CAST(output AS CHAR) FROM orbit_attempt WHERE id = ?")
+            .bind(u1)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&stored.unwrap()).unwrap();
+    assert_eq!(stored, serde_json::json!({"n": u1}));
+    // A result for another session's attempt is refused on its own.
+    let finished =
+        f.db.attempt_finish_many(other, &[result(u2, Outcome::Succeeded)], ClaimAfter::NONE)
+            .await
+            .unwrap();
+    assert_eq!(finished.acks[0].code, "PERMISSION_DENIED");
+}
+
+#[tokio::test]
+async fn grouped_results_are_checked_before_anything_is_written() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    for bad in [
+        "[]".to_string(),
+        "{}".to_string(),
+        format!(
+            r#"[{{"attempt_id": {}, "outcome": "succeeded"}}, {{"attempt_id": 1, "outcome": "maybe"}}]"#,
+            g[0].attempt_id
+        ),
+        format!(
+            r#"[{{"attempt_id": {}, "outcome": "succeeded"}}, {{"outcome": "failed"}}]"#,
+            g[0].attempt_id
+        ),
+        format!(
+            r#"[{{"attempt_id": {}, "outcome": "failed", "retryable": "yes"}}]"#,
+            g[0].attempt_id
+        ),
+        format!(
+            "[{}]",
+            vec![r#"{"attempt_id": 1, "outcome": "succeeded"}"#; 1001].join(",")
+        ),
+    ] {
+        let e = sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
+            .bind(s)
+            .bind(&bad)
+            .execute(f.db.pool())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("INVALID_ARGUMENT"), "{bad}: {e}");
+    }
+    let state: String =
+        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
+            .bind(g[0].attempt_id)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(state, "LEASED", "a refused call ends no attempt");
 }

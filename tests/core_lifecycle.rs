@@ -550,3 +550,88 @@ async fn resource_rows_are_never_deleted() {
         "one row, kept; each grant and release advanced it"
     );
 }
+
+#[tokio::test]
+async fn starts_and_renewals_of_many_attempts_are_answered_each_in_order() {
+    let f = Fixture::new().await;
+    for key in ["", "k"] {
+        f.submit(&f.queue_id, key).await;
+    }
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let other = f.session("other", true, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 2, 30_000).await.unwrap();
+    let (a, b) = (held[0].attempt_id, held[1].attempt_id);
+    f.submit(&f.queue_id, "").await;
+    let theirs = f.db.task_claim(other, 1, 30_000).await.unwrap()[0].attempt_id;
+    let started =
+        f.db.attempt_start_many(s, &[b, 424_242, a, theirs, a])
+            .await
+            .unwrap();
+    let seen: Vec<(u64, bool, &str)> = started
+        .iter()
+        .map(|x| (x.attempt_id, x.accepted, x.code.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (b, true, ""),
+            (424_242, false, "NOT_FOUND"),
+            (a, true, ""),
+            (theirs, false, "PERMISSION_DENIED"),
+            (a, true, ""),
+        ]
+    );
+    assert!(started[0].lease_expires_at.is_some() && started[1].lease_expires_at.is_none());
+    let states: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id IN (?, ?, ?) ORDER BY id",
+    )
+    .bind(a)
+    .bind(b)
+    .bind(theirs)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(states, ["RUNNING", "RUNNING", "LEASED"]);
+    let renewed =
+        f.db.attempt_renew_many(s, &[a, theirs, b], 120_000)
+            .await
+            .unwrap();
+    assert_eq!(
+        renewed
+            .iter()
+            .map(|x| (x.attempt_id, x.accepted, x.code.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (a, true, ""),
+            (theirs, false, "PERMISSION_DENIED"),
+            (b, true, "")
+        ]
+    );
+    assert!(renewed[0].lease_expires_at.unwrap() > held[0].lease_expires_at);
+    // The key permit's expiry moves with its attempt's lease.
+    let stale: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id \
+          WHERE k.expires_at <> a.lease_expires_at",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(stale, 0);
+    for bad in ["[]", "[0]", "[1, \"2\"]", "{}", "nope"] {
+        for call in [
+            "CALL orbit_attempt_start(?, ?)",
+            "CALL orbit_attempt_renew(?, ?, 30000)",
+        ] {
+            let e = sqlx::query(call)
+                .bind(s)
+                .bind(bad)
+                .execute(f.db.pool())
+                .await
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("INVALID_ARGUMENT"),
+                "{call} {bad}: {e}"
+            );
+        }
+    }
+}

@@ -264,3 +264,81 @@ async fn a_grant_whose_answer_was_lost_is_delivered_with_the_next_renewal() {
     assert_eq!(ack["task_state"], "SUCCEEDED");
     w.close().await;
 }
+
+#[tokio::test]
+async fn results_sent_back_to_back_are_each_answered_in_order() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    for _ in 0..3 {
+        f.submit(&f.queue_id, "").await;
+    }
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.hello("w1", &[&f.queue_id], true, 3, &[]).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            w.recv_type("task.assign").await["attempt_id"]
+                .as_u64()
+                .unwrap(),
+        );
+    }
+    // Starts sent back to back (plus one for an unknown attempt) are answered in order too.
+    for id in ids.iter().chain([&999_999_999u64]) {
+        w.send(json!({"type": "task.start", "attempt_id": id}))
+            .await;
+    }
+    for id in &ids {
+        let ok = w.recv().await;
+        assert_eq!(
+            (&ok["type"], &ok["attempt_id"]),
+            (&json!("task.start.ok"), &json!(id)),
+            "{ok}"
+        );
+    }
+    let rejected = w.recv().await;
+    assert_eq!(rejected["type"], "task.start.rejected", "{rejected}");
+    assert_eq!(rejected["code"], "NOT_FOUND", "{rejected}");
+    // Sent without waiting: the server may confirm them in one call; each still gets its answer,
+    // in the order sent, and the frame after them is handled after them.
+    let outcomes = ["succeeded", "failed", "succeeded"];
+    for (id, outcome) in ids.iter().zip(outcomes) {
+        w.send(
+            json!({"type": "task.result", "attempt_id": id, "outcome": outcome, "error": {"e": 1}}),
+        )
+        .await;
+    }
+    w.send(json!({"type": "task.result", "attempt_id": 999_999_999u64, "outcome": "succeeded"}))
+        .await;
+    w.send(json!({"type": "lease.renew", "attempt_ids": []}))
+        .await;
+    let mut answers = Vec::new();
+    while answers.len() < 5 {
+        let frame = w.recv().await;
+        if frame["type"] != "task.assign" {
+            answers.push(frame);
+        }
+    }
+    let seen: Vec<(String, u64)> = answers
+        .iter()
+        .map(|a| {
+            (
+                a["type"].as_str().unwrap().to_string(),
+                a["attempt_id"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("task.result.ack".to_string(), ids[0]),
+            ("task.result.ack".to_string(), ids[1]),
+            ("task.result.ack".to_string(), ids[2]),
+            ("error".to_string(), 999_999_999),
+            ("lease.renewed".to_string(), 0),
+        ],
+        "{answers:?}"
+    );
+    assert_eq!(answers[1]["task_state"], "FAILED");
+    assert_eq!(answers[3]["code"], "NOT_FOUND");
+    w.close().await;
+}

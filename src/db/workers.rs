@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::tasks::Task;
 use super::{Arg, Cols, Db, DbError};
@@ -70,21 +71,135 @@ impl Outcome {
     }
 }
 
-/// The acknowledgement columns that open every row of `orbit_attempt_finish`.
-const FINISH_ACK_COLUMNS: usize = 6;
+/// The columns that open every row of `orbit_attempt_finish`: acks, wake.
+const FINISH_ACK_COLUMNS: usize = 2;
 
-/// The acknowledgement of `orbit_attempt_finish`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One worker result: an element of `orbit_attempt_finish`'s `p_results` array.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AttemptResult {
+    pub attempt_id: u64,
+    pub outcome: Outcome,
+    /// Whether a failure may be retried (failed outcomes only).
+    pub retryable: bool,
+    pub output: Option<Value>,
+    pub error: Option<Value>,
+}
+
+/// The acknowledgement of one result by `orbit_attempt_finish`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct FinishAck {
     pub attempt_id: u64,
+    /// 0 when `code` is set.
+    #[serde(default, deserialize_with = "zero_if_null")]
     pub task_id: u64,
+    #[serde(default, deserialize_with = "empty_if_null")]
     pub task_state: String,
+    #[serde(default, deserialize_with = "empty_if_null")]
     pub attempt_state: String,
     /// `true` when the attempt had already ended: nothing was released this time.
+    #[serde(deserialize_with = "bool_from_int")]
     pub duplicate: bool,
-    /// `true` when the release may have made work claimable for other sessions (a ready task of
-    /// the released key that this call did not grant, a queue permit limit, a full quota).
+    /// "" when the result was taken; NOT_FOUND or PERMISSION_DENIED when it named an attempt
+    /// that does not exist or belongs to another session (nothing was changed for it).
+    pub code: String,
+    /// `true` when the call's releases may have made work claimable for other sessions (a ready
+    /// task of a released key that the call did not grant, a queue permit limit, a full quota);
+    /// the same for every result of one call.
+    #[serde(skip)]
     pub wake: bool,
+}
+
+fn zero_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(Option::<u64>::deserialize(d)?.unwrap_or(0))
+}
+
+fn empty_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
+fn bool_from_int<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(u8::deserialize(d)? != 0)
+}
+
+impl FinishAck {
+    /// The error a single result's code stands for.
+    fn into_result(self) -> Result<FinishAck, DbError> {
+        match self.code.as_str() {
+            "" => Ok(self),
+            "NOT_FOUND" => Err(DbError::NotFound("attempt not found".into())),
+            "PERMISSION_DENIED" => Err(DbError::PermissionDenied(
+                "the attempt belongs to another session".into(),
+            )),
+            other => Err(DbError::Internal(format!(
+                "orbit_attempt_finish answered code {other}"
+            ))),
+        }
+    }
+}
+
+/// What `orbit_attempt_finish` answers: one acknowledgement per result, in order, and the grants
+/// made in the same transaction.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    pub acks: Vec<FinishAck>,
+    pub grants: Vec<Grant>,
+}
+
+/// One element of `orbit_attempt_start`'s answers.
+#[derive(Deserialize)]
+struct StartAnswer {
+    attempt_id: u64,
+    #[serde(deserialize_with = "bool_from_int")]
+    accepted: bool,
+    code: String,
+    lease_expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<StartAnswer> for LeaseAnswer {
+    fn from(a: StartAnswer) -> Self {
+        LeaseAnswer {
+            attempt_id: a.attempt_id,
+            accepted: a.accepted,
+            code: a.code,
+            lease_expires_at: a.lease_expires_at,
+        }
+    }
+}
+
+/// One element of `orbit_attempt_renew`'s answers.
+#[derive(Deserialize)]
+struct RenewAnswer {
+    attempt_id: u64,
+    #[serde(deserialize_with = "bool_from_int")]
+    renewed: bool,
+    code: String,
+    lease_expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<RenewAnswer> for LeaseAnswer {
+    fn from(a: RenewAnswer) -> Self {
+        LeaseAnswer {
+            attempt_id: a.attempt_id,
+            accepted: a.renewed,
+            code: a.code,
+            lease_expires_at: a.lease_expires_at,
+        }
+    }
+}
+
+/// Reads the `answers` JSON column of a procedure that answers each of many ids.
+fn answers<T: serde::de::DeserializeOwned>(
+    row: &sqlx::mysql::MySqlRow,
+    procedure: &str,
+) -> Result<Vec<T>, DbError> {
+    serde_json::from_str(&Cols::new(row).text()?)
+        .map_err(|e| DbError::Internal(format!("{procedure} answers: {e}")))
+}
+
+fn one_answer(mut answers: Vec<LeaseAnswer>) -> Result<LeaseAnswer, DbError> {
+    answers
+        .pop()
+        .ok_or_else(|| DbError::Internal("no answer for the attempt".into()))
 }
 
 impl Grant {
@@ -200,55 +315,68 @@ impl Db {
             .collect()
     }
 
-    /// `orbit_attempt_start`.
+    /// `orbit_attempt_start` for one attempt.
     pub async fn attempt_start(
         &self,
         session_id: u64,
         attempt_id: u64,
     ) -> Result<LeaseAnswer, DbError> {
+        one_answer(self.attempt_start_many(session_id, &[attempt_id]).await?)
+    }
+
+    /// `orbit_attempt_start`: starts attempts in one transaction; one answer per id, in order.
+    pub async fn attempt_start_many(
+        &self,
+        session_id: u64,
+        attempt_ids: &[u64],
+    ) -> Result<Vec<LeaseAnswer>, DbError> {
+        let ids = serde_json::to_string(attempt_ids).expect("ids serialise");
         let row = self
             .call_one(
                 "orbit_attempt_start",
-                &[session_id.into(), attempt_id.into()],
+                &[session_id.into(), ids.as_str().into()],
             )
             .await?;
-        let mut c = Cols::new(&row);
-        let (attempt_id, accepted, code, _state) = (c.u64()?, c.bool()?, c.text()?, c.text()?);
-        Ok(LeaseAnswer {
-            attempt_id,
-            accepted,
-            code,
-            lease_expires_at: c.opt_time()?,
-        })
+        answers::<StartAnswer>(&row, "orbit_attempt_start")
+            .map(|a| a.into_iter().map(LeaseAnswer::from).collect())
     }
 
-    /// `orbit_attempt_renew`.
+    /// `orbit_attempt_renew` for one attempt.
     pub async fn attempt_renew(
         &self,
         session_id: u64,
         attempt_id: u64,
         lease_ms: u32,
     ) -> Result<LeaseAnswer, DbError> {
+        one_answer(
+            self.attempt_renew_many(session_id, &[attempt_id], lease_ms)
+                .await?,
+        )
+    }
+
+    /// `orbit_attempt_renew`: renews attempts in one transaction; one answer per id, in order.
+    pub async fn attempt_renew_many(
+        &self,
+        session_id: u64,
+        attempt_ids: &[u64],
+        lease_ms: u32,
+    ) -> Result<Vec<LeaseAnswer>, DbError> {
+        let ids = serde_json::to_string(attempt_ids).expect("ids serialise");
         let row = self
             .call_one(
                 "orbit_attempt_renew",
                 &[
                     session_id.into(),
-                    attempt_id.into(),
+                    ids.as_str().into(),
                     u64::from(lease_ms).into(),
                 ],
             )
             .await?;
-        let mut c = Cols::new(&row);
-        Ok(LeaseAnswer {
-            attempt_id: c.u64()?,
-            accepted: c.bool()?,
-            code: c.text()?,
-            lease_expires_at: c.opt_time()?,
-        })
+        answers::<RenewAnswer>(&row, "orbit_attempt_renew")
+            .map(|a| a.into_iter().map(LeaseAnswer::from).collect())
     }
 
-    /// `orbit_attempt_finish` without grants.
+    /// `orbit_attempt_finish` for one result, without grants.
     pub async fn attempt_finish(
         &self,
         session_id: u64,
@@ -272,7 +400,8 @@ impl Db {
         Ok(ack)
     }
 
-    /// `orbit_attempt_finish`: the acknowledgement, and the grants made in the same transaction.
+    /// `orbit_attempt_finish` for one result (`output` and `error` as JSON text): its
+    /// acknowledgement, or its code as an error, and the grants made in the same transaction.
     #[allow(clippy::too_many_arguments)]
     pub async fn attempt_finish_and_claim(
         &self,
@@ -284,16 +413,43 @@ impl Db {
         error: Option<&str>,
         claim: ClaimAfter,
     ) -> Result<(FinishAck, Vec<Grant>), DbError> {
+        let json = |text: Option<&str>| -> Result<Option<Value>, DbError> {
+            text.map(serde_json::from_str)
+                .transpose()
+                .map_err(|_| DbError::InvalidArgument("output and error must be valid JSON".into()))
+        };
+        let result = AttemptResult {
+            attempt_id,
+            outcome,
+            retryable,
+            output: json(output)?,
+            error: json(error)?,
+        };
+        let mut finished = self
+            .attempt_finish_many(session_id, std::slice::from_ref(&result), claim)
+            .await?;
+        let ack = finished
+            .acks
+            .pop()
+            .ok_or_else(|| DbError::Internal("orbit_attempt_finish returned no ack".into()))?;
+        Ok((ack.into_result()?, finished.grants))
+    }
+
+    /// `orbit_attempt_finish`: a session's results in one transaction, each acknowledged on its
+    /// own, and the grants made for the capacity they free.
+    pub async fn attempt_finish_many(
+        &self,
+        session_id: u64,
+        results: &[AttemptResult],
+        claim: ClaimAfter,
+    ) -> Result<Finished, DbError> {
+        let results = serde_json::to_string(results).expect("results serialise");
         let rows = self
             .call(
                 "orbit_attempt_finish",
                 &[
                     session_id.into(),
-                    attempt_id.into(),
-                    outcome.as_str().into(),
-                    retryable.into(),
-                    output.into(),
-                    error.into(),
+                    results.as_str().into(),
                     u64::from(claim.max).into(),
                     u64::from(claim.lease_ms).into(),
                 ],
@@ -303,14 +459,12 @@ impl Db {
             .first()
             .ok_or_else(|| DbError::Internal("orbit_attempt_finish returned no row".into()))?;
         let mut c = Cols::new(first);
-        let ack = FinishAck {
-            attempt_id: c.u64()?,
-            task_id: c.u64()?,
-            task_state: c.text()?,
-            attempt_state: c.text()?,
-            duplicate: c.bool()?,
-            wake: c.bool()?,
-        };
+        let (acks, wake) = (c.text()?, c.bool()?);
+        let mut acks: Vec<FinishAck> = serde_json::from_str(&acks)
+            .map_err(|e| DbError::Internal(format!("orbit_attempt_finish acks: {e}")))?;
+        for ack in &mut acks {
+            ack.wake = wake;
+        }
         let mut grants = Vec::new();
         for row in &rows {
             // The row of no grant has a NULL attempt_id (read as 0).
@@ -318,6 +472,6 @@ impl Db {
                 grants.push(Grant::read(&mut Cols::at(row, FINISH_ACK_COLUMNS))?);
             }
         }
-        Ok((ack, grants))
+        Ok(Finished { acks, grants })
     }
 }

@@ -1,9 +1,11 @@
 //! `GET /v1/workers/connect`: the worker WebSocket (SPEC §5, docs/protocol.md).
 //!
 //! The session loop only marshals: each frame becomes one `CALL` (`orbit_session_open`,
-//! `orbit_attempt_start`, `orbit_attempt_renew`, `orbit_attempt_finish`, `orbit_session_close`).
-//! Grants come with each result (`orbit_attempt_finish` grants the freed capacity in the
-//! releasing transaction, so a key's next task is assigned with the acknowledgement), and from
+//! `orbit_attempt_start`, `orbit_attempt_renew`, `orbit_attempt_finish`, `orbit_session_close`);
+//! starts or results the worker sent together share one call (one commit, each still answered on
+//! its own), and a renewal is one call for all the attempts it names. Grants come with each result (`orbit_attempt_finish` grants
+//! the freed capacity in the releasing transaction, so a key's next task is assigned with the
+//! acknowledgement), and from
 //! `orbit_task_claim` whenever the session has free capacity and there may be work: on hello, when
 //! this process accepts or releases work (the dispatch signal), and when the scheduler's probe
 //! sees ready work from other processes.
@@ -13,6 +15,7 @@ use std::collections::HashSet;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
+use futures_util::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -20,12 +23,17 @@ use super::envelope::Bearer;
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::TaskView;
 use super::App;
-use crate::db::workers::{ClaimAfter, Grant, Outcome, SessionOpen};
+use crate::db::workers::{AttemptResult, ClaimAfter, Grant, Outcome, SessionOpen};
 use crate::db::DbError;
 
 /// The default lease granted with each assignment (`serve --lease-seconds`); workers renew every
 /// third of it.
 pub const LEASE_SECONDS: u32 = 30;
+
+/// At most this many start or result frames go into one call…
+const MAX_FRAMES_PER_CALL: usize = 100;
+/// …and about this many bytes of them (a result's output and error travel in the call).
+const MAX_BYTES_PER_CALL: usize = 1024 * 1024;
 
 /// How often a worker is asked to renew a lease of `lease_seconds`: three chances per lease.
 pub fn renew_interval(lease_seconds: u32) -> u32 {
@@ -137,6 +145,7 @@ pub async fn connect(
             capacity: 0,
             draining: false,
             drained_sent: false,
+            ahead: None,
         };
         session.run().await;
     }))
@@ -152,6 +161,8 @@ struct Session {
     capacity: u32,
     draining: bool,
     drained_sent: bool,
+    /// A frame read while gathering results, handled next (`None` inside: the socket ended).
+    ahead: Option<Option<Result<Message, axum::Error>>>,
 }
 
 fn error_frame(code: &str, message: &str) -> Value {
@@ -179,27 +190,35 @@ impl Session {
     async fn run(&mut self) {
         let mut work = self.app.dispatch.subscribe();
         loop {
-            tokio::select! {
-                frame = self.socket.recv() => {
-                    let Some(Ok(frame)) = frame else { break };
-                    let text = match frame {
-                        Message::Text(t) => t.to_string(),
-                        Message::Binary(_) => {
-                            if !self.send(&error_frame("INVALID_ARGUMENT", "frames must be JSON text")).await { break }
-                            continue;
-                        }
-                        Message::Close(_) => break,
-                        _ => continue,
-                    };
-                    if !self.handle(&text).await {
+            let frame = match self.ahead.take() {
+                Some(frame) => frame,
+                None => tokio::select! {
+                    frame = self.socket.recv() => frame,
+                    changed = work.changed() => {
+                        if changed.is_err() { break }
+                        let concerns = work.borrow_and_update().concerns(&self.queues);
+                        if concerns && !self.fill().await { break }
+                        continue;
+                    }
+                },
+            };
+            let Some(Ok(frame)) = frame else { break };
+            let text = match frame {
+                Message::Text(t) => t.to_string(),
+                Message::Binary(_) => {
+                    if !self
+                        .send(&error_frame("INVALID_ARGUMENT", "frames must be JSON text"))
+                        .await
+                    {
                         break;
                     }
+                    continue;
                 }
-                changed = work.changed() => {
-                    if changed.is_err() { break }
-                    let concerns = work.borrow_and_update().concerns(&self.queues);
-                    if concerns && !self.fill().await { break }
-                }
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            if !self.handle(&text).await {
+                break;
             }
         }
         if let Some(id) = self.id {
@@ -223,11 +242,29 @@ impl Session {
             }
         };
         match (self.id, frame) {
-            (None, ClientFrame::Hello { worker_id, capacity, queue_ids, handlers, concurrency_keys, start_on_assign, resume }) => {
+            (
+                None,
+                ClientFrame::Hello {
+                    worker_id,
+                    capacity,
+                    queue_ids,
+                    handlers,
+                    concurrency_keys,
+                    start_on_assign,
+                    resume,
+                },
+            ) => {
                 // Queue ids are ASCII; any other string names no queue (and must not reach the
                 // procedure's ASCII parameter).
                 for q in &queue_ids {
-                    if let Err(e) = super::envelope::check_queue_id(&self.app.db, &self.hash, "workers:consume", q).await {
+                    if let Err(e) = super::envelope::check_queue_id(
+                        &self.app.db,
+                        &self.hash,
+                        "workers:consume",
+                        q,
+                    )
+                    .await
+                    {
                         let frame = match e {
                             ApiError::Db(e) => db_error_frame(None, &e),
                             _ => error_frame("NOT_FOUND", "queue not found"),
@@ -264,43 +301,92 @@ impl Session {
                     }
                 }
             }
-            (None, _) => self.send(&error_frame("INVALID_ARGUMENT", "the first frame must be hello")).await,
-            (Some(_), ClientFrame::Hello { .. }) => self.send(&error_frame("STATE_CONFLICT", "hello was already received")).await,
-            (Some(session), ClientFrame::Start { attempt_id }) => match self.app.db.attempt_start(session, attempt_id).await {
-                Ok(a) if a.accepted => {
-                    self.send(&json!({"type": "task.start.ok", "attempt_id": attempt_id, "lease_expires_at": a.lease_expires_at})).await
-                }
-                Ok(a) => self.send(&json!({"type": "task.start.rejected", "attempt_id": attempt_id, "code": a.code})).await,
-                Err(e) => self.db_error(e).await,
-            },
-            (Some(session), ClientFrame::Renew { attempt_ids }) => {
-                let mut attempts = Vec::with_capacity(attempt_ids.len());
-                for id in attempt_ids {
-                    match self.app.db.attempt_renew(session, id, self.app.lease_seconds * 1000).await {
-                        Ok(a) if a.accepted => attempts.push(json!({"attempt_id": id, "lease_expires_at": a.lease_expires_at})),
-                        Ok(a) => attempts.push(json!({"attempt_id": id, "rejected": a.code})),
-                        Err(e) => return self.db_error(e).await,
-                    }
-                }
-                self.send(&json!({"type": "lease.renewed", "attempts": attempts})).await && self.deliver_lost_grants(session).await
+            (None, _) => {
+                self.send(&error_frame(
+                    "INVALID_ARGUMENT",
+                    "the first frame must be hello",
+                ))
+                .await
             }
-            (Some(session), ClientFrame::Result { attempt_id, outcome, retryable, output, error }) => {
-                let output = output.map(|v| v.to_string());
-                let error = error.map(|v| v.to_string());
-                let claim = self.claim_after(attempt_id);
-                match self.app.db.attempt_finish_and_claim(session, attempt_id, outcome, retryable, output.as_deref(), error.as_deref(), claim).await {
-                    Ok((ack, grants)) => {
-                        self.in_flight.remove(&attempt_id);
-                        if ack.wake {
-                            // The release made work claimable that this session did not take
-                            // (a queue it does not serve, more than it could take, a limit).
-                            self.app.dispatch.notify_any();
+            (Some(_), ClientFrame::Hello { .. }) => {
+                self.send(&error_frame("STATE_CONFLICT", "hello was already received"))
+                    .await
+            }
+            (Some(session), ClientFrame::Start { attempt_id }) => {
+                let ids = self.gather(attempt_id, text.len(), |f| match f {
+                    ClientFrame::Start { attempt_id } => Some(attempt_id),
+                    _ => None,
+                });
+                match self.app.db.attempt_start_many(session, &ids).await {
+                    Ok(answers) => {
+                        for a in answers {
+                            let frame = if a.accepted {
+                                json!({"type": "task.start.ok", "attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
+                            } else {
+                                json!({"type": "task.start.rejected", "attempt_id": a.attempt_id, "code": a.code})
+                            };
+                            if !self.send(&frame).await {
+                                return false;
+                            }
                         }
-                        let sent = self.send(&json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})).await;
-                        sent && self.assign(grants).await && (claim.max > 0 || self.fill().await)
+                        true
                     }
                     Err(e) => self.db_error(e).await,
                 }
+            }
+            (Some(session), ClientFrame::Renew { attempt_ids }) => {
+                let mut attempts = Vec::with_capacity(attempt_ids.len());
+                // One call per 1,000 ids (the procedure's limit); an idle worker's heartbeat names none.
+                for ids in attempt_ids.chunks(1000) {
+                    match self.app.db.attempt_renew_many(session, ids, self.app.lease_seconds * 1000).await {
+                        Ok(answers) => attempts.extend(answers.into_iter().map(|a| {
+                            if a.accepted {
+                                json!({"attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
+                            } else {
+                                json!({"attempt_id": a.attempt_id, "rejected": a.code})
+                            }
+                        })),
+                        Err(e) => return self.db_error(e).await,
+                    }
+                }
+                self.send(&json!({"type": "lease.renewed", "attempts": attempts}))
+                    .await
+                    && self.deliver_lost_grants(session).await
+            }
+            (
+                Some(session),
+                ClientFrame::Result {
+                    attempt_id,
+                    outcome,
+                    retryable,
+                    output,
+                    error,
+                },
+            ) => {
+                let first = AttemptResult {
+                    attempt_id,
+                    outcome,
+                    retryable,
+                    output,
+                    error,
+                };
+                let results = self.gather(first, text.len(), |f| match f {
+                    ClientFrame::Result {
+                        attempt_id,
+                        outcome,
+                        retryable,
+                        output,
+                        error,
+                    } => Some(AttemptResult {
+                        attempt_id,
+                        outcome,
+                        retryable,
+                        output,
+                        error,
+                    }),
+                    _ => None,
+                });
+                self.finish(session, results).await
             }
             (Some(session), ClientFrame::Drain) => {
                 self.draining = true;
@@ -310,6 +396,73 @@ impl Session {
                 self.fill().await
             }
         }
+    }
+
+    /// The frames of `first`'s kind the worker has already sent after it, up to one call's worth:
+    /// starts or results that arrive together are confirmed in one call (one commit). Reading
+    /// stops at the first frame of another kind (kept in `ahead`, handled next) or when nothing
+    /// more has arrived: grouping never waits.
+    fn gather<T>(
+        &mut self,
+        first: T,
+        mut bytes: usize,
+        same_kind: impl Fn(ClientFrame) -> Option<T>,
+    ) -> Vec<T> {
+        let mut items = vec![first];
+        while items.len() < MAX_FRAMES_PER_CALL && bytes < MAX_BYTES_PER_CALL {
+            let Some(next) = self.socket.recv().now_or_never() else {
+                break;
+            };
+            if let Some(Ok(Message::Text(text))) = &next {
+                if let Some(item) = serde_json::from_str(text).ok().and_then(&same_kind) {
+                    bytes += text.len();
+                    items.push(item);
+                    continue;
+                }
+            }
+            self.ahead = Some(next);
+            break;
+        }
+        items
+    }
+
+    /// Confirms results in one call: an ack (or an error frame) for each, in order, then the
+    /// assignments the freed capacity was granted in the same transaction.
+    async fn finish(&mut self, session: u64, results: Vec<AttemptResult>) -> bool {
+        let claim = self.claim_after(&results);
+        let finished = match self
+            .app
+            .db
+            .attempt_finish_many(session, &results, claim)
+            .await
+        {
+            Ok(f) => f,
+            Err(e) => return self.db_error(e).await,
+        };
+        let mut wake = false;
+        for ack in finished.acks {
+            let frame = if ack.code.is_empty() {
+                self.in_flight.remove(&ack.attempt_id);
+                wake |= ack.wake;
+                json!({"type": "task.result.ack", "attempt_id": ack.attempt_id, "task_state": ack.task_state})
+            } else {
+                let message = if ack.code == "NOT_FOUND" {
+                    "attempt not found"
+                } else {
+                    "the attempt belongs to another session"
+                };
+                json!({"type": "error", "code": ack.code, "message": message, "attempt_id": ack.attempt_id})
+            };
+            if !self.send(&frame).await {
+                return false;
+            }
+        }
+        if wake {
+            // The release made work claimable that this session did not take (a queue it does
+            // not serve, more than it could take, a limit).
+            self.app.dispatch.notify_any();
+        }
+        self.assign(finished.grants).await && (claim.max > 0 || self.fill().await)
     }
 
     /// Reports a procedure error; an unavailable database keeps the socket (the worker retries).
@@ -343,10 +496,15 @@ impl Session {
         }
     }
 
-    /// What a result for `attempt_id` may grant in its own transaction: the capacity it frees
-    /// (none while draining).
-    fn claim_after(&self, attempt_id: u64) -> ClaimAfter {
-        let in_flight = self.in_flight.len() - usize::from(self.in_flight.contains(&attempt_id));
+    /// What results may grant in their own transaction: the capacity they free (none while
+    /// draining).
+    fn claim_after(&self, results: &[AttemptResult]) -> ClaimAfter {
+        let finishing: HashSet<u64> = results
+            .iter()
+            .map(|r| r.attempt_id)
+            .filter(|id| self.in_flight.contains(id))
+            .collect();
+        let in_flight = self.in_flight.len() - finishing.len();
         let free = self.capacity.saturating_sub(in_flight as u32).min(1000);
         if self.draining || free == 0 {
             return ClaimAfter::NONE;

@@ -1,62 +1,90 @@
 {% import "_macros.sql" as m %}
--- orbit_attempt_finish: Record a worker's result for an attempt, once; release its permits; grant the next tasks.
+-- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
 --
--- Idempotent per attempt: the first result ends the attempt (see orbit_attempt_end for what each
--- outcome does to the task and the permits); a repeated result gets the same answer with
--- duplicate = 1 and releases nothing again. A result arriving after the attempt already ended
--- another way (lease expiry recovery, cancel) is recorded in late_result and changes no permit
--- and no other attempt.
+-- A worker's results that arrive together are confirmed together: one CALL, one commit, one
+-- grant for the capacity they free (SPEC §10: fewer than two durable commits per task). Each
+-- attempt is still confirmed on its own, in the order given: the first result ends the attempt
+-- (see orbit_attempt_end for what each outcome does to the task and the permits); a repeated
+-- result gets the same answer with duplicate = 1 and releases nothing again. A result arriving
+-- after the attempt already ended another way (lease expiry recovery, cancel) is recorded in
+-- late_result and changes no permit and no other attempt. A result for an attempt that does not
+-- exist or belongs to another session changes nothing and is answered with its code; the other
+-- results of the call still count.
 -- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
--- (orbit_task_grant, as orbit_task_claim would): the key this result released goes to its next
--- task with this one commit, and the worker gets the assignment with the acknowledgement instead
--- of after a claim of its own (the hand-off the SPEC's hot-key target asks for).
--- Parameters: p_session_id; p_attempt_id; p_outcome 'succeeded' | 'failed' | 'unknown';
---   p_retryable 0/1 (failed only); p_output, p_error: JSON text or NULL; p_claim_max 0-1000
---   (the session's free capacity after this result; 0 = grant nothing); p_lease_ms 1000-3600000
---   (the grants' lease; ignored when p_claim_max = 0).
--- Result (one row per grant, or one row when nothing was granted): the acknowledgement
---   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
---   duplicate TINYINT, wake TINYINT (1 = this result may have made work claimable for other
---   sessions, which the grant did not take: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
---   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
---   then the task columns.
--- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
---   attempt, no such session), PERMISSION_DENIED (another session's attempt).
+-- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
+-- with this one commit, and the worker gets the assignment with the acknowledgement instead of
+-- after a claim of its own (the hand-off the SPEC's hot-key target asks for).
+-- Parameters: p_session_id; p_results: a JSON array of 1-1000 results
+--   {"attempt_id": N, "outcome": "succeeded" | "failed" | "unknown", "retryable": true/false
+--   (failed only; default false), "output": JSON or null, "error": JSON or null}; p_claim_max
+--   0-1000 (the session's free capacity after these results; 0 = grant nothing); p_lease_ms
+--   1000-3600000 (the grants' lease; ignored when p_claim_max = 0).
+-- Result (one row per grant, or one row when nothing was granted): acks, a JSON array with one
+--   object per result in input order {"attempt_id", "task_id", "task_state", "attempt_state",
+--   "duplicate" (0/1), "code" ("" or NOT_FOUND / PERMISSION_DENIED; then nothing else is set)};
+--   wake TINYINT (1 = these results may have made work claimable for other sessions, which the
+--   grant did not take: the caller should wake them), the same in every row; then the grant as
+--   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
+--   lease_expires_at, concurrency_token, then the task columns.
+-- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), NOT_FOUND (no such
+--   session, when granting).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
---   finishing and claiming sessions lock in one order), orbit_attempt row, then as
---   orbit_attempt_end (task, resource, promoted tasks, quota), then as orbit_task_grant.
+--   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
+--   then as orbit_attempt_end (task, resource, promoted tasks, quota); then as orbit_task_grant.
 CREATE PROCEDURE orbit_attempt_finish(
   IN p_session_id BIGINT UNSIGNED,
-  IN p_attempt_id BIGINT UNSIGNED,
-  IN p_outcome TEXT {{ c.ascii }},
-  IN p_retryable TINYINT,
-  IN p_output MEDIUMTEXT {{ c.utf8 }},
-  IN p_error MEDIUMTEXT {{ c.utf8 }},
+  IN p_results MEDIUMTEXT {{ c.utf8 }},
   IN p_claim_max INT,
   IN p_lease_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_count INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_path VARCHAR(32) {{ c.ascii }};
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_outcome_in VARCHAR(16) {{ c.ascii }};
+  DECLARE v_retryable TINYINT;
+  DECLARE v_output MEDIUMTEXT {{ c.utf8 }};
+  DECLARE v_error MEDIUMTEXT {{ c.utf8 }};
+  DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_outcome VARCHAR(16) {{ c.ascii }};
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) {{ c.ascii }};
-  DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_wake TINYINT DEFAULT 0;
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_duplicate TINYINT;
+  DECLARE v_code VARCHAR(32) {{ c.ascii }};
+  DECLARE v_acks MEDIUMTEXT {{ c.utf8 }} DEFAULT '';
+  DECLARE v_ended MEDIUMTEXT {{ c.ascii }} DEFAULT '';
+  DECLARE v_ended_count INT DEFAULT 0;
+  DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
   {% call m::rollback_on_error() %};
 
-  IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'unknown') THEN
-    {% call m::raise("INVALID_ARGUMENT", "outcome must be succeeded, failed or unknown") %};
+  IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
+     OR JSON_LENGTH(p_results) NOT BETWEEN 1 AND 1000 THEN
+    {% call m::raise("INVALID_ARGUMENT", "results must be a JSON array of 1-1000 results") %};
   END IF;
-  IF (p_output IS NOT NULL AND NOT JSON_VALID(p_output)) OR (p_error IS NOT NULL AND NOT JSON_VALID(p_error)) THEN
-    {% call m::raise("INVALID_ARGUMENT", "output and error must be valid JSON") %};
-  END IF;
+  SET v_count = JSON_LENGTH(p_results);
+  -- Every result is checked before anything is written.
+  WHILE v_i < v_count DO
+    SET v_path = CONCAT('$[', v_i, ']');
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+       OR JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')) < 1 THEN
+      {% call m::raise("INVALID_ARGUMENT", "attempt_id must be a positive integer") %};
+    END IF;
+    IF COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))), '') NOT IN ('succeeded', 'failed', 'unknown') THEN
+      {% call m::raise("INVALID_ARGUMENT", "outcome must be succeeded, failed or unknown") %};
+    END IF;
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))), 'BOOLEAN') NOT IN ('BOOLEAN', 'NULL') THEN
+      {% call m::raise("INVALID_ARGUMENT", "retryable must be true or false") %};
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
   IF p_claim_max IS NULL OR p_claim_max NOT BETWEEN 0 AND 1000 THEN
     {% call m::raise("INVALID_ARGUMENT", "claim_max must be between 0 and 1000") %};
   END IF;
@@ -67,51 +95,82 @@ BEGIN
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
   END IF;
-  SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
-    INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
-    FROM orbit_attempt a
-   WHERE a.id = p_attempt_id
-     FOR UPDATE;
-  IF v_session_id IS NULL THEN
-    ROLLBACK;
-    {% call m::raise("NOT_FOUND", "attempt not found") %};
-  END IF;
-  IF v_session_id <> p_session_id THEN
-    ROLLBACK;
-    {% call m::raise("PERMISSION_DENIED", "the attempt belongs to another session") %};
-  END IF;
-  IF v_state IN ('LEASED', 'RUNNING') THEN
-    CALL orbit_attempt_end(p_attempt_id, p_outcome, COALESCE(p_retryable, 0), p_output, p_error, v_now, v_task_state);
-    SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = p_attempt_id;
-    SET v_wake = 1;
-  ELSE
-    SET v_duplicate = 1;
-    IF v_outcome <> p_outcome THEN
-      -- Ended another way first (recovery, cancel): keep the report, act on nothing.
-      UPDATE orbit_attempt a SET a.late_result = p_outcome WHERE a.id = p_attempt_id AND a.late_result = '';
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    SET v_path = CONCAT('$[', v_i, ']');
+    SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
+        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
+        v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
+        v_output = JSON_EXTRACT(p_results, CONCAT(v_path, '.output')),
+        v_error = JSON_EXTRACT(p_results, CONCAT(v_path, '.error'));
+    -- A JSON null (or no member) is stored as SQL NULL.
+    IF JSON_TYPE(v_output) = 'NULL' THEN
+      SET v_output = NULL;
     END IF;
-    SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
-  END IF;
+    IF JSON_TYPE(v_error) = 'NULL' THEN
+      SET v_error = NULL;
+    END IF;
+    SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_session_id IS NULL THEN
+      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
+    ELSEIF v_session_id <> p_session_id THEN
+      SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
+    ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
+      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, v_task_state);
+      SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = v_attempt_id;
+      -- Kept for the wake check after the grant.
+      SET v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
+          v_ended_count = v_ended_count + 1;
+    ELSE
+      SET v_duplicate = 1;
+      IF v_outcome <> v_outcome_in THEN
+        -- Ended another way first (recovery, cancel): keep the report, act on nothing.
+        UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
+      END IF;
+      SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
+    END IF;
+    SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+                        -- (CAST: MariaDB writes a procedure variable into JSON as a string.)
+                        JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                    'task_state', v_task_state, 'attempt_state', v_state,
+                                    'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code));
+    SET v_i = v_i + 1;
+  END WHILE;
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
   END IF;
-  IF v_wake = 1 AND p_claim_max > 0 THEN
-    -- Other sessions need waking only for what this release made claimable and the grant above
-    -- left: the task itself back in the ready lane (a retry without backoff), a ready task of the
+  IF v_ended_count > 0 AND p_claim_max = 0 THEN
+    SET v_wake = 1;
+  ELSEIF v_ended_count > 0 THEN
+    -- Other sessions need waking only for what these releases made claimable and the grant above
+    -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
     -- released key, room under a queue's permit limit, or room under an application quota that
     -- was full (conservatively: at most one attempt below its limit).
     -- (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
-    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
-        OR (v_resource_id <> 0
-            AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
-        OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
-        OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+    SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
               FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1
       INTO v_wake;
+    SET v_ended = CONCAT('[', v_ended, ']'), v_i = 0;
+    WHILE v_wake = 0 AND v_i < v_ended_count DO
+      SET v_path = CONCAT('$[', v_i, ']');
+      SET v_task_id = JSON_EXTRACT(v_ended, CONCAT(v_path, '[0]')),
+          v_resource_id = JSON_EXTRACT(v_ended, CONCAT(v_path, '[1]')),
+          v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(v_ended, CONCAT(v_path, '[2]')));
+      SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
+          OR (v_resource_id <> 0
+              AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
+          OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
+        INTO v_wake;
+      SET v_i = v_i + 1;
+    END WHILE;
   END IF;
   COMMIT;
-  SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
-         v_state AS finished_attempt_state, v_duplicate AS duplicate, v_wake AS wake,
+  SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
          {% call m::grant_columns("a", "t") %}
     FROM (SELECT 1 AS one) AS ack
     LEFT JOIN orbit_attempt a ON a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
