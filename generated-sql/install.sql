@@ -618,70 +618,56 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_finish (from templates/procedures/orbit_attempt_finish.sql) ----
--- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
+-- orbit_attempt_finish: Record a worker's result for an attempt, once; release its permits; grant the next tasks.
 --
--- A worker's results that arrive together are confirmed together: one CALL, one commit, one
--- grant for the capacity they free (SPEC §10: fewer than two durable commits per task). Each
--- attempt is still confirmed on its own, in the order given: the first result ends the attempt
--- (see orbit_attempt_end for what each outcome does to the task and the permits); a repeated
--- result gets the same answer with duplicate = 1 and releases nothing again. A result arriving
--- after the attempt already ended another way (lease expiry recovery, cancel) is recorded in
--- late_result and changes no permit and no other attempt. A result for an attempt that does not
--- exist or belongs to another session changes nothing and is answered with its code; the other
--- results of the call still count.
+-- Idempotent per attempt: the first result ends the attempt (see orbit_attempt_end for what each
+-- outcome does to the task and the permits); a repeated result gets the same answer with
+-- duplicate = 1 and releases nothing again. A result arriving after the attempt already ended
+-- another way (lease expiry recovery, cancel) is recorded in late_result and changes no permit
+-- and no other attempt.
 -- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
--- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
--- with this one commit, and the worker gets the assignment with the acknowledgement instead of
--- after a claim of its own (the hand-off the SPEC's hot-key target asks for).
--- Parameters: p_session_id; p_results: a JSON array of 1-1000 results
---   {"attempt_id": N, "outcome": "succeeded" | "failed" | "unknown", "retryable": true/false
---   (failed only; default false), "output": JSON or null, "error": JSON or null}; p_claim_max
---   0-1000 (the session's free capacity after these results; 0 = grant nothing); p_lease_ms
---   1000-3600000 (the grants' lease; ignored when p_claim_max = 0).
--- Result (one row per grant, or one row when nothing was granted): acks, a JSON array with one
---   object per result in input order {"attempt_id", "task_id", "task_state", "attempt_state",
---   "duplicate" (0/1), "code" ("" or NOT_FOUND / PERMISSION_DENIED; then nothing else is set)};
---   wake TINYINT (1 = these results may have made work claimable for other sessions, which the
---   grant did not take: the caller should wake them), the same in every row; then the grant as
---   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
---   lease_expires_at, concurrency_token, then the task columns.
--- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), NOT_FOUND (no such
---   session, when granting).
+-- (orbit_task_grant, as orbit_task_claim would): the key this result released goes to its next
+-- task with this one commit, and the worker gets the assignment with the acknowledgement instead
+-- of after a claim of its own (the hand-off the SPEC's hot-key target asks for).
+-- Parameters: p_session_id; p_attempt_id; p_outcome 'succeeded' | 'failed' | 'unknown';
+--   p_retryable 0/1 (failed only); p_output, p_error: JSON text or NULL; p_claim_max 0-1000
+--   (the session's free capacity after this result; 0 = grant nothing); p_lease_ms 1000-3600000
+--   (the grants' lease; ignored when p_claim_max = 0).
+-- Result (one row per grant, or one row when nothing was granted): the acknowledgement
+--   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
+--   duplicate TINYINT, wake TINYINT (1 = this result may have made work claimable for other
+--   sessions, which the grant did not take: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
+--   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
+--   then the task columns.
+-- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
+--   attempt, no such session), PERMISSION_DENIED (another session's attempt).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
---   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
---   then as orbit_attempt_end (task, resource, promoted tasks, quota); then as orbit_task_grant.
+--   finishing and claiming sessions lock in one order), orbit_attempt row, then as
+--   orbit_attempt_end (task, resource, promoted tasks, quota), then as orbit_task_grant.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
   IN p_session_id BIGINT UNSIGNED,
-  IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_attempt_id BIGINT UNSIGNED,
+  IN p_outcome TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_retryable TINYINT,
+  IN p_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_claim_max INT,
   IN p_lease_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_count INT DEFAULT 0;
-  DECLARE v_i INT DEFAULT 0;
-  DECLARE v_path VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_outcome_in VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_retryable TINYINT;
-  DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_session_id BIGINT UNSIGNED;
+  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
-  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_duplicate TINYINT;
-  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
-  DECLARE v_ended MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_ended_count INT DEFAULT 0;
+  DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_wake TINYINT DEFAULT 0;
+  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -690,26 +676,12 @@ BEGIN
     RESIGNAL;
   END;
 
-  IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
-     OR JSON_LENGTH(p_results) NOT BETWEEN 1 AND 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: results must be a JSON array of 1-1000 results';
+  IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'unknown') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: outcome must be succeeded, failed or unknown';
   END IF;
-  SET v_count = JSON_LENGTH(p_results);
-  -- Every result is checked before anything is written.
-  WHILE v_i < v_count DO
-    SET v_path = CONCAT('$[', v_i, ']');
-    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-       OR JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')) < 1 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_id must be a positive integer';
-    END IF;
-    IF COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))), '') NOT IN ('succeeded', 'failed', 'unknown') THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: outcome must be succeeded, failed or unknown';
-    END IF;
-    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))), 'BOOLEAN') NOT IN ('BOOLEAN', 'NULL') THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retryable must be true or false';
-    END IF;
-    SET v_i = v_i + 1;
-  END WHILE;
+  IF (p_output IS NOT NULL AND NOT JSON_VALID(p_output)) OR (p_error IS NOT NULL AND NOT JSON_VALID(p_error)) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: output and error must be valid JSON';
+  END IF;
   IF p_claim_max IS NULL OR p_claim_max NOT BETWEEN 0 AND 1000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: claim_max must be between 0 and 1000';
   END IF;
@@ -721,82 +693,51 @@ BEGIN
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
   END IF;
-  SET v_i = 0;
-  WHILE v_i < v_count DO
-    SET v_path = CONCAT('$[', v_i, ']');
-    SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
-        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
-        v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
-        v_output = JSON_EXTRACT(p_results, CONCAT(v_path, '.output')),
-        v_error = JSON_EXTRACT(p_results, CONCAT(v_path, '.error'));
-    -- A JSON null (or no member) is stored as SQL NULL.
-    IF JSON_TYPE(v_output) = 'NULL' THEN
-      SET v_output = NULL;
+  SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
+    INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id
+     FOR UPDATE;
+  IF v_session_id IS NULL THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: attempt not found';
+  END IF;
+  IF v_session_id <> p_session_id THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PERMISSION_DENIED: the attempt belongs to another session';
+  END IF;
+  IF v_state IN ('LEASED', 'RUNNING') THEN
+    CALL orbit_attempt_end(p_attempt_id, p_outcome, COALESCE(p_retryable, 0), p_output, p_error, v_now, v_task_state);
+    SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = p_attempt_id;
+    SET v_wake = 1;
+  ELSE
+    SET v_duplicate = 1;
+    IF v_outcome <> p_outcome THEN
+      -- Ended another way first (recovery, cancel): keep the report, act on nothing.
+      UPDATE orbit_attempt a SET a.late_result = p_outcome WHERE a.id = p_attempt_id AND a.late_result = '';
     END IF;
-    IF JSON_TYPE(v_error) = 'NULL' THEN
-      SET v_error = NULL;
-    END IF;
-    SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
-      FROM orbit_attempt a
-     WHERE a.id = v_attempt_id
-       FOR UPDATE;
-    IF v_session_id IS NULL THEN
-      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
-    ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
-    ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, v_task_state);
-      SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = v_attempt_id;
-      -- Kept for the wake check after the grant.
-      SET v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
-          v_ended_count = v_ended_count + 1;
-    ELSE
-      SET v_duplicate = 1;
-      IF v_outcome <> v_outcome_in THEN
-        -- Ended another way first (recovery, cancel): keep the report, act on nothing.
-        UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
-      END IF;
-      SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
-    END IF;
-    SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
-                        -- (CAST: MariaDB writes a procedure variable into JSON as a string.)
-                        JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
-                                    'task_state', v_task_state, 'attempt_state', v_state,
-                                    'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code));
-    SET v_i = v_i + 1;
-  END WHILE;
+    SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
+  END IF;
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
   END IF;
-  IF v_ended_count > 0 AND p_claim_max = 0 THEN
-    SET v_wake = 1;
-  ELSEIF v_ended_count > 0 THEN
-    -- Other sessions need waking only for what these releases made claimable and the grant above
-    -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
+  IF v_wake = 1 AND p_claim_max > 0 THEN
+    -- Other sessions need waking only for what this release made claimable and the grant above
+    -- left: the task itself back in the ready lane (a retry without backoff), a ready task of the
     -- released key, room under a queue's permit limit, or room under an application quota that
     -- was full (conservatively: at most one attempt below its limit).
     -- (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
-    SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
+        OR (v_resource_id <> 0
+            AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
+        OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
+        OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
               FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1
       INTO v_wake;
-    SET v_ended = CONCAT('[', v_ended, ']'), v_i = 0;
-    WHILE v_wake = 0 AND v_i < v_ended_count DO
-      SET v_path = CONCAT('$[', v_i, ']');
-      SET v_task_id = JSON_EXTRACT(v_ended, CONCAT(v_path, '[0]')),
-          v_resource_id = JSON_EXTRACT(v_ended, CONCAT(v_path, '[1]')),
-          v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(v_ended, CONCAT(v_path, '[2]')));
-      SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
-          OR (v_resource_id <> 0
-              AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
-          OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
-        INTO v_wake;
-      SET v_i = v_i + 1;
-    END WHILE;
   END IF;
   COMMIT;
-  SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+  SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
+         v_state AS finished_attempt_state, v_duplicate AS duplicate, v_wake AS wake,
          a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -892,185 +833,128 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_renew (from templates/procedures/orbit_attempt_renew.sql) ----
--- orbit_attempt_renew: Extend active attempts' leases, and their queue and key permits with them, each on its own, in one transaction.
+-- orbit_attempt_renew: Extend an active attempt's lease, and its queue and key permits with it.
 --
--- An attempt keeps its token: renewing never grants anything new. An attempt whose lease has
--- already run out, that has ended, or that belongs to another session is rejected. A worker's
--- renewal message names all its attempts: one call and one commit for them all.
--- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids; p_lease_ms
---   1000-3600000 (new expiry = now + lease).
--- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
---   "renewed" (0/1), "code" ("" or LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED, STATE_CONFLICT),
---   "lease_expires_at" (UTC, RFC 3339: the new expiry, or the old one when rejected; null when
---   not found or foreign)}.
--- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms).
--- Locks, in order, per id: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
+-- The attempt keeps its token: renewing never grants anything new. An attempt whose lease has
+-- already run out, that has ended, or that belongs to another session is rejected.
+-- Parameters: p_session_id; p_attempt_id; p_lease_ms 1000-3600000 (new expiry = now + lease).
+-- Result (one row): attempt_id, renewed TINYINT, code ('' or LEASE_EXPIRED, NOT_FOUND,
+--   PERMISSION_DENIED, STATE_CONFLICT), lease_expires_at (the new expiry, or the old one when
+--   rejected; NULL when not found or foreign).
+-- Signals: INVALID_ARGUMENT (p_lease_ms).
+-- Locks, in order: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
 DROP PROCEDURE IF EXISTS orbit_attempt_renew;
 DELIMITER $$
-CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_lease_ms INT)
+CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_lease_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_count INT DEFAULT 0;
-  DECLARE v_i INT DEFAULT 0;
-  DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_session_id BIGINT UNSIGNED;
-  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_expires DATETIME(6);
-  DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_expires DATETIME(6) DEFAULT NULL;
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
 
-  IF p_attempt_ids IS NULL OR NOT JSON_VALID(p_attempt_ids) OR JSON_TYPE(p_attempt_ids) <> 'ARRAY'
-     OR JSON_LENGTH(p_attempt_ids) NOT BETWEEN 1 AND 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be a JSON array of 1-1000 ids';
-  END IF;
-  SET v_count = JSON_LENGTH(p_attempt_ids), v_i = 0;
-  WHILE v_i < v_count DO
-    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-       OR JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')) < 1 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be positive integers';
-    END IF;
-    SET v_i = v_i + 1;
-  END WHILE;
   IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SET v_i = 0;
-  WHILE v_i < v_count DO
-    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
-        v_session_id = NULL, v_state = '', v_expires = NULL, v_resource_id = 0, v_code = '';
-    SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
-      INTO v_session_id, v_state, v_expires, v_resource_id
-      FROM orbit_attempt a
-     WHERE a.id = v_attempt_id
-       FOR UPDATE;
-    IF v_session_id IS NULL THEN
-      SET v_code = 'NOT_FOUND';
-    ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'PERMISSION_DENIED', v_expires = NULL;
-    ELSEIF v_state NOT IN ('LEASED', 'RUNNING') THEN
-      SET v_code = 'STATE_CONFLICT';
-    ELSEIF v_expires <= v_now THEN
-      SET v_code = 'LEASE_EXPIRED';
-    ELSE
-      SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
-      UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = v_attempt_id;
-      UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = v_attempt_id;
-      IF v_resource_id <> 0 THEN
-        UPDATE orbit_key_permit k SET k.expires_at = v_expires
-         WHERE k.resource_id = v_resource_id AND k.attempt_id = v_attempt_id;
-      END IF;
+  SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
+    INTO v_session_id, v_state, v_expires, v_resource_id
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id
+     FOR UPDATE;
+  IF v_session_id IS NULL THEN
+    SET v_code = 'NOT_FOUND';
+  ELSEIF v_session_id <> p_session_id THEN
+    SET v_code = 'PERMISSION_DENIED';
+  ELSEIF v_state NOT IN ('LEASED', 'RUNNING') THEN
+    SET v_code = 'STATE_CONFLICT';
+  ELSEIF v_expires <= v_now THEN
+    SET v_code = 'LEASE_EXPIRED';
+  ELSE
+    SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
+    UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = p_attempt_id;
+    UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = p_attempt_id;
+    IF v_resource_id <> 0 THEN
+      UPDATE orbit_key_permit k SET k.expires_at = v_expires
+       WHERE k.resource_id = v_resource_id AND k.attempt_id = p_attempt_id;
     END IF;
-    SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
-                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'renewed', CAST(v_code = '' AS UNSIGNED),
-                                       'code', v_code, 'lease_expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ'))),
-        v_i = v_i + 1;
-  END WHILE;
+  END IF;
   COMMIT;
-  SELECT CONCAT('[', v_answers, ']') AS answers;
+  SELECT p_attempt_id AS attempt_id, (v_code = '') AS renewed, v_code AS code,
+         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), NULL, v_expires) AS lease_expires_at;
 END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_start (from templates/procedures/orbit_attempt_start.sql) ----
--- orbit_attempt_start: Confirm the execution right of leased attempts: LEASED -> RUNNING, each on its own, in one transaction.
+-- orbit_attempt_start: Confirm the execution right of a leased attempt: LEASED -> RUNNING.
 --
--- Business code may run only after its attempt is accepted. The lease is re-checked inside the
+-- Business code may run only after this returns accepted = 1. The lease is re-checked inside the
 -- transaction: an attempt whose lease has run out (or that recovery already ended) is rejected,
 -- so a worker that was paused past its lease never starts. Starting an attempt that is already
--- RUNNING for the same session is accepted again (a repeated start message). A worker's start
--- messages that arrive together share one call and one commit (SPEC §10); each attempt is
--- answered on its own, in the order given.
--- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
--- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
---   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED
---   (another session's attempt) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
---   after the call; "" when not found or foreign), "lease_expires_at" (UTC, RFC 3339; null when
---   not found or foreign), "concurrency_token" (0 when not found or foreign)}.
--- Signals: INVALID_ARGUMENT (p_attempt_ids); none for the answers above (they are not errors).
--- Locks, in order, per id: orbit_attempt row, orbit_task row.
+-- RUNNING for the same session is accepted again (a repeated start message).
+-- Parameters: p_session_id; p_attempt_id.
+-- Result (one row): attempt_id, accepted TINYINT, code ('' when accepted; LEASE_EXPIRED,
+--   NOT_FOUND, PERMISSION_DENIED (another session's attempt) or STATE_CONFLICT (attempt ended)),
+--   state (the attempt's state after the call), lease_expires_at, concurrency_token.
+-- Signals: none for the outcomes above (they are answers, not errors).
+-- Locks, in order: orbit_attempt row, orbit_task row.
 DROP PROCEDURE IF EXISTS orbit_attempt_start;
 DELIMITER $$
-CREATE PROCEDURE orbit_attempt_start(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT CHARACTER SET ascii COLLATE ascii_bin)
+CREATE PROCEDURE orbit_attempt_start(IN p_session_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_count INT DEFAULT 0;
-  DECLARE v_i INT DEFAULT 0;
-  DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_session_id BIGINT UNSIGNED;
-  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_expires DATETIME(6);
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_expires DATETIME(6) DEFAULT NULL;
+  DECLARE v_token BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_lock BIGINT UNSIGNED;
-  DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
 
-  IF p_attempt_ids IS NULL OR NOT JSON_VALID(p_attempt_ids) OR JSON_TYPE(p_attempt_ids) <> 'ARRAY'
-     OR JSON_LENGTH(p_attempt_ids) NOT BETWEEN 1 AND 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be a JSON array of 1-1000 ids';
-  END IF;
-  SET v_count = JSON_LENGTH(p_attempt_ids), v_i = 0;
-  WHILE v_i < v_count DO
-    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-       OR JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')) < 1 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be positive integers';
-    END IF;
-    SET v_i = v_i + 1;
-  END WHILE;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SET v_i = 0;
-  WHILE v_i < v_count DO
-    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
-        v_session_id = NULL, v_state = '', v_expires = NULL, v_token = 0, v_code = '';
-    SELECT a.session_id, a.state, a.task_id, a.lease_expires_at, a.concurrency_token
-      INTO v_session_id, v_state, v_task_id, v_expires, v_token
-      FROM orbit_attempt a
-     WHERE a.id = v_attempt_id
-       FOR UPDATE;
-    IF v_session_id IS NULL THEN
-      SET v_code = 'NOT_FOUND';
-    ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'PERMISSION_DENIED';
-    ELSEIF v_state = 'RUNNING' THEN
-      SET v_code = '';
-    ELSEIF v_state <> 'LEASED' THEN
-      SET v_code = 'STATE_CONFLICT';
-    ELSEIF v_expires <= v_now THEN
-      SET v_code = 'LEASE_EXPIRED';
-    ELSE
-      SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
-      UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = v_attempt_id;
-      UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
-      VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
-      SET v_state = 'RUNNING';
-    END IF;
-    IF v_code IN ('NOT_FOUND', 'PERMISSION_DENIED') THEN
-      SET v_state = '', v_expires = NULL, v_token = 0;
-    END IF;
-    SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
-                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'accepted', CAST(v_code = '' AS UNSIGNED),
-                                       'code', v_code, 'state', v_state, 'lease_expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                                       'concurrency_token', CAST(v_token AS UNSIGNED))),
-        v_i = v_i + 1;
-  END WHILE;
+  SELECT a.session_id, a.state, a.task_id, a.lease_expires_at, a.concurrency_token
+    INTO v_session_id, v_state, v_task_id, v_expires, v_token
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id
+     FOR UPDATE;
+  IF v_session_id IS NULL THEN
+    SET v_code = 'NOT_FOUND';
+  ELSEIF v_session_id <> p_session_id THEN
+    SET v_code = 'PERMISSION_DENIED';
+  ELSEIF v_state = 'RUNNING' THEN
+    SET v_code = '';
+  ELSEIF v_state <> 'LEASED' THEN
+    SET v_code = 'STATE_CONFLICT';
+  ELSEIF v_expires <= v_now THEN
+    SET v_code = 'LEASE_EXPIRED';
+  ELSE
+    SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
+    UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = p_attempt_id;
+    UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
+    VALUES (v_task_id, p_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
+    SET v_state = 'RUNNING';
+  END IF;
   COMMIT;
-  SELECT CONCAT('[', v_answers, ']') AS answers;
+  SELECT p_attempt_id AS attempt_id, (v_code = '') AS accepted, v_code AS code,
+         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), '', v_state) AS state,
+         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), NULL, v_expires) AS lease_expires_at,
+         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), 0, v_token) AS concurrency_token;
 END$$
 DELIMITER ;
 
@@ -3681,6 +3565,308 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_submit_many (from templates/procedures/orbit_task_submit_many.sql) ----
+-- orbit_task_submit_many: Accept many tasks in one transaction, each once per its own Idempotency-Key.
+--
+-- All or nothing: every task is read, authorised and validated before anything is written, then
+-- one transaction gives each task, in input order, exactly what orbit_task_submit gives it: the
+-- same key with the same request (hashed exactly as orbit_task_submit hashes it, so a single
+-- submit and a batch task replay each other) returns the original task, replayed = 1; with any
+-- other field it is an IDEMPOTENCY_CONFLICT, which fails the whole call. A key used twice in one
+-- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
+-- checked on each task's queue, once per run of tasks on the same queue. Keyed tasks behind a
+-- held key (including one taken by an earlier task of the same call) wait, as with single
+-- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
+-- and one round trip for up to 1000 tasks.
+-- Parameters:
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on every queue)
+--   p_tasks                   a JSON array of 1-1000 task objects, each with the members
+--     idempotency_key         string, 1-255 bytes
+--     queue_id                string, CHAR(32)
+--     handler, handler_version, payload_version, business_key, concurrency_key: strings, and
+--     priority, max_attempts, retry_base_ms, retry_max_ms, deadline_seconds: integers, and
+--     retry_unknown: true/false, with the rules and defaults of the p_ parameters below;
+--     payload                 a string holding the payload's JSON text (e.g. "{\"n\":1}"): the
+--                             text is stored and hashed byte for byte, as orbit_task_submit does
+--                             with p_payload (the server's JSON functions would reformat a value)
+--   A missing member or JSON null takes the default; a missing concurrency_key is '' (none), a
+--   null one is invalid (as in orbit_task_submit); no other member is allowed.
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result: one row per task, in input order: item INT (0-based index in p_tasks), replayed TINYINT
+--   (0 = created now, 1 = the original), then the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
+--   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
+--   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
+--   must be 1-191 characters".
+-- Locks, in order, per task in input order: its orbit_idempotency row (insert; FOR UPDATE when
+--   it exists), then through orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE),
+--   one orbit_application_quota slot row. Two calls that share keys in different orders can
+--   deadlock; the loser is rolled back whole and retried by the caller.
+DROP PROCEDURE IF EXISTS orbit_task_submit_many;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_submit_many(
+  IN p_token_hash BINARY(32),
+  IN p_tasks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_i INT DEFAULT 0;
+  -- The fetched task: the whole object, then each member's JSON text (NULL when missing).
+  DECLARE v_item LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
+          j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
+          j_retry_unknown, j_deadline_seconds LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_bad VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_idempotency_key BLOB;
+  DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_last_queue TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_concurrency_key BLOB;
+  DECLARE v_priority INT;
+  DECLARE v_max_attempts INT;
+  DECLARE v_retry_base_ms BIGINT;
+  DECLARE v_retry_max_ms BIGINT;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_hash BINARY(32);
+  DECLARE v_existing_hash BINARY(32);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_replayed TINYINT;
+  -- [[item, replayed, task_id], ...], closed before the result is read.
+  DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  -- Read twice (checks, then writes); p_tasks is parsed once per pass. The loops run p_tasks'
+  -- length, so a FETCH never runs past the end (no NOT FOUND handler, which an empty SELECT ...
+  -- INTO in a nested call would also set).
+  DECLARE c_tasks CURSOR FOR
+    SELECT j.task, idempotency_key, queue_id, handler, handler_version, payload_version, payload, business_key,
+                concurrency_key, priority, max_attempts, retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds
+      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (task JSON PATH '$',
+             idempotency_key JSON PATH '$.idempotency_key', queue_id JSON PATH '$.queue_id',
+             handler JSON PATH '$.handler', handler_version JSON PATH '$.handler_version',
+             payload_version JSON PATH '$.payload_version', payload JSON PATH '$.payload',
+             business_key JSON PATH '$.business_key', concurrency_key JSON PATH '$.concurrency_key',
+             priority JSON PATH '$.priority', max_attempts JSON PATH '$.max_attempts',
+             retry_base_ms JSON PATH '$.retry_base_ms', retry_max_ms JSON PATH '$.retry_max_ms',
+             retry_unknown JSON PATH '$.retry_unknown', deadline_seconds JSON PATH '$.deadline_seconds')) j;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  -- The token and the scope first, as for a single submit; queues are checked per task below.
+  CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_environment_id, v_credential_id);
+  IF p_tasks IS NULL OR NOT JSON_VALID(p_tasks) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: tasks must be a JSON array of 1-1000 tasks';
+  END IF;
+  SET v_count = IF(JSON_TYPE(p_tasks) = 'ARRAY', JSON_LENGTH(p_tasks), 0);
+  IF v_count NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: tasks must be a JSON array of 1-1000 tasks';
+  END IF;
+
+  -- Pass 1, nothing written: each task's fields, its queue, its definition. Errors name the task.
+  checks: BEGIN
+    DECLARE EXIT HANDLER FOR SQLSTATE '45000'
+    BEGIN
+      GET DIAGNOSTICS CONDITION 1 v_message = MESSAGE_TEXT;
+      SET v_message = LEFT(CONCAT(SUBSTRING_INDEX(v_message, ': ', 1), ': tasks[', v_i - 1, ']: ',
+                                  SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    END;
+    OPEN c_tasks;
+    WHILE v_i < v_count DO
+      FETCH c_tasks INTO v_item, j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
+                         j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
+                         j_retry_unknown, j_deadline_seconds;
+      SET v_i = v_i + 1,
+        v_idempotency_key = IF(JSON_TYPE(j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_idempotency_key), 256), NULL),
+        -- Not ASCII (or absurdly long): no queue has that id.
+        v_queue_id = IF(JSON_TYPE(j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j_queue_id)) <= 255
+                        AND LENGTH(JSON_UNQUOTE(j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j_queue_id)),
+                        JSON_UNQUOTE(j_queue_id), ''),
+        v_handler = IF(JSON_TYPE(j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j_handler), 192), IF(j_handler IS NULL, NULL, NULL)),
+        v_handler_version = IF(JSON_TYPE(j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j_handler_version), 65), IF(j_handler_version IS NULL, NULL, NULL)),
+        v_payload_version = IF(JSON_TYPE(j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j_payload_version), 65), IF(j_payload_version IS NULL, NULL, NULL)),
+        v_payload = IF(JSON_TYPE(j_payload) = 'STRING', JSON_UNQUOTE(j_payload), NULL),
+        v_business_key = IF(JSON_TYPE(j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j_business_key), 192), IF(j_business_key IS NULL, NULL, NULL)),
+        v_concurrency_key = IF(JSON_TYPE(j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_concurrency_key), 192), IF(j_concurrency_key IS NULL, '', NULL)),
+        v_priority = CASE WHEN j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_priority AS SIGNED)
+                                    WHEN j_priority REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_max_attempts = CASE WHEN j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_max_attempts AS SIGNED)
+                                    WHEN j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_base_ms = CASE WHEN j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_base_ms AS SIGNED)
+                                    WHEN j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_max_ms = CASE WHEN j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_max_ms AS SIGNED)
+                                    WHEN j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_unknown = IF(JSON_TYPE(j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j_retry_unknown) = 'true', NULL),
+        v_deadline_seconds = CASE WHEN j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_deadline_seconds AS SIGNED)
+                                    WHEN j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_bad = CASE
+          WHEN JSON_TYPE(v_item) <> 'OBJECT' THEN 'a task must be a JSON object'
+          WHEN NOT COALESCE(LENGTH(v_idempotency_key) BETWEEN 1 AND 255, 0)
+            THEN 'idempotency_key must be a string of 1-255 bytes'
+          WHEN COALESCE(JSON_TYPE(j_queue_id), '') <> 'STRING' THEN 'queue_id must be a string'
+          WHEN NOT (j_handler IS NULL OR JSON_TYPE(j_handler) IN ('NULL', 'STRING')) THEN 'handler must be a string'
+          WHEN NOT (j_handler_version IS NULL OR JSON_TYPE(j_handler_version) IN ('NULL', 'STRING')) THEN 'handler_version must be a string'
+          WHEN NOT (j_payload_version IS NULL OR JSON_TYPE(j_payload_version) IN ('NULL', 'STRING')) THEN 'payload_version must be a string'
+          WHEN NOT (j_payload IS NULL OR JSON_TYPE(j_payload) IN ('NULL', 'STRING')) THEN 'payload must be a string holding the JSON text'
+          WHEN NOT (j_business_key IS NULL OR JSON_TYPE(j_business_key) IN ('NULL', 'STRING')) THEN 'business_key must be a string'
+          WHEN NOT (j_concurrency_key IS NULL OR JSON_TYPE(j_concurrency_key) IN ('NULL', 'STRING')) THEN 'concurrency_key must be a string'
+          WHEN NOT (j_priority IS NULL OR JSON_TYPE(j_priority) = 'NULL' OR j_priority REGEXP '^-?[0-9]+$') THEN 'priority must be an integer'
+          WHEN NOT (j_max_attempts IS NULL OR JSON_TYPE(j_max_attempts) = 'NULL' OR j_max_attempts REGEXP '^-?[0-9]+$') THEN 'max_attempts must be an integer'
+          WHEN NOT (j_retry_base_ms IS NULL OR JSON_TYPE(j_retry_base_ms) = 'NULL' OR j_retry_base_ms REGEXP '^-?[0-9]+$') THEN 'retry_base_ms must be an integer'
+          WHEN NOT (j_retry_max_ms IS NULL OR JSON_TYPE(j_retry_max_ms) = 'NULL' OR j_retry_max_ms REGEXP '^-?[0-9]+$') THEN 'retry_max_ms must be an integer'
+          WHEN NOT (j_retry_unknown IS NULL OR JSON_TYPE(j_retry_unknown) IN ('NULL', 'BOOLEAN')) THEN 'retry_unknown must be true or false'
+          WHEN NOT (j_deadline_seconds IS NULL OR JSON_TYPE(j_deadline_seconds) = 'NULL' OR j_deadline_seconds REGEXP '^-?[0-9]+$') THEN 'deadline_seconds must be an integer'
+          WHEN JSON_LENGTH(v_item) <> (j_idempotency_key IS NOT NULL) + (j_queue_id IS NOT NULL)
+                 + (j_handler IS NOT NULL) + (j_handler_version IS NOT NULL) + (j_payload_version IS NOT NULL)
+                 + (j_payload IS NOT NULL) + (j_business_key IS NOT NULL) + (j_concurrency_key IS NOT NULL)
+                 + (j_priority IS NOT NULL) + (j_max_attempts IS NOT NULL) + (j_retry_base_ms IS NOT NULL)
+                 + (j_retry_max_ms IS NOT NULL) + (j_retry_unknown IS NOT NULL) + (j_deadline_seconds IS NOT NULL)
+            THEN 'the task has a member that is not a field of a submit'
+        END;
+      IF v_bad IS NOT NULL THEN
+        SET v_message = CONCAT('INVALID_ARGUMENT: ', v_bad);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      IF v_last_queue IS NULL OR v_queue_id <> v_last_queue THEN
+        CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
+                                    v_credential_id);
+        SET v_last_queue = v_queue_id;
+      END IF;
+      CALL orbit_task_validate(v_handler, v_handler_version, v_payload_version, v_payload, v_business_key,
+                               v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms,
+                               v_retry_unknown, v_deadline_seconds);
+    END WHILE;
+    CLOSE c_tasks;
+  END checks;
+
+  -- Pass 2, one transaction: the single submit's idempotency logic and task creation, per task.
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SET v_i = 0;
+  OPEN c_tasks;
+  WHILE v_i < v_count DO
+    FETCH c_tasks INTO v_item, j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
+                         j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
+                         j_retry_unknown, j_deadline_seconds;
+    SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0,
+        v_idempotency_key = IF(JSON_TYPE(j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_idempotency_key), 256), NULL),
+        -- Not ASCII (or absurdly long): no queue has that id.
+        v_queue_id = IF(JSON_TYPE(j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j_queue_id)) <= 255
+                        AND LENGTH(JSON_UNQUOTE(j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j_queue_id)),
+                        JSON_UNQUOTE(j_queue_id), ''),
+        v_handler = IF(JSON_TYPE(j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j_handler), 192), IF(j_handler IS NULL, NULL, NULL)),
+        v_handler_version = IF(JSON_TYPE(j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j_handler_version), 65), IF(j_handler_version IS NULL, NULL, NULL)),
+        v_payload_version = IF(JSON_TYPE(j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j_payload_version), 65), IF(j_payload_version IS NULL, NULL, NULL)),
+        v_payload = IF(JSON_TYPE(j_payload) = 'STRING', JSON_UNQUOTE(j_payload), NULL),
+        v_business_key = IF(JSON_TYPE(j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j_business_key), 192), IF(j_business_key IS NULL, NULL, NULL)),
+        v_concurrency_key = IF(JSON_TYPE(j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_concurrency_key), 192), IF(j_concurrency_key IS NULL, '', NULL)),
+        v_priority = CASE WHEN j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_priority AS SIGNED)
+                                    WHEN j_priority REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_max_attempts = CASE WHEN j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_max_attempts AS SIGNED)
+                                    WHEN j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_base_ms = CASE WHEN j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_base_ms AS SIGNED)
+                                    WHEN j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_max_ms = CASE WHEN j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_max_ms AS SIGNED)
+                                    WHEN j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_unknown = IF(JSON_TYPE(j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j_retry_unknown) = 'true', NULL),
+        v_deadline_seconds = CASE WHEN j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_deadline_seconds AS SIGNED)
+                                    WHEN j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_business_key = COALESCE(v_business_key, ''),
+      v_priority = COALESCE(v_priority, 5),
+      v_max_attempts = COALESCE(v_max_attempts, 3),
+      v_retry_base_ms = COALESCE(v_retry_base_ms, 1000),
+      v_retry_max_ms = COALESCE(v_retry_max_ms, 300000),
+      v_retry_unknown = COALESCE(v_retry_unknown, 0),
+      v_deadline_seconds = COALESCE(v_deadline_seconds, 0),
+        v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(v_queue_id), HEX(v_handler), HEX(v_handler_version),
+                 HEX(v_payload_version), SHA2(v_payload, 256), HEX(v_business_key), HEX(v_concurrency_key),
+                 v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                 v_deadline_seconds), 256));
+    -- The queue was authorised in pass 1; a change of queue looks up its namespace (v_last_queue
+    -- and v_namespace_id still hold pass 1's last queue).
+    IF v_queue_id <> v_last_queue THEN
+      SELECT q.namespace_id, q.id INTO v_namespace_id, v_last_queue
+        FROM orbit_queue q
+       WHERE q.id = v_queue_id;
+    END IF;
+    -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
+    IF v_duplicate THEN
+      SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+        FROM orbit_idempotency i
+       WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+         FOR UPDATE;
+      IF v_existing_hash <> v_hash THEN
+        ROLLBACK;
+        SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
+                               ']: this idempotency_key was used with a different request');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      SET v_replayed = 1;
+    ELSE
+      CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                             v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                             v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                             v_deadline_seconds, v_idempotency_key, 0, 0, v_now, v_task_id);
+      IF v_task_id = 0 THEN
+        ROLLBACK;
+        SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_i - 1,
+                               ']: the application has reached its incomplete-task quota');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      UPDATE orbit_idempotency i SET i.task_id = v_task_id
+       WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+    END IF;
+    SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
+  END WHILE;
+  CLOSE c_tasks;
+  COMMIT;
+
+  SELECT r.item, r.replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]'
+                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]')) r
+    JOIN orbit_task t ON t.id = r.task_id
+   ORDER BY r.item;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_validate (from templates/procedures/orbit_task_validate.sql) ----
 -- orbit_task_validate: Internal: apply the defaults of a task definition and enforce its rules.
 --
@@ -3786,11 +3972,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '93321b9e9bed5d0ca4c63984aef71b4c19e90db30d26b05181deda67e00d2822', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ff60ef3b6820db6ddb167d4bb7813073b60e40055f5f5ddfff52669d58617683', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ceae2c8c91c36c1e0e3f66a83871534ad170b1d3e728ed20a0fc60e61d6af1cc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, '766fae67784ad034745413f1e79fc949ec5e2c8b94d788a9c0466e4cf43c8f35', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '61b2013f05497b461bb403ced58916895b6efc29d518686af08365b160d42535', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, 'f88220f4466c6591e1d8bb4ca67d88a4d28d2c6245605d575e302e1937dfd4a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 1, '61965484e60a527c51625a516ce608a217c86d6a208ea02b70510063bd8ec859', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3827,6 +4013,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '0e3f6b16a276b9454d5fbc8ed0a71a4a1ece32f482cf5f414bdd4eca264b3cda', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'f9d869b4bc4e0707f6926bdcd78527e9e513a2368b94b7bd2b1d2c980a268625', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '6deae458539bc498fefe328a0244dcaba6b5b1ff1b2c9a51efbef6cec08308d1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '77f741553a84be845e652ceb99b039acdb5bc14228e9a8489f3d8d84e22b41e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'eb43a837cdac0282b8895884347e6357f7befa023b06407543274568f6779273', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -116,6 +116,25 @@
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none{% endmacro %}
 
+{#- The defaults of a task definition's optional fields, as assignments of one SET: `p` is the
+    prefix of the variables (p_ in orbit_task_validate, v_ in orbit_task_submit_many). -#}
+{% macro task_defaults(p) %}{{ p }}business_key = COALESCE({{ p }}business_key, ''),
+      {{ p }}priority = COALESCE({{ p }}priority, 5),
+      {{ p }}max_attempts = COALESCE({{ p }}max_attempts, 3),
+      {{ p }}retry_base_ms = COALESCE({{ p }}retry_base_ms, 1000),
+      {{ p }}retry_max_ms = COALESCE({{ p }}retry_max_ms, 300000),
+      {{ p }}retry_unknown = COALESCE({{ p }}retry_unknown, 0),
+      {{ p }}deadline_seconds = COALESCE({{ p }}deadline_seconds, 0){% endmacro %}
+
+{#- The request hash of a submit, over the effective (defaulted) values of the variables with
+    prefix `p`: the same expression in orbit_task_submit and orbit_task_submit_many, so a single
+    submit and a batch item with the same Idempotency-Key and request replay each other. Every
+    field is hex-encoded, so no separator can be forged by a value. -#}
+{% macro request_hash(p) %}UNHEX(SHA2(CONCAT_WS(',', HEX({{ p }}queue_id), HEX({{ p }}handler), HEX({{ p }}handler_version),
+                 HEX({{ p }}payload_version), SHA2({{ p }}payload, 256), HEX({{ p }}business_key), HEX({{ p }}concurrency_key),
+                 {{ p }}priority, {{ p }}max_attempts, {{ p }}retry_base_ms, {{ p }}retry_max_ms, {{ p }}retry_unknown,
+                 {{ p }}deadline_seconds), 256)){% endmacro %}
+
 {#- The first time slot + k * interval seconds (k >= 0) that is after now; a slot already after
     now is kept. Plans advance by whole intervals, so slots missed while the scheduler was down
     (or the plan paused) are skipped, never fired in a burst. -#}

@@ -143,5 +143,6 @@ registry! {
     Procedure orbit_task_ready_queues => "procedures/orbit_task_ready_queues.sql",
     Procedure orbit_task_resolve => "procedures/orbit_task_resolve.sql",
     Procedure orbit_task_submit => "procedures/orbit_task_submit.sql",
+    Procedure orbit_task_submit_many => "procedures/orbit_task_submit_many.sql",
     Procedure orbit_task_validate => "procedures/orbit_task_validate.sql",
 }

@@ -46,10 +46,7 @@ body: BEGIN
                            p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
                            p_retry_unknown, p_deadline_seconds);
   -- Every field is hex-encoded, so no separator can be forged by a value.
-  SET v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(p_queue_id), HEX(p_handler), HEX(p_handler_version),
-                 HEX(p_payload_version), SHA2(p_payload, 256), HEX(p_business_key), HEX(p_concurrency_key),
-                 p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                 p_deadline_seconds), 256));
+  SET v_hash = {% call m::request_hash("p_") %};
 
   {% call m::begin() %};
   -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.

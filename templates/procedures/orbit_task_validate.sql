@@ -25,13 +25,7 @@ CREATE PROCEDURE orbit_task_validate(
   INOUT p_deadline_seconds BIGINT)
   DETERMINISTIC NO SQL
 BEGIN
-  SET p_business_key = COALESCE(p_business_key, ''),
-      p_priority = COALESCE(p_priority, 5),
-      p_max_attempts = COALESCE(p_max_attempts, 3),
-      p_retry_base_ms = COALESCE(p_retry_base_ms, 1000),
-      p_retry_max_ms = COALESCE(p_retry_max_ms, 300000),
-      p_retry_unknown = COALESCE(p_retry_unknown, 0),
-      p_deadline_seconds = COALESCE(p_deadline_seconds, 0);
+  SET {% call m::task_defaults("p_") %};
   IF p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191 THEN
     {% call m::raise("INVALID_ARGUMENT", "handler must be 1-191 characters") %};
   END IF;

@@ -1,0 +1,303 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/procedures/orbit_task_submit_many.sql.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- orbit_task_submit_many: Accept many tasks in one transaction, each once per its own Idempotency-Key.
+--
+-- All or nothing: every task is read, authorised and validated before anything is written, then
+-- one transaction gives each task, in input order, exactly what orbit_task_submit gives it: the
+-- same key with the same request (hashed exactly as orbit_task_submit hashes it, so a single
+-- submit and a batch task replay each other) returns the original task, replayed = 1; with any
+-- other field it is an IDEMPOTENCY_CONFLICT, which fails the whole call. A key used twice in one
+-- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
+-- checked on each task's queue, once per run of tasks on the same queue. Keyed tasks behind a
+-- held key (including one taken by an earlier task of the same call) wait, as with single
+-- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
+-- and one round trip for up to 1000 tasks.
+-- Parameters:
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on every queue)
+--   p_tasks                   a JSON array of 1-1000 task objects, each with the members
+--     idempotency_key         string, 1-255 bytes
+--     queue_id                string, CHAR(32)
+--     handler, handler_version, payload_version, business_key, concurrency_key: strings, and
+--     priority, max_attempts, retry_base_ms, retry_max_ms, deadline_seconds: integers, and
+--     retry_unknown: true/false, with the rules and defaults of the p_ parameters below;
+--     payload                 a string holding the payload's JSON text (e.g. "{\"n\":1}"): the
+--                             text is stored and hashed byte for byte, as orbit_task_submit does
+--                             with p_payload (the server's JSON functions would reformat a value)
+--   A missing member or JSON null takes the default; a missing concurrency_key is '' (none), a
+--   null one is invalid (as in orbit_task_submit); no other member is allowed.
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result: one row per task, in input order: item INT (0-based index in p_tasks), replayed TINYINT
+--   (0 = created now, 1 = the original), then the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
+--   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
+--   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
+--   must be 1-191 characters".
+-- Locks, in order, per task in input order: its orbit_idempotency row (insert; FOR UPDATE when
+--   it exists), then through orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE),
+--   one orbit_application_quota slot row. Two calls that share keys in different orders can
+--   deadlock; the loser is rolled back whole and retried by the caller.
+DROP PROCEDURE IF EXISTS orbit_task_submit_many;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_submit_many(
+  IN p_token_hash BINARY(32),
+  IN p_tasks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_i INT DEFAULT 0;
+  -- The fetched task: the whole object, then each member's JSON text (NULL when missing).
+  DECLARE v_item LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
+          j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
+          j_retry_unknown, j_deadline_seconds LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_bad VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_idempotency_key BLOB;
+  DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_last_queue TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_concurrency_key BLOB;
+  DECLARE v_priority INT;
+  DECLARE v_max_attempts INT;
+  DECLARE v_retry_base_ms BIGINT;
+  DECLARE v_retry_max_ms BIGINT;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_hash BINARY(32);
+  DECLARE v_existing_hash BINARY(32);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_replayed TINYINT;
+  -- [[item, replayed, task_id], ...], closed before the result is read.
+  DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  -- Read twice (checks, then writes); p_tasks is parsed once per pass. The loops run p_tasks'
+  -- length, so a FETCH never runs past the end (no NOT FOUND handler, which an empty SELECT ...
+  -- INTO in a nested call would also set).
+  DECLARE c_tasks CURSOR FOR
+    SELECT j.task, idempotency_key, queue_id, handler, handler_version, payload_version, payload, business_key,
+                concurrency_key, priority, max_attempts, retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds
+      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (task JSON PATH '$',
+             idempotency_key JSON PATH '$.idempotency_key', queue_id JSON PATH '$.queue_id',
+             handler JSON PATH '$.handler', handler_version JSON PATH '$.handler_version',
+             payload_version JSON PATH '$.payload_version', payload JSON PATH '$.payload',
+             business_key JSON PATH '$.business_key', concurrency_key JSON PATH '$.concurrency_key',
+             priority JSON PATH '$.priority', max_attempts JSON PATH '$.max_attempts',
+             retry_base_ms JSON PATH '$.retry_base_ms', retry_max_ms JSON PATH '$.retry_max_ms',
+             retry_unknown JSON PATH '$.retry_unknown', deadline_seconds JSON PATH '$.deadline_seconds')) j;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  -- The token and the scope first, as for a single submit; queues are checked per task below.
+  CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_environment_id, v_credential_id);
+  IF p_tasks IS NULL OR NOT JSON_VALID(p_tasks) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: tasks must be a JSON array of 1-1000 tasks';
+  END IF;
+  SET v_count = IF(JSON_TYPE(p_tasks) = 'ARRAY', JSON_LENGTH(p_tasks), 0);
+  IF v_count NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: tasks must be a JSON array of 1-1000 tasks';
+  END IF;
+
+  -- Pass 1, nothing written: each task's fields, its queue, its definition. Errors name the task.
+  checks: BEGIN
+    DECLARE EXIT HANDLER FOR SQLSTATE '45000'
+    BEGIN
+      GET DIAGNOSTICS CONDITION 1 v_message = MESSAGE_TEXT;
+      SET v_message = LEFT(CONCAT(SUBSTRING_INDEX(v_message, ': ', 1), ': tasks[', v_i - 1, ']: ',
+                                  SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    END;
+    OPEN c_tasks;
+    WHILE v_i < v_count DO
+      FETCH c_tasks INTO v_item, j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
+                         j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
+                         j_retry_unknown, j_deadline_seconds;
+      SET v_i = v_i + 1,
+        v_idempotency_key = IF(JSON_TYPE(j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_idempotency_key), 256), NULL),
+        -- Not ASCII (or absurdly long): no queue has that id.
+        v_queue_id = IF(JSON_TYPE(j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j_queue_id)) <= 255
+                        AND LENGTH(JSON_UNQUOTE(j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j_queue_id)),
+                        JSON_UNQUOTE(j_queue_id), ''),
+        v_handler = IF(JSON_TYPE(j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j_handler), 192), IF(j_handler IS NULL, NULL, NULL)),
+        v_handler_version = IF(JSON_TYPE(j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j_handler_version), 65), IF(j_handler_version IS NULL, NULL, NULL)),
+        v_payload_version = IF(JSON_TYPE(j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j_payload_version), 65), IF(j_payload_version IS NULL, NULL, NULL)),
+        v_payload = IF(JSON_TYPE(j_payload) = 'STRING', JSON_UNQUOTE(j_payload), NULL),
+        v_business_key = IF(JSON_TYPE(j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j_business_key), 192), IF(j_business_key IS NULL, NULL, NULL)),
+        v_concurrency_key = IF(JSON_TYPE(j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_concurrency_key), 192), IF(j_concurrency_key IS NULL, '', NULL)),
+        v_priority = CASE WHEN j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_priority AS SIGNED)
+                                    WHEN j_priority REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_max_attempts = CASE WHEN j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_max_attempts AS SIGNED)
+                                    WHEN j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_base_ms = CASE WHEN j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_base_ms AS SIGNED)
+                                    WHEN j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_max_ms = CASE WHEN j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_max_ms AS SIGNED)
+                                    WHEN j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_unknown = IF(JSON_TYPE(j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j_retry_unknown) = 'true', NULL),
+        v_deadline_seconds = CASE WHEN j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_deadline_seconds AS SIGNED)
+                                    WHEN j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_bad = CASE
+          WHEN JSON_TYPE(v_item) <> 'OBJECT' THEN 'a task must be a JSON object'
+          WHEN NOT COALESCE(LENGTH(v_idempotency_key) BETWEEN 1 AND 255, 0)
+            THEN 'idempotency_key must be a string of 1-255 bytes'
+          WHEN COALESCE(JSON_TYPE(j_queue_id), '') <> 'STRING' THEN 'queue_id must be a string'
+          WHEN NOT (j_handler IS NULL OR JSON_TYPE(j_handler) IN ('NULL', 'STRING')) THEN 'handler must be a string'
+          WHEN NOT (j_handler_version IS NULL OR JSON_TYPE(j_handler_version) IN ('NULL', 'STRING')) THEN 'handler_version must be a string'
+          WHEN NOT (j_payload_version IS NULL OR JSON_TYPE(j_payload_version) IN ('NULL', 'STRING')) THEN 'payload_version must be a string'
+          WHEN NOT (j_payload IS NULL OR JSON_TYPE(j_payload) IN ('NULL', 'STRING')) THEN 'payload must be a string holding the JSON text'
+          WHEN NOT (j_business_key IS NULL OR JSON_TYPE(j_business_key) IN ('NULL', 'STRING')) THEN 'business_key must be a string'
+          WHEN NOT (j_concurrency_key IS NULL OR JSON_TYPE(j_concurrency_key) IN ('NULL', 'STRING')) THEN 'concurrency_key must be a string'
+          WHEN NOT (j_priority IS NULL OR JSON_TYPE(j_priority) = 'NULL' OR j_priority REGEXP '^-?[0-9]+$') THEN 'priority must be an integer'
+          WHEN NOT (j_max_attempts IS NULL OR JSON_TYPE(j_max_attempts) = 'NULL' OR j_max_attempts REGEXP '^-?[0-9]+$') THEN 'max_attempts must be an integer'
+          WHEN NOT (j_retry_base_ms IS NULL OR JSON_TYPE(j_retry_base_ms) = 'NULL' OR j_retry_base_ms REGEXP '^-?[0-9]+$') THEN 'retry_base_ms must be an integer'
+          WHEN NOT (j_retry_max_ms IS NULL OR JSON_TYPE(j_retry_max_ms) = 'NULL' OR j_retry_max_ms REGEXP '^-?[0-9]+$') THEN 'retry_max_ms must be an integer'
+          WHEN NOT (j_retry_unknown IS NULL OR JSON_TYPE(j_retry_unknown) IN ('NULL', 'BOOLEAN')) THEN 'retry_unknown must be true or false'
+          WHEN NOT (j_deadline_seconds IS NULL OR JSON_TYPE(j_deadline_seconds) = 'NULL' OR j_deadline_seconds REGEXP '^-?[0-9]+$') THEN 'deadline_seconds must be an integer'
+          WHEN JSON_LENGTH(v_item) <> (j_idempotency_key IS NOT NULL) + (j_queue_id IS NOT NULL)
+                 + (j_handler IS NOT NULL) + (j_handler_version IS NOT NULL) + (j_payload_version IS NOT NULL)
+                 + (j_payload IS NOT NULL) + (j_business_key IS NOT NULL) + (j_concurrency_key IS NOT NULL)
+                 + (j_priority IS NOT NULL) + (j_max_attempts IS NOT NULL) + (j_retry_base_ms IS NOT NULL)
+                 + (j_retry_max_ms IS NOT NULL) + (j_retry_unknown IS NOT NULL) + (j_deadline_seconds IS NOT NULL)
+            THEN 'the task has a member that is not a field of a submit'
+        END;
+      IF v_bad IS NOT NULL THEN
+        SET v_message = CONCAT('INVALID_ARGUMENT: ', v_bad);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      IF v_last_queue IS NULL OR v_queue_id <> v_last_queue THEN
+        CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
+                                    v_credential_id);
+        SET v_last_queue = v_queue_id;
+      END IF;
+      CALL orbit_task_validate(v_handler, v_handler_version, v_payload_version, v_payload, v_business_key,
+                               v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms,
+                               v_retry_unknown, v_deadline_seconds);
+    END WHILE;
+    CLOSE c_tasks;
+  END checks;
+
+  -- Pass 2, one transaction: the single submit's idempotency logic and task creation, per task.
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SET v_i = 0;
+  OPEN c_tasks;
+  WHILE v_i < v_count DO
+    FETCH c_tasks INTO v_item, j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
+                         j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
+                         j_retry_unknown, j_deadline_seconds;
+    SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0,
+        v_idempotency_key = IF(JSON_TYPE(j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_idempotency_key), 256), NULL),
+        -- Not ASCII (or absurdly long): no queue has that id.
+        v_queue_id = IF(JSON_TYPE(j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j_queue_id)) <= 255
+                        AND LENGTH(JSON_UNQUOTE(j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j_queue_id)),
+                        JSON_UNQUOTE(j_queue_id), ''),
+        v_handler = IF(JSON_TYPE(j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j_handler), 192), IF(j_handler IS NULL, NULL, NULL)),
+        v_handler_version = IF(JSON_TYPE(j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j_handler_version), 65), IF(j_handler_version IS NULL, NULL, NULL)),
+        v_payload_version = IF(JSON_TYPE(j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j_payload_version), 65), IF(j_payload_version IS NULL, NULL, NULL)),
+        v_payload = IF(JSON_TYPE(j_payload) = 'STRING', JSON_UNQUOTE(j_payload), NULL),
+        v_business_key = IF(JSON_TYPE(j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j_business_key), 192), IF(j_business_key IS NULL, NULL, NULL)),
+        v_concurrency_key = IF(JSON_TYPE(j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_concurrency_key), 192), IF(j_concurrency_key IS NULL, '', NULL)),
+        v_priority = CASE WHEN j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_priority AS SIGNED)
+                                    WHEN j_priority REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_max_attempts = CASE WHEN j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_max_attempts AS SIGNED)
+                                    WHEN j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_base_ms = CASE WHEN j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_base_ms AS SIGNED)
+                                    WHEN j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_max_ms = CASE WHEN j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_max_ms AS SIGNED)
+                                    WHEN j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_retry_unknown = IF(JSON_TYPE(j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j_retry_unknown) = 'true', NULL),
+        v_deadline_seconds = CASE WHEN j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_deadline_seconds AS SIGNED)
+                                    WHEN j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END,
+        v_business_key = COALESCE(v_business_key, ''),
+      v_priority = COALESCE(v_priority, 5),
+      v_max_attempts = COALESCE(v_max_attempts, 3),
+      v_retry_base_ms = COALESCE(v_retry_base_ms, 1000),
+      v_retry_max_ms = COALESCE(v_retry_max_ms, 300000),
+      v_retry_unknown = COALESCE(v_retry_unknown, 0),
+      v_deadline_seconds = COALESCE(v_deadline_seconds, 0),
+        v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(v_queue_id), HEX(v_handler), HEX(v_handler_version),
+                 HEX(v_payload_version), SHA2(v_payload, 256), HEX(v_business_key), HEX(v_concurrency_key),
+                 v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                 v_deadline_seconds), 256));
+    -- The queue was authorised in pass 1; a change of queue looks up its namespace (v_last_queue
+    -- and v_namespace_id still hold pass 1's last queue).
+    IF v_queue_id <> v_last_queue THEN
+      SELECT q.namespace_id, q.id INTO v_namespace_id, v_last_queue
+        FROM orbit_queue q
+       WHERE q.id = v_queue_id;
+    END IF;
+    -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
+    IF v_duplicate THEN
+      SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+        FROM orbit_idempotency i
+       WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+         FOR UPDATE;
+      IF v_existing_hash <> v_hash THEN
+        ROLLBACK;
+        SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
+                               ']: this idempotency_key was used with a different request');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      SET v_replayed = 1;
+    ELSE
+      CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                             v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                             v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                             v_deadline_seconds, v_idempotency_key, 0, 0, v_now, v_task_id);
+      IF v_task_id = 0 THEN
+        ROLLBACK;
+        SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_i - 1,
+                               ']: the application has reached its incomplete-task quota');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      UPDATE orbit_idempotency i SET i.task_id = v_task_id
+       WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+    END IF;
+    SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
+  END WHILE;
+  CLOSE c_tasks;
+  COMMIT;
+
+  SELECT r.item, r.replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]'
+                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]')) r
+    JOIN orbit_task t ON t.id = r.task_id
+   ORDER BY r.item;
+END$$
+DELIMITER ;
