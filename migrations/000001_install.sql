@@ -618,56 +618,70 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_finish (from templates/procedures/orbit_attempt_finish.sql) ----
--- orbit_attempt_finish: Record a worker's result for an attempt, once; release its permits; grant the next tasks.
+-- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
 --
--- Idempotent per attempt: the first result ends the attempt (see orbit_attempt_end for what each
--- outcome does to the task and the permits); a repeated result gets the same answer with
--- duplicate = 1 and releases nothing again. A result arriving after the attempt already ended
--- another way (lease expiry recovery, cancel) is recorded in late_result and changes no permit
--- and no other attempt.
+-- A worker's results that arrive together are confirmed together: one CALL, one commit, one
+-- grant for the capacity they free (SPEC §10: fewer than two durable commits per task). Each
+-- attempt is still confirmed on its own, in the order given: the first result ends the attempt
+-- (see orbit_attempt_end for what each outcome does to the task and the permits); a repeated
+-- result gets the same answer with duplicate = 1 and releases nothing again. A result arriving
+-- after the attempt already ended another way (lease expiry recovery, cancel) is recorded in
+-- late_result and changes no permit and no other attempt. A result for an attempt that does not
+-- exist or belongs to another session changes nothing and is answered with its code; the other
+-- results of the call still count.
 -- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
--- (orbit_task_grant, as orbit_task_claim would): the key this result released goes to its next
--- task with this one commit, and the worker gets the assignment with the acknowledgement instead
--- of after a claim of its own (the hand-off the SPEC's hot-key target asks for).
--- Parameters: p_session_id; p_attempt_id; p_outcome 'succeeded' | 'failed' | 'unknown';
---   p_retryable 0/1 (failed only); p_output, p_error: JSON text or NULL; p_claim_max 0-1000
---   (the session's free capacity after this result; 0 = grant nothing); p_lease_ms 1000-3600000
---   (the grants' lease; ignored when p_claim_max = 0).
--- Result (one row per grant, or one row when nothing was granted): the acknowledgement
---   finished_attempt_id, finished_task_id, finished_task_state, finished_attempt_state,
---   duplicate TINYINT, wake TINYINT (1 = this result may have made work claimable for other
---   sessions, which the grant did not take: the caller should wake them), the same in every row; then the grant as orbit_task_claim returns it, all
---   NULL in the row of no grant: attempt_id, attempt_no, lease_expires_at, concurrency_token,
---   then the task columns.
--- Signals: INVALID_ARGUMENT (outcome, JSON, p_claim_max, p_lease_ms), NOT_FOUND (no such
---   attempt, no such session), PERMISSION_DENIED (another session's attempt).
+-- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
+-- with this one commit, and the worker gets the assignment with the acknowledgement instead of
+-- after a claim of its own (the hand-off the SPEC's hot-key target asks for).
+-- Parameters: p_session_id; p_results: a JSON array of 1-1000 results
+--   {"attempt_id": N, "outcome": "succeeded" | "failed" | "unknown", "retryable": true/false
+--   (failed only; default false), "output": JSON or null, "error": JSON or null}; p_claim_max
+--   0-1000 (the session's free capacity after these results; 0 = grant nothing); p_lease_ms
+--   1000-3600000 (the grants' lease; ignored when p_claim_max = 0).
+-- Result (one row per grant, or one row when nothing was granted): acks, a JSON array with one
+--   object per result in input order {"attempt_id", "task_id", "task_state", "attempt_state",
+--   "duplicate" (0/1), "code" ("" or NOT_FOUND / PERMISSION_DENIED; then nothing else is set)};
+--   wake TINYINT (1 = these results may have made work claimable for other sessions, which the
+--   grant did not take: the caller should wake them), the same in every row; then the grant as
+--   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
+--   lease_expires_at, concurrency_token, then the task columns.
+-- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), NOT_FOUND (no such
+--   session, when granting).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
---   finishing and claiming sessions lock in one order), orbit_attempt row, then as
---   orbit_attempt_end (task, resource, promoted tasks, quota), then as orbit_task_grant.
+--   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
+--   then as orbit_attempt_end (task, resource, promoted tasks, quota); then as orbit_task_grant.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
   IN p_session_id BIGINT UNSIGNED,
-  IN p_attempt_id BIGINT UNSIGNED,
-  IN p_outcome TEXT CHARACTER SET ascii COLLATE ascii_bin,
-  IN p_retryable TINYINT,
-  IN p_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_claim_max INT,
   IN p_lease_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_count INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_path VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_outcome_in VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_retryable TINYINT;
+  DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_wake TINYINT DEFAULT 0;
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_duplicate TINYINT;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+  DECLARE v_ended MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_ended_count INT DEFAULT 0;
+  DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -676,12 +690,26 @@ BEGIN
     RESIGNAL;
   END;
 
-  IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'unknown') THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: outcome must be succeeded, failed or unknown';
+  IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
+     OR JSON_LENGTH(p_results) NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: results must be a JSON array of 1-1000 results';
   END IF;
-  IF (p_output IS NOT NULL AND NOT JSON_VALID(p_output)) OR (p_error IS NOT NULL AND NOT JSON_VALID(p_error)) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: output and error must be valid JSON';
-  END IF;
+  SET v_count = JSON_LENGTH(p_results);
+  -- Every result is checked before anything is written.
+  WHILE v_i < v_count DO
+    SET v_path = CONCAT('$[', v_i, ']');
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+       OR JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')) < 1 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_id must be a positive integer';
+    END IF;
+    IF COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))), '') NOT IN ('succeeded', 'failed', 'unknown') THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: outcome must be succeeded, failed or unknown';
+    END IF;
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))), 'BOOLEAN') NOT IN ('BOOLEAN', 'NULL') THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retryable must be true or false';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
   IF p_claim_max IS NULL OR p_claim_max NOT BETWEEN 0 AND 1000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: claim_max must be between 0 and 1000';
   END IF;
@@ -693,51 +721,82 @@ BEGIN
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
   END IF;
-  SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
-    INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
-    FROM orbit_attempt a
-   WHERE a.id = p_attempt_id
-     FOR UPDATE;
-  IF v_session_id IS NULL THEN
-    ROLLBACK;
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: attempt not found';
-  END IF;
-  IF v_session_id <> p_session_id THEN
-    ROLLBACK;
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PERMISSION_DENIED: the attempt belongs to another session';
-  END IF;
-  IF v_state IN ('LEASED', 'RUNNING') THEN
-    CALL orbit_attempt_end(p_attempt_id, p_outcome, COALESCE(p_retryable, 0), p_output, p_error, v_now, v_task_state);
-    SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = p_attempt_id;
-    SET v_wake = 1;
-  ELSE
-    SET v_duplicate = 1;
-    IF v_outcome <> p_outcome THEN
-      -- Ended another way first (recovery, cancel): keep the report, act on nothing.
-      UPDATE orbit_attempt a SET a.late_result = p_outcome WHERE a.id = p_attempt_id AND a.late_result = '';
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    SET v_path = CONCAT('$[', v_i, ']');
+    SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
+        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
+        v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
+        v_output = JSON_EXTRACT(p_results, CONCAT(v_path, '.output')),
+        v_error = JSON_EXTRACT(p_results, CONCAT(v_path, '.error'));
+    -- A JSON null (or no member) is stored as SQL NULL.
+    IF JSON_TYPE(v_output) = 'NULL' THEN
+      SET v_output = NULL;
     END IF;
-    SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
-  END IF;
+    IF JSON_TYPE(v_error) = 'NULL' THEN
+      SET v_error = NULL;
+    END IF;
+    SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_session_id IS NULL THEN
+      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
+    ELSEIF v_session_id <> p_session_id THEN
+      SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
+    ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
+      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, v_task_state);
+      SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = v_attempt_id;
+      -- Kept for the wake check after the grant.
+      SET v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
+          v_ended_count = v_ended_count + 1;
+    ELSE
+      SET v_duplicate = 1;
+      IF v_outcome <> v_outcome_in THEN
+        -- Ended another way first (recovery, cancel): keep the report, act on nothing.
+        UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
+      END IF;
+      SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
+    END IF;
+    SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+                        -- (CAST: MariaDB writes a procedure variable into JSON as a string.)
+                        JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                    'task_state', v_task_state, 'attempt_state', v_state,
+                                    'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code));
+    SET v_i = v_i + 1;
+  END WHILE;
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
   END IF;
-  IF v_wake = 1 AND p_claim_max > 0 THEN
-    -- Other sessions need waking only for what this release made claimable and the grant above
-    -- left: the task itself back in the ready lane (a retry without backoff), a ready task of the
+  IF v_ended_count > 0 AND p_claim_max = 0 THEN
+    SET v_wake = 1;
+  ELSEIF v_ended_count > 0 THEN
+    -- Other sessions need waking only for what these releases made claimable and the grant above
+    -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
     -- released key, room under a queue's permit limit, or room under an application quota that
     -- was full (conservatively: at most one attempt below its limit).
     -- (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
-    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
-        OR (v_resource_id <> 0
-            AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
-        OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
-        OR (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+    SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
               FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1
       INTO v_wake;
+    SET v_ended = CONCAT('[', v_ended, ']'), v_i = 0;
+    WHILE v_wake = 0 AND v_i < v_ended_count DO
+      SET v_path = CONCAT('$[', v_i, ']');
+      SET v_task_id = JSON_EXTRACT(v_ended, CONCAT(v_path, '[0]')),
+          v_resource_id = JSON_EXTRACT(v_ended, CONCAT(v_path, '[1]')),
+          v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(v_ended, CONCAT(v_path, '[2]')));
+      SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
+          OR (v_resource_id <> 0
+              AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
+          OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
+        INTO v_wake;
+      SET v_i = v_i + 1;
+    END WHILE;
   END IF;
   COMMIT;
-  SELECT p_attempt_id AS finished_attempt_id, v_task_id AS finished_task_id, v_task_state AS finished_task_state,
-         v_state AS finished_attempt_state, v_duplicate AS duplicate, v_wake AS wake,
+  SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
          a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -833,128 +892,185 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_renew (from templates/procedures/orbit_attempt_renew.sql) ----
--- orbit_attempt_renew: Extend an active attempt's lease, and its queue and key permits with it.
+-- orbit_attempt_renew: Extend active attempts' leases, and their queue and key permits with them, each on its own, in one transaction.
 --
--- The attempt keeps its token: renewing never grants anything new. An attempt whose lease has
--- already run out, that has ended, or that belongs to another session is rejected.
--- Parameters: p_session_id; p_attempt_id; p_lease_ms 1000-3600000 (new expiry = now + lease).
--- Result (one row): attempt_id, renewed TINYINT, code ('' or LEASE_EXPIRED, NOT_FOUND,
---   PERMISSION_DENIED, STATE_CONFLICT), lease_expires_at (the new expiry, or the old one when
---   rejected; NULL when not found or foreign).
--- Signals: INVALID_ARGUMENT (p_lease_ms).
--- Locks, in order: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
+-- An attempt keeps its token: renewing never grants anything new. An attempt whose lease has
+-- already run out, that has ended, or that belongs to another session is rejected. A worker's
+-- renewal message names all its attempts: one call and one commit for them all.
+-- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids; p_lease_ms
+--   1000-3600000 (new expiry = now + lease).
+-- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
+--   "renewed" (0/1), "code" ("" or LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED, STATE_CONFLICT),
+--   "lease_expires_at" (UTC, RFC 3339: the new expiry, or the old one when rejected; null when
+--   not found or foreign)}.
+-- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms).
+-- Locks, in order, per id: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
 DROP PROCEDURE IF EXISTS orbit_attempt_renew;
 DELIMITER $$
-CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_lease_ms INT)
+CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_lease_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
-  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_expires DATETIME(6) DEFAULT NULL;
-  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
-  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_count INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_session_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
 
+  IF p_attempt_ids IS NULL OR NOT JSON_VALID(p_attempt_ids) OR JSON_TYPE(p_attempt_ids) <> 'ARRAY'
+     OR JSON_LENGTH(p_attempt_ids) NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be a JSON array of 1-1000 ids';
+  END IF;
+  SET v_count = JSON_LENGTH(p_attempt_ids), v_i = 0;
+  WHILE v_i < v_count DO
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+       OR JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')) < 1 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be positive integers';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
   IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
-    INTO v_session_id, v_state, v_expires, v_resource_id
-    FROM orbit_attempt a
-   WHERE a.id = p_attempt_id
-     FOR UPDATE;
-  IF v_session_id IS NULL THEN
-    SET v_code = 'NOT_FOUND';
-  ELSEIF v_session_id <> p_session_id THEN
-    SET v_code = 'PERMISSION_DENIED';
-  ELSEIF v_state NOT IN ('LEASED', 'RUNNING') THEN
-    SET v_code = 'STATE_CONFLICT';
-  ELSEIF v_expires <= v_now THEN
-    SET v_code = 'LEASE_EXPIRED';
-  ELSE
-    SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
-    UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = p_attempt_id;
-    UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = p_attempt_id;
-    IF v_resource_id <> 0 THEN
-      UPDATE orbit_key_permit k SET k.expires_at = v_expires
-       WHERE k.resource_id = v_resource_id AND k.attempt_id = p_attempt_id;
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
+        v_session_id = NULL, v_state = '', v_expires = NULL, v_resource_id = 0, v_code = '';
+    SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
+      INTO v_session_id, v_state, v_expires, v_resource_id
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_session_id IS NULL THEN
+      SET v_code = 'NOT_FOUND';
+    ELSEIF v_session_id <> p_session_id THEN
+      SET v_code = 'PERMISSION_DENIED', v_expires = NULL;
+    ELSEIF v_state NOT IN ('LEASED', 'RUNNING') THEN
+      SET v_code = 'STATE_CONFLICT';
+    ELSEIF v_expires <= v_now THEN
+      SET v_code = 'LEASE_EXPIRED';
+    ELSE
+      SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
+      UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = v_attempt_id;
+      UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = v_attempt_id;
+      IF v_resource_id <> 0 THEN
+        UPDATE orbit_key_permit k SET k.expires_at = v_expires
+         WHERE k.resource_id = v_resource_id AND k.attempt_id = v_attempt_id;
+      END IF;
     END IF;
-  END IF;
+    SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
+                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'renewed', CAST(v_code = '' AS UNSIGNED),
+                                       'code', v_code, 'lease_expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ'))),
+        v_i = v_i + 1;
+  END WHILE;
   COMMIT;
-  SELECT p_attempt_id AS attempt_id, (v_code = '') AS renewed, v_code AS code,
-         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), NULL, v_expires) AS lease_expires_at;
+  SELECT CONCAT('[', v_answers, ']') AS answers;
 END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_start (from templates/procedures/orbit_attempt_start.sql) ----
--- orbit_attempt_start: Confirm the execution right of a leased attempt: LEASED -> RUNNING.
+-- orbit_attempt_start: Confirm the execution right of leased attempts: LEASED -> RUNNING, each on its own, in one transaction.
 --
--- Business code may run only after this returns accepted = 1. The lease is re-checked inside the
+-- Business code may run only after its attempt is accepted. The lease is re-checked inside the
 -- transaction: an attempt whose lease has run out (or that recovery already ended) is rejected,
 -- so a worker that was paused past its lease never starts. Starting an attempt that is already
--- RUNNING for the same session is accepted again (a repeated start message).
--- Parameters: p_session_id; p_attempt_id.
--- Result (one row): attempt_id, accepted TINYINT, code ('' when accepted; LEASE_EXPIRED,
---   NOT_FOUND, PERMISSION_DENIED (another session's attempt) or STATE_CONFLICT (attempt ended)),
---   state (the attempt's state after the call), lease_expires_at, concurrency_token.
--- Signals: none for the outcomes above (they are answers, not errors).
--- Locks, in order: orbit_attempt row, orbit_task row.
+-- RUNNING for the same session is accepted again (a repeated start message). A worker's start
+-- messages that arrive together share one call and one commit (SPEC §10); each attempt is
+-- answered on its own, in the order given.
+-- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
+-- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
+--   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED
+--   (another session's attempt) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
+--   after the call; "" when not found or foreign), "lease_expires_at" (UTC, RFC 3339; null when
+--   not found or foreign), "concurrency_token" (0 when not found or foreign)}.
+-- Signals: INVALID_ARGUMENT (p_attempt_ids); none for the answers above (they are not errors).
+-- Locks, in order, per id: orbit_attempt row, orbit_task row.
 DROP PROCEDURE IF EXISTS orbit_attempt_start;
 DELIMITER $$
-CREATE PROCEDURE orbit_attempt_start(IN p_session_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED)
+CREATE PROCEDURE orbit_attempt_start(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT CHARACTER SET ascii COLLATE ascii_bin)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_session_id BIGINT UNSIGNED DEFAULT NULL;
-  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_count INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_session_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_expires DATETIME(6) DEFAULT NULL;
-  DECLARE v_token BIGINT UNSIGNED DEFAULT 0;
-  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
 
+  IF p_attempt_ids IS NULL OR NOT JSON_VALID(p_attempt_ids) OR JSON_TYPE(p_attempt_ids) <> 'ARRAY'
+     OR JSON_LENGTH(p_attempt_ids) NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be a JSON array of 1-1000 ids';
+  END IF;
+  SET v_count = JSON_LENGTH(p_attempt_ids), v_i = 0;
+  WHILE v_i < v_count DO
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+       OR JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')) < 1 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be positive integers';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SELECT a.session_id, a.state, a.task_id, a.lease_expires_at, a.concurrency_token
-    INTO v_session_id, v_state, v_task_id, v_expires, v_token
-    FROM orbit_attempt a
-   WHERE a.id = p_attempt_id
-     FOR UPDATE;
-  IF v_session_id IS NULL THEN
-    SET v_code = 'NOT_FOUND';
-  ELSEIF v_session_id <> p_session_id THEN
-    SET v_code = 'PERMISSION_DENIED';
-  ELSEIF v_state = 'RUNNING' THEN
-    SET v_code = '';
-  ELSEIF v_state <> 'LEASED' THEN
-    SET v_code = 'STATE_CONFLICT';
-  ELSEIF v_expires <= v_now THEN
-    SET v_code = 'LEASE_EXPIRED';
-  ELSE
-    SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
-    UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = p_attempt_id;
-    UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
-    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
-    VALUES (v_task_id, p_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
-    SET v_state = 'RUNNING';
-  END IF;
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
+        v_session_id = NULL, v_state = '', v_expires = NULL, v_token = 0, v_code = '';
+    SELECT a.session_id, a.state, a.task_id, a.lease_expires_at, a.concurrency_token
+      INTO v_session_id, v_state, v_task_id, v_expires, v_token
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_session_id IS NULL THEN
+      SET v_code = 'NOT_FOUND';
+    ELSEIF v_session_id <> p_session_id THEN
+      SET v_code = 'PERMISSION_DENIED';
+    ELSEIF v_state = 'RUNNING' THEN
+      SET v_code = '';
+    ELSEIF v_state <> 'LEASED' THEN
+      SET v_code = 'STATE_CONFLICT';
+    ELSEIF v_expires <= v_now THEN
+      SET v_code = 'LEASE_EXPIRED';
+    ELSE
+      SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
+      UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = v_attempt_id;
+      UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
+      VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
+      SET v_state = 'RUNNING';
+    END IF;
+    IF v_code IN ('NOT_FOUND', 'PERMISSION_DENIED') THEN
+      SET v_state = '', v_expires = NULL, v_token = 0;
+    END IF;
+    SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
+                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'accepted', CAST(v_code = '' AS UNSIGNED),
+                                       'code', v_code, 'state', v_state, 'lease_expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                       'concurrency_token', CAST(v_token AS UNSIGNED))),
+        v_i = v_i + 1;
+  END WHILE;
   COMMIT;
-  SELECT p_attempt_id AS attempt_id, (v_code = '') AS accepted, v_code AS code,
-         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), '', v_state) AS state,
-         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), NULL, v_expires) AS lease_expires_at,
-         IF(v_code IN ('NOT_FOUND', 'PERMISSION_DENIED'), 0, v_token) AS concurrency_token;
+  SELECT CONCAT('[', v_answers, ']') AS answers;
 END$$
 DELIMITER ;
 
@@ -3972,11 +4088,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '93321b9e9bed5d0ca4c63984aef71b4c19e90db30d26b05181deda67e00d2822', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ceae2c8c91c36c1e0e3f66a83871534ad170b1d3e728ed20a0fc60e61d6af1cc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ff60ef3b6820db6ddb167d4bb7813073b60e40055f5f5ddfff52669d58617683', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '61b2013f05497b461bb403ced58916895b6efc29d518686af08365b160d42535', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, 'f88220f4466c6591e1d8bb4ca67d88a4d28d2c6245605d575e302e1937dfd4a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, '766fae67784ad034745413f1e79fc949ec5e2c8b94d788a9c0466e4cf43c8f35', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 1, '61965484e60a527c51625a516ce608a217c86d6a208ea02b70510063bd8ec859', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4015,5 +4131,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '0e3f6b16a276b9454d5fbc8ed0a71a4a1ece32f482cf5f414bdd4eca264b3cda', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '77f741553a84be845e652ceb99b039acdb5bc14228e9a8489f3d8d84e22b41e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '77f741553a84be845e652ceb99b039acdb5bc14228e9a8489f3d8d84e22b41e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '9e254cef18cdef29e7ad66b29f3a913d948a60e1f14a0437b02592ff20093096', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '9e254cef18cdef29e7ad66b29f3a913d948a60e1f14a0437b02592ff20093096', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -106,6 +106,26 @@ pub struct Submitted {
     pub task: Task,
 }
 
+/// One task of `POST /v1/tasks/batch`: its key beside the submit fields.
+#[derive(Serialize)]
+struct BatchTask<'a> {
+    idempotency_key: &'a str,
+    #[serde(flatten)]
+    task: &'a SubmitTask,
+}
+
+#[derive(Serialize)]
+struct BatchBody<'a> {
+    tasks: Vec<BatchTask<'a>>,
+}
+
+/// One task of a batch answer.
+#[derive(Deserialize)]
+struct BatchSubmitted {
+    replayed: bool,
+    task: Task,
+}
+
 #[derive(Deserialize)]
 struct DataEnvelope<T> {
     data: T,
@@ -195,6 +215,38 @@ impl Client {
             created: status == 201,
             task: env.data,
         })
+    }
+
+    /// `POST /v1/tasks/batch`: up to 1000 `(Idempotency-Key, task)` pairs in one request and
+    /// one transaction, all accepted or all refused. The answer lists the tasks in the same
+    /// order; `created` is `false` for a key accepted before with the same request (by a batch or
+    /// by [`Client::submit`]).
+    pub async fn submit_many(
+        &self,
+        items: &[(String, SubmitTask)],
+    ) -> Result<Vec<Submitted>, ApiError> {
+        let body = BatchBody {
+            tasks: items
+                .iter()
+                .map(|(key, task)| BatchTask {
+                    idempotency_key: key,
+                    task,
+                })
+                .collect(),
+        };
+        let req = self
+            .http
+            .post(format!("{}/v1/tasks/batch", self.base))
+            .json(&body);
+        let (_, env): (u16, DataEnvelope<Vec<BatchSubmitted>>) = self.send(req).await?;
+        Ok(env
+            .data
+            .into_iter()
+            .map(|s| Submitted {
+                created: !s.replayed,
+                task: s.task,
+            })
+            .collect())
     }
 
     pub async fn task(&self, id: u64) -> Result<Task, ApiError> {

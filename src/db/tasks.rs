@@ -165,6 +165,39 @@ impl NewTask {
     }
 }
 
+impl NewTask {
+    /// This task as one element of `orbit_task_submit_many`'s `p_tasks`: the payload as a string
+    /// holding its JSON text (stored and hashed byte for byte, as `orbit_task_submit` does), the
+    /// defaultable fields omitted when `None`, and a `None` concurrency_key as `null` (which the
+    /// procedure rejects, as `orbit_task_submit` rejects SQL NULL).
+    fn batch_item(&self, idempotency_key: &str) -> serde_json::Value {
+        let mut item = serde_json::json!({
+            "idempotency_key": idempotency_key,
+            "queue_id": self.queue_id,
+            "handler": self.handler,
+            "handler_version": self.handler_version,
+            "payload_version": self.payload_version,
+            "payload": self.payload,
+            "concurrency_key": self.concurrency_key,
+        });
+        let optional: [(&str, Option<serde_json::Value>); 7] = [
+            ("business_key", self.business_key.clone().map(Into::into)),
+            ("priority", self.priority.map(Into::into)),
+            ("max_attempts", self.max_attempts.map(Into::into)),
+            ("retry_base_ms", self.retry_base_ms.map(Into::into)),
+            ("retry_max_ms", self.retry_max_ms.map(Into::into)),
+            ("retry_unknown", self.retry_unknown.map(Into::into)),
+            ("deadline_seconds", self.deadline_seconds.map(Into::into)),
+        ];
+        for (name, value) in optional {
+            if let Some(v) = value {
+                item[name] = v;
+            }
+        }
+        item
+    }
+}
+
 /// Filters of `orbit_task_list`; `None` = no filter. They combine with AND.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskFilter {
@@ -229,6 +262,46 @@ impl Db {
             replayed: c.bool()?,
             task: Task::read(&mut c)?,
         })
+    }
+
+    /// `orbit_task_submit_many`: up to 1000 tasks, each with its own Idempotency-Key, in one
+    /// transaction; all or nothing. Returns one [`Submitted`] per item, in input order.
+    pub async fn task_submit_many(
+        &self,
+        token_hash: &[u8],
+        items: &[(String, NewTask)],
+    ) -> Result<Vec<Submitted>, DbError> {
+        let tasks =
+            serde_json::Value::Array(items.iter().map(|(key, t)| t.batch_item(key)).collect());
+        let rows = self
+            .call(
+                "orbit_task_submit_many",
+                &[Arg::Bytes(token_hash), Arg::Text(&tasks.to_string())],
+            )
+            .await?;
+        if rows.len() != items.len() {
+            return Err(DbError::Internal(format!(
+                "orbit_task_submit_many returned {} rows for {} tasks",
+                rows.len(),
+                items.len()
+            )));
+        }
+        rows.iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let mut c = Cols::new(row);
+                let item = c.u64()?;
+                if item != i as u64 {
+                    return Err(DbError::Internal(format!(
+                        "orbit_task_submit_many returned item {item} in row {i}"
+                    )));
+                }
+                Ok(Submitted {
+                    replayed: c.bool()?,
+                    task: Task::read(&mut c)?,
+                })
+            })
+            .collect()
     }
 
     /// `orbit_task_get`.

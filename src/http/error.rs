@@ -93,22 +93,38 @@ impl ApiError {
     fn details(&self) -> Value {
         match self {
             ApiError::BadRequest { field: Some(f), .. } => json!({ "field": f }),
-            ApiError::Db(DbError::InvalidArgument(m)) => {
-                // Procedures start field errors with the field name: "concurrency_key must …".
-                let field = m.split_whitespace().next().unwrap_or("");
-                if field
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == '-')
-                    && !field.is_empty()
-                {
-                    json!({ "field": field })
-                } else {
-                    json!({})
-                }
-            }
+            ApiError::Db(DbError::InvalidArgument(m)) => match field_of(m) {
+                Some(field) => json!({ "field": field }),
+                None => json!({}),
+            },
             _ => json!({}),
         }
     }
+}
+
+/// The field a procedure's INVALID_ARGUMENT message names. Procedures start field errors with
+/// the field name ("concurrency_key must …"); a batch task's errors start with its index
+/// ("tasks[3]: handler must …" names `tasks[3].handler`; "tasks[3]: a task must …" names
+/// `tasks[3]`).
+fn field_of(message: &str) -> Option<String> {
+    let is_name = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_lowercase() || c == '_' || c == '-')
+    };
+    if let Some((item, rest)) = message
+        .strip_prefix("tasks[")
+        .and_then(|m| m.split_once("]: "))
+        .filter(|(i, _)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+    {
+        let mut words = rest.split_whitespace();
+        return Some(match (words.next(), words.next()) {
+            (Some(name), Some("must")) if is_name(name) => format!("tasks[{item}].{name}"),
+            _ => format!("tasks[{item}]"),
+        });
+    }
+    let first = message.split_whitespace().next().unwrap_or("");
+    is_name(first).then(|| first.to_string())
 }
 
 /// The error envelope: `{"error": {"code", "message", "details"}, "request_id"}`.

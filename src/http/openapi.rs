@@ -7,7 +7,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::queues::QueueView;
-use super::tasks::TaskView;
+use super::tasks::{SubmittedView, TaskView};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -41,6 +41,13 @@ impl Modify for BearerAuth {
 #[derive(Serialize, ToSchema)]
 pub struct TaskEnvelope {
     pub data: TaskView,
+    pub request_id: String,
+}
+
+/// `{"data": [{"replayed", "task"}], "request_id"}`: a batch submit's tasks, in request order.
+#[derive(Serialize, ToSchema)]
+pub struct SubmittedList {
+    pub data: Vec<SubmittedView>,
     pub request_id: String,
 }
 

@@ -14,11 +14,12 @@ use super::envelope::{
 };
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
-use crate::db::tasks::{NewTask, Resolution, Task, TaskFilter, TaskState};
+use crate::db::tasks::{NewTask, Resolution, Submitted, Task, TaskFilter, TaskState};
 
 pub fn router() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(submit_task, list_tasks))
+        .routes(routes!(submit_tasks))
         .routes(routes!(get_task))
         .routes(routes!(cancel_task))
         .routes(routes!(resolve_task))
@@ -187,31 +188,42 @@ pub struct SubmitTask;
 
 impl utoipa::PartialSchema for SubmitTask {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
-        use utoipa::openapi::RefOr;
-        let RefOr::T(Schema::Object(definition)) = TaskDefinition::schema() else {
-            unreachable!("TaskDefinition documents an object")
-        };
-        let mut body = ObjectBuilder::new()
-            .description(Some(
-                "`POST /v1/tasks` body: `queue_id` and the fields of a task definition.",
-            ))
-            .property(
-                "queue_id",
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .description(Some("32 hex digits.")),
-            )
-            .required("queue_id");
-        for (name, property) in definition.properties {
-            body = body.property(name, property);
-        }
-        for name in definition.required {
-            body = body.required(name);
-        }
-        body.additional_properties(Some(AdditionalProperties::FreeForm(false)))
-            .into()
+        flat_task_schema(
+            "`POST /v1/tasks` body: `queue_id` and the fields of a task definition.",
+            utoipa::openapi::ObjectBuilder::new(),
+        )
     }
+}
+
+/// A flat task object: the properties already in `body`, then `queue_id` and the fields of a
+/// [`TaskDefinition`]; nothing else.
+fn flat_task_schema(
+    description: &str,
+    body: utoipa::openapi::ObjectBuilder,
+) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+    use utoipa::openapi::RefOr;
+    let RefOr::T(Schema::Object(definition)) = <TaskDefinition as utoipa::PartialSchema>::schema()
+    else {
+        unreachable!("TaskDefinition documents an object")
+    };
+    let mut body = body
+        .description(Some(description))
+        .property(
+            "queue_id",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some("32 hex digits.")),
+        )
+        .required("queue_id");
+    for (name, property) in definition.properties {
+        body = body.property(name, property);
+    }
+    for name in definition.required {
+        body = body.required(name);
+    }
+    body.additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        .into()
 }
 
 impl ToSchema for SubmitTask {
@@ -285,6 +297,161 @@ async fn submit_task(
             .notify_queues([submitted.task.queue_id.clone()].into());
     }
     Ok(Data(status, submitted.task.into()))
+}
+
+/// The most tasks one `POST /v1/tasks/batch` accepts.
+pub const BATCH_MAX: usize = 1000;
+
+/// One task of `POST /v1/tasks/batch` (documentation only): a [`SubmitTask`] with its own
+/// `idempotency_key`, as [`BatchTaskBody`] reads it.
+pub struct BatchTask;
+
+/// The rule of the `Idempotency-Key` header, for the document (header and batch tasks alike).
+const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~]([\\t -~]*[!-~])?$";
+
+impl utoipa::PartialSchema for BatchTask {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        flat_task_schema(
+            "One task of `POST /v1/tasks/batch`: its `idempotency_key`, `queue_id` and the fields of a task definition.",
+            ObjectBuilder::new()
+                .property(
+                    "idempotency_key",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .min_length(Some(1))
+                        .max_length(Some(255))
+                        .pattern(Some(IDEMPOTENCY_KEY_PATTERN))
+                        .description(Some(
+                            "This task's Idempotency-Key, with the header's rule: 1-255 visible ASCII characters (inner spaces and tabs allowed).",
+                        )),
+                )
+                .required("idempotency_key"),
+        )
+    }
+}
+
+impl ToSchema for BatchTask {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        TaskDefinition::schemas(schemas);
+    }
+}
+
+/// `POST /v1/tasks/batch` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBatch {
+    /// 1-1000 tasks, accepted or refused together, each once per its own `idempotency_key`.
+    #[schema(value_type = Vec<BatchTask>, min_items = 1, max_items = 1000)]
+    tasks: Vec<BatchTaskBody>,
+}
+
+/// How a batch task is read: like [`SubmitBody`], with the task's key.
+#[derive(Debug, Deserialize)]
+struct BatchTaskBody {
+    idempotency_key: String,
+    queue_id: String,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, Value>,
+}
+
+/// What the batch answers for one task.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubmittedView {
+    /// `true` when this `idempotency_key` had already been accepted with this request: `task`
+    /// is the original.
+    pub replayed: bool,
+    pub task: TaskView,
+}
+
+impl From<Submitted> for SubmittedView {
+    fn from(s: Submitted) -> Self {
+        SubmittedView {
+            replayed: s.replayed,
+            task: s.task.into(),
+        }
+    }
+}
+
+/// The Idempotency-Key rule of the header, for keys read from a body: 1-255 visible ASCII
+/// characters, inner spaces and tabs allowed (a header value cannot start or end with them).
+fn valid_idempotency_key(key: &str) -> bool {
+    let visible = |b: &u8| (b'!'..=b'~').contains(b);
+    let bytes = key.as_bytes();
+    (1..=255).contains(&bytes.len())
+        && bytes.first().is_some_and(visible)
+        && bytes.last().is_some_and(visible)
+        && bytes
+            .iter()
+            .all(|b| *b == b'\t' || (b' '..=b'~').contains(b))
+}
+
+/// Submit up to 1000 tasks in one transaction, each with its own `idempotency_key` (201 when at
+/// least one task was created, 200 when every task replays an earlier acceptance).
+///
+/// All or nothing: one invalid task, one `idempotency_key` used before with a different request
+/// (409), a queue outside the credential's scope, or a full quota (429) refuses the whole batch,
+/// and the error message starts with the task's index (`tasks[3]: …`). Each task gets exactly what
+/// `POST /v1/tasks` with its key as `Idempotency-Key` would give it, so the two replay each other;
+/// a key used twice in one batch replays (or conflicts with) its first use. `data` lists the
+/// tasks in request order.
+#[utoipa::path(
+    post, path = "/v1/tasks/batch", tag = "tasks", security(("bearer" = [])),
+    request_body = SubmitBatch,
+    responses(
+        (status = 201, description = "Accepted: at least one task was created", body = super::openapi::SubmittedList),
+        (status = 200, description = "Every task replays its original acceptance", body = super::openapi::SubmittedList),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_CONFLICT", body = ErrorEnvelope),
+        (status = 413, body = ErrorEnvelope), (status = 429, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn submit_tasks(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    ApiJson(body): ApiJson<SubmitBatch>,
+) -> Result<Data<Vec<SubmittedView>>, ApiError> {
+    if !(1..=BATCH_MAX).contains(&body.tasks.len()) {
+        return Err(ApiError::bad_request(
+            Some("tasks"),
+            format!("tasks must hold 1-{BATCH_MAX} tasks"),
+        ));
+    }
+    let mut items = Vec::with_capacity(body.tasks.len());
+    for (i, t) in body.tasks.into_iter().enumerate() {
+        if !valid_idempotency_key(&t.idempotency_key) {
+            let field = format!("tasks[{i}].idempotency_key");
+            return Err(ApiError::BadRequest {
+                message: format!("{field}: must be 1-255 visible ASCII characters"),
+                field: Some(field),
+            });
+        }
+        let task: TaskDefinition = from_value(Value::Object(t.rest), &format!("tasks[{i}]."))?;
+        // Queue ids travel inside the JSON text, not as an ASCII parameter: a non-ASCII id is an
+        // unknown queue to the procedure (404), never a conversion error.
+        items.push((t.idempotency_key, task.to_new_task(t.queue_id)));
+    }
+    let submitted = app.db.task_submit_many(&hash, &items).await?;
+    let created: std::collections::HashSet<String> = submitted
+        .iter()
+        .filter(|s| !s.replayed)
+        .map(|s| s.task.queue_id.clone())
+        .collect();
+    let status = if submitted.iter().any(|s| !s.replayed) {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    app.dispatch.notify_queues(created);
+    Ok(Data(
+        status,
+        submitted.into_iter().map(SubmittedView::from).collect(),
+    ))
 }
 
 /// `GET /v1/tasks` query.
