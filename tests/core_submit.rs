@@ -374,3 +374,525 @@ async fn auth_codes_unauthenticated_permission_denied_not_found() {
     ));
     assert_eq!(f.db.task_get(&reader, mine.id).await.unwrap().id, mine.id);
 }
+
+// ---------------------------------------------------------------------------------------------
+// orbit_task_submit_many: the batch submit
+// ---------------------------------------------------------------------------------------------
+
+/// `n` tasks on `queue`, keyed `{prefix}-0` .., payloads {"i": i}.
+fn batch(
+    f: &Fixture,
+    queue: &str,
+    prefix: &str,
+    n: usize,
+) -> Vec<(String, orbit::db::tasks::NewTask)> {
+    (0..n)
+        .map(|i| {
+            let mut t = f.task(queue, "");
+            t.payload = format!(r#"{{"i":{i}}}"#);
+            (format!("{prefix}-{i}"), t)
+        })
+        .collect()
+}
+
+/// A queue of another application, which the fixture's credential must not see.
+async fn other_tenant_queue(f: &Fixture) -> String {
+    let other = orbit::auth::generate_token();
+    f.db.admin_bootstrap(&orbit::db::queues::Bootstrap {
+        application: "other-app".into(),
+        environment: "test".into(),
+        namespace: "default".into(),
+        queue: "theirs".into(),
+        token_hash: orbit::auth::token_hash(&other).to_vec(),
+        token_hint: orbit::auth::token_hint(&other),
+        scopes: orbit::testing::ALL_SCOPES
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .queue_id
+}
+
+async fn count(f: &Fixture, table: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_creates_its_tasks_in_order_each_with_its_own_key() {
+    let f = Fixture::new().await;
+    let mut items = batch(&f, &f.queue_id, "b", 5);
+    items[2].1.priority = Some(1);
+    items[3].1.business_key = Some("order-7".into());
+    items[4].1.retry_unknown = Some(true);
+    items[4].1.deadline_seconds = Some(60);
+    let out = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    assert_eq!(out.len(), 5);
+    for (i, s) in out.iter().enumerate() {
+        assert!(!s.replayed, "{i}");
+        assert_eq!(s.task.payload, format!(r#"{{"i":{i}}}"#), "stored as sent");
+        assert_eq!(s.task.state, orbit::db::tasks::TaskState::Waiting);
+    }
+    let ids: Vec<u64> = out.iter().map(|s| s.task.id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "input order: {ids:?}");
+    assert_eq!(
+        (out[0].task.priority, out[2].task.priority),
+        (5, 1),
+        "defaults and given values"
+    );
+    assert_eq!(out[3].task.business_key, "order-7");
+    assert!(out[4].task.retry_unknown && out[4].task.deadline_at.is_some());
+    assert!(!out[0].task.retry_unknown && out[0].task.deadline_at.is_none());
+    // Each task is recorded under its own key, like a single submit.
+    let keys: Vec<(Vec<u8>, u64)> =
+        sqlx::query_as("SELECT idempotency_key, task_id FROM orbit_idempotency ORDER BY task_id")
+            .fetch_all(f.db.pool())
+            .await
+            .unwrap();
+    let want: Vec<(Vec<u8>, u64)> = (0..5)
+        .map(|i| (format!("b-{i}").into_bytes(), ids[i]))
+        .collect();
+    assert_eq!(keys, want);
+    let incomplete: u64 = sqlx::query_scalar(
+        "SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(incomplete, 5, "each task is charged to the quota");
+    // A worker can claim them.
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    assert_eq!(f.db.task_claim(s, 10, 30_000).await.unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn replaying_a_batch_returns_the_same_tasks_and_creates_nothing() {
+    let f = Fixture::new().await;
+    let items = batch(&f, &f.queue_id, "r", 4);
+    let first = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    let again = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    assert!(again.iter().all(|s| s.replayed));
+    assert_eq!(
+        first.iter().map(|s| s.task.id).collect::<Vec<_>>(),
+        again.iter().map(|s| s.task.id).collect::<Vec<_>>()
+    );
+    assert_eq!(count(&f, "orbit_task").await, 4);
+    assert_eq!(count(&f, "orbit_idempotency").await, 4);
+    // A key twice in one batch: the second replays the first.
+    let mut twice = batch(&f, &f.queue_id, "t", 2);
+    twice.push(twice[0].clone());
+    let out = f.db.task_submit_many(&f.hash, &twice).await.unwrap();
+    assert_eq!(
+        out.iter().map(|s| s.replayed).collect::<Vec<_>>(),
+        [false, false, true]
+    );
+    assert_eq!(out[2].task.id, out[0].task.id);
+    assert_eq!(count(&f, "orbit_task").await, 6);
+}
+
+#[tokio::test]
+async fn a_batch_and_a_single_submit_with_the_same_key_and_body_replay_each_other() {
+    let f = Fixture::new().await;
+    // Every field given, so the request hash covers non-default values of each.
+    let mut t = f.task(&f.queue_id, "object/42");
+    t.payload = r#"{"b": [1, 2.5, "\u00e9\n"], "a": null}"#.into();
+    t.business_key = Some("é-order".into());
+    t.priority = Some(2);
+    t.max_attempts = Some(7);
+    t.retry_base_ms = Some(10);
+    t.retry_max_ms = Some(20);
+    t.retry_unknown = Some(true);
+    t.deadline_seconds = Some(3600);
+    let single = f.db.task_submit(&f.hash, "op-1", &t).await.unwrap();
+    let items = vec![
+        ("op-new".to_string(), f.task(&f.queue_id, "")),
+        ("op-1".to_string(), t.clone()),
+    ];
+    let out = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    assert!(!out[0].replayed);
+    assert!(out[1].replayed, "the single submit's key replays");
+    assert_eq!(out[1].task.id, single.task.id);
+    assert_eq!(out[1].task.payload, t.payload, "the payload text as sent");
+    // The other way round: a single submit replays a batch task.
+    let again =
+        f.db.task_submit(&f.hash, "op-new", &f.task(&f.queue_id, ""))
+            .await
+            .unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.task.id, out[0].task.id);
+    // The same payload in another formatting is another request, as for single submits.
+    let mut reformatted = t.clone();
+    reformatted.payload = r#"{"b":[1,2.5,"é\n"],"a":null}"#.into();
+    let err =
+        f.db.task_submit_many(&f.hash, &[("op-1".to_string(), reformatted)])
+            .await
+            .unwrap_err();
+    assert!(matches!(err, DbError::IdempotencyConflict(_)), "{err:?}");
+    assert_eq!(count(&f, "orbit_task").await, 2);
+}
+
+#[tokio::test]
+async fn a_conflict_in_one_task_rolls_back_the_whole_batch() {
+    let f = Fixture::new().await;
+    f.db.task_submit(&f.hash, "used", &f.task(&f.queue_id, "k"))
+        .await
+        .unwrap();
+    let mut items = batch(&f, &f.queue_id, "c", 5);
+    items[3].0 = "used".into(); // same key, another request
+    items[1].1.concurrency_key = Some("k2".into());
+    let err = f.db.task_submit_many(&f.hash, &items).await.unwrap_err();
+    match err {
+        DbError::IdempotencyConflict(m) => assert!(m.starts_with("tasks[3]: "), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(count(&f, "orbit_task").await, 1, "none of the batch");
+    assert_eq!(count(&f, "orbit_idempotency").await, 1);
+    assert_eq!(count(&f, "orbit_task_event").await, 1);
+    assert_eq!(count(&f, "orbit_resource").await, 1, "k2 was not kept");
+    // A key twice in one batch with different requests conflicts with itself.
+    let mut twice = batch(&f, &f.queue_id, "d", 3);
+    twice[2].0 = twice[0].0.clone();
+    let err = f.db.task_submit_many(&f.hash, &twice).await.unwrap_err();
+    assert!(
+        matches!(&err, DbError::IdempotencyConflict(m) if m.starts_with("tasks[2]: ")),
+        "{err:?}"
+    );
+    assert_eq!(count(&f, "orbit_task").await, 1);
+    // Afterwards the same batch without the conflict goes through.
+    items[3].0 = "c-3".into();
+    assert_eq!(
+        f.db.task_submit_many(&f.hash, &items).await.unwrap().len(),
+        5
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_task_fails_the_batch_naming_it_and_writes_nothing() {
+    let f = Fixture::new().await;
+    type Mutate = Box<dyn Fn(&mut (String, orbit::db::tasks::NewTask))>;
+    let cases: Vec<(Mutate, &str)> = vec![
+        (
+            Box::new(|t| t.1.handler = String::new()),
+            "handler must be 1-191",
+        ),
+        (
+            Box::new(|t| t.1.handler = "h".repeat(70_000)),
+            "handler must be 1-191",
+        ),
+        (
+            Box::new(|t| t.1.payload = "{not json".into()),
+            "payload must be valid JSON",
+        ),
+        (
+            Box::new(|t| t.1.priority = Some(10)),
+            "priority must be between",
+        ),
+        (
+            Box::new(|t| t.1.retry_base_ms = Some(1 << 40)),
+            "retry_base_ms must be",
+        ),
+        (
+            Box::new(|t| t.1.concurrency_key = None),
+            "concurrency_key must be a string or omitted",
+        ),
+        (
+            Box::new(|t| t.1.concurrency_key = Some(" k".into())),
+            "concurrency_key must not start",
+        ),
+        (
+            Box::new(|t| t.1.business_key = Some("b".repeat(192))),
+            "business_key must be at most",
+        ),
+        (
+            Box::new(|t| t.0 = String::new()),
+            "idempotency_key must be a string of 1-255 bytes",
+        ),
+        (
+            Box::new(|t| t.0 = "k".repeat(256)),
+            "idempotency_key must be a string of 1-255 bytes",
+        ),
+    ];
+    for (mutate, needle) in cases {
+        let mut items = batch(&f, &f.queue_id, "v", 4);
+        mutate(&mut items[2]);
+        match f.db.task_submit_many(&f.hash, &items).await.unwrap_err() {
+            DbError::InvalidArgument(m) => {
+                assert!(
+                    m.starts_with("tasks[2]: ") && m.contains(needle),
+                    "{needle}: {m}"
+                )
+            }
+            other => panic!("{needle}: {other:?}"),
+        }
+    }
+    // The array itself.
+    for bad in [0, 1001] {
+        let items = batch(&f, &f.queue_id, "n", bad);
+        let err = f.db.task_submit_many(&f.hash, &items).await.unwrap_err();
+        assert!(
+            matches!(&err, DbError::InvalidArgument(m) if m.starts_with("tasks must be a JSON array of 1-1000")),
+            "{bad}: {err:?}"
+        );
+    }
+    assert_eq!(count(&f, "orbit_task").await, 0);
+    assert_eq!(count(&f, "orbit_idempotency").await, 0);
+    assert_eq!(count(&f, "orbit_resource").await, 0);
+}
+
+#[tokio::test]
+async fn the_procedure_reads_its_json_strictly() {
+    // What a DBA calling orbit_task_submit_many by hand can get wrong (the façade cannot).
+    let f = Fixture::new().await;
+    let q = &f.queue_id;
+    let good = format!(
+        r#"{{"idempotency_key":"x","queue_id":"{q}","handler":"h","handler_version":"v1","payload_version":"v1","payload":"{{}}"}}"#
+    );
+    let with = |extra: &str| format!("[{}, {}]", good, good.replacen("\"x\"", extra, 1));
+    let cases = [
+        (
+            "[]".to_string(),
+            "tasks must be a JSON array of 1-1000 tasks",
+        ),
+        (
+            "{}".to_string(),
+            "tasks must be a JSON array of 1-1000 tasks",
+        ),
+        (
+            "[1,".to_string(),
+            "tasks must be a JSON array of 1-1000 tasks",
+        ),
+        (
+            format!("[{good}, 5]"),
+            "tasks[1]: a task must be a JSON object",
+        ),
+        (
+            with(r#""y","colour":"red""#),
+            "tasks[1]: the task has a member",
+        ),
+        (
+            with(r#""y","handler":5"#),
+            "tasks[1]: handler must be a string",
+        ),
+        (
+            with(r#""y","payload":{}"#),
+            "tasks[1]: payload must be a string holding the JSON text",
+        ),
+        (
+            with(r#""y","priority":"5""#),
+            "tasks[1]: priority must be an integer",
+        ),
+        (
+            with(r#""y","priority":1.0"#),
+            "tasks[1]: priority must be an integer",
+        ),
+        (
+            with(r#""y","max_attempts":123456789012345678901234"#),
+            "tasks[1]: max_attempts must be between",
+        ),
+        (
+            with(r#""y","retry_unknown":1"#),
+            "tasks[1]: retry_unknown must be true or false",
+        ),
+        (
+            with(r#""y","concurrency_key":null"#),
+            "tasks[1]: concurrency_key must be a string or omitted",
+        ),
+        (with("7"), "tasks[1]: idempotency_key must be a string"),
+    ];
+    for (tasks, want) in cases {
+        let err = sqlx::query("CALL orbit_task_submit_many(?, ?)")
+            .bind(&f.hash[..])
+            .bind(&tasks)
+            .execute(f.db.pool())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(want), "{tasks}: {err}");
+    }
+    // Null members take the defaults; a missing concurrency_key is none.
+    let nulls = with(
+        r#""y","business_key":null,"priority":null,"retry_unknown":null,"deadline_seconds":null"#,
+    );
+    let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
+        .bind(&f.hash[..])
+        .bind(&nulls)
+        .fetch_all(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(count(&f, "orbit_task").await, 2);
+}
+
+#[tokio::test]
+async fn a_batch_outside_the_credential_is_refused_like_a_single_submit() {
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    let wrong = orbit::auth::token_hash("orbit_not_a_real_token");
+    assert!(matches!(
+        f.db.task_submit_many(&wrong, &batch(&f, &f.queue_id, "a", 2))
+            .await
+            .unwrap_err(),
+        DbError::Unauthenticated(_)
+    ));
+    let reader = orbit::auth::token_hash(&f.credential(&["tasks:read"]).await);
+    assert!(matches!(
+        f.db.task_submit_many(&reader, &batch(&f, &f.queue_id, "b", 2))
+            .await
+            .unwrap_err(),
+        DbError::PermissionDenied(_)
+    ));
+    // A credential listing only the first queue: a task on q2 refuses the batch.
+    let token = orbit::auth::generate_token();
+    f.db.credential_create(&orbit::db::credentials::NewCredential {
+        application: "app".into(),
+        environment: "test".into(),
+        namespace: "default".into(),
+        queue_ids: vec![f.queue_id.clone()],
+        token_hash: orbit::auth::token_hash(&token).to_vec(),
+        token_hint: orbit::auth::token_hint(&token),
+        scopes: orbit::testing::ALL_SCOPES
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        label: "listed".into(),
+    })
+    .await
+    .unwrap();
+    let listed = orbit::auth::token_hash(&token);
+    let mut items = batch(&f, &f.queue_id, "c", 3);
+    items[1].1.queue_id = q2.clone();
+    let err = f.db.task_submit_many(&listed, &items).await.unwrap_err();
+    assert!(
+        matches!(&err, DbError::PermissionDenied(m) if m.starts_with("tasks[1]: ")),
+        "{err:?}"
+    );
+    // Another tenant's queue, an unknown one and a non-ASCII one do not exist.
+    for queue in [other_tenant_queue(&f).await, "0".repeat(32), "é".repeat(16)] {
+        let mut items = batch(&f, &f.queue_id, "d", 3);
+        items[2].1.queue_id = queue.clone();
+        let err = f.db.task_submit_many(&f.hash, &items).await.unwrap_err();
+        assert!(
+            matches!(&err, DbError::NotFound(m) if m.starts_with("tasks[2]: ")),
+            "{queue}: {err:?}"
+        );
+    }
+    assert_eq!(count(&f, "orbit_task").await, 0);
+    // Tasks over two queues, alternating, land on their own queues.
+    let mut items = batch(&f, &f.queue_id, "e", 4);
+    items[1].1.queue_id = q2.clone();
+    items[3].1.queue_id = q2.clone();
+    let out = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    let queues: Vec<&str> = out.iter().map(|s| s.task.queue_id.as_str()).collect();
+    assert_eq!(queues, [f.queue_id.as_str(), &q2, &f.queue_id, &q2]);
+}
+
+#[tokio::test]
+async fn keyed_tasks_in_one_batch_wait_behind_the_first_like_single_submits() {
+    let f = Fixture::new().await;
+    let mut items = batch(&f, &f.queue_id, "k", 4);
+    for item in &mut items[..3] {
+        item.1.concurrency_key = Some("object/1".into());
+    }
+    let out = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    let lanes = [
+        f.lane(out[0].task.id).await,
+        f.lane(out[1].task.id).await,
+        f.lane(out[2].task.id).await,
+        f.lane(out[3].task.id).await,
+    ];
+    assert_eq!(lanes, ["ready", "blocked", "blocked", "ready"]);
+    assert_eq!(count(&f, "orbit_resource").await, 1);
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let granted: Vec<u64> =
+        f.db.task_claim(s, 10, 30_000)
+            .await
+            .unwrap()
+            .iter()
+            .map(|g| g.task.id)
+            .collect();
+    assert_eq!(granted.len(), 2, "the key's first task and the unkeyed one");
+    assert!(granted.contains(&out[0].task.id) && granted.contains(&out[3].task.id));
+}
+
+#[tokio::test]
+async fn a_full_quota_mid_batch_writes_nothing() {
+    let f = Fixture::new().await;
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 3")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    f.submit(&f.queue_id, "").await;
+    let err =
+        f.db.task_submit_many(&f.hash, &batch(&f, &f.queue_id, "q", 3))
+            .await
+            .unwrap_err();
+    assert!(
+        matches!(&err, DbError::QuotaExceeded(m) if m.starts_with("tasks[2]: ")),
+        "{err:?}"
+    );
+    assert_eq!(count(&f, "orbit_task").await, 1);
+    assert_eq!(count(&f, "orbit_idempotency").await, 1);
+    let incomplete: u64 = sqlx::query_scalar(
+        "SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(incomplete, 1, "the batch's charges were rolled back");
+    // Two fit.
+    assert_eq!(
+        f.db.task_submit_many(&f.hash, &batch(&f, &f.queue_id, "q", 2))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_thousand_tasks_in_one_call() {
+    let f = Fixture::new().await;
+    let items = batch(&f, &f.queue_id, "m", 1000);
+    let out = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    assert_eq!(out.len(), 1000);
+    assert!(out
+        .iter()
+        .enumerate()
+        .all(|(i, s)| s.task.payload == format!(r#"{{"i":{i}}}"#)));
+    assert_eq!(count(&f, "orbit_task").await, 1000);
+}
+
+#[tokio::test]
+async fn concurrent_batches_sharing_keys_create_each_task_once() {
+    let f = Fixture::new().await;
+    let items = batch(&f, &f.queue_id, "s", 5);
+    let mut reversed = items.clone();
+    reversed.reverse();
+    let mut handles = Vec::new();
+    for i in 0..20 {
+        // Half of them take the keys in the opposite order: deadlocks, rolled back and retried.
+        let (db, hash) = (f.db.clone(), f.hash);
+        let items = if i % 2 == 0 {
+            items.clone()
+        } else {
+            reversed.clone()
+        };
+        handles.push(tokio::spawn(async move {
+            db.task_submit_many(&hash, &items).await
+        }));
+    }
+    let mut created = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    for h in handles {
+        let out = h.await.unwrap().unwrap();
+        created += out.iter().filter(|s| !s.replayed).count();
+        ids.extend(out.iter().map(|s| s.task.id));
+    }
+    assert_eq!(created, 5, "each key created once");
+    assert_eq!(ids.len(), 5);
+    assert_eq!(count(&f, "orbit_task").await, 5);
+}

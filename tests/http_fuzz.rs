@@ -217,6 +217,32 @@ async fn the_document_describes_the_requests_the_server_reads() {
         assert!(!submit.is_valid(&with_null), "{field}: null is refused");
     }
 
+    let batch = schema("SubmitBatch");
+    let mut task = flat.clone();
+    task["idempotency_key"] = json!("op-1");
+    assert!(
+        batch.is_valid(&json!({"tasks": [task]})),
+        "a batch task: the flat body and its key"
+    );
+    assert!(
+        !batch.is_valid(&json!({"tasks": [flat]})),
+        "the key is required"
+    );
+    assert!(!batch.is_valid(&json!({"tasks": []})), "at least one task");
+    let many: Vec<Value> = (0..1001).map(|_| task.clone()).collect();
+    assert!(!batch.is_valid(&json!({ "tasks": many })), "at most 1000");
+    for key in ["", " k", "k\u{1}", "clé"] {
+        let mut bad = task.clone();
+        bad["idempotency_key"] = json!(key);
+        assert!(!batch.is_valid(&json!({"tasks": [bad]})), "{key:?}");
+    }
+    let mut extra = task.clone();
+    extra["colour"] = json!("red");
+    assert!(
+        !batch.is_valid(&json!({"tasks": [extra]})),
+        "no other fields"
+    );
+
     let plan = schema("CreatePlan");
     let definition = json!({"task": {"handler": "h", "handler_version": "v1",
                                      "payload_version": "v1", "payload": {}}});

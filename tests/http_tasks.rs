@@ -262,3 +262,271 @@ async fn cancel_and_list_pagination() {
         .await;
     assert_eq!(r.status, 409, "only NEEDS_REVIEW tasks resolve: {}", r.body);
 }
+
+/// `POST /v1/tasks/batch` with the fixture's token.
+async fn submit_batch(api: &Api, body: &Value) -> support::Reply {
+    api.post("/v1/tasks/batch", "/v1/tasks/batch", body).await
+}
+
+fn batch_task(api: &Api, key: &str, i: usize) -> Value {
+    json!({"idempotency_key": key, "queue_id": api.fixture.queue_id, "handler": "h",
+           "handler_version": "v1", "payload_version": "v1", "payload": {"i": i, "nested": [1, {"a": "é"}]}})
+}
+
+#[tokio::test]
+async fn a_batch_answers_its_tasks_in_order_and_replays_like_single_submits() {
+    let api = Api::start().await;
+    let tasks: Vec<Value> = (0..3)
+        .map(|i| batch_task(&api, &format!("b-{i}"), i))
+        .collect();
+    let first = submit_batch(&api, &json!({ "tasks": tasks })).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let data = first.body["data"].as_array().unwrap();
+    assert_eq!(data.len(), 3);
+    for (i, d) in data.iter().enumerate() {
+        assert_eq!(d["replayed"], false);
+        assert_eq!(
+            d["task"]["payload"], tasks[i]["payload"],
+            "in request order"
+        );
+        assert_eq!(d["task"]["state"], "WAITING");
+    }
+    // The same batch again: 200, every task the original.
+    let again = submit_batch(&api, &json!({ "tasks": tasks })).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    for (a, b) in again.body["data"].as_array().unwrap().iter().zip(data) {
+        assert_eq!(a["replayed"], true);
+        assert_eq!(a["task"]["id"], b["task"]["id"]);
+    }
+    // A single submit of a batch task's key and body replays it, and the other way round.
+    let mut flat = tasks[1].clone();
+    flat.as_object_mut().unwrap().remove("idempotency_key");
+    let single = api.submit("b-1", &flat).await;
+    assert_eq!(single.status, 200, "{}", single.body);
+    assert_eq!(single.body["data"]["id"], data[1]["task"]["id"]);
+    let mut solo = flat.clone();
+    solo["payload"] = json!({"solo": true});
+    let created = api.submit("solo", &solo).await;
+    assert_eq!(created.status, 201);
+    let mut solo_task = solo.clone();
+    solo_task["idempotency_key"] = json!("solo");
+    let mixed = submit_batch(
+        &api,
+        &json!({"tasks": [solo_task, batch_task(&api, "b-3", 3)]}),
+    )
+    .await;
+    assert_eq!(mixed.status, 201, "one task is new: {}", mixed.body);
+    assert_eq!(mixed.body["data"][0]["replayed"], true);
+    assert_eq!(
+        mixed.body["data"][0]["task"]["id"],
+        created.body["data"]["id"]
+    );
+    assert_eq!(mixed.body["data"][1]["replayed"], false);
+
+    // The SDK's batch.
+    let client = orbit_sdk::Client::new(&api.server.url, &api.token());
+    let task = |i: u8| orbit_sdk::client::SubmitTask {
+        queue_id: api.fixture.queue_id.clone(),
+        handler: "h".into(),
+        handler_version: "v1".into(),
+        payload_version: "v1".into(),
+        payload: json!({"sdk": i}),
+        priority: Some(i),
+        concurrency_key: Some("sdk-key".into()),
+        ..Default::default()
+    };
+    let items: Vec<(String, orbit_sdk::client::SubmitTask)> =
+        (0..3).map(|i| (format!("sdk-{i}"), task(i))).collect();
+    let out = client.submit_many(&items).await.unwrap();
+    assert!(out.iter().all(|s| s.created));
+    assert_eq!(
+        out.iter().map(|s| s.task.priority).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    let again = client.submit_many(&items).await.unwrap();
+    assert!(again.iter().all(|s| !s.created));
+    assert_eq!(again[2].task.id, out[2].task.id);
+    let err = client
+        .submit_many(&[(items[0].0.clone(), task(9))])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.code.as_str()),
+        (409, "IDEMPOTENCY_CONFLICT")
+    );
+}
+
+#[tokio::test]
+async fn a_bad_batch_is_refused_whole_naming_the_task() {
+    let api = Api::start().await;
+    let good = |i: usize| batch_task(&api, &format!("g-{i}"), i);
+    let with = |field: &str, value: Value| {
+        let mut t = good(2);
+        t[field] = value;
+        json!({"tasks": [good(0), good(1), t]})
+    };
+    let mut unknown = good(2);
+    unknown["colour"] = json!("red");
+    let mut no_key = good(2);
+    no_key.as_object_mut().unwrap().remove("idempotency_key");
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("empty", json!({"tasks": []}), "tasks"),
+        (
+            "1001 tasks",
+            json!({"tasks": (0..1001).map(good).collect::<Vec<_>>()}),
+            "tasks",
+        ),
+        (
+            "unknown top-level field",
+            json!({"tasks": [good(0)], "x": 1}),
+            "x",
+        ),
+        (
+            "unknown task field",
+            json!({"tasks": [good(0), good(1), unknown]}),
+            "tasks[2].colour",
+        ),
+        (
+            "missing key",
+            json!({"tasks": [good(0), good(1), no_key]}),
+            "tasks[2]",
+        ),
+        ("wrong type", with("handler", json!(5)), "tasks[2].handler"),
+        ("null", with("priority", Value::Null), "tasks[2].priority"),
+        (
+            "empty key",
+            with("idempotency_key", json!("")),
+            "tasks[2].idempotency_key",
+        ),
+        (
+            "non-ASCII key",
+            with("idempotency_key", json!("clé")),
+            "tasks[2].idempotency_key",
+        ),
+        (
+            "key with an edge space",
+            with("idempotency_key", json!(" k")),
+            "tasks[2].idempotency_key",
+        ),
+        (
+            "long key",
+            with("idempotency_key", json!("k".repeat(256))),
+            "tasks[2].idempotency_key",
+        ),
+        (
+            "priority out of range",
+            with("priority", json!(10)),
+            "tasks[2].priority",
+        ),
+        (
+            "empty handler",
+            with("handler", json!("")),
+            "tasks[2].handler",
+        ),
+        (
+            "bad key",
+            with("concurrency_key", json!("k\u{1}")),
+            "tasks[2].concurrency_key",
+        ),
+        (
+            "huge integer",
+            with("retry_base_ms", json!(i64::MAX)),
+            "tasks[2].retry_base_ms",
+        ),
+        (
+            "task not an object",
+            json!({"tasks": [good(0), 5]}),
+            "tasks[1]",
+        ),
+    ];
+    for (what, body, field) in cases {
+        let r = submit_batch(&api, &body).await;
+        assert_eq!(r.status, 400, "{what}: {}", r.body);
+        assert_eq!(r.body["error"]["code"], "INVALID_ARGUMENT", "{what}");
+        assert_eq!(
+            r.body["error"]["details"]["field"], field,
+            "{what}: {}",
+            r.body
+        );
+    }
+    let r = submit_batch(&api, &json!({})).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`tasks`"),
+        "{}",
+        r.body
+    );
+    // Other queues: unknown, not ASCII, another tenant's: 404 naming the task.
+    for queue in ["0".repeat(32), "é".repeat(16), "x".into()] {
+        let r = submit_batch(&api, &with("queue_id", json!(queue))).await;
+        assert_eq!(r.status, 404, "{queue}: {}", r.body);
+        assert!(
+            r.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("tasks[2]: "),
+            "{}",
+            r.body
+        );
+    }
+    // A conflict in one task: 409, and nothing of the batch was kept.
+    let first = api
+        .submit("used", &{
+            let mut t = good(9);
+            t.as_object_mut().unwrap().remove("idempotency_key");
+            t
+        })
+        .await;
+    assert_eq!(first.status, 201);
+    let r = submit_batch(&api, &with("idempotency_key", json!("used"))).await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.body["error"]["code"], "IDEMPOTENCY_CONFLICT");
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("tasks[2]: "));
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_task")
+        .fetch_one(api.fixture.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "only the single submit");
+    // Without a token: 401; with a reader's: 403; a full quota: 429.
+    let body = json!({"tasks": [good(0)]});
+    let r = api
+        .call(
+            Method::POST,
+            "/v1/tasks/batch",
+            "/v1/tasks/batch",
+            None,
+            &[],
+            Some(&body),
+        )
+        .await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    let reader = api.fixture.credential(&["tasks:read"]).await;
+    let r = api
+        .call(
+            Method::POST,
+            "/v1/tasks/batch",
+            "/v1/tasks/batch",
+            Some(&reader),
+            &[],
+            Some(&body),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 2")
+        .execute(api.fixture.db.pool())
+        .await
+        .unwrap();
+    let r = submit_batch(&api, &json!({"tasks": [good(0), good(1)]})).await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    // Too large: 413.
+    let mut huge = good(0);
+    huge["payload"] = json!("x".repeat(2 * 1024 * 1024));
+    let r = submit_batch(&api, &json!({"tasks": [huge]})).await;
+    assert_eq!(r.status, 413);
+}
