@@ -11,6 +11,7 @@ fn authenticated_routes(api: &Api, task_id: u64) -> Vec<(Method, &'static str, S
     let q = api.fixture.queue_id.clone();
     vec![
         (Method::POST, "/v1/tasks", "/v1/tasks".into()),
+        (Method::POST, "/v1/tasks/batch", "/v1/tasks/batch".into()),
         (Method::GET, "/v1/tasks", "/v1/tasks".into()),
         (
             Method::GET,
@@ -107,8 +108,11 @@ async fn every_route_without_a_token_is_401_and_the_document_covers_them() {
         let task = json!({"handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}});
         let mut submit = task.clone();
         submit["queue_id"] = json!(api.fixture.queue_id);
+        let mut batch_task = submit.clone();
+        batch_task["idempotency_key"] = json!("k");
         let body = match template {
             "/v1/tasks" => submit,
+            "/v1/tasks/batch" => json!({ "tasks": [batch_task] }),
             "/v1/tasks/{id}/resolve" => json!({"resolution": "requeue"}),
             "/v1/queues" => json!({"name": "x"}),
             "/v1/plans" => {
@@ -385,8 +389,11 @@ async fn every_route_with_a_wrong_scope_is_403() {
         let path = path
             .replace("/v1/attempts/1", &format!("/v1/attempts/{attempt}"))
             .replace("/v1/plans/1", &format!("/v1/plans/{plan_id}"));
+        let mut batch_task = submit.clone();
+        batch_task["idempotency_key"] = json!("k");
         let body = match template {
             "/v1/tasks" => submit.clone(),
+            "/v1/tasks/batch" => json!({ "tasks": [batch_task] }),
             "/v1/tasks/{id}/resolve" => json!({"resolution": "requeue"}),
             "/v1/queues" => json!({"name": "x"}),
             "/v1/plans" => {
