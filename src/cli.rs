@@ -305,6 +305,10 @@ pub struct BenchArgs {
     /// `Worker::start_on_assign`): no task.start round trip, one durable commit less per task.
     #[arg(long)]
     pub start_on_assign: bool,
+    /// e2e, keys, submit: tasks per HTTP submit; above 1 each request is one
+    /// `POST /v1/tasks/batch` (one transaction, an Idempotency-Key per task).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub batch: u32,
 }
 
 #[derive(Subcommand, Debug)]
@@ -552,6 +556,7 @@ async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     workers: args.workers,
                     keys: args.keys,
                     start_on_assign: args.start_on_assign,
+                    batch: args.batch,
                 };
                 match scenario {
                     Scenario::E2e => bench::flow::throughput(&bench_db, &opts, 0, baseline).await,

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::serve::ServeProcess;
-use super::{progress, tenant, BenchDb, Percentiles, Report};
+use super::{progress, tenant, BenchDb, CpuMeter, Percentiles, Report};
 use crate::db::DbError;
 
 /// Options of the flow scenarios.
@@ -24,6 +24,8 @@ pub struct FlowOptions {
     pub keys: u32,
     /// Workers use `Worker::start_on_assign`.
     pub start_on_assign: bool,
+    /// Tasks per submit request (1 = `POST /v1/tasks`, more = `POST /v1/tasks/batch`).
+    pub batch: u32,
 }
 
 const SUBMITTERS: u32 = 16;
@@ -44,29 +46,46 @@ fn new_task(queue: &str, key: Option<String>, n: u32) -> SubmitTask {
     }
 }
 
-/// Submits `tasks` through `SUBMITTERS` concurrent HTTP clients; returns each submit's latency.
-async fn submit_all(client: &Client, tasks: Vec<SubmitTask>) -> Result<Vec<Duration>, DbError> {
-    let tasks = Arc::new(Mutex::new(
-        tasks.into_iter().enumerate().collect::<Vec<_>>(),
-    ));
-    let bar = progress(tasks.lock().expect("tasks").len() as u64, "submitting");
+/// Submits `tasks` through `SUBMITTERS` concurrent HTTP clients, `batch` tasks a request; returns
+/// each request's latency.
+async fn submit_all(
+    client: &Client,
+    tasks: Vec<SubmitTask>,
+    batch: u32,
+) -> Result<Vec<Duration>, DbError> {
+    let total = tasks.len() as u64;
+    let mut requests: Vec<Vec<(String, SubmitTask)>> = Vec::new();
+    let mut tasks = tasks.into_iter().enumerate().peekable();
+    while tasks.peek().is_some() {
+        requests.push(
+            tasks
+                .by_ref()
+                .take(batch.max(1) as usize)
+                .map(|(i, t)| (format!("bench-{i}"), t))
+                .collect(),
+        );
+    }
+    requests.reverse();
+    let requests = Arc::new(Mutex::new(requests));
+    let bar = progress(total, "submitting");
     let mut handles = Vec::new();
     for _ in 0..SUBMITTERS {
-        let (client, tasks, bar) = (client.clone(), tasks.clone(), bar.clone());
+        let (client, requests, bar) = (client.clone(), requests.clone(), bar.clone());
         handles.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             loop {
-                let next = tasks.lock().expect("tasks").pop();
-                let Some((i, t)) = next else {
+                let next = requests.lock().expect("requests").pop();
+                let Some(items) = next else {
                     return Ok::<_, DbError>(latencies);
                 };
                 let started = Instant::now();
-                client
-                    .submit(&format!("bench-{i}"), &t)
-                    .await
-                    .map_err(internal)?;
+                if let [(key, task)] = items.as_slice() {
+                    client.submit(key, task).await.map_err(internal)?;
+                } else {
+                    client.submit_many(&items).await.map_err(internal)?;
+                }
                 latencies.push(started.elapsed());
-                bar.inc(1);
+                bar.inc(items.len() as u64);
             }
         }));
     }
@@ -76,6 +95,14 @@ async fn submit_all(client: &Client, tasks: Vec<SubmitTask>) -> Result<Vec<Durat
     }
     bar.finish_and_clear();
     Ok(all)
+}
+
+/// `details` with the fields of `more` added (both JSON objects).
+fn with(mut details: Value, more: Value) -> Value {
+    if let (Some(d), Value::Object(m)) = (details.as_object_mut(), more) {
+        d.extend(m);
+    }
+    details
 }
 
 fn worker(
@@ -145,8 +172,9 @@ pub async fn throughput(
             )
         })
         .collect();
+    let cpu = CpuMeter::start(serve.pid());
     let started = Instant::now();
-    let mut latencies = submit_all(&client, tasks).await?;
+    let mut latencies = submit_all(&client, tasks, opts.batch).await?;
     wait_for(&done, u64::from(opts.tasks), "running").await;
     for w in workers {
         w.drain().await.map_err(internal)?;
@@ -163,7 +191,11 @@ pub async fn throughput(
         p99_ms: p.p99_ms,
         baseline_commits_per_s: baseline,
         ratio: tasks_per_s / baseline,
-        details: json!({ "workers": opts.workers, "keys": keys, "start_on_assign": opts.start_on_assign, "latency": "submit request", "target_ratio": 0.5 }),
+        details: with(
+            json!({ "workers": opts.workers, "keys": keys, "start_on_assign": opts.start_on_assign, "batch": opts.batch,
+                    "latency": "submit request", "target_ratio": 0.5 }),
+            cpu.per_task(u64::from(opts.tasks)),
+        ),
     })
 }
 
@@ -184,7 +216,8 @@ pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
     let tasks = (0..opts.tasks)
         .map(|n| new_task(&queues[n as usize % 2], Some("hot".into()), n))
         .collect();
-    submit_all(&client, tasks).await?;
+    submit_all(&client, tasks, opts.batch).await?;
+    let cpu = CpuMeter::start(serve.pid());
     let spans: Arc<Mutex<Vec<(u64, Instant, Instant)>>> = Arc::default();
     let origin = Instant::now();
     let mut workers = Vec::new();
@@ -241,7 +274,11 @@ pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
         p99_ms: p.p99_ms,
         baseline_commits_per_s: baseline,
         ratio: tasks_per_s / baseline,
-        details: json!({ "latency": "hand-off (previous handler end -> next handler start)", "start_on_assign": opts.start_on_assign, "targets": {"p99_ms": 5, "tasks_per_s": 500} }),
+        details: with(
+            json!({ "latency": "hand-off (previous handler end -> next handler start)", "start_on_assign": opts.start_on_assign,
+                    "targets": {"p99_ms": 5, "tasks_per_s": 500} }),
+            cpu.per_task(u64::from(opts.tasks)),
+        ),
     })
 }
 
@@ -253,8 +290,9 @@ pub async fn submit(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
     let tasks = (0..opts.tasks)
         .map(|n| new_task(&t.queue_id, None, n))
         .collect();
+    let cpu = CpuMeter::start(serve.pid());
     let started = Instant::now();
-    let mut latencies = submit_all(&client, tasks).await?;
+    let mut latencies = submit_all(&client, tasks, opts.batch).await?;
     let seconds = started.elapsed().as_secs_f64();
     let p = Percentiles::of(&mut latencies);
     let tasks_per_s = f64::from(opts.tasks) / seconds;
@@ -267,7 +305,10 @@ pub async fn submit(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
         p99_ms: p.p99_ms,
         baseline_commits_per_s: baseline,
         ratio: tasks_per_s / baseline,
-        details: json!({ "clients": SUBMITTERS, "target_ratio": 0.8 }),
+        details: with(
+            json!({ "clients": SUBMITTERS, "batch": opts.batch, "latency": "submit request", "target_ratio": 0.8 }),
+            cpu.per_task(u64::from(opts.tasks)),
+        ),
     })
 }
 

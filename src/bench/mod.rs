@@ -171,3 +171,56 @@ pub async fn tenant(db: &Db) -> Result<Tenant, DbError> {
         namespace_id: b.namespace_id,
     })
 }
+
+/// CPU seconds process `pid` has used, user + system (Linux `/proc`; 100 clock ticks a second).
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after "pid (comm)": state is the first, utime the 12th, stime the 13th.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
+/// CPU seconds used so far by the database server processes on this machine (`mariadbd`,
+/// `mysqld`): where the procedures' work shows up when the server runs here.
+pub fn database_cpu_seconds() -> Option<f64> {
+    let mut total = None;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if matches!(comm.trim(), "mariadbd" | "mysqld") {
+            *total.get_or_insert(0.0) += process_cpu_seconds(pid).unwrap_or(0.0);
+        }
+    }
+    total
+}
+
+/// Where a scenario's CPU went: the database server and the `serve` process, per task.
+pub struct CpuMeter {
+    serve_pid: Option<u32>,
+    database: Option<f64>,
+    serve: Option<f64>,
+}
+
+impl CpuMeter {
+    pub fn start(serve_pid: Option<u32>) -> CpuMeter {
+        CpuMeter {
+            serve_pid,
+            database: database_cpu_seconds(),
+            serve: serve_pid.and_then(process_cpu_seconds),
+        }
+    }
+
+    /// `{"database_cpu_ms_per_task", "serve_cpu_ms_per_task"}` since `start` (null when unreadable).
+    pub fn per_task(&self, tasks: u64) -> serde_json::Value {
+        let per_task = |before: Option<f64>, after: Option<f64>| {
+            Some((after? - before?) * 1000.0 / tasks.max(1) as f64)
+        };
+        serde_json::json!({
+            "database_cpu_ms_per_task": per_task(self.database, database_cpu_seconds()),
+            "serve_cpu_ms_per_task": per_task(self.serve, self.serve_pid.and_then(process_cpu_seconds)),
+        })
+    }
+}

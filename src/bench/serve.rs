@@ -37,6 +37,11 @@ impl ServeProcess {
         Ok(ServeProcess { child, url })
     }
 
+    /// The serve process's id (gone once it exits).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Resident memory of the serve process, in bytes (Linux `/proc`).
     pub fn rss_bytes(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()?)).ok()?;
