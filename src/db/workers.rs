@@ -122,8 +122,8 @@ fn bool_from_int<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Erro
 }
 
 impl FinishAck {
-    /// The error a single result's code stands for.
-    fn into_result(self) -> Result<FinishAck, DbError> {
+    /// The acknowledgement, or the error its code stands for.
+    pub fn into_result(self) -> Result<FinishAck, DbError> {
         match self.code.as_str() {
             "" => Ok(self),
             "NOT_FOUND" => Err(DbError::NotFound("attempt not found".into())),

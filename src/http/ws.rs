@@ -441,17 +441,18 @@ impl Session {
         };
         let mut wake = false;
         for ack in finished.acks {
-            let frame = if ack.code.is_empty() {
-                self.in_flight.remove(&ack.attempt_id);
-                wake |= ack.wake;
-                json!({"type": "task.result.ack", "attempt_id": ack.attempt_id, "task_state": ack.task_state})
-            } else {
-                let message = if ack.code == "NOT_FOUND" {
-                    "attempt not found"
-                } else {
-                    "the attempt belongs to another session"
-                };
-                json!({"type": "error", "code": ack.code, "message": message, "attempt_id": ack.attempt_id})
+            let attempt_id = ack.attempt_id;
+            let frame = match ack.into_result() {
+                Ok(ack) => {
+                    self.in_flight.remove(&attempt_id);
+                    wake |= ack.wake;
+                    json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})
+                }
+                Err(e) => {
+                    let mut frame = db_error_frame(self.id, &e);
+                    frame["attempt_id"] = json!(attempt_id);
+                    frame
+                }
             };
             if !self.send(&frame).await {
                 return false;
