@@ -502,19 +502,21 @@ DELIMITER ;
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
 -- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
 -- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
--- key to the next blocked task), moves the task, writes history, and updates the application
--- counters last.
+-- key to the next blocked task), moves the task, writes history, and adds the quota charges it
+-- frees (the attempt's active attempt; the task's incomplete task when the task ended) to the
+-- caller's give-back lists. The caller gives them back with one statement (m::quota_give_back)
+-- after all the attempts it ends: a group of results locks each slot row once, late.
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
 --   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
--- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now.
--- Out: o_task_state (the task's new state).
+-- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+--   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
+-- Out: o_task_state (the task's new state); o_attempt_state (the attempt's).
 -- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
---   (via orbit_key_release), promoted task rows (SKIP LOCKED), the orbit_application_quota slot
---   rows the attempt and (when it ends) the task charged, in ascending slot order, one statement.
+--   (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
@@ -524,13 +526,15 @@ CREATE PROCEDURE orbit_attempt_end(
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_now DATETIME(6),
-  OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
+  INOUT p_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  INOUT p_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_attempt_count INT UNSIGNED;
@@ -546,8 +550,8 @@ BEGIN
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_task_slot TINYINT UNSIGNED;
 
-  SELECT a.task_id, a.state, a.resource_id, a.application_id, a.concurrency_token, a.quota_slot
-    INTO v_task_id, v_attempt_state, v_resource_id, v_application_id, v_token, v_attempt_slot
+  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
+    INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
   SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.quota_slot
@@ -606,14 +610,13 @@ BEGIN
   VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, v_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
-  -- The attempt's slot gives back the active attempt; the task's slot (when the task ended) its
-  -- incomplete task. One statement over at most two slot rows locks them in ascending slot order.
-  UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - (q.slot = v_attempt_slot),
-         q.incomplete_tasks = q.incomplete_tasks - IF(q.slot = v_task_slot, v_terminal, 0),
-         q.updated_at = p_now
-   WHERE q.application_id = v_application_id
-     AND q.slot IN (v_attempt_slot, IF(v_terminal, v_task_slot, v_attempt_slot));
+  SET o_attempt_state = v_new_attempt_state,
+      p_active_back = JSON_SET(p_active_back, CONCAT('$[', v_attempt_slot, ']'),
+                                 CAST(JSON_VALUE(p_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1);
+  IF v_terminal THEN
+    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', v_task_slot, ']'),
+                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+  END IF;
 END$$
 DELIMITER ;
 
@@ -649,7 +652,9 @@ DELIMITER ;
 --   session, when granting).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
---   then as orbit_attempt_end (task, resource, promoted tasks, quota); then as orbit_task_grant.
+--   then as orbit_attempt_end (task, resource, promoted tasks); then the quota slot rows the ended
+--   attempts and tasks charged, ascending, in one statement (given back before the grant, so the
+--   grant can use the capacity they free); then as orbit_task_grant.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
@@ -684,6 +689,9 @@ BEGIN
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -747,8 +755,10 @@ BEGIN
     ELSEIF v_session_id <> p_session_id THEN
       SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, v_task_state);
-      SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = v_attempt_id;
+      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
+                             v_active_back, v_incomplete_back, v_task_state, v_state);
+      -- A session's attempts all belong to its application.
+      SET v_back_application_id = v_application_id;
       -- Kept for the wake check after the grant.
       SET v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
           v_ended_count = v_ended_count + 1;
@@ -767,6 +777,15 @@ BEGIN
                                     'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code));
     SET v_i = v_i + 1;
   END WHILE;
+  IF v_ended_count > 0 THEN
+    UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.updated_at = v_now
+   WHERE q.application_id = v_back_application_id
+     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+  END IF;
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
   END IF;
@@ -1511,7 +1530,8 @@ DELIMITER ;
 -- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
 --   still running, NULL when none: when to call again).
 -- Signals: INVALID_ARGUMENT (p_limit).
--- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end.
+-- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end, then the quota slot
+--   rows the attempt and its task charged (m::quota_give_back).
 DROP PROCEDURE IF EXISTS orbit_lease_recover;
 DELIMITER $$
 CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
@@ -1520,6 +1540,10 @@ BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_expires DATETIME(6);
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_recovered INT DEFAULT 0;
@@ -1547,14 +1571,22 @@ BEGIN
     SET v_seen = v_seen + 1;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    SELECT a.state, a.lease_expires_at INTO v_state, v_expires
+    SELECT a.state, a.lease_expires_at, a.application_id INTO v_state, v_expires, v_application_id
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
+      SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, v_task_state);
+                             v_now, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
+      UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.updated_at = v_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;
@@ -2463,6 +2495,8 @@ body: BEGIN
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2495,7 +2529,15 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_task_state);
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_active_back, v_incomplete_back,
+                           v_task_state, v_attempt_state);
+    UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.updated_at = v_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
     COMMIT;
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN
@@ -2904,7 +2946,7 @@ body: BEGIN
   DECLARE v_over INT;
   DECLARE v_checked TINYINT;
   -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
-  DECLARE v_expired_slots TEXT DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_expired_slots TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
 
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
@@ -2980,7 +3022,7 @@ body: BEGIN
         VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
         SET v_expired = v_expired + 1,
             v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
-                                       CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+                                 CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
         IF v_resource_id <> 0 THEN
           CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
         END IF;
@@ -4087,8 +4129,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '93321b9e9bed5d0ca4c63984aef71b4c19e90db30d26b05181deda67e00d2822', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ff60ef3b6820db6ddb167d4bb7813073b60e40055f5f5ddfff52669d58617683', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'e05cada67b70c87ce648675d4d5f2ec76ff35b495b4d7d6119cb805e75544826', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ca97fa4d1bcb538b0b2d5a95f74a38f3587016cd6792c6e41def61771ef2abd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4103,7 +4145,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'ecef8b7d83d7f4aa1bd21e239d7800528724d7506d27be546b6e8f693aa5c699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, 'fb9ea168a10ebcb8c5fb4b56c328ee4c4ddf95dbabe57fbdf18e24438affa39b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '006299591b791b1c3ba4834ebbc08dcd4a938de80bc655d27da563e17d27be42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '27be80079c57485da6d2d5c651c95fe3a98be092c9e71ffd9cd65113b05aeae4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '5fea9d8dc387bd66bea3e551faead3e6eed94c7c1b6444e5e32fe34cc6c736aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4117,12 +4159,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'b98df3e71c6b284f42611318088a2c2dc9856862962b16f0ea6abe8e8e7d6c0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '07dad9c00034c7f932a80bc4e87426c0e2661bd86cb2b51e6d11ca16026fd86b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '06b8d77e935a32ee7e391171bb862237cfaffd8a7f0ed9a07bd4bb35c86a6bd0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '0764a1d01dec6e6ca56531a31ace96d412a61a59dfb1a8a2fe7c0f40087d3bee', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '1f7d369ac11d8ec37439594083a7b40847247fa32fbd2a39f49b33d2efb889ee', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '9c59ff873c095042ffd00e8ba3a9943ad9ada47707542f230ca309dd9c9cfc0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4131,5 +4173,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '0e3f6b16a276b9454d5fbc8ed0a71a4a1ece32f482cf5f414bdd4eca264b3cda', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '9e254cef18cdef29e7ad66b29f3a913d948a60e1f14a0437b02592ff20093096', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'b2876f411ab0891bf2e6462f7003a586ee368bdf6403a69814a11c83524abbe6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '886017eda5db737eeeafb7be6bca056743b59d873ab3641c67908390f1dceab4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'b56a0bebd95318047448e98264b1e9d6fa624deace56299950be1d66556bb981', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

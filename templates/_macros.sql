@@ -153,6 +153,28 @@
     exact total (see orbit_application_quota). -#}
 {% macro quota_share(q, col) %}({{ q }}.{{ col }} DIV {{ c.quota_slots }} + ({{ q }}.slot < {{ q }}.{{ col }} % {{ c.quota_slots }})){% endmacro %}
 
+{#- Quota give-backs: a JSON array of c.quota_slots counts, indexed by slot, of the charges a
+    transaction is giving back. orbit_attempt_end adds to two such lists (active attempts, incomplete
+    tasks) instead of updating the counters itself, so a transaction that ends many attempts
+    gives them all back with one statement (quota_give_back) instead of one lock per attempt. -#}
+{% macro quota_none() %}CONCAT('[', REPEAT('0,', {{ c.quota_slots - 1 }}), '0]'){% endmacro %}
+
+{#- Adds n to slot `slot` of give-back list `list` (an assignment, for SET). -#}
+{% macro quota_add(list, slot, n) %}{{ list }} = JSON_SET({{ list }}, CONCAT('$[', {{ slot }}, ']'),
+                                 CAST(JSON_VALUE({{ list }}, CONCAT('$[', {{ slot }}, ']')) AS UNSIGNED) + {{ n }}){% endmacro %}
+
+{#- Gives back what lists `active` and `incomplete` hold, for application `app`: one statement,
+    which locks only the slot rows with something to give back, in ascending slot order (a row it
+    skips is not kept locked: READ COMMITTED). Each slot was charged at least that much, so no
+    counter goes below zero. Last in the transaction's quota work, as every quota lock. -#}
+{% macro quota_give_back(app, active, incomplete, now) %}UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE({{ active }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE({{ incomplete }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.updated_at = {{ now }}
+   WHERE q.application_id = {{ app }}
+     AND CAST(JSON_VALUE({{ active }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE({{ incomplete }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0{% endmacro %}
+
 {#- Whether slot row `q` may take charges on its own for limit column `col`: the limit is the one
     last verified (checked_<col>) to have every slot of the application within its share. After a
     limit change the shares may be below what slots already hold, so charges lock every slot and

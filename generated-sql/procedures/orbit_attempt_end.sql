@@ -6,19 +6,21 @@
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
 -- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
 -- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
--- key to the next blocked task), moves the task, writes history, and updates the application
--- counters last.
+-- key to the next blocked task), moves the task, writes history, and adds the quota charges it
+-- frees (the attempt's active attempt; the task's incomplete task when the task ended) to the
+-- caller's give-back lists. The caller gives them back with one statement (m::quota_give_back)
+-- after all the attempts it ends: a group of results locks each slot row once, late.
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
 --   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
--- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now.
--- Out: o_task_state (the task's new state).
+-- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+--   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
+-- Out: o_task_state (the task's new state); o_attempt_state (the attempt's).
 -- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
---   (via orbit_key_release), promoted task rows (SKIP LOCKED), the orbit_application_quota slot
---   rows the attempt and (when it ends) the task charged, in ascending slot order, one statement.
+--   (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
@@ -28,13 +30,15 @@ CREATE PROCEDURE orbit_attempt_end(
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_now DATETIME(6),
-  OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
+  INOUT p_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  INOUT p_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_attempt_count INT UNSIGNED;
@@ -50,8 +54,8 @@ BEGIN
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_task_slot TINYINT UNSIGNED;
 
-  SELECT a.task_id, a.state, a.resource_id, a.application_id, a.concurrency_token, a.quota_slot
-    INTO v_task_id, v_attempt_state, v_resource_id, v_application_id, v_token, v_attempt_slot
+  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
+    INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
   SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.quota_slot
@@ -110,13 +114,12 @@ BEGIN
   VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, v_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
-  -- The attempt's slot gives back the active attempt; the task's slot (when the task ended) its
-  -- incomplete task. One statement over at most two slot rows locks them in ascending slot order.
-  UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - (q.slot = v_attempt_slot),
-         q.incomplete_tasks = q.incomplete_tasks - IF(q.slot = v_task_slot, v_terminal, 0),
-         q.updated_at = p_now
-   WHERE q.application_id = v_application_id
-     AND q.slot IN (v_attempt_slot, IF(v_terminal, v_task_slot, v_attempt_slot));
+  SET o_attempt_state = v_new_attempt_state,
+      p_active_back = JSON_SET(p_active_back, CONCAT('$[', v_attempt_slot, ']'),
+                                 CAST(JSON_VALUE(p_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1);
+  IF v_terminal THEN
+    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', v_task_slot, ']'),
+                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+  END IF;
 END$$
 DELIMITER ;

@@ -12,7 +12,8 @@
 -- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
 --   still running, NULL when none: when to call again).
 -- Signals: INVALID_ARGUMENT (p_limit).
--- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end.
+-- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end, then the quota slot
+--   rows the attempt and its task charged (m::quota_give_back).
 DROP PROCEDURE IF EXISTS orbit_lease_recover;
 DELIMITER $$
 CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
@@ -21,6 +22,10 @@ BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_expires DATETIME(6);
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_recovered INT DEFAULT 0;
@@ -48,14 +53,22 @@ BEGIN
     SET v_seen = v_seen + 1;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    SELECT a.state, a.lease_expires_at INTO v_state, v_expires
+    SELECT a.state, a.lease_expires_at, a.application_id INTO v_state, v_expires, v_application_id
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
+      SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, v_task_state);
+                             v_now, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
+      UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.updated_at = v_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;

@@ -39,6 +39,8 @@ body: BEGIN
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -71,7 +73,15 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_task_state);
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_active_back, v_incomplete_back,
+                           v_task_state, v_attempt_state);
+    UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.updated_at = v_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
     COMMIT;
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN

@@ -30,7 +30,9 @@
 --   session, when granting).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
---   then as orbit_attempt_end (task, resource, promoted tasks, quota); then as orbit_task_grant.
+--   then as orbit_attempt_end (task, resource, promoted tasks); then the quota slot rows the ended
+--   attempts and tasks charged, ascending, in one statement (given back before the grant, so the
+--   grant can use the capacity they free); then as orbit_task_grant.
 CREATE PROCEDURE orbit_attempt_finish(
   IN p_session_id BIGINT UNSIGNED,
   IN p_results MEDIUMTEXT {{ c.utf8 }},
@@ -63,6 +65,9 @@ BEGIN
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_active_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
+  DECLARE v_incomplete_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
+  DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   {% call m::rollback_on_error() %};
 
   IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
@@ -121,8 +126,10 @@ BEGIN
     ELSEIF v_session_id <> p_session_id THEN
       SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, v_task_state);
-      SELECT a.state INTO v_state FROM orbit_attempt a WHERE a.id = v_attempt_id;
+      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
+                             v_active_back, v_incomplete_back, v_task_state, v_state);
+      -- A session's attempts all belong to its application.
+      SET v_back_application_id = v_application_id;
       -- Kept for the wake check after the grant.
       SET v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
           v_ended_count = v_ended_count + 1;
@@ -141,6 +148,9 @@ BEGIN
                                     'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code));
     SET v_i = v_i + 1;
   END WHILE;
+  IF v_ended_count > 0 THEN
+    {% call m::quota_give_back("v_back_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
+  END IF;
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
   END IF;

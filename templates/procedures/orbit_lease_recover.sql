@@ -10,13 +10,18 @@
 -- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
 --   still running, NULL when none: when to call again).
 -- Signals: INVALID_ARGUMENT (p_limit).
--- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end.
+-- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end, then the quota slot
+--   rows the attempt and its task charged (m::quota_give_back).
 CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_active_back TEXT {{ c.ascii }};
+  DECLARE v_incomplete_back TEXT {{ c.ascii }};
   DECLARE v_expires DATETIME(6);
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_recovered INT DEFAULT 0;
@@ -39,14 +44,16 @@ BEGIN
     END IF;
     SET v_seen = v_seen + 1;
     {% call m::begin() %};
-    SELECT a.state, a.lease_expires_at INTO v_state, v_expires
+    SELECT a.state, a.lease_expires_at, a.application_id INTO v_state, v_expires, v_application_id
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
+      SET v_active_back = {% call m::quota_none() %}, v_incomplete_back = {% call m::quota_none() %};
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, v_task_state);
+                             v_now, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
+      {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;

@@ -30,6 +30,8 @@ body: BEGIN
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_active_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
+  DECLARE v_incomplete_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   {% call m::rollback_on_error() %};
 
   SELECT t.queue_id, t.current_attempt_id INTO v_queue_id, v_attempt_id FROM orbit_task t WHERE t.id = p_task_id;
@@ -57,7 +59,9 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_task_state);
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_active_back, v_incomplete_back,
+                           v_task_state, v_attempt_state);
+    {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
     COMMIT;
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN

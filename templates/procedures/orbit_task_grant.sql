@@ -72,7 +72,7 @@ body: BEGIN
   DECLARE v_over INT;
   DECLARE v_checked TINYINT;
   -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
-  DECLARE v_expired_slots TEXT DEFAULT CONCAT('[', REPEAT('0,', {{ c.quota_slots - 1 }}), '0]');
+  DECLARE v_expired_slots TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
 
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
@@ -147,8 +147,7 @@ body: BEGIN
         INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
         VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
         SET v_expired = v_expired + 1,
-            v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
-                                       CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+            {% call m::quota_add("v_expired_slots", "v_task_slot", "1") %};
         IF v_resource_id <> 0 THEN
           CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
         END IF;
