@@ -549,6 +549,7 @@ BEGIN
   DECLARE v_attempts_left TINYINT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_task_slot TINYINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
 
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
     INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
@@ -602,8 +603,7 @@ BEGIN
          t.updated_at = p_now
    WHERE t.id = v_task_id;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
-    CALL orbit_task_place(v_task_id, p_now);
-    SELECT t.state INTO o_task_state FROM orbit_task t WHERE t.id = v_task_id;
+    CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
   END IF;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
@@ -1836,7 +1836,7 @@ BEGIN
       CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                              v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                              v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                             v_deadline_seconds, '', v_plan_id, v_version, v_now, v_task_id);
+                             v_deadline_seconds, '', v_plan_id, v_version, v_now, 1, v_task_id);
       IF v_task_id = 0 THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.
         ROLLBACK TO SAVEPOINT plan_fire;
@@ -2572,6 +2572,77 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_charge (from templates/procedures/orbit_task_charge.sql) ----
+-- orbit_task_charge: Internal: charge one new task to its application's incomplete-task quota, in the caller's transaction.
+--
+-- The one exact charge (see orbit_application_quota): the connection's slot when it stays within
+-- its share, otherwise, under a lock on every slot and an exact check of the total, the lowest slot
+-- below its share; the task row records the slot it charged. Used by orbit_task_create for each
+-- task, and by orbit_task_submit_many for each task of a batch that its connection's slot cannot
+-- take whole.
+-- Parameters: p_application_id; p_task_id (the new task, inserted with the connection's slot);
+--   p_now.
+-- Out: o_charged (1 = charged; 0 = the quota is full: nothing was charged, the caller rolls back).
+-- Result: none. Signals: none.
+-- Locks: orbit_application_quota slot rows: the connection's slot; or, when it cannot take the
+--   charge alone, every slot of the application in ascending slot order (one locking read).
+DROP PROCEDURE IF EXISTS orbit_task_charge;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_charge(
+  IN p_application_id BIGINT UNSIGNED,
+  IN p_task_id BIGINT UNSIGNED,
+  IN p_now DATETIME(6),
+  OUT o_charged TINYINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_limit BIGINT UNSIGNED;
+  DECLARE v_total BIGINT UNSIGNED;
+  DECLARE v_over INT;
+  SET o_charged = 1;
+  UPDATE orbit_application_quota q
+     SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
+   WHERE q.application_id = p_application_id AND q.slot = v_slot
+     AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+     AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+  IF ROW_COUNT() = 0 THEN
+    -- The connection's slot cannot take it alone (READ COMMITTED released that row): lock every
+    -- slot in ascending order and check the exact total.
+    SELECT MIN(q.max_incomplete_tasks), SUM(q.incomplete_tasks) INTO v_limit, v_total
+      FROM orbit_application_quota q
+     WHERE q.application_id = p_application_id
+       FOR UPDATE;
+    SET v_slot = NULL;
+    IF v_total < v_limit THEN
+      SELECT q.slot INTO v_slot
+        FROM orbit_application_quota q
+       WHERE q.application_id = p_application_id
+         AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16))
+       ORDER BY q.slot
+       LIMIT 1;
+    END IF;
+    IF v_slot IS NULL THEN
+      SET o_charged = 0;
+    ELSE
+      UPDATE orbit_application_quota q
+         SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
+       WHERE q.application_id = p_application_id AND q.slot = v_slot;
+      UPDATE orbit_task t SET t.quota_slot = v_slot WHERE t.id = p_task_id;
+      SELECT COUNT(*) INTO v_over
+        FROM orbit_application_quota q
+       WHERE q.application_id = p_application_id
+         AND q.incomplete_tasks > (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+      IF v_over = 0 THEN
+        -- Every slot is within its share of the current limit: one-slot charges may resume.
+        UPDATE orbit_application_quota q
+           SET q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+         WHERE q.application_id = p_application_id;
+      END IF;
+    END IF;
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_claim (from templates/procedures/orbit_task_claim.sql) ----
 -- orbit_task_claim: Grant up to p_max ready tasks to a worker session, in one transaction.
 --
@@ -2637,20 +2708,19 @@ DELIMITER ;
 --
 -- Shared by orbit_task_submit and orbit_plan_fire_due, so a submitted and a plan-fired task are
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- (orbit_task_place), the history event, and the application's incomplete-task counter. The
--- definition must already be validated (orbit_task_validate). When the incomplete-task quota is
--- full, o_task_id is 0 and the caller must roll back what this call wrote. The counter is charged
--- to one quota slot (see orbit_application_quota): the connection's slot when it is within its
--- share, otherwise, under a lock on every slot and an exact check of the total, the lowest slot
--- below its share. The task row records the slot.
+-- (orbit_task_place), the history event, and (p_charge = 1) the application's incomplete-task
+-- counter (orbit_task_charge). The definition must already be validated (orbit_task_validate).
+-- When the incomplete-task quota is full, o_task_id is 0 and the caller must roll back what this
+-- call wrote. With p_charge = 0 the task records the connection's quota slot and the caller
+-- charges it: orbit_task_submit_many charges a whole batch with one statement, last.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
---   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now.
+--   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
+--   charge the incomplete-task quota here, 0 = the caller does).
 -- Out: o_task_id (0 = refused by the quota).
 -- Result: none. Signals: none.
 -- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the new orbit_task row,
---   orbit_application_quota slot rows: the connection's slot; or, when it cannot take the charge
---   alone, every slot of the application in ascending slot order.
+--   then as orbit_task_charge (p_charge = 1).
 DROP PROCEDURE IF EXISTS orbit_task_create;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_create(
@@ -2673,14 +2743,15 @@ CREATE PROCEDURE orbit_task_create(
   IN p_plan_id BIGINT UNSIGNED,
   IN p_plan_version INT UNSIGNED,
   IN p_now DATETIME(6),
+  IN p_charge TINYINT,
   OUT o_task_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
-  DECLARE v_limit BIGINT UNSIGNED;
-  DECLARE v_total BIGINT UNSIGNED;
-  DECLARE v_over INT;
+  DECLARE v_charged TINYINT DEFAULT 0;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   SET o_task_id = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
@@ -2703,50 +2774,18 @@ BEGIN
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
   SET o_task_id = LAST_INSERT_ID();
-  CALL orbit_task_place(o_task_id, p_now);
+  CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  -- INSERT ... VALUES, not INSERT ... SELECT: the latter is a bulk insert for InnoDB's
+  -- auto-increment lock (innodb_autoinc_lock_mode 1) and holds the table's AUTO-INC lock, on
+  -- which every concurrent history insert then queues.
   INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-  SELECT o_task_id, IF(p_plan_id = 0, 'submitted', 'plan_fired'), t.state,
-         IF(p_plan_id = 0, CONCAT('lane ', t.lane), CONCAT('plan ', p_plan_id, ' version ', p_plan_version, ', lane ', t.lane)),
-         p_now
-    FROM orbit_task t WHERE t.id = o_task_id;
-  UPDATE orbit_application_quota q
-     SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
-   WHERE q.application_id = p_application_id AND q.slot = v_slot
-     AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
-     AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
-  IF ROW_COUNT() = 0 THEN
-    -- The connection's slot cannot take it alone (READ COMMITTED released that row): lock every
-    -- slot in ascending order and check the exact total.
-    SELECT MIN(q.max_incomplete_tasks), SUM(q.incomplete_tasks) INTO v_limit, v_total
-      FROM orbit_application_quota q
-     WHERE q.application_id = p_application_id
-       FOR UPDATE;
-    SET v_slot = NULL;
-    IF v_total < v_limit THEN
-      SELECT q.slot INTO v_slot
-        FROM orbit_application_quota q
-       WHERE q.application_id = p_application_id
-         AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16))
-       ORDER BY q.slot
-       LIMIT 1;
-    END IF;
-    IF v_slot IS NULL THEN
+  VALUES (o_task_id, IF(p_plan_id = 0, 'submitted', 'plan_fired'), v_state,
+          IF(p_plan_id = 0, CONCAT('lane ', v_lane), CONCAT('plan ', p_plan_id, ' version ', p_plan_version, ', lane ', v_lane)),
+          p_now);
+  IF p_charge THEN
+    CALL orbit_task_charge(p_application_id, o_task_id, p_now, v_charged);
+    IF NOT v_charged THEN
       SET o_task_id = 0;
-    ELSE
-      UPDATE orbit_application_quota q
-         SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
-       WHERE q.application_id = p_application_id AND q.slot = v_slot;
-      UPDATE orbit_task t SET t.quota_slot = v_slot WHERE t.id = o_task_id;
-      SELECT COUNT(*) INTO v_over
-        FROM orbit_application_quota q
-       WHERE q.application_id = p_application_id
-         AND q.incomplete_tasks > (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
-      IF v_over = 0 THEN
-        -- Every slot is within its share of the current limit: one-slot charges may resume.
-        UPDATE orbit_application_quota q
-           SET q.checked_max_incomplete_tasks = q.max_incomplete_tasks
-         WHERE q.application_id = p_application_id;
-      END IF;
     END IF;
   END IF;
 END$$
@@ -3386,11 +3425,13 @@ DELIMITER ;
 -- keyed task into or out of 'ready' happens under the resource row lock, so the check below is
 -- exact under READ COMMITTED.
 -- Parameters: p_task_id; p_now (the caller's UTC timestamp).
+-- Out: o_state (WAITING, or RETRY_WAIT for a retry scheduled later), o_lane (the lane it went to).
 -- Result: none. Signals: none.
 -- Locks: orbit_resource row FOR UPDATE (keyed tasks).
 DROP PROCEDURE IF EXISTS orbit_task_place;
 DELIMITER $$
-CREATE PROCEDURE orbit_task_place(IN p_task_id BIGINT UNSIGNED, IN p_now DATETIME(6))
+CREATE PROCEDURE orbit_task_place(IN p_task_id BIGINT UNSIGNED, IN p_now DATETIME(6),
+                                  OUT o_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin, OUT o_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
@@ -3398,7 +3439,8 @@ body: BEGIN
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'ready';
   DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
-  SELECT t.queue_id, t.resource_id, t.run_at INTO v_queue_id, v_resource_id, v_run_at
+  DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
+  SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
    WHERE t.id = p_task_id;
   IF v_run_at > p_now THEN
@@ -3412,9 +3454,9 @@ body: BEGIN
               'blocked', 'ready')
       INTO v_lane;
   END IF;
+  SET o_state = IF(v_lane = 'scheduled' AND v_attempt_count > 0, 'RETRY_WAIT', 'WAITING'), o_lane = v_lane;
   UPDATE orbit_task t
-     SET t.state = IF(v_lane = 'scheduled' AND t.attempt_count > 0, 'RETRY_WAIT', 'WAITING'),
-         t.lane = v_lane, t.updated_at = p_now
+     SET t.state = o_state, t.lane = v_lane, t.updated_at = p_now
    WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
@@ -3439,6 +3481,7 @@ BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_run_at DATETIME(6);
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_promoted INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -3465,7 +3508,7 @@ BEGIN
   START TRANSACTION;
     SELECT t.lane, t.run_at INTO v_lane, v_run_at FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
     IF v_lane = 'scheduled' AND v_run_at <= v_now THEN
-      CALL orbit_task_place(v_task_id, v_now);
+      CALL orbit_task_place(v_task_id, v_now, v_state, v_lane);
       SET v_promoted = v_promoted + 1;
     END IF;
     COMMIT;
@@ -3539,6 +3582,7 @@ BEGIN
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -3570,8 +3614,7 @@ BEGIN
        SET t.state = 'WAITING', t.run_at = v_now, t.max_attempts = GREATEST(t.max_attempts, t.attempt_count + 1),
            t.updated_at = v_now
      WHERE t.id = p_task_id;
-    CALL orbit_task_place(p_task_id, v_now);
-    SET v_new_state = 'WAITING';
+    CALL orbit_task_place(p_task_id, v_now, v_new_state, v_lane);
   ELSE
     SET v_new_state = IF(p_resolution = 'succeeded', 'SUCCEEDED', 'FAILED');
     UPDATE orbit_task t
@@ -3701,7 +3744,7 @@ body: BEGIN
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, p_idempotency_key, 0, 0, v_now, v_task_id);
+                           p_deadline_seconds, p_idempotency_key, 0, 0, v_now, 1, v_task_id);
     IF v_task_id = 0 THEN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
@@ -3773,8 +3816,9 @@ DELIMITER ;
 --   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
 -- Locks, in order, per task in input order: its orbit_idempotency row (insert; FOR UPDATE when
---   it exists), then through orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE),
---   one orbit_application_quota slot row. Two calls that share keys in different orders can
+--   it exists), then through orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE);
+--   then, once for the batch, the connection's orbit_application_quota slot row (or, when it
+--   cannot take the batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
 --   deadlock; the loser is rolled back whole and retried by the caller.
 DROP PROCEDURE IF EXISTS orbit_task_submit_many;
 DELIMITER $$
@@ -3816,7 +3860,10 @@ body: BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_replayed TINYINT;
-  -- [[item, replayed, task_id], ...], closed before the result is read.
+  DECLARE v_created INT DEFAULT 0;
+  DECLARE v_charged TINYINT;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   -- Read twice (checks, then writes); p_tasks is parsed once per pass. The loops run p_tasks'
@@ -3996,19 +4043,42 @@ body: BEGIN
       CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                              v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                              v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                             v_deadline_seconds, v_idempotency_key, 0, 0, v_now, v_task_id);
-      IF v_task_id = 0 THEN
-        ROLLBACK;
-        SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_i - 1,
-                               ']: the application has reached its incomplete-task quota');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-      END IF;
+                             v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
+      SET v_created = v_created + 1;
       UPDATE orbit_idempotency i SET i.task_id = v_task_id
        WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
     END IF;
     SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
   END WHILE;
   CLOSE c_tasks;
+  SET v_results = CONCAT(v_results, ']');
+  -- The incomplete-task quota, last and once: the whole batch on the connection's slot when it
+  -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
+  -- and the first that does not fit fails the call.
+  IF v_created > 0 THEN
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks + v_created, q.updated_at = v_now
+     WHERE q.application_id = v_application_id AND q.slot = v_slot
+       AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+       AND q.incomplete_tasks + v_created <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+    IF ROW_COUNT() = 0 THEN
+      SET v_i = 0;
+      WHILE v_i < v_count DO
+        SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
+            v_task_id = JSON_VALUE(v_results, CONCAT('$[', v_i, '][2]')),
+            v_i = v_i + 1, v_charged = 1;
+        IF NOT v_replayed THEN
+          CALL orbit_task_charge(v_application_id, v_task_id, v_now, v_charged);
+        END IF;
+        IF NOT v_charged THEN
+          ROLLBACK;
+          SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_i - 1,
+                                 ']: the application has reached its incomplete-task quota');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+      END WHILE;
+    END IF;
+  END IF;
   COMMIT;
 
   SELECT r.item, r.replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
@@ -4018,7 +4088,7 @@ body: BEGIN
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
-    FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]'
+    FROM JSON_TABLE(v_results, '$[*]'
                     COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]')) r
     JOIN orbit_task t ON t.id = r.task_id
    ORDER BY r.item;
@@ -4129,7 +4199,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'e05cada67b70c87ce648675d4d5f2ec76ff35b495b4d7d6119cb805e75544826', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'f37022ab7ea61f0a500e5624a7151e2ab308ecb8e4c511109bf232b2daf345b6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ca97fa4d1bcb538b0b2d5a95f74a38f3587016cd6792c6e41def61771ef2abd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4148,7 +4218,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '27be80079c57485da6d2d5c651c95fe3a98be092c9e71ffd9cd65113b05aeae4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '5fea9d8dc387bd66bea3e551faead3e6eed94c7c1b6444e5e32fe34cc6c736aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, '35017028931134eb7e8771e31502f81bad2fe265dcfa654f849c966ae87d6d8f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 1, '2ce0baa08588611e40102323a6114180d1dfac6dedb8197b2962af79defe6b97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 1, '08e79902dacd5123d70ddbd8d4fdee9cee1f82ede318b34edb7bfe04ddf2b8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4160,18 +4230,19 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '07dad9c00034c7f932a80bc4e87426c0e2661bd86cb2b51e6d11ca16026fd86b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '8ad904c4e7ba02658414e4f4c5c467c2647b8116bfa43b74b02c1bd4bfb4268c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '06b8d77e935a32ee7e391171bb862237cfaffd8a7f0ed9a07bd4bb35c86a6bd0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '486fc6bacb78f1f9f7dc781648e544c1e87d7cfe5b696d8079ce67fdf81b6069', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '1f7d369ac11d8ec37439594083a7b40847247fa32fbd2a39f49b33d2efb889ee', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '9c59ff873c095042ffd00e8ba3a9943ad9ada47707542f230ca309dd9c9cfc0b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '50998425fa536615025a7bae999e94af99f6717c761141720593f25564ee5d6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'c2b38f42679843d8581ed24610c26b3d77ff62741584bf37b6b863409e641154', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, '3cc6e3328de3ec2285308df46ee863d1d3131fd5067cd7628a6a8727745aea58', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '0e3f6b16a276b9454d5fbc8ed0a71a4a1ece32f482cf5f414bdd4eca264b3cda', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '2efba267a48926a774e8cf2368577c203e18af69282f8057c966bcb206d5ff69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '886017eda5db737eeeafb7be6bca056743b59d873ab3641c67908390f1dceab4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'b56a0bebd95318047448e98264b1e9d6fa624deace56299950be1d66556bb981', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'fd9d868b0cdd0624a5774734401919eaf26b670ef889f8ba8469288dabddd928', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '05b04ef87f1666170e0f3e4e687d02eb2246f7e92f2921ba0a4b5f91339457e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -853,6 +853,69 @@ async fn a_full_quota_mid_batch_writes_nothing() {
     );
 }
 
+/// Per slot: (counter, tasks that record the slot).
+async fn slot_charges(f: &Fixture) -> Vec<(u8, u64, i64)> {
+    sqlx::query_as(
+        "SELECT q.slot, q.incomplete_tasks, (SELECT COUNT(*) FROM orbit_task t WHERE t.quota_slot = q.slot) \
+           FROM orbit_application_quota q ORDER BY q.slot",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_that_fits_a_slot_share_is_charged_to_that_one_slot() {
+    let f = Fixture::new().await;
+    f.db.task_submit_many(&f.hash, &batch(&f, &f.queue_id, "one", 7))
+        .await
+        .unwrap();
+    let charged: Vec<_> = slot_charges(&f)
+        .await
+        .into_iter()
+        .filter(|&(_, n, _)| n > 0)
+        .collect();
+    assert_eq!(
+        charged.len(),
+        1,
+        "one slot took the whole batch: {charged:?}"
+    );
+    assert_eq!(
+        (charged[0].1, charged[0].2),
+        (7, 7),
+        "and every task records it"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_larger_than_a_slot_share_is_charged_exactly_across_slots() {
+    let f = Fixture::new().await;
+    // 40 over 16 slots: shares of 2 or 3, so no slot takes a batch of 10 alone.
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 40")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    for round in 0..4 {
+        f.db.task_submit_many(&f.hash, &batch(&f, &f.queue_id, &format!("r{round}"), 10))
+            .await
+            .unwrap();
+    }
+    let slots = slot_charges(&f).await;
+    assert!(
+        slots.iter().all(|&(_, n, tasks)| n as i64 == tasks),
+        "every slot's counter is the number of tasks that record it: {slots:?}"
+    );
+    assert_eq!(slots.iter().map(|s| s.1).sum::<u64>(), 40);
+    let err =
+        f.db.task_submit_many(&f.hash, &batch(&f, &f.queue_id, "over", 1))
+            .await
+            .unwrap_err();
+    assert!(
+        matches!(&err, DbError::QuotaExceeded(m) if m.starts_with("tasks[0]: ")),
+        "{err:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_thousand_tasks_in_one_call() {
     let f = Fixture::new().await;

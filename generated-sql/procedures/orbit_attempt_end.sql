@@ -53,6 +53,7 @@ BEGIN
   DECLARE v_attempts_left TINYINT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_task_slot TINYINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
 
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
     INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
@@ -106,8 +107,7 @@ BEGIN
          t.updated_at = p_now
    WHERE t.id = v_task_id;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
-    CALL orbit_task_place(v_task_id, p_now);
-    SELECT t.state INTO o_task_state FROM orbit_task t WHERE t.id = v_task_id;
+    CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
   END IF;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)

@@ -37,6 +37,7 @@ BEGIN
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -68,8 +69,7 @@ BEGIN
        SET t.state = 'WAITING', t.run_at = v_now, t.max_attempts = GREATEST(t.max_attempts, t.attempt_count + 1),
            t.updated_at = v_now
      WHERE t.id = p_task_id;
-    CALL orbit_task_place(p_task_id, v_now);
-    SET v_new_state = 'WAITING';
+    CALL orbit_task_place(p_task_id, v_now, v_new_state, v_lane);
   ELSE
     SET v_new_state = IF(p_resolution = 'succeeded', 'SUCCEEDED', 'FAILED');
     UPDATE orbit_task t

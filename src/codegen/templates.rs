@@ -132,6 +132,7 @@ registry! {
     Procedure orbit_session_close => "procedures/orbit_session_close.sql",
     Procedure orbit_session_open => "procedures/orbit_session_open.sql",
     Procedure orbit_task_cancel => "procedures/orbit_task_cancel.sql",
+    Procedure orbit_task_charge => "procedures/orbit_task_charge.sql",
     Procedure orbit_task_claim => "procedures/orbit_task_claim.sql",
     Procedure orbit_task_create => "procedures/orbit_task_create.sql",
     Procedure orbit_task_expire_due => "procedures/orbit_task_expire_due.sql",

@@ -81,7 +81,7 @@ BEGIN
       CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                              v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                              v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                             v_deadline_seconds, '', v_plan_id, v_version, v_now, v_task_id);
+                             v_deadline_seconds, '', v_plan_id, v_version, v_now, 1, v_task_id);
       IF v_task_id = 0 THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.
         ROLLBACK TO SAVEPOINT plan_fire;

@@ -7,9 +7,11 @@
 -- keyed task into or out of 'ready' happens under the resource row lock, so the check below is
 -- exact under READ COMMITTED.
 -- Parameters: p_task_id; p_now (the caller's UTC timestamp).
+-- Out: o_state (WAITING, or RETRY_WAIT for a retry scheduled later), o_lane (the lane it went to).
 -- Result: none. Signals: none.
 -- Locks: orbit_resource row FOR UPDATE (keyed tasks).
-CREATE PROCEDURE orbit_task_place(IN p_task_id BIGINT UNSIGNED, IN p_now DATETIME(6))
+CREATE PROCEDURE orbit_task_place(IN p_task_id BIGINT UNSIGNED, IN p_now DATETIME(6),
+                                  OUT o_state VARCHAR(16) {{ c.ascii }}, OUT o_lane VARCHAR(16) {{ c.ascii }})
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
@@ -17,7 +19,8 @@ body: BEGIN
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) {{ c.ascii }} DEFAULT 'ready';
   DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
-  SELECT t.queue_id, t.resource_id, t.run_at INTO v_queue_id, v_resource_id, v_run_at
+  DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
+  SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
    WHERE t.id = p_task_id;
   IF v_run_at > p_now THEN
@@ -31,8 +34,8 @@ body: BEGIN
               'blocked', 'ready')
       INTO v_lane;
   END IF;
+  SET o_state = IF(v_lane = 'scheduled' AND v_attempt_count > 0, 'RETRY_WAIT', 'WAITING'), o_lane = v_lane;
   UPDATE orbit_task t
-     SET t.state = IF(v_lane = 'scheduled' AND t.attempt_count > 0, 'RETRY_WAIT', 'WAITING'),
-         t.lane = v_lane, t.updated_at = p_now
+     SET t.state = o_state, t.lane = v_lane, t.updated_at = p_now
    WHERE t.id = p_task_id;
 END

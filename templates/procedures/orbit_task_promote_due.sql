@@ -16,6 +16,7 @@ BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
   DECLARE v_run_at DATETIME(6);
+  DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_promoted INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   {% call m::rollback_on_error() %};
@@ -37,7 +38,7 @@ BEGIN
     {% call m::begin() %};
     SELECT t.lane, t.run_at INTO v_lane, v_run_at FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
     IF v_lane = 'scheduled' AND v_run_at <= v_now THEN
-      CALL orbit_task_place(v_task_id, v_now);
+      CALL orbit_task_place(v_task_id, v_now, v_state, v_lane);
       SET v_promoted = v_promoted + 1;
     END IF;
     COMMIT;

@@ -28,6 +28,7 @@ BEGIN
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_new_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) {{ c.ascii }};
   {% call m::rollback_on_error() %};
 
   SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
@@ -54,8 +55,7 @@ BEGIN
        SET t.state = 'WAITING', t.run_at = v_now, t.max_attempts = GREATEST(t.max_attempts, t.attempt_count + 1),
            t.updated_at = v_now
      WHERE t.id = p_task_id;
-    CALL orbit_task_place(p_task_id, v_now);
-    SET v_new_state = 'WAITING';
+    CALL orbit_task_place(p_task_id, v_now, v_new_state, v_lane);
   ELSE
     SET v_new_state = IF(p_resolution = 'succeeded', 'SUCCEEDED', 'FAILED');
     UPDATE orbit_task t

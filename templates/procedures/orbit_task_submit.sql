@@ -66,7 +66,7 @@ body: BEGIN
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, p_idempotency_key, 0, 0, v_now, v_task_id);
+                           p_deadline_seconds, p_idempotency_key, 0, 0, v_now, 1, v_task_id);
     IF v_task_id = 0 THEN
       ROLLBACK;
       {% call m::raise("QUOTA_EXCEEDED", "the application has reached its incomplete-task quota") %};

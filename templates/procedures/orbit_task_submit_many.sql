@@ -71,8 +71,9 @@
 --   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
 -- Locks, in order, per task in input order: its orbit_idempotency row (insert; FOR UPDATE when
---   it exists), then through orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE),
---   one orbit_application_quota slot row. Two calls that share keys in different orders can
+--   it exists), then through orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE);
+--   then, once for the batch, the connection's orbit_application_quota slot row (or, when it
+--   cannot take the batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
 --   deadlock; the loser is rolled back whole and retried by the caller.
 CREATE PROCEDURE orbit_task_submit_many(
   IN p_token_hash BINARY(32),
@@ -112,7 +113,10 @@ body: BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_replayed TINYINT;
-  -- [[item, replayed, task_id], ...], closed before the result is read.
+  DECLARE v_created INT DEFAULT 0;
+  DECLARE v_charged TINYINT;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT {% call m::quota_slot() %};
+  -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT {{ c.ascii }} DEFAULT '[';
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   -- Read twice (checks, then writes); p_tasks is parsed once per pass. The loops run p_tasks'
@@ -231,23 +235,46 @@ body: BEGIN
       CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                              v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                              v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                             v_deadline_seconds, v_idempotency_key, 0, 0, v_now, v_task_id);
-      IF v_task_id = 0 THEN
-        ROLLBACK;
-        SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_i - 1,
-                               ']: the application has reached its incomplete-task quota');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-      END IF;
+                             v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
+      SET v_created = v_created + 1;
       UPDATE orbit_idempotency i SET i.task_id = v_task_id
        WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
     END IF;
     SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
   END WHILE;
   CLOSE c_tasks;
+  SET v_results = CONCAT(v_results, ']');
+  -- The incomplete-task quota, last and once: the whole batch on the connection's slot when it
+  -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
+  -- and the first that does not fit fails the call.
+  IF v_created > 0 THEN
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks + v_created, q.updated_at = v_now
+     WHERE q.application_id = v_application_id AND q.slot = v_slot
+       AND {% call m::quota_checked("q", "max_incomplete_tasks") %}
+       AND q.incomplete_tasks + v_created <= {% call m::quota_share("q", "max_incomplete_tasks") %};
+    IF ROW_COUNT() = 0 THEN
+      SET v_i = 0;
+      WHILE v_i < v_count DO
+        SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
+            v_task_id = JSON_VALUE(v_results, CONCAT('$[', v_i, '][2]')),
+            v_i = v_i + 1, v_charged = 1;
+        IF NOT v_replayed THEN
+          CALL orbit_task_charge(v_application_id, v_task_id, v_now, v_charged);
+        END IF;
+        IF NOT v_charged THEN
+          ROLLBACK;
+          SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_i - 1,
+                                 ']: the application has reached its incomplete-task quota');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+      END WHILE;
+    END IF;
+  END IF;
   COMMIT;
 
   SELECT r.item, r.replayed, {% call m::task_columns("t") %}
-    FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]'
+    FROM JSON_TABLE(v_results, '$[*]'
                     COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]')) r
     JOIN orbit_task t ON t.id = r.task_id
    ORDER BY r.item;
