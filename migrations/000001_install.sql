@@ -24,8 +24,9 @@ CREATE TABLE IF NOT EXISTS orbit_application (
 -- Limits are exact. Every slot row holds the application's whole limit L (change a limit by
 -- updating all of an application's rows, e.g. UPDATE ... WHERE application_id = ?). Slot s owns
 -- the share L DIV N + (s < L MOD N); the shares add up to L.
---   One-slot charge (the common case): a transaction charges the slot CONNECTION_ID() MOD N, and
---   only while that slot stays within its share and the row's checked_ limit equals its limit.
+--   One-slot charge (the common case): a transaction charges one slot (an incomplete task: the
+--   slot CONNECTION_ID() MOD N; an attempt: its session's slot, session id MOD N), and only while
+--   that slot stays within its share and the row's checked_ limit equals its limit.
 --   Every-slot charge (otherwise): lock all N rows of the application in ascending slot order
 --   (one locking read), admit only if the SUM of the counters stays within L (the smallest L the
 --   rows hold), charge the lowest slots below their share (one exists whenever the total is below
@@ -654,7 +655,9 @@ DELIMITER ;
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks); then the quota slot rows the ended
 --   attempts and tasks charged, ascending, in one statement (given back before the grant, so the
---   grant can use the capacity they free); then as orbit_task_grant.
+--   grant can use the capacity they free); then as orbit_task_grant. (Giving the tasks' charges
+--   back after the grant instead, to hold those rows for the commit alone, deadlocked about once
+--   per 30 tasks in orbit bench e2e: the grant's slot row was then taken before lower rows.)
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
@@ -796,23 +799,20 @@ BEGIN
     -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
     -- released key, room under a queue's permit limit, or room under an application quota that
     -- was full (conservatively: at most one attempt below its limit).
-    -- (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
+    -- One statement over the ended list. (SELECT ... INTO: a subquery in SET or IF would be a
+    -- locking read.)
     SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
               FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1
+        OR EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]'
+                                     COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]',
+                                              resource_id BIGINT UNSIGNED PATH '$[1]',
+                                              queue_id VARCHAR(32) PATH '$[2]')) e
+                    WHERE EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = e.task_id AND t.lane = 'ready')
+                       OR (e.resource_id <> 0
+                           AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = e.resource_id AND t.lane = 'ready'))
+                       OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = e.queue_id AND q.max_active_attempts > 0))
       INTO v_wake;
-    SET v_ended = CONCAT('[', v_ended, ']'), v_i = 0;
-    WHILE v_wake = 0 AND v_i < v_ended_count DO
-      SET v_path = CONCAT('$[', v_i, ']');
-      SET v_task_id = JSON_EXTRACT(v_ended, CONCAT(v_path, '[0]')),
-          v_resource_id = JSON_EXTRACT(v_ended, CONCAT(v_path, '[1]')),
-          v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(v_ended, CONCAT(v_path, '[2]')));
-      SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = v_task_id AND t.lane = 'ready')
-          OR (v_resource_id <> 0
-              AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready'))
-          OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = v_queue_id AND q.max_active_attempts > 0)
-        INTO v_wake;
-      SET v_i = v_i + 1;
-    END WHILE;
   END IF;
   COMMIT;
   SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
@@ -2935,7 +2935,7 @@ DELIMITER ;
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; orbit_application_quota slot rows last: the connection's slot alone when the grant
+--   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
 --   below their share (see orbit_application_quota).
@@ -2976,7 +2976,7 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
@@ -3131,7 +3131,7 @@ body: BEGIN
     LEAVE body;
   END IF;
   IF v_expired = 0 THEN
-    -- The common case: the whole grant fits the connection's slot (the attempts recorded it).
+    -- The common case: the whole grant fits the session's slot (the attempts recorded it).
     UPDATE orbit_application_quota q
        SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
      WHERE q.application_id = v_application_id AND q.slot = v_slot
@@ -3141,7 +3141,7 @@ body: BEGIN
   END IF;
   IF v_charged = 0 THEN
     -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
-    -- released the connection's slot if the update above did not match it), check the total.
+    -- released the session's slot if the update above did not match it), check the total.
     SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
            MIN(q.checked_max_active_attempts = q.max_active_attempts)
       INTO v_limit, v_total, v_checked
@@ -4178,7 +4178,7 @@ DELIMITER ;
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, 'e4a1c02bf65cbe1c6d76bf9a2d07a1fe533ebb26251a6c2ff5bb4273d94bbd32', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '804cda00c53114f6aaf776f241715d040c92d62872183153f5b77e9344ab98c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, 'cdb3faeb8ebf3a22b8ff65efabb7b42782ac4f2a8dfd2edf1a817f042843545f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'a64428db721d127f6bf86fb5e336dbd3c8b14290fc48a7a1f292b7102be2c055', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4200,7 +4200,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'f37022ab7ea61f0a500e5624a7151e2ab308ecb8e4c511109bf232b2daf345b6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ca97fa4d1bcb538b0b2d5a95f74a38f3587016cd6792c6e41def61771ef2abd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'd37317ae18efc15f431fa7ceafed915b57dfbd307dd0b4f87b2e9792d0b1cc37', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4235,7 +4235,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '486fc6bacb78f1f9f7dc781648e544c1e87d7cfe5b696d8079ce67fdf81b6069', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '1f7d369ac11d8ec37439594083a7b40847247fa32fbd2a39f49b33d2efb889ee', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '5ee7953c7178564134e693f73264845bd15bbc1faa0948e3a03eb9b8674e11eb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4244,5 +4244,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '2efba267a48926a774e8cf2368577c203e18af69282f8057c966bcb206d5ff69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'fd9d868b0cdd0624a5774734401919eaf26b670ef889f8ba8469288dabddd928', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'fd9d868b0cdd0624a5774734401919eaf26b670ef889f8ba8469288dabddd928', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'aed2b7e55138d6c9573ecb750efe4ed9547db891decf0f738ff6b148247126fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'aed2b7e55138d6c9573ecb750efe4ed9547db891decf0f738ff6b148247126fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -146,6 +146,12 @@
     rows and stop queueing on one row lock. -#}
 {% macro quota_slot() %}(CONNECTION_ID() % {{ c.quota_slots }}){% endmacro %}
 
+{#- The slot a session's attempts charge first: its id modulo N. A session's grants and results
+    (which its session row lock already serialises) then charge and give back the same row, and two
+    sessions meet on a slot row only when their ids share the slot, not whenever a pooled
+    connection granted attempts of both. -#}
+{% macro session_slot(session_id) %}({{ session_id }} % {{ c.quota_slots }}){% endmacro %}
+
 {#- A slot's exact share of the application limit held in column `col` of quota row `q` (every slot
     row holds the application's whole limit L): L DIV N, plus 1 for the slots below L MOD N. The
     shares add up to L, and a slot is charged on its own only within its share, so the

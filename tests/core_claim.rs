@@ -791,3 +791,48 @@ async fn grouped_results_are_checked_before_anything_is_written() {
             .unwrap();
     assert_eq!(state, "LEASED", "a refused call ends no attempt");
 }
+
+/// (slot, active_attempts) of every slot row with a charge.
+async fn active_slots(f: &Fixture) -> Vec<(u8, u32)> {
+    sqlx::query_as(
+        "SELECT slot, active_attempts FROM orbit_application_quota WHERE active_attempts > 0 ORDER BY slot",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_sessions_attempts_are_charged_to_its_own_slot_and_given_back_there() {
+    let f = Fixture::new().await;
+    for _ in 0..6 {
+        f.submit(&f.queue_id, "").await;
+    }
+    let a = f.session("a", false, &[&f.queue_id]).await;
+    let b = f.session("b", false, &[&f.queue_id]).await;
+    let ga = f.db.task_claim(a, 3, 30_000).await.unwrap();
+    let gb = f.db.task_claim(b, 3, 30_000).await.unwrap();
+    assert_eq!((ga.len(), gb.len()), (3, 3));
+    let (sa, sb) = ((a % 16) as u8, (b % 16) as u8);
+    let mut expected = vec![(sa, 3), (sb, 3)];
+    expected.sort();
+    if sa == sb {
+        expected = vec![(sa, 6)];
+    }
+    assert_eq!(active_slots(&f).await, expected, "session ids {a} and {b}");
+    // Whichever pooled connection runs them, a's results give back a's slot.
+    let results: Vec<AttemptResult> = ga
+        .iter()
+        .map(|g| AttemptResult {
+            attempt_id: g.attempt_id,
+            outcome: Outcome::Succeeded,
+            retryable: false,
+            output: None,
+            error: None,
+        })
+        .collect();
+    f.db.attempt_finish_many(a, &results, ClaimAfter::NONE)
+        .await
+        .unwrap();
+    assert_eq!(active_slots(&f).await, vec![(sb, 3)], "b's three are left");
+}

@@ -26,7 +26,7 @@
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; orbit_application_quota slot rows last: the connection's slot alone when the grant
+--   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
 --   below their share (see orbit_application_quota).
@@ -67,7 +67,7 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
@@ -222,7 +222,7 @@ body: BEGIN
     LEAVE body;
   END IF;
   IF v_expired = 0 THEN
-    -- The common case: the whole grant fits the connection's slot (the attempts recorded it).
+    -- The common case: the whole grant fits the session's slot (the attempts recorded it).
     UPDATE orbit_application_quota q
        SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
      WHERE q.application_id = v_application_id AND q.slot = v_slot
@@ -232,7 +232,7 @@ body: BEGIN
   END IF;
   IF v_charged = 0 THEN
     -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
-    -- released the connection's slot if the update above did not match it), check the total.
+    -- released the session's slot if the update above did not match it), check the total.
     SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
            MIN(q.checked_max_active_attempts = q.max_active_attempts)
       INTO v_limit, v_total, v_checked

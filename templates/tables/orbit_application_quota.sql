@@ -7,8 +7,9 @@
 -- Limits are exact. Every slot row holds the application's whole limit L (change a limit by
 -- updating all of an application's rows, e.g. UPDATE ... WHERE application_id = ?). Slot s owns
 -- the share L DIV N + (s < L MOD N); the shares add up to L.
---   One-slot charge (the common case): a transaction charges the slot CONNECTION_ID() MOD N, and
---   only while that slot stays within its share and the row's checked_ limit equals its limit.
+--   One-slot charge (the common case): a transaction charges one slot (an incomplete task: the
+--   slot CONNECTION_ID() MOD N; an attempt: its session's slot, session id MOD N), and only while
+--   that slot stays within its share and the row's checked_ limit equals its limit.
 --   Every-slot charge (otherwise): lock all N rows of the application in ascending slot order
 --   (one locking read), admit only if the SUM of the counters stays within L (the smallest L the
 --   rows hold), charge the lowest slots below their share (one exists whenever the total is below
