@@ -2831,10 +2831,17 @@ BEGIN
   END IF;
   due: WHILE v_seen < p_limit DO
     SET v_now = UTC_TIMESTAMP(6), v_task_id = NULL;
-    SELECT t.id INTO v_task_id
-      FROM orbit_task t
-     WHERE t.lane IN ('ready', 'blocked', 'scheduled') AND t.deadline_at <= v_now
-     ORDER BY t.deadline_at
+    -- The earliest due task of each lane (one index probe each), then the earliest of the three.
+    SELECT d.id INTO v_task_id
+      FROM ((SELECT t.id, t.deadline_at FROM orbit_task t
+              WHERE t.lane = 'ready' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
+            UNION ALL
+            (SELECT t.id, t.deadline_at FROM orbit_task t
+              WHERE t.lane = 'blocked' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
+            UNION ALL
+            (SELECT t.id, t.deadline_at FROM orbit_task t
+              WHERE t.lane = 'scheduled' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)) d
+     ORDER BY d.deadline_at
      LIMIT 1;
     IF v_task_id IS NULL THEN
       LEAVE due;
@@ -2866,8 +2873,20 @@ BEGIN
     END IF;
     COMMIT;
   END WHILE due;
+  -- One index probe per lane (ix_task_deadline). Written as MIN(...) over the lanes as an IN list
+  -- it read every waiting task on every tick (tasks without a deadline, NULL, sort first), and
+  -- MIN(...) with IS NOT NULL still read every task with one: O(backlog) per tick.
   SELECT v_expired AS expired,
-         (SELECT MIN(t.deadline_at) FROM orbit_task t WHERE t.lane IN ('ready', 'blocked', 'scheduled')) AS next_deadline_at;
+         (SELECT MIN(d.deadline_at)
+            FROM ((SELECT t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'ready' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'blocked' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'scheduled' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)) d
+         ) AS next_deadline_at;
 END$$
 DELIMITER ;
 
@@ -4233,7 +4252,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '8ad904c4e7ba02658414e4f4c5c467c2647b8116bfa43b74b02c1bd4bfb4268c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '486fc6bacb78f1f9f7dc781648e544c1e87d7cfe5b696d8079ce67fdf81b6069', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, 'e6d7259702deac93946657fdc75b4b415bb1bfbca92dd97b9863dd896bc71552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '1b7ed2ea92f9fa6d430381e301d8347af1da0951f28c9cf9bfcc3ea675ae2760', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '5ee7953c7178564134e693f73264845bd15bbc1faa0948e3a03eb9b8674e11eb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4244,5 +4263,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '2efba267a48926a774e8cf2368577c203e18af69282f8057c966bcb206d5ff69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'aed2b7e55138d6c9573ecb750efe4ed9547db891decf0f738ff6b148247126fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'aed2b7e55138d6c9573ecb750efe4ed9547db891decf0f738ff6b148247126fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'a74340e6b57a6be51869ff081c11fc99ae111f45bbdc357bdda97f4d6ac3253c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'a74340e6b57a6be51869ff081c11fc99ae111f45bbdc357bdda97f4d6ac3253c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

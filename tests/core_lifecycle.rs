@@ -635,3 +635,77 @@ async fn starts_and_renewals_of_many_attempts_are_answered_each_in_order() {
         }
     }
 }
+
+/// Index entries read (`Handler_read_next`) by one `CALL orbit_task_expire_due(100)` on a
+/// connection of its own, and the sweep's count.
+async fn sweep_reads(f: &Fixture) -> u64 {
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    sqlx::raw_sql("FLUSH STATUS; CALL orbit_task_expire_due(100)")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let (_, reads): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    reads.parse().unwrap()
+}
+
+#[tokio::test]
+async fn the_deadline_sweep_reads_a_few_entries_however_many_tasks_wait() {
+    let f = Fixture::new().await;
+    let first = f.submit(&f.queue_id, "").await;
+    // 20,000 waiting copies of it, blocked, 1,000 of them with a deadline in a day (bulk SQL:
+    // setup, not the behaviour under test).
+    let columns: String = sqlx::query_scalar(
+        "SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns \
+          WHERE table_schema = DATABASE() AND table_name = 'orbit_task' \
+            AND column_name NOT IN ('id', 'lane', 'deadline_at', 'idempotency_key')",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    let digit =
+        "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL \
+                 SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL \
+                 SELECT 8 UNION ALL SELECT 9)";
+    sqlx::raw_sql(&format!(
+        "INSERT INTO orbit_task ({columns}, lane, deadline_at, idempotency_key) \
+         SELECT {columns}, 'blocked', IF(n.i % 20 = 0, UTC_TIMESTAMP(6) + INTERVAL 1 DAY, NULL), \
+                CONCAT('copy-', n.i) \
+           FROM orbit_task t \
+           JOIN (SELECT 1 + a.x + 10 * b.x + 100 * c.x + 1000 * d.x + 10000 * e.x AS i \
+                   FROM {digit} a, {digit} b, {digit} c, {digit} d, {digit} e) n \
+          WHERE t.id = {} AND n.i <= 20000",
+        first.id
+    ))
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    let reads = sweep_reads(&f).await;
+    assert!(reads < 50, "{reads} index entries read for one sweep");
+    let swept = f.db.task_expire_due(100).await.unwrap();
+    assert_eq!(swept.count, 0);
+    assert!(
+        swept.next_due_at.is_some(),
+        "the day-ahead deadlines are found"
+    );
+    // One of them falls due: it is found and expired the same way.
+    sqlx::query(
+        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND \
+          WHERE idempotency_key = 'copy-20'",
+    )
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    assert!(sweep_reads(&f).await < 50);
+    let id: u64 = sqlx::query_scalar("SELECT id FROM orbit_task WHERE idempotency_key = 'copy-20'")
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        f.db.task_get(&f.hash, id).await.unwrap().state,
+        TaskState::Expired
+    );
+}
