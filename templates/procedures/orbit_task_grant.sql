@@ -88,19 +88,18 @@ body: BEGIN
   END IF;
   -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
   -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
-  SELECT COUNT(*) INTO v_credential_ok
-    FROM orbit_credential c
-   WHERE c.id = v_credential_id AND c.revoked_at IS NULL;
-  SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED) INTO v_budget
-    FROM orbit_application_quota q
-   WHERE q.application_id = v_application_id;
+  -- The credential, the quota's room and the session's queue count: one statement.
+  SELECT (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = v_credential_id AND c.revoked_at IS NULL),
+         (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+            FROM orbit_application_quota q WHERE q.application_id = v_application_id),
+         (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
+    INTO v_credential_ok, v_budget, v_queue_count;
   SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
   END IF;
   UPDATE orbit_session s SET s.claim_seq = v_seq, s.last_seen_at = p_now WHERE s.id = p_session_id;
   SET v_any_handler = (v_handlers = '[]');
-  SELECT COUNT(*) INTO v_queue_count FROM orbit_session_queue sq WHERE sq.session_id = p_session_id;
 
   queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
     -- Visit the session's queues from a rotating start position.
