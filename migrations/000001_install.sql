@@ -694,6 +694,7 @@ BEGIN
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -802,7 +803,7 @@ BEGIN
     -- One statement over the ended list. (SELECT ... INTO: a subquery in SET or IF would be a
     -- locking read.)
     SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
-              FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1
+              FROM orbit_application_quota q WHERE q.application_id = v_back_application_id) <= 1
         OR EXISTS (SELECT 1
                      FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]'
                                      COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]',
@@ -2604,7 +2605,7 @@ BEGIN
      SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
    WHERE q.application_id = p_application_id AND q.slot = v_slot
      AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
-     AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+     AND q.incomplete_tasks + 1 <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
   IF ROW_COUNT() = 0 THEN
     -- The connection's slot cannot take it alone (READ COMMITTED released that row): lock every
     -- slot in ascending order and check the exact total.
@@ -2831,16 +2832,17 @@ BEGIN
   END IF;
   due: WHILE v_seen < p_limit DO
     SET v_now = UTC_TIMESTAMP(6), v_task_id = NULL;
-    -- The earliest due task of each lane (one index probe each), then the earliest of the three.
+    -- The earliest due task of each lane, then the earliest of the three.
     SELECT d.id INTO v_task_id
-      FROM ((SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'ready' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
-            UNION ALL
-            (SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'blocked' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
-            UNION ALL
-            (SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'scheduled' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)) d
+      FROM (
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'ready' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'blocked' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'scheduled' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)) d
      ORDER BY d.deadline_at
      LIMIT 1;
     IF v_task_id IS NULL THEN
@@ -2873,12 +2875,10 @@ BEGIN
     END IF;
     COMMIT;
   END WHILE due;
-  -- One index probe per lane (ix_task_deadline). Written as MIN(...) over the lanes as an IN list
-  -- it read every waiting task on every tick (tasks without a deadline, NULL, sort first), and
-  -- MIN(...) with IS NOT NULL still read every task with one: O(backlog) per tick.
   SELECT v_expired AS expired,
          (SELECT MIN(d.deadline_at)
-            FROM ((SELECT t.deadline_at FROM orbit_task t
+            FROM (
+                  (SELECT t.deadline_at FROM orbit_task t
                     WHERE t.lane = 'ready' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)
                   UNION ALL
                   (SELECT t.deadline_at FROM orbit_task t
@@ -3005,6 +3005,7 @@ body: BEGIN
   DECLARE v_checked TINYINT;
   -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
   DECLARE v_expired_slots TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_no_attempts TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
 
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
@@ -3151,10 +3152,10 @@ body: BEGIN
   IF v_expired = 0 THEN
     -- The common case: the whole grant fits the session's slot (the attempts recorded it).
     UPDATE orbit_application_quota q
-       SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
-     WHERE q.application_id = v_application_id AND q.slot = v_slot
-       AND q.checked_max_active_attempts = q.max_active_attempts
-       AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+     SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
+   WHERE q.application_id = v_application_id AND q.slot = v_slot
+     AND q.checked_max_active_attempts = q.max_active_attempts
+     AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
     SET v_charged = ROW_COUNT();
   END IF;
   IF v_charged = 0 THEN
@@ -3173,10 +3174,12 @@ body: BEGIN
     ELSE
       IF v_expired > 0 THEN
         UPDATE orbit_application_quota q
-           SET q.incomplete_tasks = q.incomplete_tasks
-                 - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-               q.updated_at = p_now
-         WHERE q.application_id = v_application_id;
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.updated_at = p_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
       END IF;
       IF v_granted > 0 THEN
         -- The lowest slot that takes the whole grant within its share, if one does.
@@ -4075,10 +4078,10 @@ body: BEGIN
   -- and the first that does not fit fails the call.
   IF v_created > 0 THEN
     UPDATE orbit_application_quota q
-       SET q.incomplete_tasks = q.incomplete_tasks + v_created, q.updated_at = v_now
-     WHERE q.application_id = v_application_id AND q.slot = v_slot
-       AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
-       AND q.incomplete_tasks + v_created <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+     SET q.incomplete_tasks = q.incomplete_tasks + v_created, q.updated_at = v_now
+   WHERE q.application_id = v_application_id AND q.slot = v_slot
+     AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+     AND q.incomplete_tasks + v_created <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
     IF ROW_COUNT() = 0 THEN
       SET v_i = 0;
       WHILE v_i < v_count DO
@@ -4218,7 +4221,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'f37022ab7ea61f0a500e5624a7151e2ab308ecb8e4c511109bf232b2daf345b6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'd37317ae18efc15f431fa7ceafed915b57dfbd307dd0b4f87b2e9792d0b1cc37', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '1ac2e540753b69f718b5c130453ed5c09f4c54dffd0be910a8aa9d0ec6c35aae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4248,19 +4251,19 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '07dad9c00034c7f932a80bc4e87426c0e2661bd86cb2b51e6d11ca16026fd86b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '8ad904c4e7ba02658414e4f4c5c467c2647b8116bfa43b74b02c1bd4bfb4268c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, 'cea04ad7d81209f497b23bbf52c02463d56f51bab956467bbb392ee2a290f86a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '486fc6bacb78f1f9f7dc781648e544c1e87d7cfe5b696d8079ce67fdf81b6069', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '1b7ed2ea92f9fa6d430381e301d8347af1da0951f28c9cf9bfcc3ea675ae2760', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '95a5161438f0555a5c0b445c98c64da6da71df115afbe92e6e30f1171e073170', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '100b5d60e4fa0462adcd68eb495a22e80e07f700a1292a432fede10e38823b49', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '2efba267a48926a774e8cf2368577c203e18af69282f8057c966bcb206d5ff69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '6777e19190412f495357ec6de0682f7d7d4cac8aedb8f98080f7fcee893ec124', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'f450562551c06ee1d4ad2d1a37fef1d8b3bdf342416c249108a65537866be4ae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'f450562551c06ee1d4ad2d1a37fef1d8b3bdf342416c249108a65537866be4ae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'fc785cde0c60a5025f4925b049beb67239faa899e45b9ddd726cafb2ebc38390', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'fc785cde0c60a5025f4925b049beb67239faa899e45b9ddd726cafb2ebc38390', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

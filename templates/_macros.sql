@@ -187,6 +187,16 @@
     check the exact total until a charge finds every slot within its share again. -#}
 {% macro quota_checked(q, col) %}{{ q }}.checked_{{ col }} = {{ q }}.{{ col }}{% endmacro %}
 
+{#- The one-slot charge: adds n to counter column `counter` of slot `slot` of application `app`,
+    only while that slot stays within its share of limit column `limit` and the limit is the
+    checked one (see orbit_application_quota). ROW_COUNT() = 0: not charged, and READ COMMITTED
+    released the row; the caller takes the every-slot path. -#}
+{% macro quota_charge_slot(app, slot, counter, limit, n, now) %}UPDATE orbit_application_quota q
+     SET q.{{ counter }} = q.{{ counter }} + {{ n }}, q.updated_at = {{ now }}
+   WHERE q.application_id = {{ app }} AND q.slot = {{ slot }}
+     AND {% call quota_checked("q", limit) %}
+     AND q.{{ counter }} + {{ n }} <= {% call quota_share("q", limit) %}{% endmacro %}
+
 {#- Checks that `list` (attempt_ids) is a JSON array of 1-1000 positive integer ids (before anything is written);
     leaves its length in `count`; `i` is a scratch counter. -#}
 {% macro check_id_list(list, count, i) %}IF {{ list }} IS NULL OR NOT JSON_VALID({{ list }}) OR JSON_TYPE({{ list }}) <> 'ARRAY'

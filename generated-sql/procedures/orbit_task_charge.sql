@@ -32,7 +32,7 @@ BEGIN
      SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
    WHERE q.application_id = p_application_id AND q.slot = v_slot
      AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
-     AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+     AND q.incomplete_tasks + 1 <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
   IF ROW_COUNT() = 0 THEN
     -- The connection's slot cannot take it alone (READ COMMITTED released that row): lock every
     -- slot in ascending order and check the exact total.

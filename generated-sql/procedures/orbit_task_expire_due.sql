@@ -40,16 +40,17 @@ BEGIN
   END IF;
   due: WHILE v_seen < p_limit DO
     SET v_now = UTC_TIMESTAMP(6), v_task_id = NULL;
-    -- The earliest due task of each lane (one index probe each), then the earliest of the three.
+    -- The earliest due task of each lane, then the earliest of the three.
     SELECT d.id INTO v_task_id
-      FROM ((SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'ready' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
-            UNION ALL
-            (SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'blocked' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
-            UNION ALL
-            (SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'scheduled' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)) d
+      FROM (
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'ready' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'blocked' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'scheduled' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)) d
      ORDER BY d.deadline_at
      LIMIT 1;
     IF v_task_id IS NULL THEN
@@ -82,12 +83,10 @@ BEGIN
     END IF;
     COMMIT;
   END WHILE due;
-  -- One index probe per lane (ix_task_deadline). Written as MIN(...) over the lanes as an IN list
-  -- it read every waiting task on every tick (tasks without a deadline, NULL, sort first), and
-  -- MIN(...) with IS NOT NULL still read every task with one: O(backlog) per tick.
   SELECT v_expired AS expired,
          (SELECT MIN(d.deadline_at)
-            FROM ((SELECT t.deadline_at FROM orbit_task t
+            FROM (
+                  (SELECT t.deadline_at FROM orbit_task t
                     WHERE t.lane = 'ready' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)
                   UNION ALL
                   (SELECT t.deadline_at FROM orbit_task t

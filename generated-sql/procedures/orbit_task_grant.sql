@@ -77,6 +77,7 @@ body: BEGIN
   DECLARE v_checked TINYINT;
   -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
   DECLARE v_expired_slots TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_no_attempts TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
 
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
@@ -223,10 +224,10 @@ body: BEGIN
   IF v_expired = 0 THEN
     -- The common case: the whole grant fits the session's slot (the attempts recorded it).
     UPDATE orbit_application_quota q
-       SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
-     WHERE q.application_id = v_application_id AND q.slot = v_slot
-       AND q.checked_max_active_attempts = q.max_active_attempts
-       AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+     SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
+   WHERE q.application_id = v_application_id AND q.slot = v_slot
+     AND q.checked_max_active_attempts = q.max_active_attempts
+     AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
     SET v_charged = ROW_COUNT();
   END IF;
   IF v_charged = 0 THEN
@@ -245,10 +246,12 @@ body: BEGIN
     ELSE
       IF v_expired > 0 THEN
         UPDATE orbit_application_quota q
-           SET q.incomplete_tasks = q.incomplete_tasks
-                 - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-               q.updated_at = p_now
-         WHERE q.application_id = v_application_id;
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.updated_at = p_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
       END IF;
       IF v_granted > 0 THEN
         -- The lowest slot that takes the whole grant within its share, if one does.

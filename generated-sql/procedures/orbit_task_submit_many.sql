@@ -291,10 +291,10 @@ body: BEGIN
   -- and the first that does not fit fails the call.
   IF v_created > 0 THEN
     UPDATE orbit_application_quota q
-       SET q.incomplete_tasks = q.incomplete_tasks + v_created, q.updated_at = v_now
-     WHERE q.application_id = v_application_id AND q.slot = v_slot
-       AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
-       AND q.incomplete_tasks + v_created <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+     SET q.incomplete_tasks = q.incomplete_tasks + v_created, q.updated_at = v_now
+   WHERE q.application_id = v_application_id AND q.slot = v_slot
+     AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+     AND q.incomplete_tasks + v_created <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
     IF ROW_COUNT() = 0 THEN
       SET v_i = 0;
       WHILE v_i < v_count DO

@@ -69,6 +69,7 @@ BEGIN
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   DECLARE v_incomplete_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
+  -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   {% call m::rollback_on_error() %};
 
@@ -166,7 +167,7 @@ BEGIN
     -- One statement over the ended list. (SELECT ... INTO: a subquery in SET or IF would be a
     -- locking read.)
     SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
-              FROM orbit_application_quota q WHERE q.application_id = v_application_id) <= 1
+              FROM orbit_application_quota q WHERE q.application_id = v_back_application_id) <= 1
         OR EXISTS (SELECT 1
                      FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]'
                                      COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]',

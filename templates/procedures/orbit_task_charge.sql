@@ -24,11 +24,7 @@ BEGIN
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
   SET o_charged = 1;
-  UPDATE orbit_application_quota q
-     SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
-   WHERE q.application_id = p_application_id AND q.slot = v_slot
-     AND {% call m::quota_checked("q", "max_incomplete_tasks") %}
-     AND q.incomplete_tasks < {% call m::quota_share("q", "max_incomplete_tasks") %};
+  {% call m::quota_charge_slot("p_application_id", "v_slot", "incomplete_tasks", "max_incomplete_tasks", "1", "p_now") %};
   IF ROW_COUNT() = 0 THEN
     -- The connection's slot cannot take it alone (READ COMMITTED released that row): lock every
     -- slot in ascending order and check the exact total.

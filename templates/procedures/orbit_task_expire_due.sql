@@ -1,4 +1,15 @@
 {% import "_macros.sql" as m %}
+{#- The earliest task by deadline of each waiting lane (ready, blocked, scheduled) that meets
+    `cond`, as a derived table of up to three rows of `cols`: one ix_task_deadline probe per lane.
+    Over the lanes as an IN list, MIN(deadline_at) or ORDER BY ... LIMIT 1 read every waiting task
+    (tasks without a deadline, NULL, sort first in each lane), and MIN(...) with IS NOT NULL still
+    read every task that has one: O(backlog) on every scheduler tick. -#}
+{% macro earliest_per_lane(cols, cond) %}(
+{%- for lane in ["ready", "blocked", "scheduled"] %}{% if !loop.first %}
+                  UNION ALL{% endif %}
+                  (SELECT {{ cols }} FROM orbit_task t
+                    WHERE t.lane = '{{ lane }}' AND {{ cond }} ORDER BY t.deadline_at LIMIT 1)
+{%- endfor %}){% endmacro %}
 -- orbit_task_expire_due: Expire waiting tasks whose total deadline has passed.
 --
 -- WAITING and RETRY_WAIT tasks (lanes ready, blocked, scheduled) past deadline_at become EXPIRED.
@@ -32,16 +43,9 @@ BEGIN
   END IF;
   due: WHILE v_seen < p_limit DO
     SET v_now = UTC_TIMESTAMP(6), v_task_id = NULL;
-    -- The earliest due task of each lane (one index probe each), then the earliest of the three.
+    -- The earliest due task of each lane, then the earliest of the three.
     SELECT d.id INTO v_task_id
-      FROM ((SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'ready' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
-            UNION ALL
-            (SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'blocked' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
-            UNION ALL
-            (SELECT t.id, t.deadline_at FROM orbit_task t
-              WHERE t.lane = 'scheduled' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)) d
+      FROM {% call earliest_per_lane("t.id, t.deadline_at", "t.deadline_at <= v_now") %} d
      ORDER BY d.deadline_at
      LIMIT 1;
     IF v_task_id IS NULL THEN
@@ -73,18 +77,8 @@ BEGIN
     END IF;
     COMMIT;
   END WHILE due;
-  -- One index probe per lane (ix_task_deadline). Written as MIN(...) over the lanes as an IN list
-  -- it read every waiting task on every tick (tasks without a deadline, NULL, sort first), and
-  -- MIN(...) with IS NOT NULL still read every task with one: O(backlog) per tick.
   SELECT v_expired AS expired,
          (SELECT MIN(d.deadline_at)
-            FROM ((SELECT t.deadline_at FROM orbit_task t
-                    WHERE t.lane = 'ready' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)
-                  UNION ALL
-                  (SELECT t.deadline_at FROM orbit_task t
-                    WHERE t.lane = 'blocked' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)
-                  UNION ALL
-                  (SELECT t.deadline_at FROM orbit_task t
-                    WHERE t.lane = 'scheduled' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)) d
+            FROM {% call earliest_per_lane("t.deadline_at", "t.deadline_at IS NOT NULL") %} d
          ) AS next_deadline_at;
 END

@@ -73,6 +73,7 @@ body: BEGIN
   DECLARE v_checked TINYINT;
   -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
   DECLARE v_expired_slots TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
+  DECLARE v_no_attempts TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
 
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
@@ -217,11 +218,7 @@ body: BEGIN
   END IF;
   IF v_expired = 0 THEN
     -- The common case: the whole grant fits the session's slot (the attempts recorded it).
-    UPDATE orbit_application_quota q
-       SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
-     WHERE q.application_id = v_application_id AND q.slot = v_slot
-       AND {% call m::quota_checked("q", "max_active_attempts") %}
-       AND q.active_attempts + v_granted <= {% call m::quota_share("q", "max_active_attempts") %};
+    {% call m::quota_charge_slot("v_application_id", "v_slot", "active_attempts", "max_active_attempts", "v_granted", "p_now") %};
     SET v_charged = ROW_COUNT();
   END IF;
   IF v_charged = 0 THEN
@@ -239,11 +236,7 @@ body: BEGIN
       LEAVE body;
     ELSE
       IF v_expired > 0 THEN
-        UPDATE orbit_application_quota q
-           SET q.incomplete_tasks = q.incomplete_tasks
-                 - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-               q.updated_at = p_now
-         WHERE q.application_id = v_application_id;
+        {% call m::quota_give_back("v_application_id", "v_no_attempts", "v_expired_slots", "p_now") %};
       END IF;
       IF v_granted > 0 THEN
         -- The lowest slot that takes the whole grant within its share, if one does.

@@ -248,11 +248,7 @@ body: BEGIN
   -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
   -- and the first that does not fit fails the call.
   IF v_created > 0 THEN
-    UPDATE orbit_application_quota q
-       SET q.incomplete_tasks = q.incomplete_tasks + v_created, q.updated_at = v_now
-     WHERE q.application_id = v_application_id AND q.slot = v_slot
-       AND {% call m::quota_checked("q", "max_incomplete_tasks") %}
-       AND q.incomplete_tasks + v_created <= {% call m::quota_share("q", "max_incomplete_tasks") %};
+    {% call m::quota_charge_slot("v_application_id", "v_slot", "incomplete_tasks", "max_incomplete_tasks", "v_created", "v_now") %};
     IF ROW_COUNT() = 0 THEN
       SET v_i = 0;
       WHILE v_i < v_count DO
