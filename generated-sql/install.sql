@@ -1482,11 +1482,9 @@ DELIMITER ;
 -- ---- orbit_key_validate (from templates/procedures/orbit_key_validate.sql) ----
 -- orbit_key_validate: Internal: enforce the concurrency_key rules of SPEC §3 (SIGNALs if invalid).
 --
--- '' means "no key". Otherwise: valid UTF-8, 1-191 characters, no control
--- characters (Unicode Cc: U+0000-U+001F, U+007F-U+009F), no leading or trailing Unicode White_Space
--- (U+0020, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000; the other
--- White_Space characters are Cc). Checked on the hex of the exact bytes, so no collation, case
--- folding or normalisation is involved.
+-- '' means "no key". The rules are m::key_error's: valid UTF-8, 1-191
+-- characters, no control characters, no leading or trailing Unicode White_Space, all checked on
+-- the exact bytes.
 -- Parameters: p_key BLOB (exact bytes; NULL is invalid: JSON null is not "omitted").
 -- Signals: INVALID_ARGUMENT naming concurrency_key.
 -- Locks: none.
@@ -1495,26 +1493,21 @@ DELIMITER $$
 CREATE PROCEDURE orbit_key_validate(IN p_key BLOB)
   DETERMINISTIC NO SQL
 BEGIN
-  IF p_key IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be a string or omitted, not null';
-  END IF;
-  IF p_key <> '' THEN
-    -- The round trip catches malformed sequences; MariaDB's conversion lets UTF-16 surrogates
-    -- (ED A0-BF xx, not UTF-8) through, so they are refused by their bytes.
-    IF CAST(CONVERT(p_key USING utf8mb4) AS BINARY) <> p_key OR HEX(p_key) REGEXP '^(..)*ED[AB]' THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be valid UTF-8';
-    END IF;
-    IF CHAR_LENGTH(CONVERT(p_key USING utf8mb4)) > 191 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must be at most 191 characters';
-    END IF;
-    -- `^(..)*` keeps the match on a byte boundary of the hex string.
-    IF HEX(p_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])' THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must not contain control characters';
-    END IF;
-    IF HEX(p_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
-       OR HEX(p_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$' THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key must not start or end with whitespace';
-    END IF;
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT CASE WHEN p_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN p_key = '' THEN NULL
+       WHEN NOT HEX(p_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(p_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(p_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(p_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(p_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END;
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
 END$$
 DELIMITER ;
@@ -2707,12 +2700,12 @@ DELIMITER ;
 -- ---- orbit_task_create (from templates/procedures/orbit_task_create.sql) ----
 -- orbit_task_create: Internal: create one accepted task inside the caller's transaction.
 --
--- Shared by orbit_task_submit and orbit_plan_fire_due, so a submitted and a plan-fired task are
+-- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- (orbit_task_place), the history event, and (p_charge = 1) the application's incomplete-task
--- counter (orbit_task_charge). The definition must already be validated (orbit_task_validate).
--- When the incomplete-task quota is full, o_task_id is 0 and the caller must roll back what this
--- call wrote. With p_charge = 0 the task records the connection's quota slot and the caller
+-- ('ready' for an unkeyed task, orbit_task_place for a keyed one), the history event, and
+-- (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
+-- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
+-- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task records the connection's quota slot and the caller
 -- charges it: orbit_task_submit_many charges a whole batch with one statement, last.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
@@ -2770,12 +2763,18 @@ BEGIN
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                           deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
-          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', 'none', p_priority,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', IF(v_resource_id = 0, 'ready', 'none'), p_priority,
           p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
   SET o_task_id = LAST_INSERT_ID();
-  CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  -- An unkeyed task is due now and waits for nothing: it went straight into 'ready' above, where
+  -- orbit_task_place would put it. A keyed one is placed behind its key.
+  IF v_resource_id = 0 THEN
+    SET v_state = 'WAITING', v_lane = 'ready';
+  ELSE
+    CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  END IF;
   -- INSERT ... VALUES, not INSERT ... SELECT: the latter is a bulk insert for InnoDB's
   -- auto-increment lock (innodb_autoinc_lock_mode 1) and holds the table's AUTO-INC lock, on
   -- which every concurrent history insert then queues.
@@ -3796,7 +3795,9 @@ DELIMITER ;
 -- submit and a batch task replay each other) returns the original task, replayed = 1; with any
 -- other field it is an IDEMPOTENCY_CONFLICT, which fails the whole call. A key used twice in one
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
--- checked on each task's queue, once per run of tasks on the same queue. Keyed tasks behind a
+-- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
+-- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
+-- insert and one update; each task is then created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
 -- and one round trip for up to 1000 tasks.
@@ -3836,11 +3837,13 @@ DELIMITER ;
 --   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
 --   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
--- Locks, in order, per task in input order: its orbit_idempotency row (insert; FOR UPDATE when
---   it exists), then through orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE);
---   then, once for the batch, the connection's orbit_application_quota slot row (or, when it
---   cannot take the batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
---   deadlock; the loser is rolled back whole and retried by the caller.
+-- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
+--   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
+--   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
+--   insert or FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot
+--   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
+--   share keys in different orders can deadlock; the loser is rolled back whole and retried by
+--   the caller.
 DROP PROCEDURE IF EXISTS orbit_task_submit_many;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit_many(
@@ -3854,11 +3857,9 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_i INT DEFAULT 0;
-  -- The fetched task: the whole object, then each member's JSON text (NULL when missing).
-  DECLARE v_item LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
-          j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
-          j_retry_unknown, j_deadline_seconds LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_queues INT;
+  -- The first task that breaks a field rule (v_count + 1 when none), and the rule's message.
+  DECLARE v_bad_item INT;
   DECLARE v_bad VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_idempotency_key BLOB;
@@ -3880,6 +3881,9 @@ body: BEGIN
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_duplicate TINYINT DEFAULT 0;
+  -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
+  -- idempotency path on its own.
+  DECLARE v_one_by_one TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
@@ -3887,20 +3891,92 @@ body: BEGIN
   -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  -- Read twice (checks, then writes); p_tasks is parsed once per pass. The loops run p_tasks'
-  -- length, so a FETCH never runs past the end (no NOT FOUND handler, which an empty SELECT ...
-  -- INTO in a nested call would also set).
+  -- The queues of the tasks before the first bad one, each once, in order of first use. The loops
+  -- below run a counted number of FETCHes, so none runs past the end (no NOT FOUND handler, which
+  -- an empty SELECT ... INTO in a nested call would also set).
+  DECLARE c_queues CURSOR FOR
+    SELECT MIN(t.queue_id), MIN(t.item)
+      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL), 0)
+            AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+     WHERE t.item < v_bad_item
+     GROUP BY CAST(t.queue_id AS BINARY)
+     ORDER BY MIN(t.item);
   DECLARE c_tasks CURSOR FOR
-    SELECT j.task, idempotency_key, queue_id, handler, handler_version, payload_version, payload, business_key,
-                concurrency_key, priority, max_attempts, retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds
-      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (task JSON PATH '$',
-             idempotency_key JSON PATH '$.idempotency_key', queue_id JSON PATH '$.queue_id',
-             handler JSON PATH '$.handler', handler_version JSON PATH '$.handler_version',
-             payload_version JSON PATH '$.payload_version', payload JSON PATH '$.payload',
-             business_key JSON PATH '$.business_key', concurrency_key JSON PATH '$.concurrency_key',
-             priority JSON PATH '$.priority', max_attempts JSON PATH '$.max_attempts',
-             retry_base_ms JSON PATH '$.retry_base_ms', retry_max_ms JSON PATH '$.retry_max_ms',
-             retry_unknown JSON PATH '$.retry_unknown', deadline_seconds JSON PATH '$.deadline_seconds')) j;
+    SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
+           t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
+           t.retry_unknown, t.deadline_seconds, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+                 HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
+                 t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+                 t.deadline_seconds), 256))
+      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL), 0)
+            AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+     ORDER BY t.item;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -3908,7 +3984,7 @@ body: BEGIN
     RESIGNAL;
   END;
 
-  -- The token and the scope first, as for a single submit; queues are checked per task below.
+  -- The token and the scope first, as for a single submit; queues are checked below.
   CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_environment_id, v_credential_id);
   IF p_tasks IS NULL OR NOT JSON_VALID(p_tasks) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: tasks must be a JSON array of 1-1000 tasks';
@@ -3918,8 +3994,117 @@ body: BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: tasks must be a JSON array of 1-1000 tasks';
   END IF;
 
-  -- Pass 1, nothing written: each task's fields, its queue, its definition. Errors name the task.
-  checks: BEGIN
+  -- Checks, nothing written, reported in input order as a task-by-task check would: the first
+  -- task whose fields break a rule (one statement over the whole batch), then the queue of each
+  -- task before it (once per queue); a queue refused before that task is the error, else its rule.
+  SELECT b.item, b.bad INTO v_bad_item, v_bad
+    FROM (SELECT t.item,
+                 CASE
+                   WHEN JSON_TYPE(t.task) <> 'OBJECT' THEN 'a task must be a JSON object'
+                   WHEN NOT COALESCE(LENGTH(t.idempotency_key) BETWEEN 1 AND 255, 0)
+                     THEN 'idempotency_key must be a string of 1-255 bytes'
+                   WHEN COALESCE(JSON_TYPE(t.j_queue_id), '') <> 'STRING' THEN 'queue_id must be a string'
+                   WHEN NOT (t.j_handler IS NULL OR JSON_TYPE(t.j_handler) IN ('NULL', 'STRING')) THEN 'handler must be a string'
+                   WHEN NOT (t.j_handler_version IS NULL OR JSON_TYPE(t.j_handler_version) IN ('NULL', 'STRING')) THEN 'handler_version must be a string'
+                   WHEN NOT (t.j_payload_version IS NULL OR JSON_TYPE(t.j_payload_version) IN ('NULL', 'STRING')) THEN 'payload_version must be a string'
+                   WHEN NOT (t.j_payload IS NULL OR JSON_TYPE(t.j_payload) IN ('NULL', 'STRING')) THEN 'payload must be a string holding the JSON text'
+                   WHEN NOT (t.j_business_key IS NULL OR JSON_TYPE(t.j_business_key) IN ('NULL', 'STRING')) THEN 'business_key must be a string'
+                   WHEN NOT (t.j_concurrency_key IS NULL OR JSON_TYPE(t.j_concurrency_key) IN ('NULL', 'STRING')) THEN 'concurrency_key must be a string'
+                   WHEN NOT (t.j_priority IS NULL OR JSON_TYPE(t.j_priority) = 'NULL' OR t.j_priority REGEXP '^-?[0-9]+$') THEN 'priority must be an integer'
+                   WHEN NOT (t.j_max_attempts IS NULL OR JSON_TYPE(t.j_max_attempts) = 'NULL' OR t.j_max_attempts REGEXP '^-?[0-9]+$') THEN 'max_attempts must be an integer'
+                   WHEN NOT (t.j_retry_base_ms IS NULL OR JSON_TYPE(t.j_retry_base_ms) = 'NULL' OR t.j_retry_base_ms REGEXP '^-?[0-9]+$') THEN 'retry_base_ms must be an integer'
+                   WHEN NOT (t.j_retry_max_ms IS NULL OR JSON_TYPE(t.j_retry_max_ms) = 'NULL' OR t.j_retry_max_ms REGEXP '^-?[0-9]+$') THEN 'retry_max_ms must be an integer'
+                   WHEN NOT (t.j_retry_unknown IS NULL OR JSON_TYPE(t.j_retry_unknown) IN ('NULL', 'BOOLEAN')) THEN 'retry_unknown must be true or false'
+                   WHEN NOT (t.j_deadline_seconds IS NULL OR JSON_TYPE(t.j_deadline_seconds) = 'NULL' OR t.j_deadline_seconds REGEXP '^-?[0-9]+$') THEN 'deadline_seconds must be an integer'
+                   WHEN JSON_LENGTH(t.task) <> (t.j_idempotency_key IS NOT NULL) + (t.j_queue_id IS NOT NULL)
+                          + (t.j_handler IS NOT NULL) + (t.j_handler_version IS NOT NULL) + (t.j_payload_version IS NOT NULL)
+                          + (t.j_payload IS NOT NULL) + (t.j_business_key IS NOT NULL) + (t.j_concurrency_key IS NOT NULL)
+                          + (t.j_priority IS NOT NULL) + (t.j_max_attempts IS NOT NULL) + (t.j_retry_base_ms IS NOT NULL)
+                          + (t.j_retry_max_ms IS NOT NULL) + (t.j_retry_unknown IS NOT NULL) + (t.j_deadline_seconds IS NOT NULL)
+                     THEN 'the task has a member that is not a field of a submit'
+                   ELSE CASE
+       WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
+         THEN 'handler must be 1-191 characters'
+       WHEN t.handler_version IS NULL OR CHAR_LENGTH(t.handler_version) NOT BETWEEN 1 AND 64
+         THEN 'handler_version must be 1-64 characters'
+       WHEN t.payload_version IS NULL OR CHAR_LENGTH(t.payload_version) NOT BETWEEN 1 AND 64
+         THEN 'payload_version must be 1-64 characters'
+       WHEN t.payload IS NULL OR NOT JSON_VALID(t.payload) THEN 'payload must be valid JSON'
+       WHEN CHAR_LENGTH(t.business_key) > 191 THEN 'business_key must be at most 191 characters'
+       WHEN (CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN t.concurrency_key = '' THEN NULL
+       WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(t.concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(t.concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END) IS NOT NULL
+         THEN CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN t.concurrency_key = '' THEN NULL
+       WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(t.concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(t.concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END
+       WHEN t.priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
+       WHEN t.max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
+       WHEN t.retry_base_ms NOT BETWEEN 0 AND 86400000 OR t.retry_max_ms NOT BETWEEN 0 AND 604800000
+         THEN 'retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000'
+       WHEN t.retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
+       WHEN t.deadline_seconds NOT BETWEEN 0 AND 315360000
+         THEN 'deadline_seconds must be between 1 and 315360000'
+  END
+                 END AS bad
+            FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL), 0)
+            AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+          UNION ALL
+          SELECT v_count + 1, NULL) b
+   WHERE b.bad IS NOT NULL OR b.item > v_count
+   ORDER BY b.item
+   LIMIT 1;
+  queues: BEGIN
     DECLARE EXIT HANDLER FOR SQLSTATE '45000'
     BEGIN
       GET DIAGNOSTICS CONDITION 1 v_message = MESSAGE_TEXT;
@@ -3927,152 +4112,156 @@ body: BEGIN
                                   SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
     END;
-    OPEN c_tasks;
-    WHILE v_i < v_count DO
-      FETCH c_tasks INTO v_item, j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
-                         j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
-                         j_retry_unknown, j_deadline_seconds;
-      SET v_i = v_i + 1,
-        v_idempotency_key = IF(JSON_TYPE(j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_idempotency_key), 256), NULL),
-        -- Not ASCII (or absurdly long): no queue has that id.
-        v_queue_id = IF(JSON_TYPE(j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j_queue_id)) <= 255
-                        AND LENGTH(JSON_UNQUOTE(j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j_queue_id)),
-                        JSON_UNQUOTE(j_queue_id), ''),
-        v_handler = IF(JSON_TYPE(j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j_handler), 192), IF(j_handler IS NULL, NULL, NULL)),
-        v_handler_version = IF(JSON_TYPE(j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j_handler_version), 65), IF(j_handler_version IS NULL, NULL, NULL)),
-        v_payload_version = IF(JSON_TYPE(j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j_payload_version), 65), IF(j_payload_version IS NULL, NULL, NULL)),
-        v_payload = IF(JSON_TYPE(j_payload) = 'STRING', JSON_UNQUOTE(j_payload), NULL),
-        v_business_key = IF(JSON_TYPE(j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j_business_key), 192), IF(j_business_key IS NULL, NULL, NULL)),
-        v_concurrency_key = IF(JSON_TYPE(j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_concurrency_key), 192), IF(j_concurrency_key IS NULL, '', NULL)),
-        v_priority = CASE WHEN j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_priority AS SIGNED)
-                                    WHEN j_priority REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_max_attempts = CASE WHEN j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_max_attempts AS SIGNED)
-                                    WHEN j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_retry_base_ms = CASE WHEN j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_base_ms AS SIGNED)
-                                    WHEN j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_retry_max_ms = CASE WHEN j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_max_ms AS SIGNED)
-                                    WHEN j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_retry_unknown = IF(JSON_TYPE(j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j_retry_unknown) = 'true', NULL),
-        v_deadline_seconds = CASE WHEN j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_deadline_seconds AS SIGNED)
-                                    WHEN j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_bad = CASE
-          WHEN JSON_TYPE(v_item) <> 'OBJECT' THEN 'a task must be a JSON object'
-          WHEN NOT COALESCE(LENGTH(v_idempotency_key) BETWEEN 1 AND 255, 0)
-            THEN 'idempotency_key must be a string of 1-255 bytes'
-          WHEN COALESCE(JSON_TYPE(j_queue_id), '') <> 'STRING' THEN 'queue_id must be a string'
-          WHEN NOT (j_handler IS NULL OR JSON_TYPE(j_handler) IN ('NULL', 'STRING')) THEN 'handler must be a string'
-          WHEN NOT (j_handler_version IS NULL OR JSON_TYPE(j_handler_version) IN ('NULL', 'STRING')) THEN 'handler_version must be a string'
-          WHEN NOT (j_payload_version IS NULL OR JSON_TYPE(j_payload_version) IN ('NULL', 'STRING')) THEN 'payload_version must be a string'
-          WHEN NOT (j_payload IS NULL OR JSON_TYPE(j_payload) IN ('NULL', 'STRING')) THEN 'payload must be a string holding the JSON text'
-          WHEN NOT (j_business_key IS NULL OR JSON_TYPE(j_business_key) IN ('NULL', 'STRING')) THEN 'business_key must be a string'
-          WHEN NOT (j_concurrency_key IS NULL OR JSON_TYPE(j_concurrency_key) IN ('NULL', 'STRING')) THEN 'concurrency_key must be a string'
-          WHEN NOT (j_priority IS NULL OR JSON_TYPE(j_priority) = 'NULL' OR j_priority REGEXP '^-?[0-9]+$') THEN 'priority must be an integer'
-          WHEN NOT (j_max_attempts IS NULL OR JSON_TYPE(j_max_attempts) = 'NULL' OR j_max_attempts REGEXP '^-?[0-9]+$') THEN 'max_attempts must be an integer'
-          WHEN NOT (j_retry_base_ms IS NULL OR JSON_TYPE(j_retry_base_ms) = 'NULL' OR j_retry_base_ms REGEXP '^-?[0-9]+$') THEN 'retry_base_ms must be an integer'
-          WHEN NOT (j_retry_max_ms IS NULL OR JSON_TYPE(j_retry_max_ms) = 'NULL' OR j_retry_max_ms REGEXP '^-?[0-9]+$') THEN 'retry_max_ms must be an integer'
-          WHEN NOT (j_retry_unknown IS NULL OR JSON_TYPE(j_retry_unknown) IN ('NULL', 'BOOLEAN')) THEN 'retry_unknown must be true or false'
-          WHEN NOT (j_deadline_seconds IS NULL OR JSON_TYPE(j_deadline_seconds) = 'NULL' OR j_deadline_seconds REGEXP '^-?[0-9]+$') THEN 'deadline_seconds must be an integer'
-          WHEN JSON_LENGTH(v_item) <> (j_idempotency_key IS NOT NULL) + (j_queue_id IS NOT NULL)
-                 + (j_handler IS NOT NULL) + (j_handler_version IS NOT NULL) + (j_payload_version IS NOT NULL)
-                 + (j_payload IS NOT NULL) + (j_business_key IS NOT NULL) + (j_concurrency_key IS NOT NULL)
-                 + (j_priority IS NOT NULL) + (j_max_attempts IS NOT NULL) + (j_retry_base_ms IS NOT NULL)
-                 + (j_retry_max_ms IS NOT NULL) + (j_retry_unknown IS NOT NULL) + (j_deadline_seconds IS NOT NULL)
-            THEN 'the task has a member that is not a field of a submit'
-        END;
-      IF v_bad IS NOT NULL THEN
-        SET v_message = CONCAT('INVALID_ARGUMENT: ', v_bad);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-      END IF;
-      IF v_last_queue IS NULL OR v_queue_id <> v_last_queue THEN
-        CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
-                                    v_credential_id);
-        SET v_last_queue = v_queue_id;
-      END IF;
-      CALL orbit_task_validate(v_handler, v_handler_version, v_payload_version, v_payload, v_business_key,
-                               v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms,
-                               v_retry_unknown, v_deadline_seconds);
+    SELECT COUNT(DISTINCT CAST(t.queue_id AS BINARY)) INTO v_queues
+      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL), 0)
+            AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+     WHERE t.item < v_bad_item;
+    OPEN c_queues;
+    WHILE v_queues > 0 DO
+      FETCH c_queues INTO v_queue_id, v_i;
+      CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
+                                  v_credential_id);
+      SET v_last_queue = v_queue_id, v_queues = v_queues - 1;
     END WHILE;
-    CLOSE c_tasks;
-  END checks;
+    CLOSE c_queues;
+  END queues;
+  IF v_bad IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: tasks[', v_bad_item - 1, ']: ', v_bad);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
 
-  -- Pass 2, one transaction: the single submit's idempotency logic and task creation, per task.
+  -- One transaction. Every key at once first: the insert waits for a concurrent first submit of
+  -- any of them, and fails whole (nothing inserted) when one exists or repeats in the batch.
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SET v_i = 0;
+  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+  SELECT v_application_id, t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+                 HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
+                 t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+                 t.deadline_seconds), 256)), 0, v_now
+    FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL), 0)
+            AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t;
+  SET v_one_by_one = v_duplicate, v_i = 0;
   OPEN c_tasks;
   WHILE v_i < v_count DO
-    FETCH c_tasks INTO v_item, j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
-                         j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
-                         j_retry_unknown, j_deadline_seconds;
-    SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0,
-        v_idempotency_key = IF(JSON_TYPE(j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_idempotency_key), 256), NULL),
-        -- Not ASCII (or absurdly long): no queue has that id.
-        v_queue_id = IF(JSON_TYPE(j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j_queue_id)) <= 255
-                        AND LENGTH(JSON_UNQUOTE(j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j_queue_id)),
-                        JSON_UNQUOTE(j_queue_id), ''),
-        v_handler = IF(JSON_TYPE(j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j_handler), 192), IF(j_handler IS NULL, NULL, NULL)),
-        v_handler_version = IF(JSON_TYPE(j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j_handler_version), 65), IF(j_handler_version IS NULL, NULL, NULL)),
-        v_payload_version = IF(JSON_TYPE(j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j_payload_version), 65), IF(j_payload_version IS NULL, NULL, NULL)),
-        v_payload = IF(JSON_TYPE(j_payload) = 'STRING', JSON_UNQUOTE(j_payload), NULL),
-        v_business_key = IF(JSON_TYPE(j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j_business_key), 192), IF(j_business_key IS NULL, NULL, NULL)),
-        v_concurrency_key = IF(JSON_TYPE(j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_concurrency_key), 192), IF(j_concurrency_key IS NULL, '', NULL)),
-        v_priority = CASE WHEN j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_priority AS SIGNED)
-                                    WHEN j_priority REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_max_attempts = CASE WHEN j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_max_attempts AS SIGNED)
-                                    WHEN j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_retry_base_ms = CASE WHEN j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_base_ms AS SIGNED)
-                                    WHEN j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_retry_max_ms = CASE WHEN j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_retry_max_ms AS SIGNED)
-                                    WHEN j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_retry_unknown = IF(JSON_TYPE(j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j_retry_unknown) = 'true', NULL),
-        v_deadline_seconds = CASE WHEN j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j_deadline_seconds AS SIGNED)
-                                    WHEN j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END,
-        v_business_key = COALESCE(v_business_key, ''),
-      v_priority = COALESCE(v_priority, 5),
-      v_max_attempts = COALESCE(v_max_attempts, 3),
-      v_retry_base_ms = COALESCE(v_retry_base_ms, 1000),
-      v_retry_max_ms = COALESCE(v_retry_max_ms, 300000),
-      v_retry_unknown = COALESCE(v_retry_unknown, 0),
-      v_deadline_seconds = COALESCE(v_deadline_seconds, 0),
-        v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(v_queue_id), HEX(v_handler), HEX(v_handler_version),
-                 HEX(v_payload_version), SHA2(v_payload, 256), HEX(v_business_key), HEX(v_concurrency_key),
-                 v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                 v_deadline_seconds), 256));
-    -- The queue was authorised in pass 1; a change of queue looks up its namespace (v_last_queue
-    -- and v_namespace_id still hold pass 1's last queue).
+    FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
+                       v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
+                       v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_hash;
+    SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0;
+    -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
+    -- v_namespace_id still hold the last queue checked).
     IF v_queue_id <> v_last_queue THEN
       SELECT q.namespace_id, q.id INTO v_namespace_id, v_last_queue
         FROM orbit_queue q
        WHERE q.id = v_queue_id;
     END IF;
-    -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
-    IF v_duplicate THEN
-      SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
-        FROM orbit_idempotency i
-       WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
-         FOR UPDATE;
-      IF v_existing_hash <> v_hash THEN
-        ROLLBACK;
-        SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
-                               ']: this idempotency_key was used with a different request');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    -- One by one, as orbit_task_submit: the same key with the same request is a replay.
+    IF v_one_by_one THEN
+      INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+      VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
+      IF v_duplicate THEN
+        SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+          FROM orbit_idempotency i
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+           FOR UPDATE;
+        IF v_existing_hash <> v_hash THEN
+          ROLLBACK;
+          SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
+                                 ']: this idempotency_key was used with a different request');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+        SET v_replayed = 1;
       END IF;
-      SET v_replayed = 1;
-    ELSE
+    END IF;
+    IF NOT v_replayed THEN
       CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                              v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                              v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                              v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
       SET v_created = v_created + 1;
-      UPDATE orbit_idempotency i SET i.task_id = v_task_id
-       WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+      IF v_one_by_one THEN
+        UPDATE orbit_idempotency i SET i.task_id = v_task_id
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+      END IF;
     END IF;
     SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
   END WHILE;
   CLOSE c_tasks;
   SET v_results = CONCAT(v_results, ']');
+  -- Keys inserted at once get their tasks at once (each task row carries its key).
+  IF NOT v_one_by_one THEN
+    UPDATE orbit_idempotency i
+      JOIN JSON_TABLE(v_results, '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
+      JOIN orbit_task t ON t.id = r.task_id
+       SET i.task_id = t.id
+     WHERE i.application_id = v_application_id AND i.idempotency_key = t.idempotency_key;
+  END IF;
   -- The incomplete-task quota, last and once: the whole batch on the connection's slot when it
   -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
   -- and the first that does not fit fails the call.
@@ -4120,7 +4309,8 @@ DELIMITER ;
 -- orbit_task_validate: Internal: apply the defaults of a task definition and enforce its rules.
 --
 -- One set of rules for everything that defines a task: orbit_task_submit, orbit_plan_create and
--- orbit_plan_version_create. The defaultable fields are INOUT: NULL becomes the default, so the
+-- orbit_plan_version_create (orbit_task_submit_many checks a batch with the same expression,
+-- m::task_definition_error). The defaultable fields are INOUT: NULL becomes the default, so the
 -- caller stores (and hashes) the effective values. Checked in parameter order; the first broken
 -- rule is reported, its message starting with the field name.
 -- Parameters:
@@ -4155,6 +4345,7 @@ CREATE PROCEDURE orbit_task_validate(
   INOUT p_deadline_seconds BIGINT)
   DETERMINISTIC NO SQL
 BEGIN
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   SET p_business_key = COALESCE(p_business_key, ''),
       p_priority = COALESCE(p_priority, 5),
       p_max_attempts = COALESCE(p_max_attempts, 3),
@@ -4162,36 +4353,50 @@ BEGIN
       p_retry_max_ms = COALESCE(p_retry_max_ms, 300000),
       p_retry_unknown = COALESCE(p_retry_unknown, 0),
       p_deadline_seconds = COALESCE(p_deadline_seconds, 0);
-  IF p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handler must be 1-191 characters';
-  END IF;
-  IF p_handler_version IS NULL OR CHAR_LENGTH(p_handler_version) NOT BETWEEN 1 AND 64 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handler_version must be 1-64 characters';
-  END IF;
-  IF p_payload_version IS NULL OR CHAR_LENGTH(p_payload_version) NOT BETWEEN 1 AND 64 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: payload_version must be 1-64 characters';
-  END IF;
-  IF p_payload IS NULL OR NOT JSON_VALID(p_payload) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: payload must be valid JSON';
-  END IF;
-  IF CHAR_LENGTH(p_business_key) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: business_key must be at most 191 characters';
-  END IF;
-  CALL orbit_key_validate(p_concurrency_key);
-  IF p_priority NOT BETWEEN 0 AND 9 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: priority must be between 0 and 9';
-  END IF;
-  IF p_max_attempts NOT BETWEEN 1 AND 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max_attempts must be between 1 and 1000';
-  END IF;
-  IF p_retry_base_ms NOT BETWEEN 0 AND 86400000 OR p_retry_max_ms NOT BETWEEN 0 AND 604800000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000';
-  END IF;
-  IF p_retry_unknown NOT IN (0, 1) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retry_unknown must be true or false';
-  END IF;
-  IF p_deadline_seconds NOT BETWEEN 0 AND 315360000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: deadline_seconds must be between 1 and 315360000';
+  SET v_message = CASE
+       WHEN p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191
+         THEN 'handler must be 1-191 characters'
+       WHEN p_handler_version IS NULL OR CHAR_LENGTH(p_handler_version) NOT BETWEEN 1 AND 64
+         THEN 'handler_version must be 1-64 characters'
+       WHEN p_payload_version IS NULL OR CHAR_LENGTH(p_payload_version) NOT BETWEEN 1 AND 64
+         THEN 'payload_version must be 1-64 characters'
+       WHEN p_payload IS NULL OR NOT JSON_VALID(p_payload) THEN 'payload must be valid JSON'
+       WHEN CHAR_LENGTH(p_business_key) > 191 THEN 'business_key must be at most 191 characters'
+       WHEN (CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN p_concurrency_key = '' THEN NULL
+       WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(p_concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END) IS NOT NULL
+         THEN CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN p_concurrency_key = '' THEN NULL
+       WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(p_concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END
+       WHEN p_priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
+       WHEN p_max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
+       WHEN p_retry_base_ms NOT BETWEEN 0 AND 86400000 OR p_retry_max_ms NOT BETWEEN 0 AND 604800000
+         THEN 'retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000'
+       WHEN p_retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
+       WHEN p_deadline_seconds NOT BETWEEN 0 AND 315360000
+         THEN 'deadline_seconds must be between 1 and 315360000'
+  END;
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
 END$$
 DELIMITER ;
@@ -4235,7 +4440,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'ecef8b7d83d7f4aa1bd21e239d7800528724d7506d27be546b6e8f693aa5c699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, 'fb9ea168a10ebcb8c5fb4b56c328ee4c4ddf95dbabe57fbdf18e24438affa39b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '27be80079c57485da6d2d5c651c95fe3a98be092c9e71ffd9cd65113b05aeae4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4253,7 +4458,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '07dad9c00034c7f932a80bc4e87426c0e2661bd86cb2b51e6d11ca16026fd86b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, 'cea04ad7d81209f497b23bbf52c02463d56f51bab956467bbb392ee2a290f86a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '486fc6bacb78f1f9f7dc781648e544c1e87d7cfe5b696d8079ce67fdf81b6069', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '31c9e651d613dc8424ea93b468a33be00f1bb060a54763ae400b97a4119fdda8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '100b5d60e4fa0462adcd68eb495a22e80e07f700a1292a432fede10e38823b49', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4263,7 +4468,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '6777e19190412f495357ec6de0682f7d7d4cac8aedb8f98080f7fcee893ec124', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, '0cae7534aa144b4a238124fbbc39c22c5385949be4baa9837c3f5e8801b2bde0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'fc785cde0c60a5025f4925b049beb67239faa899e45b9ddd726cafb2ebc38390', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '65cf0ae81e9b7f8046cac6a980c48f1bb5ea949569e6708c5c92cd163aea97d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'bdc956eceb39c0a4716429a9dab3551f58267020acd38aff18fb1f17a5c806c2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'c82c8f4692fac89c48865bbda8996e8bbc3b703dacce81945573d798dabe4038', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '392914d0fe9e9b33b4c13bd7aa7692fc8bee3ce22f1b946aae9267a4425410b2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

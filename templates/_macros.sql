@@ -126,6 +126,55 @@
       {{ p }}retry_unknown = COALESCE({{ p }}retry_unknown, 0),
       {{ p }}deadline_seconds = COALESCE({{ p }}deadline_seconds, 0){% endmacro %}
 
+{#- The first rule of SPEC §3 that concurrency key `k` (exact bytes, '' = no key) breaks, as the
+    message that follows "INVALID_ARGUMENT: ", or NULL when it keeps them all: valid UTF-8,
+    1-{{ c.key_max_chars }} characters, no control characters (Unicode Cc: U+0000-U+001F,
+    U+007F-U+009F), no leading or trailing Unicode White_Space (U+0020, U+00A0, U+1680,
+    U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000; the other White_Space characters are
+    Cc). Checked on the hex of the exact bytes, so no collation, case folding or normalisation is
+    involved; `^(..)*` keeps a match on a byte boundary of the hex string. UTF-8 is checked by the
+    table of well-formed byte sequences (Unicode 15, Table 3-7: no overlong forms, no surrogates
+    ED A0-BF, nothing above U+10FFFF), not by converting: a conversion of bad bytes is a warning
+    that an assignment turns into an error. One expression for orbit_key_validate and the
+    set-based checks of orbit_task_submit_many. -#}
+{% macro key_error(k) %}CASE WHEN {{ k }} IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN {{ k }} = '' THEN NULL
+       WHEN NOT HEX({{ k }}) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT({{ k }} USING utf8mb4)) > {{ c.key_max_chars }}
+         THEN 'concurrency_key must be at most {{ c.key_max_chars }} characters'
+       WHEN HEX({{ k }}) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX({{ k }}) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX({{ k }}) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END{% endmacro %}
+
+{#- The first rule a task definition breaks, in parameter order, as the message that follows
+    "INVALID_ARGUMENT: " (it starts with the field's name), or NULL when it keeps them all. `p` is
+    the prefix of the effective (defaulted, see task_defaults) values: p_ in orbit_task_validate,
+    t. in the set-based checks of orbit_task_submit_many. One set of rules for every way a task is
+    defined. -#}
+{% macro task_definition_error(p) %}CASE
+       WHEN {{ p }}handler IS NULL OR CHAR_LENGTH({{ p }}handler) NOT BETWEEN 1 AND 191
+         THEN 'handler must be 1-191 characters'
+       WHEN {{ p }}handler_version IS NULL OR CHAR_LENGTH({{ p }}handler_version) NOT BETWEEN 1 AND 64
+         THEN 'handler_version must be 1-64 characters'
+       WHEN {{ p }}payload_version IS NULL OR CHAR_LENGTH({{ p }}payload_version) NOT BETWEEN 1 AND 64
+         THEN 'payload_version must be 1-64 characters'
+       WHEN {{ p }}payload IS NULL OR NOT JSON_VALID({{ p }}payload) THEN 'payload must be valid JSON'
+       WHEN CHAR_LENGTH({{ p }}business_key) > 191 THEN 'business_key must be at most 191 characters'
+       WHEN ({% call key_error(p ~ "concurrency_key") %}) IS NOT NULL
+         THEN {% call key_error(p ~ "concurrency_key") %}
+       WHEN {{ p }}priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
+       WHEN {{ p }}max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
+       WHEN {{ p }}retry_base_ms NOT BETWEEN 0 AND 86400000 OR {{ p }}retry_max_ms NOT BETWEEN 0 AND 604800000
+         THEN 'retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000'
+       WHEN {{ p }}retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
+       WHEN {{ p }}deadline_seconds NOT BETWEEN 0 AND 315360000
+         THEN 'deadline_seconds must be between 1 and 315360000'
+  END{% endmacro %}
+
 {#- The request hash of a submit, over the effective (defaulted) values of the variables with
     prefix `p`: the same expression in orbit_task_submit and orbit_task_submit_many, so a single
     submit and a batch item with the same Idempotency-Key and request replay each other. Every

@@ -3,12 +3,12 @@
 
 -- orbit_task_create: Internal: create one accepted task inside the caller's transaction.
 --
--- Shared by orbit_task_submit and orbit_plan_fire_due, so a submitted and a plan-fired task are
+-- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- (orbit_task_place), the history event, and (p_charge = 1) the application's incomplete-task
--- counter (orbit_task_charge). The definition must already be validated (orbit_task_validate).
--- When the incomplete-task quota is full, o_task_id is 0 and the caller must roll back what this
--- call wrote. With p_charge = 0 the task records the connection's quota slot and the caller
+-- ('ready' for an unkeyed task, orbit_task_place for a keyed one), the history event, and
+-- (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
+-- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
+-- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task records the connection's quota slot and the caller
 -- charges it: orbit_task_submit_many charges a whole batch with one statement, last.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
@@ -66,12 +66,18 @@ BEGIN
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                           deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
-          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', 'none', p_priority,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', IF(v_resource_id = 0, 'ready', 'none'), p_priority,
           p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
   SET o_task_id = LAST_INSERT_ID();
-  CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  -- An unkeyed task is due now and waits for nothing: it went straight into 'ready' above, where
+  -- orbit_task_place would put it. A keyed one is placed behind its key.
+  IF v_resource_id = 0 THEN
+    SET v_state = 'WAITING', v_lane = 'ready';
+  ELSE
+    CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  END IF;
   -- INSERT ... VALUES, not INSERT ... SELECT: the latter is a bulk insert for InnoDB's
   -- auto-increment lock (innodb_autoinc_lock_mode 1) and holds the table's AUTO-INC lock, on
   -- which every concurrent history insert then queues.

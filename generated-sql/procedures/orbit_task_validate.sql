@@ -4,7 +4,8 @@
 -- orbit_task_validate: Internal: apply the defaults of a task definition and enforce its rules.
 --
 -- One set of rules for everything that defines a task: orbit_task_submit, orbit_plan_create and
--- orbit_plan_version_create. The defaultable fields are INOUT: NULL becomes the default, so the
+-- orbit_plan_version_create (orbit_task_submit_many checks a batch with the same expression,
+-- m::task_definition_error). The defaultable fields are INOUT: NULL becomes the default, so the
 -- caller stores (and hashes) the effective values. Checked in parameter order; the first broken
 -- rule is reported, its message starting with the field name.
 -- Parameters:
@@ -39,6 +40,7 @@ CREATE PROCEDURE orbit_task_validate(
   INOUT p_deadline_seconds BIGINT)
   DETERMINISTIC NO SQL
 BEGIN
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   SET p_business_key = COALESCE(p_business_key, ''),
       p_priority = COALESCE(p_priority, 5),
       p_max_attempts = COALESCE(p_max_attempts, 3),
@@ -46,36 +48,50 @@ BEGIN
       p_retry_max_ms = COALESCE(p_retry_max_ms, 300000),
       p_retry_unknown = COALESCE(p_retry_unknown, 0),
       p_deadline_seconds = COALESCE(p_deadline_seconds, 0);
-  IF p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handler must be 1-191 characters';
-  END IF;
-  IF p_handler_version IS NULL OR CHAR_LENGTH(p_handler_version) NOT BETWEEN 1 AND 64 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: handler_version must be 1-64 characters';
-  END IF;
-  IF p_payload_version IS NULL OR CHAR_LENGTH(p_payload_version) NOT BETWEEN 1 AND 64 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: payload_version must be 1-64 characters';
-  END IF;
-  IF p_payload IS NULL OR NOT JSON_VALID(p_payload) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: payload must be valid JSON';
-  END IF;
-  IF CHAR_LENGTH(p_business_key) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: business_key must be at most 191 characters';
-  END IF;
-  CALL orbit_key_validate(p_concurrency_key);
-  IF p_priority NOT BETWEEN 0 AND 9 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: priority must be between 0 and 9';
-  END IF;
-  IF p_max_attempts NOT BETWEEN 1 AND 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max_attempts must be between 1 and 1000';
-  END IF;
-  IF p_retry_base_ms NOT BETWEEN 0 AND 86400000 OR p_retry_max_ms NOT BETWEEN 0 AND 604800000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000';
-  END IF;
-  IF p_retry_unknown NOT IN (0, 1) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retry_unknown must be true or false';
-  END IF;
-  IF p_deadline_seconds NOT BETWEEN 0 AND 315360000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: deadline_seconds must be between 1 and 315360000';
+  SET v_message = CASE
+       WHEN p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191
+         THEN 'handler must be 1-191 characters'
+       WHEN p_handler_version IS NULL OR CHAR_LENGTH(p_handler_version) NOT BETWEEN 1 AND 64
+         THEN 'handler_version must be 1-64 characters'
+       WHEN p_payload_version IS NULL OR CHAR_LENGTH(p_payload_version) NOT BETWEEN 1 AND 64
+         THEN 'payload_version must be 1-64 characters'
+       WHEN p_payload IS NULL OR NOT JSON_VALID(p_payload) THEN 'payload must be valid JSON'
+       WHEN CHAR_LENGTH(p_business_key) > 191 THEN 'business_key must be at most 191 characters'
+       WHEN (CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN p_concurrency_key = '' THEN NULL
+       WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(p_concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END) IS NOT NULL
+         THEN CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN p_concurrency_key = '' THEN NULL
+       WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(p_concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END
+       WHEN p_priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
+       WHEN p_max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
+       WHEN p_retry_base_ms NOT BETWEEN 0 AND 86400000 OR p_retry_max_ms NOT BETWEEN 0 AND 604800000
+         THEN 'retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000'
+       WHEN p_retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
+       WHEN p_deadline_seconds NOT BETWEEN 0 AND 315360000
+         THEN 'deadline_seconds must be between 1 and 315360000'
+  END;
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
 END$$
 DELIMITER ;

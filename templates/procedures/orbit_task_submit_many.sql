@@ -1,42 +1,50 @@
 {% import "_macros.sql" as m %}
-{#- The members of a task, in order: each is fetched as its JSON text into j_<member> (NULL when
-    missing), and read into v_<member>. -#}
-{% macro members() %}idempotency_key, queue_id, handler, handler_version, payload_version, payload, business_key,
-                concurrency_key, priority, max_attempts, retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds{% endmacro %}
 {#- The value of string member j: at most `len` characters are kept (every rule allows fewer, so a
-    longer value still fails its rule, and never overflows a parameter); a missing member is
+    longer value still fails its rule, and never overflows a variable); a missing member is
     `absent`, JSON null is NULL (the default). -#}
 {% macro string_value(j, len, absent) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(JSON_UNQUOTE({{ j }}), {{ len }}), IF({{ j }} IS NULL, {{ absent }}, NULL)){% endmacro %}
 {#- The value of integer member j: plain JSON digits; more than 9 digits is -1, which every integer
     rule refuses with its own message; missing or null is NULL (the default). -#}
 {% macro integer_value(j) %}CASE WHEN {{ j }} REGEXP '^-?[0-9]{1,9}$' THEN CAST({{ j }} AS SIGNED)
                                     WHEN {{ j }} REGEXP '^-?[0-9]+$' THEN -1 END{% endmacro %}
-{#- Every field of the fetched task into the v_ variables, as assignments of one SET. -#}
-{% macro read_task() %}v_idempotency_key = IF(JSON_TYPE(j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j_idempotency_key), 256), NULL),
-        -- Not ASCII (or absurdly long): no queue has that id.
-        v_queue_id = IF(JSON_TYPE(j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j_queue_id)) <= 255
-                        AND LENGTH(JSON_UNQUOTE(j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j_queue_id)),
-                        JSON_UNQUOTE(j_queue_id), ''),
-        v_handler = {% call string_value("j_handler", 192, "NULL") %},
-        v_handler_version = {% call string_value("j_handler_version", 65, "NULL") %},
-        v_payload_version = {% call string_value("j_payload_version", 65, "NULL") %},
-        v_payload = IF(JSON_TYPE(j_payload) = 'STRING', JSON_UNQUOTE(j_payload), NULL),
-        v_business_key = {% call string_value("j_business_key", 192, "NULL") %},
-        v_concurrency_key = {% call string_value("j_concurrency_key", 192, "''") %},
-        v_priority = {% call integer_value("j_priority") %},
-        v_max_attempts = {% call integer_value("j_max_attempts") %},
-        v_retry_base_ms = {% call integer_value("j_retry_base_ms") %},
-        v_retry_max_ms = {% call integer_value("j_retry_max_ms") %},
-        v_retry_unknown = IF(JSON_TYPE(j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j_retry_unknown) = 'true', NULL),
-        v_deadline_seconds = {% call integer_value("j_deadline_seconds") %}{% endmacro %}
-{#- The j_ variables a FETCH fills, in member order. -#}
-{% macro fetched() %}j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
-                         j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
-                         j_retry_unknown, j_deadline_seconds{% endmacro %}
 {#- Whether member j is missing, null, or of JSON type `t`. -#}
 {% macro typed(j, t) %}{{ j }} IS NULL OR JSON_TYPE({{ j }}) IN ('NULL', '{{ t }}'){% endmacro %}
 {#- Whether integer member j is missing, null, or plain digits. -#}
 {% macro integer(j) %}{{ j }} IS NULL OR JSON_TYPE({{ j }}) = 'NULL' OR {{ j }} REGEXP '^-?[0-9]+$'{% endmacro %}
+{#- The batch as a derived table, a row per task in input order: item (1-based), the task object,
+    each member's JSON text j_<member> (NULL when missing), and the effective values (defaults
+    applied, as m::task_defaults) that the single submit's parameters would carry, so both hash
+    and store the same values. -#}
+{% macro batch_tasks() %}(SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          {% call string_value("j.j_handler", 192, "NULL") %} AS handler,
+          {% call string_value("j.j_handler_version", 65, "NULL") %} AS handler_version,
+          {% call string_value("j.j_payload_version", 65, "NULL") %} AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE({% call string_value("j.j_business_key", 192, "NULL") %}, '') AS business_key,
+          CAST({% call string_value("j.j_concurrency_key", 192, "''") %} AS BINARY) AS concurrency_key,
+          COALESCE({% call integer_value("j.j_priority") %}, 5) AS priority,
+          COALESCE({% call integer_value("j.j_max_attempts") %}, 3) AS max_attempts,
+          COALESCE({% call integer_value("j.j_retry_base_ms") %}, 1000) AS retry_base_ms,
+          COALESCE({% call integer_value("j.j_retry_max_ms") %}, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL), 0)
+            AS retry_unknown,
+          COALESCE({% call integer_value("j.j_deadline_seconds") %}, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t{% endmacro %}
 -- orbit_task_submit_many: Accept many tasks in one transaction, each once per its own Idempotency-Key.
 --
 -- All or nothing: every task is read, authorised and validated before anything is written, then
@@ -45,7 +53,9 @@
 -- submit and a batch task replay each other) returns the original task, replayed = 1; with any
 -- other field it is an IDEMPOTENCY_CONFLICT, which fails the whole call. A key used twice in one
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
--- checked on each task's queue, once per run of tasks on the same queue. Keyed tasks behind a
+-- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
+-- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
+-- insert and one update; each task is then created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
 -- and one round trip for up to 1000 tasks.
@@ -70,11 +80,13 @@
 --   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
 --   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
--- Locks, in order, per task in input order: its orbit_idempotency row (insert; FOR UPDATE when
---   it exists), then through orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE);
---   then, once for the batch, the connection's orbit_application_quota slot row (or, when it
---   cannot take the batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
---   deadlock; the loser is rolled back whole and retried by the caller.
+-- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
+--   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
+--   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
+--   insert or FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot
+--   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
+--   share keys in different orders can deadlock; the loser is rolled back whole and retried by
+--   the caller.
 CREATE PROCEDURE orbit_task_submit_many(
   IN p_token_hash BINARY(32),
   IN p_tasks MEDIUMTEXT {{ c.utf8 }})
@@ -86,11 +98,9 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_i INT DEFAULT 0;
-  -- The fetched task: the whole object, then each member's JSON text (NULL when missing).
-  DECLARE v_item LONGTEXT {{ c.utf8 }};
-  DECLARE j_idempotency_key, j_queue_id, j_handler, j_handler_version, j_payload_version, j_payload,
-          j_business_key, j_concurrency_key, j_priority, j_max_attempts, j_retry_base_ms, j_retry_max_ms,
-          j_retry_unknown, j_deadline_seconds LONGTEXT {{ c.utf8 }};
+  DECLARE v_queues INT;
+  -- The first task that breaks a field rule (v_count + 1 when none), and the rule's message.
+  DECLARE v_bad_item INT;
   DECLARE v_bad VARCHAR(128) {{ c.utf8 }};
   DECLARE v_message VARCHAR(255) {{ c.utf8 }};
   DECLARE v_idempotency_key BLOB;
@@ -112,6 +122,9 @@ body: BEGIN
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_duplicate TINYINT DEFAULT 0;
+  -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
+  -- idempotency path on its own.
+  DECLARE v_one_by_one TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
@@ -119,23 +132,25 @@ body: BEGIN
   -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT {{ c.ascii }} DEFAULT '[';
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  -- Read twice (checks, then writes); p_tasks is parsed once per pass. The loops run p_tasks'
-  -- length, so a FETCH never runs past the end (no NOT FOUND handler, which an empty SELECT ...
-  -- INTO in a nested call would also set).
+  -- The queues of the tasks before the first bad one, each once, in order of first use. The loops
+  -- below run a counted number of FETCHes, so none runs past the end (no NOT FOUND handler, which
+  -- an empty SELECT ... INTO in a nested call would also set).
+  DECLARE c_queues CURSOR FOR
+    SELECT MIN(t.queue_id), MIN(t.item)
+      FROM {% call batch_tasks() %}
+     WHERE t.item < v_bad_item
+     GROUP BY CAST(t.queue_id AS BINARY)
+     ORDER BY MIN(t.item);
   DECLARE c_tasks CURSOR FOR
-    SELECT j.task, {% call members() %}
-      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (task JSON PATH '$',
-             idempotency_key JSON PATH '$.idempotency_key', queue_id JSON PATH '$.queue_id',
-             handler JSON PATH '$.handler', handler_version JSON PATH '$.handler_version',
-             payload_version JSON PATH '$.payload_version', payload JSON PATH '$.payload',
-             business_key JSON PATH '$.business_key', concurrency_key JSON PATH '$.concurrency_key',
-             priority JSON PATH '$.priority', max_attempts JSON PATH '$.max_attempts',
-             retry_base_ms JSON PATH '$.retry_base_ms', retry_max_ms JSON PATH '$.retry_max_ms',
-             retry_unknown JSON PATH '$.retry_unknown', deadline_seconds JSON PATH '$.deadline_seconds')) j;
+    SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
+           t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
+           t.retry_unknown, t.deadline_seconds, {% call m::request_hash("t.") %}
+      FROM {% call batch_tasks() %}
+     ORDER BY t.item;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   {% call m::rollback_on_error() %};
 
-  -- The token and the scope first, as for a single submit; queues are checked per task below.
+  -- The token and the scope first, as for a single submit; queues are checked below.
   CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_environment_id, v_credential_id);
   IF p_tasks IS NULL OR NOT JSON_VALID(p_tasks) THEN
     {% call m::raise("INVALID_ARGUMENT", "tasks must be a JSON array of 1-1000 tasks") %};
@@ -145,8 +160,43 @@ body: BEGIN
     {% call m::raise("INVALID_ARGUMENT", "tasks must be a JSON array of 1-1000 tasks") %};
   END IF;
 
-  -- Pass 1, nothing written: each task's fields, its queue, its definition. Errors name the task.
-  checks: BEGIN
+  -- Checks, nothing written, reported in input order as a task-by-task check would: the first
+  -- task whose fields break a rule (one statement over the whole batch), then the queue of each
+  -- task before it (once per queue); a queue refused before that task is the error, else its rule.
+  SELECT b.item, b.bad INTO v_bad_item, v_bad
+    FROM (SELECT t.item,
+                 CASE
+                   WHEN JSON_TYPE(t.task) <> 'OBJECT' THEN 'a task must be a JSON object'
+                   WHEN NOT COALESCE(LENGTH(t.idempotency_key) BETWEEN 1 AND 255, 0)
+                     THEN 'idempotency_key must be a string of 1-255 bytes'
+                   WHEN COALESCE(JSON_TYPE(t.j_queue_id), '') <> 'STRING' THEN 'queue_id must be a string'
+                   WHEN NOT ({% call typed("t.j_handler", "STRING") %}) THEN 'handler must be a string'
+                   WHEN NOT ({% call typed("t.j_handler_version", "STRING") %}) THEN 'handler_version must be a string'
+                   WHEN NOT ({% call typed("t.j_payload_version", "STRING") %}) THEN 'payload_version must be a string'
+                   WHEN NOT ({% call typed("t.j_payload", "STRING") %}) THEN 'payload must be a string holding the JSON text'
+                   WHEN NOT ({% call typed("t.j_business_key", "STRING") %}) THEN 'business_key must be a string'
+                   WHEN NOT ({% call typed("t.j_concurrency_key", "STRING") %}) THEN 'concurrency_key must be a string'
+                   WHEN NOT ({% call integer("t.j_priority") %}) THEN 'priority must be an integer'
+                   WHEN NOT ({% call integer("t.j_max_attempts") %}) THEN 'max_attempts must be an integer'
+                   WHEN NOT ({% call integer("t.j_retry_base_ms") %}) THEN 'retry_base_ms must be an integer'
+                   WHEN NOT ({% call integer("t.j_retry_max_ms") %}) THEN 'retry_max_ms must be an integer'
+                   WHEN NOT ({% call typed("t.j_retry_unknown", "BOOLEAN") %}) THEN 'retry_unknown must be true or false'
+                   WHEN NOT ({% call integer("t.j_deadline_seconds") %}) THEN 'deadline_seconds must be an integer'
+                   WHEN JSON_LENGTH(t.task) <> (t.j_idempotency_key IS NOT NULL) + (t.j_queue_id IS NOT NULL)
+                          + (t.j_handler IS NOT NULL) + (t.j_handler_version IS NOT NULL) + (t.j_payload_version IS NOT NULL)
+                          + (t.j_payload IS NOT NULL) + (t.j_business_key IS NOT NULL) + (t.j_concurrency_key IS NOT NULL)
+                          + (t.j_priority IS NOT NULL) + (t.j_max_attempts IS NOT NULL) + (t.j_retry_base_ms IS NOT NULL)
+                          + (t.j_retry_max_ms IS NOT NULL) + (t.j_retry_unknown IS NOT NULL) + (t.j_deadline_seconds IS NOT NULL)
+                     THEN 'the task has a member that is not a field of a submit'
+                   ELSE {% call m::task_definition_error("t.") %}
+                 END AS bad
+            FROM {% call batch_tasks() %}
+          UNION ALL
+          SELECT v_count + 1, NULL) b
+   WHERE b.bad IS NOT NULL OR b.item > v_count
+   ORDER BY b.item
+   LIMIT 1;
+  queues: BEGIN
     DECLARE EXIT HANDLER FOR SQLSTATE '45000'
     BEGIN
       GET DIAGNOSTICS CONDITION 1 v_message = MESSAGE_TEXT;
@@ -154,96 +204,84 @@ body: BEGIN
                                   SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
     END;
-    OPEN c_tasks;
-    WHILE v_i < v_count DO
-      FETCH c_tasks INTO v_item, {% call fetched() %};
-      SET v_i = v_i + 1,
-        {% call read_task() %},
-        v_bad = CASE
-          WHEN JSON_TYPE(v_item) <> 'OBJECT' THEN 'a task must be a JSON object'
-          WHEN NOT COALESCE(LENGTH(v_idempotency_key) BETWEEN 1 AND 255, 0)
-            THEN 'idempotency_key must be a string of 1-255 bytes'
-          WHEN COALESCE(JSON_TYPE(j_queue_id), '') <> 'STRING' THEN 'queue_id must be a string'
-          WHEN NOT ({% call typed("j_handler", "STRING") %}) THEN 'handler must be a string'
-          WHEN NOT ({% call typed("j_handler_version", "STRING") %}) THEN 'handler_version must be a string'
-          WHEN NOT ({% call typed("j_payload_version", "STRING") %}) THEN 'payload_version must be a string'
-          WHEN NOT ({% call typed("j_payload", "STRING") %}) THEN 'payload must be a string holding the JSON text'
-          WHEN NOT ({% call typed("j_business_key", "STRING") %}) THEN 'business_key must be a string'
-          WHEN NOT ({% call typed("j_concurrency_key", "STRING") %}) THEN 'concurrency_key must be a string'
-          WHEN NOT ({% call integer("j_priority") %}) THEN 'priority must be an integer'
-          WHEN NOT ({% call integer("j_max_attempts") %}) THEN 'max_attempts must be an integer'
-          WHEN NOT ({% call integer("j_retry_base_ms") %}) THEN 'retry_base_ms must be an integer'
-          WHEN NOT ({% call integer("j_retry_max_ms") %}) THEN 'retry_max_ms must be an integer'
-          WHEN NOT ({% call typed("j_retry_unknown", "BOOLEAN") %}) THEN 'retry_unknown must be true or false'
-          WHEN NOT ({% call integer("j_deadline_seconds") %}) THEN 'deadline_seconds must be an integer'
-          WHEN JSON_LENGTH(v_item) <> (j_idempotency_key IS NOT NULL) + (j_queue_id IS NOT NULL)
-                 + (j_handler IS NOT NULL) + (j_handler_version IS NOT NULL) + (j_payload_version IS NOT NULL)
-                 + (j_payload IS NOT NULL) + (j_business_key IS NOT NULL) + (j_concurrency_key IS NOT NULL)
-                 + (j_priority IS NOT NULL) + (j_max_attempts IS NOT NULL) + (j_retry_base_ms IS NOT NULL)
-                 + (j_retry_max_ms IS NOT NULL) + (j_retry_unknown IS NOT NULL) + (j_deadline_seconds IS NOT NULL)
-            THEN 'the task has a member that is not a field of a submit'
-        END;
-      IF v_bad IS NOT NULL THEN
-        SET v_message = CONCAT('INVALID_ARGUMENT: ', v_bad);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-      END IF;
-      IF v_last_queue IS NULL OR v_queue_id <> v_last_queue THEN
-        CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
-                                    v_credential_id);
-        SET v_last_queue = v_queue_id;
-      END IF;
-      CALL orbit_task_validate(v_handler, v_handler_version, v_payload_version, v_payload, v_business_key,
-                               v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms,
-                               v_retry_unknown, v_deadline_seconds);
+    SELECT COUNT(DISTINCT CAST(t.queue_id AS BINARY)) INTO v_queues
+      FROM {% call batch_tasks() %}
+     WHERE t.item < v_bad_item;
+    OPEN c_queues;
+    WHILE v_queues > 0 DO
+      FETCH c_queues INTO v_queue_id, v_i;
+      CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
+                                  v_credential_id);
+      SET v_last_queue = v_queue_id, v_queues = v_queues - 1;
     END WHILE;
-    CLOSE c_tasks;
-  END checks;
+    CLOSE c_queues;
+  END queues;
+  IF v_bad IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: tasks[', v_bad_item - 1, ']: ', v_bad);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
 
-  -- Pass 2, one transaction: the single submit's idempotency logic and task creation, per task.
+  -- One transaction. Every key at once first: the insert waits for a concurrent first submit of
+  -- any of them, and fails whole (nothing inserted) when one exists or repeats in the batch.
   {% call m::begin() %};
-  SET v_i = 0;
+  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+  SELECT v_application_id, t.idempotency_key, {% call m::request_hash("t.") %}, 0, v_now
+    FROM {% call batch_tasks() %};
+  SET v_one_by_one = v_duplicate, v_i = 0;
   OPEN c_tasks;
   WHILE v_i < v_count DO
-    FETCH c_tasks INTO v_item, {% call fetched() %};
-    SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0,
-        {% call read_task() %},
-        {% call m::task_defaults("v_") %},
-        v_hash = {% call m::request_hash("v_") %};
-    -- The queue was authorised in pass 1; a change of queue looks up its namespace (v_last_queue
-    -- and v_namespace_id still hold pass 1's last queue).
+    FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
+                       v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
+                       v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_hash;
+    SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0;
+    -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
+    -- v_namespace_id still hold the last queue checked).
     IF v_queue_id <> v_last_queue THEN
       SELECT q.namespace_id, q.id INTO v_namespace_id, v_last_queue
         FROM orbit_queue q
        WHERE q.id = v_queue_id;
     END IF;
-    -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
-    IF v_duplicate THEN
-      SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
-        FROM orbit_idempotency i
-       WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
-         FOR UPDATE;
-      IF v_existing_hash <> v_hash THEN
-        ROLLBACK;
-        SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
-                               ']: this idempotency_key was used with a different request');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    -- One by one, as orbit_task_submit: the same key with the same request is a replay.
+    IF v_one_by_one THEN
+      INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+      VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
+      IF v_duplicate THEN
+        SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+          FROM orbit_idempotency i
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+           FOR UPDATE;
+        IF v_existing_hash <> v_hash THEN
+          ROLLBACK;
+          SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
+                                 ']: this idempotency_key was used with a different request');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+        SET v_replayed = 1;
       END IF;
-      SET v_replayed = 1;
-    ELSE
+    END IF;
+    IF NOT v_replayed THEN
       CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                              v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                              v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                              v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
       SET v_created = v_created + 1;
-      UPDATE orbit_idempotency i SET i.task_id = v_task_id
-       WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+      IF v_one_by_one THEN
+        UPDATE orbit_idempotency i SET i.task_id = v_task_id
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+      END IF;
     END IF;
     SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
   END WHILE;
   CLOSE c_tasks;
   SET v_results = CONCAT(v_results, ']');
+  -- Keys inserted at once get their tasks at once (each task row carries its key).
+  IF NOT v_one_by_one THEN
+    UPDATE orbit_idempotency i
+      JOIN JSON_TABLE(v_results, '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
+      JOIN orbit_task t ON t.id = r.task_id
+       SET i.task_id = t.id
+     WHERE i.application_id = v_application_id AND i.idempotency_key = t.idempotency_key;
+  END IF;
   -- The incomplete-task quota, last and once: the whole batch on the connection's slot when it
   -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
   -- and the first that does not fit fails the call.
