@@ -691,6 +691,7 @@ BEGIN
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
@@ -800,24 +801,37 @@ BEGIN
     -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
     -- released key, room under a queue's permit limit, or room under an application quota that
     -- was full (conservatively: at most one attempt below its limit).
-    -- One statement over the ended list. (SELECT ... INTO: a subquery in SET or IF would be a
-    -- locking read.)
+    -- One statement over the ended list, each lookup an index probe per ended attempt: the
+    -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
+    -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
+    -- on every result. (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
     SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
               FROM orbit_application_quota q WHERE q.application_id = v_back_application_id) <= 1
         OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]'
-                                     COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]',
-                                              resource_id BIGINT UNSIGNED PATH '$[1]',
-                                              queue_id VARCHAR(32) PATH '$[2]')) e
-                    WHERE EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = e.task_id AND t.lane = 'ready')
-                       OR (e.resource_id <> 0
-                           AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = e.resource_id AND t.lane = 'ready'))
-                       OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = e.queue_id AND q.max_active_attempts > 0))
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]')) e
+                     STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
+                    WHERE t.lane = 'ready')
+        OR EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (resource_id BIGINT UNSIGNED PATH '$[1]')) e
+                     STRAIGHT_JOIN orbit_task t FORCE INDEX (ix_task_key) ON t.resource_id = e.resource_id AND t.lane = 'ready'
+                    WHERE e.resource_id <> 0)
+        OR EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[2]')) e
+                     STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
+                    WHERE q.max_active_attempts > 0)
       INTO v_wake;
   END IF;
   COMMIT;
-  SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-         a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+  -- The acks on every row, the grants one per row in attempt order (ix_attempt_session's order:
+  -- no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
+  -- ORDER BY needed a temporary table, on disk because the task columns are TEXT (MariaDB's
+  -- in-memory temporary tables hold no BLOB/TEXT), on every result.
+  IF v_seq > 0 THEN
+    SELECT COUNT(*) INTO v_granted FROM orbit_attempt a WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+  END IF;
+  IF v_granted > 0 THEN
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -825,10 +839,24 @@ BEGIN
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
-    FROM (SELECT 1 AS one) AS ack
-    LEFT JOIN orbit_attempt a ON a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
-    LEFT JOIN orbit_task t ON t.id = a.task_id
-   ORDER BY a.id;
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+     ORDER BY a.id;
+  ELSE
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM (SELECT 1 AS one) AS ack
+      LEFT JOIN orbit_attempt a ON FALSE
+      LEFT JOIN orbit_task t ON FALSE;
+  END IF;
 END$$
 DELIMITER ;
 
@@ -4426,7 +4454,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'f37022ab7ea61f0a500e5624a7151e2ab308ecb8e4c511109bf232b2daf345b6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '1ac2e540753b69f718b5c130453ed5c09f4c54dffd0be910a8aa9d0ec6c35aae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '3ed7bdf6e73eaffe561605c550e2ec27a7a6f7223cef27e53b26c2c346e37ec8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4470,5 +4498,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'bdc956eceb39c0a4716429a9dab3551f58267020acd38aff18fb1f17a5c806c2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'c82c8f4692fac89c48865bbda8996e8bbc3b703dacce81945573d798dabe4038', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '392914d0fe9e9b33b4c13bd7aa7692fc8bee3ce22f1b946aae9267a4425410b2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'ea747f68216a586ffbe9cff958c7b7d43fef2bc6ecf8e3f8b5e7e48a6bb1edc9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'e314ae12e472c3da817f69a733d2f58ad534b62f7534e1ba1a8b705711583fc7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -836,3 +836,78 @@ async fn a_sessions_attempts_are_charged_to_its_own_slot_and_given_back_there() 
         .unwrap();
     assert_eq!(active_slots(&f).await, vec![(sb, 3)], "b's three are left");
 }
+
+/// 20,000 ready copies of task `model` (bulk SQL: setup, not the behaviour under test).
+async fn ready_copies(f: &Fixture, model: u64) {
+    let columns: String = sqlx::query_scalar(
+        "SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns \
+          WHERE table_schema = DATABASE() AND table_name = 'orbit_task' \
+            AND column_name NOT IN ('id', 'idempotency_key')",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    let digit = "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL \
+                 SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL \
+                 SELECT 8 UNION ALL SELECT 9)";
+    sqlx::raw_sql(&format!(
+        "INSERT INTO orbit_task ({columns}, idempotency_key) \
+         SELECT {columns}, CONCAT('copy-', n.i) \
+           FROM orbit_task t \
+           JOIN (SELECT 1 + a.x + 10 * b.x + 100 * c.x + 1000 * d.x + 10000 * e.x AS i \
+                   FROM {digit} a, {digit} b, {digit} c, {digit} d, {digit} e) n \
+          WHERE t.id = {model} AND n.i <= 20000"
+    ))
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
+    let f = Fixture::new().await;
+    let first = f.submit(&f.queue_id, "").await;
+    ready_copies(&f, first.id).await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    assert_eq!(g[0].task.id, first.id);
+    // The result, its wake check and the grant of the next task, on one connection: the index
+    // entries it reads (Handler_read_next; about 50, mostly quota slot rows) do not grow with the
+    // ready lane.
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    sqlx::raw_sql("FLUSH STATUS").execute(&mut *conn).await.unwrap();
+    sqlx::query("CALL orbit_attempt_finish(?, ?, 1, 30000)")
+        .bind(s)
+        .bind(format!(
+            r#"[{{"attempt_id": {}, "outcome": "succeeded"}}]"#,
+            g[0].attempt_id
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let (_, reads): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    let reads: u64 = reads.parse().unwrap();
+    assert!(reads < 100, "{reads} index entries read for one result");
+    // Nor does it build a temporary table on disk to order its answer (the task columns are
+    // TEXT, which an in-memory temporary table cannot hold): that was one per result.
+    let (_, disk): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Created_tmp_disk_tables'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    assert_eq!(disk, "0", "temporary tables on disk for one result");
+    // It did end the first attempt and grant the next task.
+    let attempts: Vec<(u64, String)> =
+        sqlx::query_as("SELECT task_id, CAST(state AS CHAR) FROM orbit_attempt WHERE session_id = ? ORDER BY id")
+            .bind(s)
+            .fetch_all(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0], (first.id, "SUCCEEDED".to_string()));
+    assert!(attempts[1].0 > first.id);
+}

@@ -70,6 +70,7 @@ BEGIN
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
@@ -179,24 +180,37 @@ BEGIN
     -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
     -- released key, room under a queue's permit limit, or room under an application quota that
     -- was full (conservatively: at most one attempt below its limit).
-    -- One statement over the ended list. (SELECT ... INTO: a subquery in SET or IF would be a
-    -- locking read.)
+    -- One statement over the ended list, each lookup an index probe per ended attempt: the
+    -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
+    -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
+    -- on every result. (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
     SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
               FROM orbit_application_quota q WHERE q.application_id = v_back_application_id) <= 1
         OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]'
-                                     COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]',
-                                              resource_id BIGINT UNSIGNED PATH '$[1]',
-                                              queue_id VARCHAR(32) PATH '$[2]')) e
-                    WHERE EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = e.task_id AND t.lane = 'ready')
-                       OR (e.resource_id <> 0
-                           AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = e.resource_id AND t.lane = 'ready'))
-                       OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = e.queue_id AND q.max_active_attempts > 0))
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]')) e
+                     STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
+                    WHERE t.lane = 'ready')
+        OR EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (resource_id BIGINT UNSIGNED PATH '$[1]')) e
+                     STRAIGHT_JOIN orbit_task t FORCE INDEX (ix_task_key) ON t.resource_id = e.resource_id AND t.lane = 'ready'
+                    WHERE e.resource_id <> 0)
+        OR EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[2]')) e
+                     STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
+                    WHERE q.max_active_attempts > 0)
       INTO v_wake;
   END IF;
   COMMIT;
-  SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-         a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+  -- The acks on every row, the grants one per row in attempt order (ix_attempt_session's order:
+  -- no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
+  -- ORDER BY needed a temporary table, on disk because the task columns are TEXT (MariaDB's
+  -- in-memory temporary tables hold no BLOB/TEXT), on every result.
+  IF v_seq > 0 THEN
+    SELECT COUNT(*) INTO v_granted FROM orbit_attempt a WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+  END IF;
+  IF v_granted > 0 THEN
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -204,9 +218,23 @@ BEGIN
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
-    FROM (SELECT 1 AS one) AS ack
-    LEFT JOIN orbit_attempt a ON a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
-    LEFT JOIN orbit_task t ON t.id = a.task_id
-   ORDER BY a.id;
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+     ORDER BY a.id;
+  ELSE
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM (SELECT 1 AS one) AS ack
+      LEFT JOIN orbit_attempt a ON FALSE
+      LEFT JOIN orbit_task t ON FALSE;
+  END IF;
 END$$
 DELIMITER ;

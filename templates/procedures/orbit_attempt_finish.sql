@@ -66,6 +66,7 @@ BEGIN
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   DECLARE v_incomplete_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
@@ -164,26 +165,46 @@ BEGIN
     -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
     -- released key, room under a queue's permit limit, or room under an application quota that
     -- was full (conservatively: at most one attempt below its limit).
-    -- One statement over the ended list. (SELECT ... INTO: a subquery in SET or IF would be a
-    -- locking read.)
+    -- One statement over the ended list, each lookup an index probe per ended attempt: the
+    -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
+    -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
+    -- on every result. (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
     SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
               FROM orbit_application_quota q WHERE q.application_id = v_back_application_id) <= 1
         OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]'
-                                     COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]',
-                                              resource_id BIGINT UNSIGNED PATH '$[1]',
-                                              queue_id VARCHAR(32) PATH '$[2]')) e
-                    WHERE EXISTS (SELECT 1 FROM orbit_task t WHERE t.id = e.task_id AND t.lane = 'ready')
-                       OR (e.resource_id <> 0
-                           AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = e.resource_id AND t.lane = 'ready'))
-                       OR EXISTS (SELECT 1 FROM orbit_queue q WHERE q.id = e.queue_id AND q.max_active_attempts > 0))
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]')) e
+                     STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
+                    WHERE t.lane = 'ready')
+        OR EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (resource_id BIGINT UNSIGNED PATH '$[1]')) e
+                     STRAIGHT_JOIN orbit_task t FORCE INDEX (ix_task_key) ON t.resource_id = e.resource_id AND t.lane = 'ready'
+                    WHERE e.resource_id <> 0)
+        OR EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[2]')) e
+                     STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
+                    WHERE q.max_active_attempts > 0)
       INTO v_wake;
   END IF;
   COMMIT;
-  SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-         {% call m::grant_columns("a", "t") %}
-    FROM (SELECT 1 AS one) AS ack
-    LEFT JOIN orbit_attempt a ON a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
-    LEFT JOIN orbit_task t ON t.id = a.task_id
-   ORDER BY a.id;
+  -- The acks on every row, the grants one per row in attempt order (ix_attempt_session's order:
+  -- no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
+  -- ORDER BY needed a temporary table, on disk because the task columns are TEXT (MariaDB's
+  -- in-memory temporary tables hold no BLOB/TEXT), on every result.
+  IF v_seq > 0 THEN
+    SELECT COUNT(*) INTO v_granted FROM orbit_attempt a WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+  END IF;
+  IF v_granted > 0 THEN
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+           {% call m::grant_columns("a", "t") %}
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+     ORDER BY a.id;
+  ELSE
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+           {% call m::grant_columns("a", "t") %}
+      FROM (SELECT 1 AS one) AS ack
+      LEFT JOIN orbit_attempt a ON FALSE
+      LEFT JOIN orbit_task t ON FALSE;
+  END IF;
 END
