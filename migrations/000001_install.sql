@@ -29,15 +29,23 @@ CREATE TABLE IF NOT EXISTS orbit_application (
 --   that slot stays within its share and the row's checked_ limit equals its limit.
 --   Every-slot charge (otherwise): lock all N rows of the application in ascending slot order
 --   (one locking read), admit only if the SUM of the counters stays within L (the smallest L the
---   rows hold), charge the lowest slots below their share (one exists whenever the total is below
---   L); then, if every slot is within its share, set checked_ = the limit on every row.
+--   rows hold). An active attempt is charged to the lowest slots below their share (one exists
+--   whenever the total is below L). An incomplete task's charge respreads the counters: with the
+--   new total T <= L, slot s is set to T DIV N + (s < T MOD N), which is within its share; then,
+--   if every slot is within its share, set checked_ = the limit on every row.
 -- So while checked_ equals the limit, every slot is within its share and one-slot charges keep it
 -- so, and the total never exceeds L; a limit change (which leaves checked_ behind) sends charges
 -- through the exact every-slot path until the slots fit their shares again. Refusals happen only
 -- when the total is at L.
--- The task or attempt row records the slot it charged (orbit_task.quota_slot for the
--- incomplete-task counter, orbit_attempt.quota_slot for the active-attempt counter) and its release
--- decrements that slot, so no counter goes below zero.
+-- Releases: an attempt row records the slot it charged (orbit_attempt.quota_slot) and its release
+-- decrements that slot, so the active counter never goes below zero. The incomplete counter is
+-- signed and only its SUM has a meaning: a task is charged where it is accepted (the submitting
+-- connection's slot) and given back where it ends: by a worker's result on the attempt's slot,
+-- which the same transaction already holds (so a result locks one slot row, its session's, not
+-- the slots of the connections that accepted its tasks, which every result would otherwise
+-- queue on); by cancel, review, expiry on the slot the task records (orbit_task.quota_slot). A
+-- slot may so go below zero; it never goes above its share, which is what keeps the total exact.
+-- A submitting connection's slot that fills is respread by its next every-slot charge.
 -- Lock order: locked last in every transaction that changes a counter, so lock order stays
 -- acyclic. A transaction holds either one slot row, or several slot rows taken in ascending slot
 -- order by one statement (every-slot charges, attempt ends that release two slots); never one
@@ -51,7 +59,7 @@ CREATE TABLE IF NOT EXISTS orbit_application_quota (
   active_attempts INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'LEASED + RUNNING attempts charged to this slot',
   max_incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 10000000 COMMENT 'application limit on accepted, non-terminal tasks (same in every slot row)',
   checked_max_incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 10000000 COMMENT 'the max_incomplete_tasks every slot was last seen within its share of; one-slot charges only while equal',
-  incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'accepted, non-terminal tasks charged to this slot',
+  incomplete_tasks BIGINT NOT NULL DEFAULT 0 COMMENT 'accepted, non-terminal tasks charged to this slot less those given back to it (signed: only the sum counts)',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last counter change',
   PRIMARY KEY (application_id, slot)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Application quotas and their counters, in slots';
@@ -504,9 +512,10 @@ DELIMITER ;
 -- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
 -- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
 -- key to the next blocked task), moves the task, writes history, and adds the quota charges it
--- frees (the attempt's active attempt; the task's incomplete task when the task ended) to the
--- caller's give-back lists. The caller gives them back with one statement (m::quota_give_back)
--- after all the attempts it ends: a group of results locks each slot row once, late.
+-- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
+-- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
+-- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
+-- slot row, its own, once.
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
@@ -549,15 +558,14 @@ BEGIN
   DECLARE v_terminal TINYINT DEFAULT 0;
   DECLARE v_attempts_left TINYINT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
-  DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
 
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
     INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
-  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.quota_slot
-    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown, v_task_slot
+  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
     FROM orbit_task t
    WHERE t.id = v_task_id
      FOR UPDATE;
@@ -614,9 +622,11 @@ BEGIN
   SET o_attempt_state = v_new_attempt_state,
       p_active_back = JSON_SET(p_active_back, CONCAT('$[', v_attempt_slot, ']'),
                                  CAST(JSON_VALUE(p_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1);
+  -- The task's incomplete charge goes back to the attempt's slot, which the caller holds anyway
+  -- (see orbit_application_quota: only the counters' sum has a meaning).
   IF v_terminal THEN
-    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', v_task_slot, ']'),
-                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', v_attempt_slot, ']'),
+                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1);
   END IF;
 END$$
 DELIMITER ;
@@ -785,7 +795,7 @@ BEGIN
   IF v_ended_count > 0 THEN
     UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
          q.updated_at = v_now
    WHERE q.application_id = v_back_application_id
      AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
@@ -1604,7 +1614,7 @@ BEGIN
                              v_now, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
       UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
          q.updated_at = v_now
    WHERE q.application_id = v_application_id
      AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
@@ -2555,7 +2565,7 @@ body: BEGIN
                            v_task_state, v_attempt_state);
     UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
          q.updated_at = v_now
    WHERE q.application_id = v_application_id
      AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
@@ -2598,12 +2608,12 @@ DELIMITER ;
 -- orbit_task_charge: Internal: charge one new task to its application's incomplete-task quota, in the caller's transaction.
 --
 -- The one exact charge (see orbit_application_quota): the connection's slot when it stays within
--- its share, otherwise, under a lock on every slot and an exact check of the total, the lowest slot
--- below its share; the task row records the slot it charged. Used by orbit_task_create for each
+-- its share, otherwise, under a lock on every slot and an exact check of the total, a respread of
+-- the counters with the new total. The task row records the connection's slot either way (where
+-- a cancel, review or expiry gives it back; any slot will do, only the sum counts). Used by orbit_task_create for each
 -- task, and by orbit_task_submit_many for each task of a batch that its connection's slot cannot
 -- take whole.
--- Parameters: p_application_id; p_task_id (the new task, inserted with the connection's slot);
---   p_now.
+-- Parameters: p_application_id; p_now.
 -- Out: o_charged (1 = charged; 0 = the quota is full: nothing was charged, the caller rolls back).
 -- Result: none. Signals: none.
 -- Locks: orbit_application_quota slot rows: the connection's slot; or, when it cannot take the
@@ -2612,15 +2622,13 @@ DROP PROCEDURE IF EXISTS orbit_task_charge;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_charge(
   IN p_application_id BIGINT UNSIGNED,
-  IN p_task_id BIGINT UNSIGNED,
   IN p_now DATETIME(6),
   OUT o_charged TINYINT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
   DECLARE v_limit BIGINT UNSIGNED;
-  DECLARE v_total BIGINT UNSIGNED;
-  DECLARE v_over INT;
+  DECLARE v_total BIGINT;
   SET o_charged = 1;
   UPDATE orbit_application_quota q
      SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
@@ -2634,32 +2642,15 @@ BEGIN
       FROM orbit_application_quota q
      WHERE q.application_id = p_application_id
        FOR UPDATE;
-    SET v_slot = NULL;
     IF v_total < v_limit THEN
-      SELECT q.slot INTO v_slot
-        FROM orbit_application_quota q
-       WHERE q.application_id = p_application_id
-         AND q.incomplete_tasks < (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16))
-       ORDER BY q.slot
-       LIMIT 1;
-    END IF;
-    IF v_slot IS NULL THEN
-      SET o_charged = 0;
-    ELSE
+      -- Admitted: spread the new total evenly, which puts every slot within its share (the
+      -- counters are signed and only their sum counts), so one-slot charges resume everywhere.
       UPDATE orbit_application_quota q
-         SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
-       WHERE q.application_id = p_application_id AND q.slot = v_slot;
-      UPDATE orbit_task t SET t.quota_slot = v_slot WHERE t.id = p_task_id;
-      SELECT COUNT(*) INTO v_over
-        FROM orbit_application_quota q
-       WHERE q.application_id = p_application_id
-         AND q.incomplete_tasks > (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
-      IF v_over = 0 THEN
-        -- Every slot is within its share of the current limit: one-slot charges may resume.
-        UPDATE orbit_application_quota q
-           SET q.checked_max_incomplete_tasks = q.max_incomplete_tasks
-         WHERE q.application_id = p_application_id;
-      END IF;
+         SET q.incomplete_tasks = (v_total + 1) DIV 16 + (q.slot < (v_total + 1) % 16),
+             q.checked_max_incomplete_tasks = q.max_incomplete_tasks, q.updated_at = p_now
+       WHERE q.application_id = p_application_id;
+    ELSE
+      SET o_charged = 0;
     END IF;
   END IF;
 END$$
@@ -2811,7 +2802,7 @@ BEGIN
           IF(p_plan_id = 0, CONCAT('lane ', v_lane), CONCAT('plan ', p_plan_id, ' version ', p_plan_version, ', lane ', v_lane)),
           p_now);
   IF p_charge THEN
-    CALL orbit_task_charge(p_application_id, o_task_id, p_now, v_charged);
+    CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
       SET o_task_id = 0;
     END IF;
@@ -3202,7 +3193,7 @@ body: BEGIN
       IF v_expired > 0 THEN
         UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS SIGNED),
          q.updated_at = p_now
    WHERE q.application_id = v_application_id
      AND CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
@@ -4303,10 +4294,9 @@ body: BEGIN
       SET v_i = 0;
       WHILE v_i < v_count DO
         SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
-            v_task_id = JSON_VALUE(v_results, CONCAT('$[', v_i, '][2]')),
             v_i = v_i + 1, v_charged = 1;
         IF NOT v_replayed THEN
-          CALL orbit_task_charge(v_application_id, v_task_id, v_now, v_charged);
+          CALL orbit_task_charge(v_application_id, v_now, v_charged);
         END IF;
         IF NOT v_charged THEN
           ROLLBACK;
@@ -4432,7 +4422,7 @@ DELIMITER ;
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '804cda00c53114f6aaf776f241715d040c92d62872183153f5b77e9344ab98c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '9f04b73c139415acca6cd7753d4c8a14051e4c7efbf8ee3af40d8dbb1f172641', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, 'cdb3faeb8ebf3a22b8ff65efabb7b42782ac4f2a8dfd2edf1a817f042843545f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'a64428db721d127f6bf86fb5e336dbd3c8b14290fc48a7a1f292b7102be2c055', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4453,8 +4443,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'f37022ab7ea61f0a500e5624a7151e2ab308ecb8e4c511109bf232b2daf345b6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '3ed7bdf6e73eaffe561605c550e2ec27a7a6f7223cef27e53b26c2c346e37ec8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '3ea034d200e75222291ffb37909abf0f586f27438ce185eca417188bc187f417', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '2a6d6691f7304b97f50aa165fc082dadc5ecf896eebdcd4d12ced4486a26e979', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4469,7 +4459,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'ecef8b7d83d7f4aa1bd21e239d7800528724d7506d27be546b6e8f693aa5c699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '27be80079c57485da6d2d5c651c95fe3a98be092c9e71ffd9cd65113b05aeae4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '2cc93d9c298546b213ec2c4df2ad75bdec776dc74899e90429e27ddb0371cda2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4483,20 +4473,20 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '07dad9c00034c7f932a80bc4e87426c0e2661bd86cb2b51e6d11ca16026fd86b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, 'cea04ad7d81209f497b23bbf52c02463d56f51bab956467bbb392ee2a290f86a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '536f1d12d9d810408944885e30a8c0bfded16568611ee5e22ae178e9ebb05acb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '2e2b36d7aea4847563716c19df42874bc67532fd9b08db4678dade491b93afd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '31c9e651d613dc8424ea93b468a33be00f1bb060a54763ae400b97a4119fdda8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, 'd39020f991f66d8fcdacb5f5048f3425d1bdf4b2c9620071d1933431685b9418', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '100b5d60e4fa0462adcd68eb495a22e80e07f700a1292a432fede10e38823b49', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '3c37365453e6a34cf3c40dbf761f47cd46fbf3f5b8965a5e59308695a405c0fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'bdc956eceb39c0a4716429a9dab3551f58267020acd38aff18fb1f17a5c806c2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '9befa1ee2d87be85009a6f7814b735b5bcb8e1ee03bdab226a5a8efb43ba61e3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'ea747f68216a586ffbe9cff958c7b7d43fef2bc6ecf8e3f8b5e7e48a6bb1edc9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'ea747f68216a586ffbe9cff958c7b7d43fef2bc6ecf8e3f8b5e7e48a6bb1edc9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'b0357a112065a506312a04916e7407a5c2231948ad9b8cbc2019ac943eccb6f9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'b0357a112065a506312a04916e7407a5c2231948ad9b8cbc2019ac943eccb6f9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

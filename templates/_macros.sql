@@ -224,7 +224,7 @@
     counter goes below zero. Last in the transaction's quota work, as every quota lock. -#}
 {% macro quota_give_back(app, active, incomplete, now) %}UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE({{ active }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE({{ incomplete }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE({{ incomplete }}, CONCAT('$[', q.slot, ']')) AS SIGNED),
          q.updated_at = {{ now }}
    WHERE q.application_id = {{ app }}
      AND CAST(JSON_VALUE({{ active }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED)

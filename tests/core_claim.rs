@@ -831,10 +831,38 @@ async fn a_sessions_attempts_are_charged_to_its_own_slot_and_given_back_there() 
             error: None,
         })
         .collect();
+    let incomplete_before = incomplete_slots(&f).await;
     f.db.attempt_finish_many(a, &results, ClaimAfter::NONE)
         .await
         .unwrap();
     assert_eq!(active_slots(&f).await, vec![(sb, 3)], "b's three are left");
+    // The three tasks' incomplete charges go back to a's slot too, wherever they were charged:
+    // the result locks no slot row but its session's.
+    let incomplete_after = incomplete_slots(&f).await;
+    for slot in 0..16u8 {
+        let (before, after) = (
+            incomplete_before[slot as usize],
+            incomplete_after[slot as usize],
+        );
+        if slot == sa {
+            assert_eq!(after, before - 3, "slot {slot}");
+        } else {
+            assert_eq!(after, before, "slot {slot}");
+        }
+    }
+    assert_eq!(
+        incomplete_after.iter().sum::<i64>(),
+        3,
+        "b's three tasks are still incomplete"
+    );
+}
+
+/// The incomplete-task counter of each slot, by slot.
+async fn incomplete_slots(f: &Fixture) -> Vec<i64> {
+    sqlx::query_scalar("SELECT incomplete_tasks FROM orbit_application_quota ORDER BY slot")
+        .fetch_all(f.db.pool())
+        .await
+        .unwrap()
 }
 
 /// 20,000 ready copies of task `model` (bulk SQL: setup, not the behaviour under test).
@@ -847,7 +875,8 @@ async fn ready_copies(f: &Fixture, model: u64) {
     .fetch_one(f.db.pool())
     .await
     .unwrap();
-    let digit = "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL \
+    let digit =
+        "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL \
                  SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL \
                  SELECT 8 UNION ALL SELECT 9)";
     sqlx::raw_sql(&format!(
@@ -875,7 +904,10 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     // entries it reads (Handler_read_next; about 50, mostly quota slot rows) do not grow with the
     // ready lane.
     let mut conn = f.db.pool().acquire().await.unwrap();
-    sqlx::raw_sql("FLUSH STATUS").execute(&mut *conn).await.unwrap();
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
     sqlx::query("CALL orbit_attempt_finish(?, ?, 1, 30000)")
         .bind(s)
         .bind(format!(
@@ -901,12 +933,13 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
             .unwrap();
     assert_eq!(disk, "0", "temporary tables on disk for one result");
     // It did end the first attempt and grant the next task.
-    let attempts: Vec<(u64, String)> =
-        sqlx::query_as("SELECT task_id, CAST(state AS CHAR) FROM orbit_attempt WHERE session_id = ? ORDER BY id")
-            .bind(s)
-            .fetch_all(f.db.pool())
-            .await
-            .unwrap();
+    let attempts: Vec<(u64, String)> = sqlx::query_as(
+        "SELECT task_id, CAST(state AS CHAR) FROM orbit_attempt WHERE session_id = ? ORDER BY id",
+    )
+    .bind(s)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
     assert_eq!(attempts.len(), 2);
     assert_eq!(attempts[0], (first.id, "SUCCEEDED".to_string()));
     assert!(attempts[1].0 > first.id);

@@ -7,9 +7,10 @@
 -- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
 -- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
 -- key to the next blocked task), moves the task, writes history, and adds the quota charges it
--- frees (the attempt's active attempt; the task's incomplete task when the task ended) to the
--- caller's give-back lists. The caller gives them back with one statement (m::quota_give_back)
--- after all the attempts it ends: a group of results locks each slot row once, late.
+-- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
+-- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
+-- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
+-- slot row, its own, once.
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
@@ -52,15 +53,14 @@ BEGIN
   DECLARE v_terminal TINYINT DEFAULT 0;
   DECLARE v_attempts_left TINYINT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
-  DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
 
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
     INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
-  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.quota_slot
-    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown, v_task_slot
+  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
     FROM orbit_task t
    WHERE t.id = v_task_id
      FOR UPDATE;
@@ -117,9 +117,11 @@ BEGIN
   SET o_attempt_state = v_new_attempt_state,
       p_active_back = JSON_SET(p_active_back, CONCAT('$[', v_attempt_slot, ']'),
                                  CAST(JSON_VALUE(p_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1);
+  -- The task's incomplete charge goes back to the attempt's slot, which the caller holds anyway
+  -- (see orbit_application_quota: only the counters' sum has a meaning).
   IF v_terminal THEN
-    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', v_task_slot, ']'),
-                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', v_attempt_slot, ']'),
+                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1);
   END IF;
 END$$
 DELIMITER ;

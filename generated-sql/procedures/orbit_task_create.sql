@@ -86,7 +86,7 @@ BEGIN
           IF(p_plan_id = 0, CONCAT('lane ', v_lane), CONCAT('plan ', p_plan_id, ' version ', p_plan_version, ', lane ', v_lane)),
           p_now);
   IF p_charge THEN
-    CALL orbit_task_charge(p_application_id, o_task_id, p_now, v_charged);
+    CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
       SET o_task_id = 0;
     END IF;

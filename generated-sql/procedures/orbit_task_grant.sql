@@ -247,7 +247,7 @@ body: BEGIN
       IF v_expired > 0 THEN
         UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS SIGNED),
          q.updated_at = p_now
    WHERE q.application_id = v_application_id
      AND CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED)

@@ -489,10 +489,9 @@ body: BEGIN
       SET v_i = 0;
       WHILE v_i < v_count DO
         SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
-            v_task_id = JSON_VALUE(v_results, CONCAT('$[', v_i, '][2]')),
             v_i = v_i + 1, v_charged = 1;
         IF NOT v_replayed THEN
-          CALL orbit_task_charge(v_application_id, v_task_id, v_now, v_charged);
+          CALL orbit_task_charge(v_application_id, v_now, v_charged);
         END IF;
         IF NOT v_charged THEN
           ROLLBACK;

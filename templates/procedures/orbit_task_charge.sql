@@ -2,27 +2,25 @@
 -- orbit_task_charge: Internal: charge one new task to its application's incomplete-task quota, in the caller's transaction.
 --
 -- The one exact charge (see orbit_application_quota): the connection's slot when it stays within
--- its share, otherwise, under a lock on every slot and an exact check of the total, the lowest slot
--- below its share; the task row records the slot it charged. Used by orbit_task_create for each
+-- its share, otherwise, under a lock on every slot and an exact check of the total, a respread of
+-- the counters with the new total. The task row records the connection's slot either way (where
+-- a cancel, review or expiry gives it back; any slot will do, only the sum counts). Used by orbit_task_create for each
 -- task, and by orbit_task_submit_many for each task of a batch that its connection's slot cannot
 -- take whole.
--- Parameters: p_application_id; p_task_id (the new task, inserted with the connection's slot);
---   p_now.
+-- Parameters: p_application_id; p_now.
 -- Out: o_charged (1 = charged; 0 = the quota is full: nothing was charged, the caller rolls back).
 -- Result: none. Signals: none.
 -- Locks: orbit_application_quota slot rows: the connection's slot; or, when it cannot take the
 --   charge alone, every slot of the application in ascending slot order (one locking read).
 CREATE PROCEDURE orbit_task_charge(
   IN p_application_id BIGINT UNSIGNED,
-  IN p_task_id BIGINT UNSIGNED,
   IN p_now DATETIME(6),
   OUT o_charged TINYINT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_slot TINYINT UNSIGNED DEFAULT {% call m::quota_slot() %};
   DECLARE v_limit BIGINT UNSIGNED;
-  DECLARE v_total BIGINT UNSIGNED;
-  DECLARE v_over INT;
+  DECLARE v_total BIGINT;
   SET o_charged = 1;
   {% call m::quota_charge_slot("p_application_id", "v_slot", "incomplete_tasks", "max_incomplete_tasks", "1", "p_now") %};
   IF ROW_COUNT() = 0 THEN
@@ -32,32 +30,15 @@ BEGIN
       FROM orbit_application_quota q
      WHERE q.application_id = p_application_id
        FOR UPDATE;
-    SET v_slot = NULL;
     IF v_total < v_limit THEN
-      SELECT q.slot INTO v_slot
-        FROM orbit_application_quota q
-       WHERE q.application_id = p_application_id
-         AND q.incomplete_tasks < {% call m::quota_share("q", "max_incomplete_tasks") %}
-       ORDER BY q.slot
-       LIMIT 1;
-    END IF;
-    IF v_slot IS NULL THEN
-      SET o_charged = 0;
-    ELSE
+      -- Admitted: spread the new total evenly, which puts every slot within its share (the
+      -- counters are signed and only their sum counts), so one-slot charges resume everywhere.
       UPDATE orbit_application_quota q
-         SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
-       WHERE q.application_id = p_application_id AND q.slot = v_slot;
-      UPDATE orbit_task t SET t.quota_slot = v_slot WHERE t.id = p_task_id;
-      SELECT COUNT(*) INTO v_over
-        FROM orbit_application_quota q
-       WHERE q.application_id = p_application_id
-         AND q.incomplete_tasks > {% call m::quota_share("q", "max_incomplete_tasks") %};
-      IF v_over = 0 THEN
-        -- Every slot is within its share of the current limit: one-slot charges may resume.
-        UPDATE orbit_application_quota q
-           SET q.checked_max_incomplete_tasks = q.max_incomplete_tasks
-         WHERE q.application_id = p_application_id;
-      END IF;
+         SET q.incomplete_tasks = (v_total + 1) DIV {{ c.quota_slots }} + (q.slot < (v_total + 1) % {{ c.quota_slots }}),
+             q.checked_max_incomplete_tasks = q.max_incomplete_tasks, q.updated_at = p_now
+       WHERE q.application_id = p_application_id;
+    ELSE
+      SET o_charged = 0;
     END IF;
   END IF;
 END

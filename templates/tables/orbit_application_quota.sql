@@ -12,15 +12,23 @@
 --   that slot stays within its share and the row's checked_ limit equals its limit.
 --   Every-slot charge (otherwise): lock all N rows of the application in ascending slot order
 --   (one locking read), admit only if the SUM of the counters stays within L (the smallest L the
---   rows hold), charge the lowest slots below their share (one exists whenever the total is below
---   L); then, if every slot is within its share, set checked_ = the limit on every row.
+--   rows hold). An active attempt is charged to the lowest slots below their share (one exists
+--   whenever the total is below L). An incomplete task's charge respreads the counters: with the
+--   new total T <= L, slot s is set to T DIV N + (s < T MOD N), which is within its share; then,
+--   if every slot is within its share, set checked_ = the limit on every row.
 -- So while checked_ equals the limit, every slot is within its share and one-slot charges keep it
 -- so, and the total never exceeds L; a limit change (which leaves checked_ behind) sends charges
 -- through the exact every-slot path until the slots fit their shares again. Refusals happen only
 -- when the total is at L.
--- The task or attempt row records the slot it charged (orbit_task.quota_slot for the
--- incomplete-task counter, orbit_attempt.quota_slot for the active-attempt counter) and its release
--- decrements that slot, so no counter goes below zero.
+-- Releases: an attempt row records the slot it charged (orbit_attempt.quota_slot) and its release
+-- decrements that slot, so the active counter never goes below zero. The incomplete counter is
+-- signed and only its SUM has a meaning: a task is charged where it is accepted (the submitting
+-- connection's slot) and given back where it ends: by a worker's result on the attempt's slot,
+-- which the same transaction already holds (so a result locks one slot row, its session's, not
+-- the slots of the connections that accepted its tasks, which every result would otherwise
+-- queue on); by cancel, review, expiry on the slot the task records (orbit_task.quota_slot). A
+-- slot may so go below zero; it never goes above its share, which is what keeps the total exact.
+-- A submitting connection's slot that fills is respread by its next every-slot charge.
 -- Lock order: locked last in every transaction that changes a counter, so lock order stays
 -- acyclic. A transaction holds either one slot row, or several slot rows taken in ascending slot
 -- order by one statement (every-slot charges, attempt ends that release two slots); never one
@@ -34,7 +42,7 @@ CREATE TABLE IF NOT EXISTS orbit_application_quota (
   active_attempts INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'LEASED + RUNNING attempts charged to this slot',
   max_incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 10000000 COMMENT 'application limit on accepted, non-terminal tasks (same in every slot row)',
   checked_max_incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 10000000 COMMENT 'the max_incomplete_tasks every slot was last seen within its share of; one-slot charges only while equal',
-  incomplete_tasks BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'accepted, non-terminal tasks charged to this slot',
+  incomplete_tasks BIGINT NOT NULL DEFAULT 0 COMMENT 'accepted, non-terminal tasks charged to this slot less those given back to it (signed: only the sum counts)',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last counter change',
   PRIMARY KEY (application_id, slot)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Application quotas and their counters, in slots';
