@@ -307,6 +307,42 @@ async fn a_ready_task_past_its_deadline_is_expired_not_granted() {
 }
 
 #[tokio::test]
+async fn candidates_that_expire_do_not_use_up_a_claim() {
+    // The claim locks its candidates a batch at a time: the first batch of three holds the two
+    // past their deadline, and the next batch finds the rest.
+    let f = Fixture::new().await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let mut t = f.task(&f.queue_id, "");
+        t.deadline_seconds = Some(60);
+        ids.push(f.submit_task(&t).await.id);
+    }
+    sqlx::query(
+        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id IN (?, ?)",
+    )
+    .bind(ids[0])
+    .bind(ids[1])
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let granted: Vec<u64> =
+        f.db.task_claim(s, 3, 30_000)
+            .await
+            .unwrap()
+            .iter()
+            .map(|g| g.task.id)
+            .collect();
+    assert_eq!(granted, ids[2..].to_vec());
+    for id in &ids[..2] {
+        assert_eq!(
+            f.db.task_get(&f.hash, *id).await.unwrap().state,
+            TaskState::Expired
+        );
+    }
+}
+
+#[tokio::test]
 async fn claim_validates_its_arguments() {
     let f = Fixture::new().await;
     let s = f.session("w", true, &[&f.queue_id]).await;

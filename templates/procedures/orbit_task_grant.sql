@@ -6,7 +6,8 @@
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
 -- (once per attempt), the queue permit and, for a keyed task, the key permit with token
 -- highest_token + 1 (the resource row's version advances); creates the attempt (LEASED until
--- p_now + lease; RUNNING at once for a start_on_assign session, see orbit_session_open). Candidates come only from the 'ready' lane (ix_task_dispatch), where a key has
+-- p_now + lease; RUNNING at once for a start_on_assign session, see orbit_session_open).
+-- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
 -- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
@@ -74,6 +75,19 @@ body: BEGIN
   -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
   DECLARE v_expired_slots TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   DECLARE v_no_attempts TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
+  -- Candidates are locked a batch at a time: as many as the room left (v_want), in one scan of
+  -- the queue's ready lane; v_fetched counts what the scan found.
+  DECLARE v_want BIGINT;
+  DECLARE v_fetched INT;
+  DECLARE c_candidates CURSOR FOR
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
+      FROM orbit_task t
+     WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
+       AND (v_keys OR t.resource_id = 0)
+       AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
+     ORDER BY t.priority, t.id
+     LIMIT v_want
+       FOR UPDATE SKIP LOCKED;
 
   SET p_seq = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
@@ -121,88 +135,97 @@ body: BEGIN
       SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
     END IF;
 
+    -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
+    -- and the entries they just moved out of the lane, so one per batch, not one per task); a
+    -- batch that grants less than it found (expired, demoted, refused) is followed by another.
     candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
-      SET v_task_id = NULL;
-      SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
-        INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot
-        FROM orbit_task t
-       WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
-         AND (v_keys OR t.resource_id = 0)
-         AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
-       ORDER BY t.priority, t.id
-       LIMIT 1
-         FOR UPDATE SKIP LOCKED;
-      IF v_task_id IS NULL THEN
-        LEAVE candidates;
-      END IF;
+      SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
+      OPEN c_candidates;
+      batch: LOOP
+        SET v_task_id = NULL;
+        fetch_one: BEGIN
+          -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
+          DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
+          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot;
+        END fetch_one;
+        IF v_task_id IS NULL THEN
+          LEAVE batch;
+        END IF;
+        SET v_fetched = v_fetched + 1;
 
-      IF v_resource_id <> 0 THEN
-        SELECT r.highest_token, r.version INTO v_highest, v_version
-          FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
-      END IF;
-      IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
-        UPDATE orbit_task t
-           SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
-         WHERE t.id = v_task_id;
-        INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-        VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
-        SET v_expired = v_expired + 1,
-            {% call m::quota_add("v_expired_slots", "v_task_slot", "1") %};
         IF v_resource_id <> 0 THEN
-          CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
+          SELECT r.highest_token, r.version INTO v_highest, v_version
+            FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
         END IF;
-        ITERATE candidates;
-      END IF;
-      IF v_resource_id <> 0 THEN
-        SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
-        IF v_key_held > 0 THEN
-          -- A head left ready when another queue's task took the key: demote it now.
-          UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
-          SET v_demoted = v_demoted + 1;
-          ITERATE candidates;
-        END IF;
-        IF v_highest = {{ c.token_max }} THEN
+        IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
           UPDATE orbit_task t
-             SET t.lane = 'blocked', t.updated_at = p_now,
-                 t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
+             SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
            WHERE t.id = v_task_id;
           INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-          VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', p_now);
-          SET v_demoted = v_demoted + 1;
-          ITERATE candidates;
+          VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
+          SET v_expired = v_expired + 1,
+              {% call m::quota_add("v_expired_slots", "v_task_slot", "1") %};
+          IF v_resource_id <> 0 THEN
+            CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
+          END IF;
+          ITERATE batch;
         END IF;
-        SET v_token = v_highest + 1, v_version = v_version + 1;
-        UPDATE orbit_resource r
-           SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
-         WHERE r.id = v_resource_id;
-      ELSE
-        SET v_token = 0, v_version = 0;
-      END IF;
+        IF v_resource_id <> 0 THEN
+          SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+          IF v_key_held > 0 THEN
+            -- A head left ready when another queue's task took the key: demote it now.
+            UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
+            SET v_demoted = v_demoted + 1;
+            ITERATE batch;
+          END IF;
+          IF v_highest = {{ c.token_max }} THEN
+            UPDATE orbit_task t
+               SET t.lane = 'blocked', t.updated_at = p_now,
+                   t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
+             WHERE t.id = v_task_id;
+            INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+            VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', p_now);
+            SET v_demoted = v_demoted + 1;
+            ITERATE batch;
+          END IF;
+          SET v_token = v_highest + 1, v_version = v_version + 1;
+          UPDATE orbit_resource r
+             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
+           WHERE r.id = v_resource_id;
+        ELSE
+          SET v_token = 0, v_version = 0;
+        END IF;
 
-      INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
-                                 concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                 state, granted_at, started_at, lease_expires_at)
-      VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-              v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-              p_now, IF(v_start, p_now, NULL), v_expires);
-      SET v_attempt_id = LAST_INSERT_ID();
-      INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-      VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
-      IF v_resource_id <> 0 THEN
-        INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
-        VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
-      END IF;
-      UPDATE orbit_task t
-         SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
-             t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
-       WHERE t.id = v_task_id;
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
-      IF v_start THEN
+        INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
+                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
+                                   state, granted_at, started_at, lease_expires_at)
+        VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
+                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
+                p_now, IF(v_start, p_now, NULL), v_expires);
+        SET v_attempt_id = LAST_INSERT_ID();
+        INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+        VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
+        IF v_resource_id <> 0 THEN
+          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
+          VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
+        END IF;
+        UPDATE orbit_task t
+           SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
+               t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
+         WHERE t.id = v_task_id;
         INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-        VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, 'start_on_assign', p_now);
+        VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
+        IF v_start THEN
+          INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+          VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, 'start_on_assign', p_now);
+        END IF;
+        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
+      END LOOP batch;
+      CLOSE c_candidates;
+      IF v_fetched < v_want THEN
+        -- The scan found fewer than it asked for: the queue has nothing more for this session.
+        LEAVE candidates;
       END IF;
-      SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
     END WHILE candidates;
   END WHILE queues;
 
