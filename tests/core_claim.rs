@@ -979,4 +979,32 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     assert_eq!(attempts.len(), 2);
     assert_eq!(attempts[0], (first.id, "SUCCEEDED".to_string()));
     assert!(attempts[1].0 > first.id);
+    // A result that grants nothing answers with one row of NULL grant columns, read by probes,
+    // not by scanning the task and attempt tables.
+    let second: u64 = sqlx::query_scalar("SELECT MAX(id) FROM orbit_attempt")
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
+        .bind(s)
+        .bind(format!(
+            r#"[{{"attempt_id": {second}, "outcome": "succeeded"}}]"#
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let (_, scanned): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_rnd_next'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    let scanned: u64 = scanned.parse().unwrap();
+    assert!(
+        scanned < 100,
+        "{scanned} rows scanned for a result without a grant"
+    );
 }

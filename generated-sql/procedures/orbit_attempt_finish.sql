@@ -233,8 +233,9 @@ BEGIN
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM (SELECT 1 AS one) AS ack
-      LEFT JOIN orbit_attempt a ON FALSE
-      LEFT JOIN orbit_task t ON FALSE;
+      -- No row has id 0: a primary-key probe that finds nothing (ON FALSE is a full scan).
+      LEFT JOIN orbit_attempt a ON a.id = 0
+      LEFT JOIN orbit_task t ON t.id = 0;
   END IF;
 END$$
 DELIMITER ;

@@ -204,7 +204,8 @@ BEGIN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
            {% call m::grant_columns("a", "t") %}
       FROM (SELECT 1 AS one) AS ack
-      LEFT JOIN orbit_attempt a ON FALSE
-      LEFT JOIN orbit_task t ON FALSE;
+      -- No row has id 0: a primary-key probe that finds nothing (ON FALSE is a full scan).
+      LEFT JOIN orbit_attempt a ON a.id = 0
+      LEFT JOIN orbit_task t ON t.id = 0;
   END IF;
 END
