@@ -18,8 +18,8 @@
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, STATE_CONFLICT.
 -- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
---   promoted task rows (SKIP LOCKED), the orbit_application_quota slot row(s) the task and its
---   attempt charged (orbit_task.quota_slot, orbit_attempt.quota_slot; ascending).
+--   promoted task rows (SKIP LOCKED), the orbit_application_quota slot row the charges go back
+--   to (a waiting task: orbit_task.quota_slot; a leased one: its attempt's, orbit_attempt.quota_slot).
 DROP PROCEDURE IF EXISTS orbit_task_cancel;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_cancel(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)

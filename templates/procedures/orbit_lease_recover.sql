@@ -11,7 +11,7 @@
 --   still running, NULL when none: when to call again).
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end, then the quota slot
---   rows the attempt and its task charged (m::quota_give_back).
+--   row the attempt charged, where its task's incomplete charge goes back too (m::quota_give_back).
 CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
   MODIFIES SQL DATA
 BEGIN
