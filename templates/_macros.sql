@@ -116,15 +116,18 @@
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none{% endmacro %}
 
-{#- The defaults of a task definition's optional fields, as assignments of one SET: `p` is the
-    prefix of the variables (p_ in orbit_task_validate, v_ in orbit_task_submit_many). -#}
-{% macro task_defaults(p) %}{{ p }}business_key = COALESCE({{ p }}business_key, ''),
-      {{ p }}priority = COALESCE({{ p }}priority, 5),
-      {{ p }}max_attempts = COALESCE({{ p }}max_attempts, 3),
-      {{ p }}retry_base_ms = COALESCE({{ p }}retry_base_ms, 1000),
-      {{ p }}retry_max_ms = COALESCE({{ p }}retry_max_ms, 300000),
-      {{ p }}retry_unknown = COALESCE({{ p }}retry_unknown, 0),
-      {{ p }}deadline_seconds = COALESCE({{ p }}deadline_seconds, 0){% endmacro %}
+{#- The default of a task definition's optional field `f`: the one list of defaults. -#}
+{% macro task_default(f) %}{% if f == "business_key" %}''{% elif f == "priority" %}5{% elif f == "max_attempts" %}3{% elif f == "retry_base_ms" %}1000{% elif f == "retry_max_ms" %}300000{% elif f == "retry_unknown" %}0{% elif f == "deadline_seconds" %}0{% endif %}{% endmacro %}
+
+{#- The defaults applied to variables, as assignments of one SET: `p` is their prefix (p_ in
+    orbit_task_validate; orbit_task_submit_many applies task_default to its columns). -#}
+{% macro task_defaults(p) %}{{ p }}business_key = COALESCE({{ p }}business_key, {% call task_default("business_key") %}),
+      {{ p }}priority = COALESCE({{ p }}priority, {% call task_default("priority") %}),
+      {{ p }}max_attempts = COALESCE({{ p }}max_attempts, {% call task_default("max_attempts") %}),
+      {{ p }}retry_base_ms = COALESCE({{ p }}retry_base_ms, {% call task_default("retry_base_ms") %}),
+      {{ p }}retry_max_ms = COALESCE({{ p }}retry_max_ms, {% call task_default("retry_max_ms") %}),
+      {{ p }}retry_unknown = COALESCE({{ p }}retry_unknown, {% call task_default("retry_unknown") %}),
+      {{ p }}deadline_seconds = COALESCE({{ p }}deadline_seconds, {% call task_default("deadline_seconds") %}){% endmacro %}
 
 {#- The first rule of SPEC §3 that concurrency key `k` (exact bytes, '' = no key) breaks, as the
     message that follows "INVALID_ARGUMENT: ", or NULL when it keeps them all: valid UTF-8,

@@ -13,7 +13,7 @@
 {% macro integer(j) %}{{ j }} IS NULL OR JSON_TYPE({{ j }}) = 'NULL' OR {{ j }} REGEXP '^-?[0-9]+$'{% endmacro %}
 {#- The batch as a derived table, a row per task in input order: item (1-based), the task object,
     each member's JSON text j_<member> (NULL when missing), and the effective values (defaults
-    applied, as m::task_defaults) that the single submit's parameters would carry, so both hash
+    applied: m::task_default) that the single submit's parameters would carry, so both hash
     and store the same values. -#}
 {% macro batch_tasks() %}(SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
@@ -28,15 +28,15 @@
           {% call string_value("j.j_handler_version", 65, "NULL") %} AS handler_version,
           {% call string_value("j.j_payload_version", 65, "NULL") %} AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE({% call string_value("j.j_business_key", 192, "NULL") %}, '') AS business_key,
+          COALESCE({% call string_value("j.j_business_key", 192, "NULL") %}, {% call m::task_default("business_key") %}) AS business_key,
           CAST({% call string_value("j.j_concurrency_key", 192, "''") %} AS BINARY) AS concurrency_key,
-          COALESCE({% call integer_value("j.j_priority") %}, 5) AS priority,
-          COALESCE({% call integer_value("j.j_max_attempts") %}, 3) AS max_attempts,
-          COALESCE({% call integer_value("j.j_retry_base_ms") %}, 1000) AS retry_base_ms,
-          COALESCE({% call integer_value("j.j_retry_max_ms") %}, 300000) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL), 0)
-            AS retry_unknown,
-          COALESCE({% call integer_value("j.j_deadline_seconds") %}, 0) AS deadline_seconds
+          COALESCE({% call integer_value("j.j_priority") %}, {% call m::task_default("priority") %}) AS priority,
+          COALESCE({% call integer_value("j.j_max_attempts") %}, {% call m::task_default("max_attempts") %}) AS max_attempts,
+          COALESCE({% call integer_value("j.j_retry_base_ms") %}, {% call m::task_default("retry_base_ms") %}) AS retry_base_ms,
+          COALESCE({% call integer_value("j.j_retry_max_ms") %}, {% call m::task_default("retry_max_ms") %}) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   {% call m::task_default("retry_unknown") %}) AS retry_unknown,
+          COALESCE({% call integer_value("j.j_deadline_seconds") %}, {% call m::task_default("deadline_seconds") %}) AS deadline_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
