@@ -803,7 +803,7 @@ BEGIN
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
   END IF;
   IF p_claim_max > 0 THEN
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted);
   END IF;
   IF v_ended_count > 0 AND p_claim_max = 0 THEN
     SET v_wake = 1;
@@ -833,13 +833,10 @@ BEGIN
       INTO v_wake;
   END IF;
   COMMIT;
-  -- The acks on every row, the grants one per row in attempt order (ix_attempt_session's order:
-  -- no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
+  -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
+  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
   -- ORDER BY needed a temporary table, on disk because the task columns are TEXT (MariaDB's
   -- in-memory temporary tables hold no BLOB/TEXT), on every result.
-  IF v_seq > 0 THEN
-    SELECT COUNT(*) INTO v_granted FROM orbit_attempt a WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-  END IF;
   IF v_granted > 0 THEN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
@@ -2612,9 +2609,9 @@ DELIMITER ;
 -- The one exact charge (see orbit_application_quota): the connection's slot when it stays within
 -- its share, otherwise, under a lock on every slot and an exact check of the total, a respread of
 -- the counters with the new total. The task row records the connection's slot either way (where
--- a cancel, review or expiry gives it back; any slot will do, only the sum counts). Used by orbit_task_create for each
--- task, and by orbit_task_submit_many for each task of a batch that its connection's slot cannot
--- take whole.
+-- a cancel, review or expiry gives it back; any slot will do, only the sum counts). Used by
+-- orbit_task_create for each task, and by orbit_task_submit_many for each task of a batch that its
+-- connection's slot cannot take whole.
 -- Parameters: p_application_id; p_now.
 -- Out: o_charged (1 = charged; 0 = the quota is full: nothing was charged, the caller rolls back).
 -- Result: none. Signals: none.
@@ -2683,6 +2680,7 @@ CREATE PROCEDURE orbit_task_claim(IN p_session_id BIGINT UNSIGNED, IN p_max INT,
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2697,7 +2695,7 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
@@ -2726,8 +2724,9 @@ DELIMITER ;
 -- ('ready' for an unkeyed task, orbit_task_place for a keyed one), the history event, and
 -- (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
 -- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
--- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task records the connection's quota slot and the caller
--- charges it: orbit_task_submit_many charges a whole batch with one statement, last.
+-- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
+-- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
+-- whole batch with one statement, last.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
@@ -2784,7 +2783,8 @@ BEGIN
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                           deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
-          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', IF(v_resource_id = 0, 'ready', 'none'), p_priority,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
+          IF(v_resource_id = 0, 'ready', 'none'), p_priority,
           p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
@@ -2970,7 +2970,8 @@ DELIMITER ;
 -- other work is kept.
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
 --   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
---   written).
+--   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
+--   demotions were written).
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
@@ -2982,7 +2983,7 @@ DELIMITER ;
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED)
+                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_expires DATETIME(6);
@@ -3041,7 +3042,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0;
+  SET p_seq = 0, p_granted = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -3279,7 +3280,7 @@ body: BEGIN
       END IF;
     END IF;
   END IF;
-  SET p_seq = v_seq;
+  SET p_seq = v_seq, p_granted = v_granted;
 END$$
 DELIMITER ;
 
@@ -3901,7 +3902,6 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_i INT DEFAULT 0;
-  DECLARE v_queues INT;
   -- The first task that breaks a field rule (v_count + 1 when none), and the rule's message.
   DECLARE v_bad_item INT;
   DECLARE v_bad VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -3935,9 +3935,10 @@ body: BEGIN
   -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  -- The queues of the tasks before the first bad one, each once, in order of first use. The loops
-  -- below run a counted number of FETCHes, so none runs past the end (no NOT FOUND handler, which
-  -- an empty SELECT ... INTO in a nested call would also set).
+  -- The queues of the tasks before the first bad one, each once, in order of first use (read to
+  -- its end by a FETCH with its own NOT FOUND handler, scoped to the FETCH alone: a handler over
+  -- the loop would also catch an empty SELECT ... INTO in a nested call). The tasks' loop runs
+  -- p_tasks' length, so its FETCH never runs past the end.
   DECLARE c_queues CURSOR FOR
     SELECT MIN(t.queue_id), MIN(t.item)
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
@@ -4156,50 +4157,20 @@ body: BEGIN
                                   SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
     END;
-    SELECT COUNT(DISTINCT CAST(t.queue_id AS BINARY)) INTO v_queues
-      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
-          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
-            AS idempotency_key,
-          -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
-          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
-                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
-          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
-                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
-          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
-                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
-          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
-                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
-                   0) AS retry_unknown,
-          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
-     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
-            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
-            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
-            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
-            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
-            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
-            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
-     WHERE t.item < v_bad_item;
     OPEN c_queues;
-    WHILE v_queues > 0 DO
-      FETCH c_queues INTO v_queue_id, v_i;
+    each_queue: LOOP
+      SET v_queue_id = NULL;
+      fetch_queue: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_queue_id = NULL;
+        FETCH c_queues INTO v_queue_id, v_i;
+      END fetch_queue;
+      IF v_queue_id IS NULL THEN
+        LEAVE each_queue;
+      END IF;
       CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
                                   v_credential_id);
-      SET v_last_queue = v_queue_id, v_queues = v_queues - 1;
-    END WHILE;
+      SET v_last_queue = v_queue_id;
+    END LOOP each_queue;
     CLOSE c_queues;
   END queues;
   IF v_bad IS NOT NULL THEN
@@ -4469,7 +4440,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '3ea034d200e75222291ffb37909abf0f586f27438ce185eca417188bc187f417', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'ad2bc7b9fe24e19b5aa4ad5dc0c8678e1ca1107506237420331ab75490971042', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'e616a822bff5b221b11259222cd7e29d0bb7081358a57f2696d6e9e402c190a1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4499,19 +4470,19 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '17892e5d2a79026645b7c377dd89afd6321816fc29e904e4c4548afd10270c8b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '2e2b36d7aea4847563716c19df42874bc67532fd9b08db4678dade491b93afd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'd242c5b0e7f2ca3687837bbd7f36687591c861343b2e16237be91e2ab30ef0bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, 'd39020f991f66d8fcdacb5f5048f3425d1bdf4b2c9620071d1933431685b9418', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'b21c8148979ba8f7c2cf6e2bf23c7c82ac3c445867732d70bb5f8cc3efba4b86', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '8917d824cea81a7fb14fe773ed13eee7012385f62a82ab08edb794e7c8595a92', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '051860330447fac75095c98bdd537cc55ac0e24b32ca6afb7f43ee2be3b4fbca', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'b4660b7833eb646a09c7c673f6914b7cec5735dba214f5c28607d8dd8a1dde76', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '7d901f93c0b5da8f8f1af520ce501db3ddcb1974b162af94d729dc86dd8a135a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '04bd293d21582f2cb34efe27af532d6e5e42ad4973087a8df6420da3fe737319', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'eb41c1c99736c4dff495e173dfb77f1c02e3305e809f093e41956cc6a5240da7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'eb41c1c99736c4dff495e173dfb77f1c02e3305e809f093e41956cc6a5240da7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '8109166392ef83f6440074f79daacb6643ae2fabab0bb2257f4dc88575f26239', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '8109166392ef83f6440074f79daacb6643ae2fabab0bb2257f4dc88575f26239', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -223,8 +223,9 @@
 
 {#- Gives back what lists `active` and `incomplete` hold, for application `app`: one statement,
     which locks only the slot rows with something to give back, in ascending slot order (a row it
-    skips is not kept locked: READ COMMITTED). Each slot was charged at least that much, so no
-    counter goes below zero. Last in the transaction's quota work, as every quota lock. -#}
+    skips is not kept locked: READ COMMITTED). An active attempt goes back to the slot it charged,
+    so that counter never goes below zero; the incomplete counter is signed (see
+    orbit_application_quota). Last in the transaction's quota work, as every quota lock. -#}
 {% macro quota_give_back(app, active, incomplete, now) %}UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE({{ active }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
          q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE({{ incomplete }}, CONCAT('$[', q.slot, ']')) AS SIGNED),

@@ -25,6 +25,7 @@ CREATE PROCEDURE orbit_task_claim(IN p_session_id BIGINT UNSIGNED, IN p_max INT,
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -39,7 +40,7 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE

@@ -157,7 +157,7 @@ BEGIN
     {% call m::quota_give_back("v_back_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
   END IF;
   IF p_claim_max > 0 THEN
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted);
   END IF;
   IF v_ended_count > 0 AND p_claim_max = 0 THEN
     SET v_wake = 1;
@@ -187,13 +187,10 @@ BEGIN
       INTO v_wake;
   END IF;
   COMMIT;
-  -- The acks on every row, the grants one per row in attempt order (ix_attempt_session's order:
-  -- no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
+  -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
+  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
   -- ORDER BY needed a temporary table, on disk because the task columns are TEXT (MariaDB's
   -- in-memory temporary tables hold no BLOB/TEXT), on every result.
-  IF v_seq > 0 THEN
-    SELECT COUNT(*) INTO v_granted FROM orbit_attempt a WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-  END IF;
   IF v_granted > 0 THEN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
            {% call m::grant_columns("a", "t") %}

@@ -16,6 +16,7 @@ CREATE PROCEDURE orbit_task_claim(IN p_session_id BIGINT UNSIGNED, IN p_max INT,
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
   {% call m::rollback_on_error() %};
 
   IF p_max IS NULL OR p_max NOT BETWEEN 1 AND 1000 THEN
@@ -25,7 +26,7 @@ BEGIN
     {% call m::raise("INVALID_ARGUMENT", "lease_ms must be between 1000 and 3600000") %};
   END IF;
   {% call m::begin() %};
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE

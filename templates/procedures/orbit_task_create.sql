@@ -6,8 +6,9 @@
 -- ('ready' for an unkeyed task, orbit_task_place for a keyed one), the history event, and
 -- (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
 -- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
--- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task records the connection's quota slot and the caller
--- charges it: orbit_task_submit_many charges a whole batch with one statement, last.
+-- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
+-- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
+-- whole batch with one statement, last.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
@@ -51,7 +52,8 @@ BEGIN
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                           deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
-          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', IF(v_resource_id = 0, 'ready', 'none'), p_priority,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
+          IF(v_resource_id = 0, 'ready', 'none'), p_priority,
           p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);

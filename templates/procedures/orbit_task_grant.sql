@@ -20,7 +20,8 @@
 -- other work is kept.
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
 --   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
---   written).
+--   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
+--   demotions were written).
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
@@ -30,7 +31,7 @@
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
 --   below their share (see orbit_application_quota).
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED)
+                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_expires DATETIME(6);
@@ -89,7 +90,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0;
+  SET p_seq = 0, p_granted = 0;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -316,5 +317,5 @@ body: BEGIN
       END IF;
     END IF;
   END IF;
-  SET p_seq = v_seq;
+  SET p_seq = v_seq, p_granted = v_granted;
 END

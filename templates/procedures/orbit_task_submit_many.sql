@@ -98,7 +98,6 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_i INT DEFAULT 0;
-  DECLARE v_queues INT;
   -- The first task that breaks a field rule (v_count + 1 when none), and the rule's message.
   DECLARE v_bad_item INT;
   DECLARE v_bad VARCHAR(128) {{ c.utf8 }};
@@ -132,9 +131,10 @@ body: BEGIN
   -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT {{ c.ascii }} DEFAULT '[';
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  -- The queues of the tasks before the first bad one, each once, in order of first use. The loops
-  -- below run a counted number of FETCHes, so none runs past the end (no NOT FOUND handler, which
-  -- an empty SELECT ... INTO in a nested call would also set).
+  -- The queues of the tasks before the first bad one, each once, in order of first use (read to
+  -- its end by a FETCH with its own NOT FOUND handler, scoped to the FETCH alone: a handler over
+  -- the loop would also catch an empty SELECT ... INTO in a nested call). The tasks' loop runs
+  -- p_tasks' length, so its FETCH never runs past the end.
   DECLARE c_queues CURSOR FOR
     SELECT MIN(t.queue_id), MIN(t.item)
       FROM {% call batch_tasks() %}
@@ -204,16 +204,20 @@ body: BEGIN
                                   SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
     END;
-    SELECT COUNT(DISTINCT CAST(t.queue_id AS BINARY)) INTO v_queues
-      FROM {% call batch_tasks() %}
-     WHERE t.item < v_bad_item;
     OPEN c_queues;
-    WHILE v_queues > 0 DO
-      FETCH c_queues INTO v_queue_id, v_i;
+    each_queue: LOOP
+      SET v_queue_id = NULL;
+      fetch_queue: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_queue_id = NULL;
+        FETCH c_queues INTO v_queue_id, v_i;
+      END fetch_queue;
+      IF v_queue_id IS NULL THEN
+        LEAVE each_queue;
+      END IF;
       CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
                                   v_credential_id);
-      SET v_last_queue = v_queue_id, v_queues = v_queues - 1;
-    END WHILE;
+      SET v_last_queue = v_queue_id;
+    END LOOP each_queue;
     CLOSE c_queues;
   END queues;
   IF v_bad IS NOT NULL THEN
