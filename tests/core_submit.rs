@@ -916,6 +916,91 @@ async fn a_batch_larger_than_a_slot_share_is_charged_exactly_within_the_shares()
     );
 }
 
+/// Every column a task's creation decides, and its history, for comparing two ways of creating
+/// it (the creation time itself differs; its relations to the other times do not).
+async fn created_rows(f: &Fixture, key: &str) -> (String, String) {
+    sqlx::query_as(
+        "SELECT CAST(JSON_ARRAY(t.application_id, t.namespace_id, t.queue_id, t.handler, t.handler_version,
+                           t.payload_version, t.payload, t.business_key, HEX(t.concurrency_key), t.resource_id,
+                           t.state, t.lane, t.priority, t.max_attempts, t.attempt_count, t.retry_base_ms,
+                           t.retry_max_ms, t.retry_unknown, t.run_at = t.created_at, t.updated_at = t.created_at,
+                           TIMESTAMPDIFF(SECOND, t.created_at, t.deadline_at), t.plan_id, t.plan_version,
+                           t.finished_at, t.current_attempt_id, t.blocked_reason, t.output, t.error)
+                    AS CHAR) AS task,
+                CAST((SELECT JSON_ARRAYAGG(JSON_ARRAY(e.event, e.to_state, e.detail, e.created_at = t.created_at))
+                        FROM orbit_task_event e WHERE e.task_id = t.id) AS CHAR) AS events
+           FROM orbit_task t WHERE t.idempotency_key = ?",
+    )
+    .bind(key)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_without_keys_is_inserted_whole_with_the_rows_a_single_submit_writes() {
+    let f = Fixture::new().await;
+    let other_queue = f.queue("second").await;
+    let mut items = batch(&f, &f.queue_id, "bulk", 50);
+    items[1].1.priority = Some(1);
+    items[1].1.business_key = Some("order-9".into());
+    items[2].1.retry_unknown = Some(true);
+    items[2].1.deadline_seconds = Some(60);
+    items[2].1.max_attempts = Some(7);
+    items[2].1.retry_base_ms = Some(10);
+    items[2].1.retry_max_ms = Some(20);
+    items[3].1.queue_id = other_queue.clone();
+    let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
+    // One connection, so its statement counters are the call's.
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
+        .bind(&f.hash[..])
+        .bind(tasks.to_string())
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 50);
+    // Inserted whole: a handful of procedure calls (the credential and queue checks), not one
+    // orbit_task_create per task.
+    let (_, calls): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    let calls: u64 = calls.parse().unwrap();
+    assert!(calls < 10, "{calls} procedure calls for a batch of 50");
+    // The same definitions through the single submit, which creates each by orbit_task_create:
+    // the same rows, the same history.
+    for (i, (key, t)) in items.iter().enumerate().take(4) {
+        f.db.task_submit(&f.hash, &format!("single-{i}"), t)
+            .await
+            .unwrap();
+        let (bulk, single) = (
+            created_rows(&f, key).await,
+            created_rows(&f, &format!("single-{i}")).await,
+        );
+        assert_eq!(bulk, single, "task {i}");
+    }
+    assert!(created_rows(&f, "bulk-3").await.0.contains(&other_queue));
+    // Ids in input order, each key recording its own task.
+    let ids: Vec<(u64, u64)> = sqlx::query_as(
+        "SELECT t.id, i.task_id FROM orbit_task t
+           JOIN orbit_idempotency i ON i.application_id = t.application_id AND i.idempotency_key = t.idempotency_key
+          WHERE t.idempotency_key LIKE 'bulk-%'
+          ORDER BY CAST(SUBSTRING(t.idempotency_key, 6) AS UNSIGNED)",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(ids.len(), 50);
+    assert!(ids.iter().all(|(t, i)| t == i), "{ids:?}");
+    assert!(ids.windows(2).all(|w| w[0].0 < w[1].0), "{ids:?}");
+}
+
 #[tokio::test]
 async fn a_thousand_tasks_in_one_call() {
     let f = Fixture::new().await;

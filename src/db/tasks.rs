@@ -170,7 +170,7 @@ impl NewTask {
     /// holding its JSON text (stored and hashed byte for byte, as `orbit_task_submit` does), the
     /// defaultable fields omitted when `None`, and a `None` concurrency_key as `null` (which the
     /// procedure rejects, as `orbit_task_submit` rejects SQL NULL).
-    fn batch_item(&self, idempotency_key: &str) -> serde_json::Value {
+    pub fn batch_item(&self, idempotency_key: &str) -> serde_json::Value {
         let mut item = serde_json::json!({
             "idempotency_key": idempotency_key,
             "queue_id": self.queue_id,

@@ -8,7 +8,8 @@
 -- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
 -- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
 -- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
--- whole batch with one statement, last.
+-- whole batch with one statement, last. One exception: orbit_task_submit_many inserts a batch
+-- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
