@@ -154,11 +154,15 @@ body: BEGIN
      WHERE t.item < v_bad_item
      GROUP BY CAST(t.queue_id AS BINARY)
      ORDER BY MIN(t.item);
-  -- The tasks the batch's insert created (ids from v_first on), in input order. A consistent
-  -- read: a key is unique to its application and this call holds its row, so one task matches.
+  -- The tasks the batch's insert created, in input order (their ids' order). A consistent read:
+  -- a key is unique to its application and this call holds its row, so one task matches. The
+  -- new rows (ids from v_first on) are read first and each probes the batch's keys, materialised
+  -- once (LIMIT: not merged) with an index: joined the other way round, every pair compared
+  -- the keys' JSON expressions, 3.8 ms a batch of 100.
   DECLARE c_created CURSOR FOR
     SELECT o.id
-      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+      FROM orbit_task o
+      STRAIGHT_JOIN (SELECT t.idempotency_key FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
@@ -192,10 +196,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
-      JOIN orbit_task o ON o.id >= v_first AND o.application_id = v_application_id
-                       AND o.idempotency_key = t.idempotency_key
-     ORDER BY t.item;
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t LIMIT 1000) b
+        ON b.idempotency_key = o.idempotency_key
+     WHERE o.id >= v_first AND o.application_id = v_application_id
+     ORDER BY o.id;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,

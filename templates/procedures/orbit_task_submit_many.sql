@@ -147,14 +147,18 @@ body: BEGIN
      WHERE t.item < v_bad_item
      GROUP BY CAST(t.queue_id AS BINARY)
      ORDER BY MIN(t.item);
-  -- The tasks the batch's insert created (ids from v_first on), in input order. A consistent
-  -- read: a key is unique to its application and this call holds its row, so one task matches.
+  -- The tasks the batch's insert created, in input order (their ids' order). A consistent read:
+  -- a key is unique to its application and this call holds its row, so one task matches. The
+  -- new rows (ids from v_first on) are read first and each probes the batch's keys, materialised
+  -- once (LIMIT: not merged) with an index: joined the other way round, every pair compared
+  -- the keys' JSON expressions, 3.8 ms a batch of 100.
   DECLARE c_created CURSOR FOR
     SELECT o.id
-      FROM {% call batch_tasks() %}
-      JOIN orbit_task o ON o.id >= v_first AND o.application_id = v_application_id
-                       AND o.idempotency_key = t.idempotency_key
-     ORDER BY t.item;
+      FROM orbit_task o
+      STRAIGHT_JOIN (SELECT t.idempotency_key FROM {% call batch_tasks() %} LIMIT 1000) b
+        ON b.idempotency_key = o.idempotency_key
+     WHERE o.id >= v_first AND o.application_id = v_application_id
+     ORDER BY o.id;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
