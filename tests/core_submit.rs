@@ -627,6 +627,15 @@ async fn an_invalid_task_fails_the_batch_naming_it_and_writes_nothing() {
             other => panic!("{needle}: {other:?}"),
         }
     }
+    // Of several bad tasks the first is named (items past 9 too), whatever its rule.
+    let mut items = batch(&f, &f.queue_id, "v", 12);
+    items[11].1.priority = Some(10);
+    items[10].1.handler = String::new();
+    items[9].1.retry_base_ms = Some(1 << 40);
+    match f.db.task_submit_many(&f.hash, &items).await.unwrap_err() {
+        DbError::InvalidArgument(m) => assert!(m.starts_with("tasks[9]: retry_base_ms"), "{m}"),
+        other => panic!("{other:?}"),
+    }
     // The array itself.
     for bad in [0, 1001] {
         let items = batch(&f, &f.queue_id, "n", bad);

@@ -76,7 +76,10 @@ body: BEGIN
   DECLARE v_i INT DEFAULT 0;
   -- The first task that breaks a field rule (v_count + 1 when none), and the rule's message.
   DECLARE v_bad_item INT;
-  DECLARE v_bad VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_bad VARCHAR(132) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  -- The batch's least and greatest queue id (equal: one queue).
+  DECLARE v_queue_least VARBINARY(255);
+  DECLARE v_queue_greatest VARBINARY(255);
   DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_idempotency_key BLOB;
   DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
@@ -261,10 +264,14 @@ body: BEGIN
   END IF;
 
   -- Checks, nothing written, reported in input order as a task-by-task check would: the first
-  -- task whose fields break a rule (one statement over the whole batch), then the queue of each
-  -- task before it (once per queue); a queue refused before that task is the error, else its rule.
-  SELECT b.item, b.bad INTO v_bad_item, v_bad
-    FROM (SELECT t.item,
+  -- task whose fields break a rule, then the queue of each task before it (once per queue); a
+  -- queue refused before that task is the error, else its rule. One statement over the whole
+  -- batch finds the first bad task (its item, 4 digits, before its message: the least such
+  -- string is the first), and also counts the keyed tasks and the least and greatest queue.
+  SELECT MIN(IF(b.bad IS NULL, NULL, CONCAT(LPAD(b.item, 4, '0'), b.bad))), SUM(b.concurrency_key <> ''),
+         MIN(CAST(b.queue_id AS BINARY)), MAX(CAST(b.queue_id AS BINARY))
+    INTO v_bad, v_keyed, v_queue_least, v_queue_greatest
+    FROM (SELECT t.item, t.queue_id, t.concurrency_key,
                  CASE
                    WHEN JSON_TYPE(t.task) <> 'OBJECT' THEN 'a task must be a JSON object'
                    WHEN NOT COALESCE(LENGTH(t.idempotency_key) BETWEEN 1 AND 255, 0)
@@ -364,12 +371,8 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
-          UNION ALL
-          SELECT v_count + 1, NULL) b
-   WHERE b.bad IS NOT NULL OR b.item > v_count
-   ORDER BY b.item
-   LIMIT 1;
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t) b;
+  SET v_bad_item = COALESCE(CAST(LEFT(v_bad, 4) AS UNSIGNED), v_count + 1), v_bad = SUBSTRING(v_bad, 5);
   queues: BEGIN
     DECLARE EXIT HANDLER FOR SQLSTATE '45000'
     BEGIN
@@ -378,6 +381,14 @@ body: BEGIN
                                   SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
     END;
+    -- The usual batch, all valid on one queue, needs no list of its queues.
+    IF v_bad IS NULL AND v_queue_least = v_queue_greatest THEN
+      SET v_i = 1, v_queue_id = v_queue_least;
+      CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
+                                  v_credential_id);
+      SET v_last_queue = v_queue_id;
+      LEAVE queues;
+    END IF;
     OPEN c_queues;
     each_queue: LOOP
       SET v_queue_id = NULL;
@@ -444,43 +455,6 @@ body: BEGIN
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t;
   SET v_one_by_one = v_duplicate, v_i = 0;
-  SELECT COUNT(*) INTO v_keyed
-    FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
-          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
-            AS idempotency_key,
-          -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
-          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
-                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
-          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
-                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
-          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
-                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
-          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
-                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
-                   0) AS retry_unknown,
-          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
-     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
-            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
-            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
-            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
-            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
-            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
-            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
-   WHERE t.concurrency_key <> '';
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and due now, so the batch is created by
     -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task

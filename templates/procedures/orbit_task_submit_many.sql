@@ -103,7 +103,10 @@ body: BEGIN
   DECLARE v_i INT DEFAULT 0;
   -- The first task that breaks a field rule (v_count + 1 when none), and the rule's message.
   DECLARE v_bad_item INT;
-  DECLARE v_bad VARCHAR(128) {{ c.utf8 }};
+  DECLARE v_bad VARCHAR(132) {{ c.utf8 }};
+  -- The batch's least and greatest queue id (equal: one queue).
+  DECLARE v_queue_least VARBINARY(255);
+  DECLARE v_queue_greatest VARBINARY(255);
   DECLARE v_message VARCHAR(255) {{ c.utf8 }};
   DECLARE v_idempotency_key BLOB;
   DECLARE v_queue_id TEXT {{ c.ascii }};
@@ -179,10 +182,14 @@ body: BEGIN
   END IF;
 
   -- Checks, nothing written, reported in input order as a task-by-task check would: the first
-  -- task whose fields break a rule (one statement over the whole batch), then the queue of each
-  -- task before it (once per queue); a queue refused before that task is the error, else its rule.
-  SELECT b.item, b.bad INTO v_bad_item, v_bad
-    FROM (SELECT t.item,
+  -- task whose fields break a rule, then the queue of each task before it (once per queue); a
+  -- queue refused before that task is the error, else its rule. One statement over the whole
+  -- batch finds the first bad task (its item, 4 digits, before its message: the least such
+  -- string is the first), and also counts the keyed tasks and the least and greatest queue.
+  SELECT MIN(IF(b.bad IS NULL, NULL, CONCAT(LPAD(b.item, 4, '0'), b.bad))), SUM(b.concurrency_key <> ''),
+         MIN(CAST(b.queue_id AS BINARY)), MAX(CAST(b.queue_id AS BINARY))
+    INTO v_bad, v_keyed, v_queue_least, v_queue_greatest
+    FROM (SELECT t.item, t.queue_id, t.concurrency_key,
                  CASE
                    WHEN JSON_TYPE(t.task) <> 'OBJECT' THEN 'a task must be a JSON object'
                    WHEN NOT COALESCE(LENGTH(t.idempotency_key) BETWEEN 1 AND 255, 0)
@@ -208,12 +215,8 @@ body: BEGIN
                      THEN 'the task has a member that is not a field of a submit'
                    ELSE {% call m::task_definition_error("t.") %}
                  END AS bad
-            FROM {% call batch_tasks() %}
-          UNION ALL
-          SELECT v_count + 1, NULL) b
-   WHERE b.bad IS NOT NULL OR b.item > v_count
-   ORDER BY b.item
-   LIMIT 1;
+            FROM {% call batch_tasks() %}) b;
+  SET v_bad_item = COALESCE(CAST(LEFT(v_bad, 4) AS UNSIGNED), v_count + 1), v_bad = SUBSTRING(v_bad, 5);
   queues: BEGIN
     DECLARE EXIT HANDLER FOR SQLSTATE '45000'
     BEGIN
@@ -222,6 +225,14 @@ body: BEGIN
                                   SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
     END;
+    -- The usual batch, all valid on one queue, needs no list of its queues.
+    IF v_bad IS NULL AND v_queue_least = v_queue_greatest THEN
+      SET v_i = 1, v_queue_id = v_queue_least;
+      CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
+                                  v_credential_id);
+      SET v_last_queue = v_queue_id;
+      LEAVE queues;
+    END IF;
     OPEN c_queues;
     each_queue: LOOP
       SET v_queue_id = NULL;
@@ -250,9 +261,6 @@ body: BEGIN
   SELECT v_application_id, t.idempotency_key, {% call m::request_hash("t.") %}, 0, v_now
     FROM {% call batch_tasks() %};
   SET v_one_by_one = v_duplicate, v_i = 0;
-  SELECT COUNT(*) INTO v_keyed
-    FROM {% call batch_tasks() %}
-   WHERE t.concurrency_key <> '';
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and due now, so the batch is created by
     -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
