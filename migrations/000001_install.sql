@@ -515,7 +515,8 @@ DELIMITER ;
 -- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
 -- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
 -- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
--- slot row, its own, once.
+-- slot row, its own, once. One restatement: orbit_attempt_finish ends a group of successes of
+-- unkeyed attempts itself, writing what this writes for each (a test compares the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
@@ -663,7 +664,9 @@ DELIMITER ;
 --   session, when granting).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
---   then as orbit_attempt_end (task, resource, promoted tasks); then the quota slot row of the
+--   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
+--   unkeyed attempts its orbit_task row and, after the group, the group's orbit_queue_permit
+--   rows; then the quota slot row of the
 --   ended attempts, the session's own (their active attempts and their tasks' incomplete charges
 --   go back there, in one statement, before the grant, so the grant can use the capacity they
 --   free); then as orbit_task_grant, which charges the same row. (The tasks' charges used to go
@@ -708,6 +711,19 @@ BEGIN
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
+  -- 1 while the results may be ended as a group (see below); v_group_tried: its savepoint is set.
+  DECLARE v_group TINYINT DEFAULT 0;
+  DECLARE v_group_tried TINYINT DEFAULT 0;
+  DECLARE v_attempt_slot TINYINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_ord INT;
+  -- The group's attempts in input order, as they were before (each is checked again where locked).
+  DECLARE c_group CURSOR FOR
+    SELECT r.ord, a.id, a.task_id, a.queue_id, a.application_id, a.quota_slot, a.state, a.concurrency_token
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r
+      STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
+     ORDER BY r.ord;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -745,7 +761,75 @@ BEGIN
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
   END IF;
-  SET v_i = 0;
+  -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
+  -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
+  -- 'attempt_succeeded' event, the charges given back below) but without its call and its
+  -- reads, and the group's queue permits deleted by one statement. Each attempt is checked where
+  -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
+  -- group back to its savepoint, and every result takes the per-result path.
+  SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded')
+    INTO v_group
+    FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r;
+  IF v_group THEN
+    SAVEPOINT orbit_finish_group;
+    SET v_group_tried = 1, v_i = 0;
+    OPEN c_group;
+    WHILE v_group AND v_i < v_count DO
+      -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
+      fetch_group: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_queue_id, v_application_id, v_attempt_slot, v_state, v_token;
+      END fetch_group;
+      SET v_group = v_group AND v_ord = v_i + 1;
+      IF v_group THEN
+        SET v_path = CONCAT('$[', v_i, ']');
+        SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
+            v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
+            v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
+        UPDATE orbit_attempt a
+           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
+               a.output = v_output, a.error = v_error, a.released_at = v_now
+         WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
+           AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
+        SET v_group = ROW_COUNT() = 1;
+      END IF;
+      IF v_group THEN
+        -- An active attempt's task is in the attempt's state.
+        UPDATE orbit_task t
+           SET t.state = 'SUCCEEDED', t.lane = 'none', t.output = v_output, t.finished_at = v_now, t.updated_at = v_now
+         WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
+        SET v_group = ROW_COUNT() = 1;
+      END IF;
+      IF v_group THEN
+        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+        VALUES (v_task_id, v_attempt_id, 'attempt_succeeded', v_state, 'SUCCEEDED', v_token,
+                'attempt SUCCEEDED; permits released', v_now);
+        SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+                            JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                        'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
+                                        'duplicate', 0, 'code', '')),
+            v_ended = CONCAT(v_ended, IF(v_i > 0, ',', ''), '[', v_task_id, ',0,"', v_queue_id, '"]'),
+            v_active_back = JSON_SET(v_active_back, CONCAT('$[', v_attempt_slot, ']'),
+                                 CAST(JSON_VALUE(v_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
+            v_incomplete_back = JSON_SET(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']'),
+                                 CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
+            v_i = v_i + 1;
+      END IF;
+    END WHILE;
+    CLOSE c_group;
+  END IF;
+  IF v_group THEN
+    DELETE p
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r
+      STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
+    SET v_ended_count = v_count, v_back_application_id = v_application_id;
+  ELSEIF v_group_tried THEN
+    ROLLBACK TO SAVEPOINT orbit_finish_group;
+    SET v_acks = '', v_ended = '', v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
+  END IF;
+  SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO
     SET v_path = CONCAT('$[', v_i, ']');
     SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
@@ -4569,8 +4653,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '3ea034d200e75222291ffb37909abf0f586f27438ce185eca417188bc187f417', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'e616a822bff5b221b11259222cd7e29d0bb7081358a57f2696d6e9e402c190a1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '23216aa21983191595fa04cf81d9a921cdcf428c13e98a01d476c51e7978c9ae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'e26011d55e3705b9901878a73ac0746f106b686efcda41b911c265e7d3330878', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4614,5 +4698,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '73f5323ddf73a4ad8b1056cc52a3afb4f54e56c58a53d85b030d1a1062382657', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '0aec49f0373f69aed1bf5133f0dbaad7e7e9643b285ab7ca9282744e411374de', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '0aec49f0373f69aed1bf5133f0dbaad7e7e9643b285ab7ca9282744e411374de', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '2ca9509679a0ab3b741e9e558afa5e97876c59fbf9bf23f2d1efe04e4072ba39', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '2ca9509679a0ab3b741e9e558afa5e97876c59fbf9bf23f2d1efe04e4072ba39', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

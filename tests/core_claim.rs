@@ -1008,3 +1008,118 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
         "{scanned} rows scanned for a result without a grant"
     );
 }
+
+/// What ending attempt `attempt_id` wrote: its row, its task's row and the task's events, each
+/// as JSON text (times as relations, since two endings differ in time).
+async fn ending(f: &Fixture, attempt_id: u64) -> (String, String, String) {
+    sqlx::query_as(
+        "SELECT CAST(JSON_ARRAY(a.state, a.outcome, a.retryable, a.output, a.error, a.late_result,
+                                a.released_at IS NOT NULL) AS CHAR),
+                CAST(JSON_ARRAY(t.state, t.lane, t.output, t.error, t.finished_at = t.updated_at,
+                                t.finished_at = a.released_at, t.run_at <= t.finished_at,
+                                t.current_attempt_id = a.id, t.attempt_count) AS CHAR),
+                CAST((SELECT JSON_ARRAYAGG(JSON_ARRAY(e.event, e.from_state, e.to_state, e.concurrency_token,
+                                                      e.detail, e.attempt_id = a.id))
+                        FROM orbit_task_event e WHERE e.task_id = t.id) AS CHAR)
+           FROM orbit_attempt a JOIN orbit_task t ON t.id = a.task_id
+          WHERE a.id = ?",
+    )
+    .bind(attempt_id)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_call_writes() {
+    let f = Fixture::new().await;
+    for _ in 0..4 {
+        f.submit(&f.queue_id, "").await;
+    }
+    let s = session_starting_on_assign(&f, "w", &[&f.queue_id]).await;
+    let other = f.session("other", true, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 4, 30_000).await.unwrap();
+    assert_eq!(held.len(), 4);
+    let ids: Vec<u64> = held.iter().map(|g| g.attempt_id).collect();
+    let output = r#"{"a":1,  "b" : [1, 2.50, "\u00e9"]}"#;
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    // Finishes `results` on one connection; returns its acks and the procedure calls it made.
+    async fn finish(
+        conn: &mut sqlx::MySqlConnection,
+        session: u64,
+        results: String,
+    ) -> (serde_json::Value, u64) {
+        sqlx::raw_sql("FLUSH STATUS")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let rows = sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
+            .bind(session)
+            .bind(results)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        let acks: Vec<u8> = rows[0].try_get(0).unwrap();
+        let (_, calls): (String, String) =
+            sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        (
+            serde_json::from_slice(&acks).unwrap(),
+            calls.parse().unwrap(),
+        )
+    }
+    let ok =
+        |id: u64| format!(r#"{{"attempt_id": {id}, "outcome": "succeeded", "output": {output}}}"#);
+    // Successes of the session's own attempts: the group path, no orbit_attempt_end call.
+    let (acks, calls) = finish(&mut conn, s, format!("[{}, {}]", ok(ids[0]), ok(ids[1]))).await;
+    assert_eq!(calls, 1, "only the CALL itself");
+    assert_eq!(
+        acks,
+        serde_json::json!([
+            {"attempt_id": ids[0], "task_id": held[0].task.id, "task_state": "SUCCEEDED",
+             "attempt_state": "SUCCEEDED", "duplicate": 0, "code": ""},
+            {"attempt_id": ids[1], "task_id": held[1].task.id, "task_state": "SUCCEEDED",
+             "attempt_state": "SUCCEEDED", "duplicate": 0, "code": ""}
+        ])
+    );
+    // A group with an attempt that is not the session's: rolled back to its savepoint, then each
+    // result on its own (orbit_attempt_end for the success; the other is refused).
+    let theirs = f.submit(&f.queue_id, "").await;
+    let g = f.db.task_claim(other, 1, 30_000).await.unwrap();
+    assert_eq!(g[0].task.id, theirs.id);
+    let (acks, calls) = finish(
+        &mut conn,
+        s,
+        format!("[{}, {}, {}]", ok(ids[2]), ok(g[0].attempt_id), ok(999_999)),
+    )
+    .await;
+    assert!(calls >= 2, "the per-result path: {calls} calls");
+    let codes: Vec<&str> = acks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["", "PERMISSION_DENIED", "NOT_FOUND"]);
+    assert_eq!(
+        f.db.task_get(&f.hash, theirs.id).await.unwrap().state,
+        TaskState::Leased,
+        "the other session's task is untouched"
+    );
+    // The same rows either way: attempt, task and history.
+    assert_eq!(ending(&f, ids[0]).await, ending(&f, ids[2]).await);
+    assert_eq!(ending(&f, ids[1]).await, ending(&f, ids[2]).await);
+    // Each attempt's queue permit and quota charges were given back once: one attempt is still
+    // active (ids[3]) and one of the other session; five tasks, three done.
+    let permits: Vec<u64> =
+        sqlx::query_scalar("SELECT attempt_id FROM orbit_queue_permit ORDER BY attempt_id")
+            .fetch_all(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(permits, [ids[3], g[0].attempt_id]);
+    let active: Vec<(u8, u32)> = active_slots(&f).await;
+    assert_eq!(active.iter().map(|s| s.1).sum::<u32>(), 2, "{active:?}");
+    assert_eq!(incomplete_slots(&f).await.iter().sum::<i64>(), 2);
+}

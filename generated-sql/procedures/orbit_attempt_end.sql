@@ -10,7 +10,8 @@
 -- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
 -- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
 -- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
--- slot row, its own, once.
+-- slot row, its own, once. One restatement: orbit_attempt_finish ends a group of successes of
+-- unkeyed attempts itself, writing what this writes for each (a test compares the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED

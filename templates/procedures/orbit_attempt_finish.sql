@@ -1,4 +1,8 @@
 {% import "_macros.sql" as m %}
+{#- p_results as a table, a row per result in input order (ord): the attempt and the outcome only (a
+    JSON member in a temporary table, as an ORDER BY or a cursor makes, puts it on disk). -#}
+{% macro results() %}JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r{% endmacro %}
 -- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
 --
 -- A worker's results that arrive together are confirmed together: one CALL, one commit, one
@@ -30,7 +34,9 @@
 --   session, when granting).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
---   then as orbit_attempt_end (task, resource, promoted tasks); then the quota slot row of the
+--   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
+--   unkeyed attempts its orbit_task row and, after the group, the group's orbit_queue_permit
+--   rows; then the quota slot row of the
 --   ended attempts, the session's own (their active attempts and their tasks' incomplete charges
 --   go back there, in one statement, before the grant, so the grant can use the capacity they
 --   free); then as orbit_task_grant, which charges the same row. (The tasks' charges used to go
@@ -73,6 +79,18 @@ BEGIN
   DECLARE v_incomplete_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
+  -- 1 while the results may be ended as a group (see below); v_group_tried: its savepoint is set.
+  DECLARE v_group TINYINT DEFAULT 0;
+  DECLARE v_group_tried TINYINT DEFAULT 0;
+  DECLARE v_attempt_slot TINYINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_ord INT;
+  -- The group's attempts in input order, as they were before (each is checked again where locked).
+  DECLARE c_group CURSOR FOR
+    SELECT r.ord, a.id, a.task_id, a.queue_id, a.application_id, a.quota_slot, a.state, a.concurrency_token
+      FROM {% call results() %}
+      STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
+     ORDER BY r.ord;
   {% call m::rollback_on_error() %};
 
   IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
@@ -105,7 +123,71 @@ BEGIN
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
   END IF;
-  SET v_i = 0;
+  -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
+  -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
+  -- 'attempt_succeeded' event, the charges given back below) but without its call and its
+  -- reads, and the group's queue permits deleted by one statement. Each attempt is checked where
+  -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
+  -- group back to its savepoint, and every result takes the per-result path.
+  SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded')
+    INTO v_group
+    FROM {% call results() %};
+  IF v_group THEN
+    SAVEPOINT orbit_finish_group;
+    SET v_group_tried = 1, v_i = 0;
+    OPEN c_group;
+    WHILE v_group AND v_i < v_count DO
+      -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
+      fetch_group: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_queue_id, v_application_id, v_attempt_slot, v_state, v_token;
+      END fetch_group;
+      SET v_group = v_group AND v_ord = v_i + 1;
+      IF v_group THEN
+        SET v_path = CONCAT('$[', v_i, ']');
+        SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
+            v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
+            v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
+        UPDATE orbit_attempt a
+           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
+               a.output = v_output, a.error = v_error, a.released_at = v_now
+         WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
+           AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
+        SET v_group = ROW_COUNT() = 1;
+      END IF;
+      IF v_group THEN
+        -- An active attempt's task is in the attempt's state.
+        UPDATE orbit_task t
+           SET t.state = 'SUCCEEDED', t.lane = 'none', t.output = v_output, t.finished_at = v_now, t.updated_at = v_now
+         WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
+        SET v_group = ROW_COUNT() = 1;
+      END IF;
+      IF v_group THEN
+        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+        VALUES (v_task_id, v_attempt_id, 'attempt_succeeded', v_state, 'SUCCEEDED', v_token,
+                'attempt SUCCEEDED; permits released', v_now);
+        SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+                            JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                        'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
+                                        'duplicate', 0, 'code', '')),
+            v_ended = CONCAT(v_ended, IF(v_i > 0, ',', ''), '[', v_task_id, ',0,"', v_queue_id, '"]'),
+            {% call m::quota_add("v_active_back", "v_attempt_slot", "1") %},
+            {% call m::quota_add("v_incomplete_back", "v_attempt_slot", "1") %},
+            v_i = v_i + 1;
+      END IF;
+    END WHILE;
+    CLOSE c_group;
+  END IF;
+  IF v_group THEN
+    DELETE p
+      FROM {% call results() %}
+      STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
+    SET v_ended_count = v_count, v_back_application_id = v_application_id;
+  ELSEIF v_group_tried THEN
+    ROLLBACK TO SAVEPOINT orbit_finish_group;
+    SET v_acks = '', v_ended = '', v_active_back = {% call m::quota_none() %}, v_incomplete_back = {% call m::quota_none() %};
+  END IF;
+  SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO
     SET v_path = CONCAT('$[', v_i, ']');
     SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
