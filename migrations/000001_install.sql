@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   release_version BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.version written by the release; 0 = not released or no key',
   session_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_session.id it was granted to',
   worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'the worker identity of that session',
-  claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it',
+  claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it; 0 once resumed by another session',
   quota_slot TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_application_quota.slot whose active_attempts it charged; its release decrements that slot',
   state ENUM('LEASED','RUNNING','SUCCEEDED','FAILED','CANCELLED','EXPIRED','UNKNOWN') NOT NULL COMMENT 'attempt state',
   granted_at DATETIME(6) NOT NULL COMMENT 'UTC time the permits were granted',
@@ -1640,7 +1640,8 @@ DELIMITER ;
 -- expired RUNNING attempt ends UNKNOWN and its task goes to NEEDS_REVIEW (RETRY_WAIT if the task
 -- declared retry_unknown and has attempts left). Either way the key's next grant gets a larger
 -- token. Each attempt is recovered in its own short transaction, re-checked under its row lock, so
--- a renew or result that wins the race is respected. There is no manual unlock.
+-- a renew or result that wins the race is respected. There is no manual unlock. A stray queue
+-- permit of an attempt that already ended is deleted, so recovery never stops behind it.
 -- Parameters: p_limit 1-10000 (attempts to recover in this call).
 -- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
 --   still running, NULL when none: when to call again).
@@ -1673,7 +1674,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
   END IF;
   expired: WHILE v_seen < p_limit DO
-    SET v_now = UTC_TIMESTAMP(6), v_attempt_id = NULL;
+    SET v_now = UTC_TIMESTAMP(6), v_attempt_id = NULL, v_state = NULL;
     -- Every active attempt holds a queue permit, so this index is the list of live leases.
     SELECT p.attempt_id INTO v_attempt_id
       FROM orbit_queue_permit p
@@ -1703,6 +1704,11 @@ BEGIN
      AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
       SET v_recovered = v_recovered + 1;
+    ELSEIF v_state IS NULL OR v_state NOT IN ('LEASED', 'RUNNING') THEN
+      -- A permit of an attempt that has ended is held by nothing (every ending deletes it). Never
+      -- left by Orbit itself as far as its tests know, but it would stay first in this index and
+      -- stop recovery behind it for good, so it goes.
+      DELETE FROM orbit_queue_permit WHERE attempt_id = v_attempt_id;
     END IF;
     COMMIT;
   END WHILE expired;
@@ -2554,10 +2560,12 @@ BEGIN
     SET v_i = v_i + 1;
   END WHILE;
   -- Resume: the same worker identity takes its live attempts over; token and lease unchanged.
+  -- claim_seq 0: a grant finds its own attempts by (session, claim_seq), and the old session's
+  -- sequence number would otherwise make a resumed attempt part of one of this session's grants.
   SET v_count = JSON_LENGTH(p_resume_json), v_i = 0;
   WHILE v_i < v_count DO
     UPDATE orbit_attempt a
-       SET a.session_id = v_session_id
+       SET a.session_id = v_session_id, a.claim_seq = 0
      WHERE a.id = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_resume_json, CONCAT('$[', v_i, ']'))) AS UNSIGNED)
        AND a.application_id = v_application_id AND a.worker_id = p_worker_id
        AND a.state IN ('LEASED', 'RUNNING')
@@ -3064,7 +3072,8 @@ DELIMITER ;
 --   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota).
+--   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
+--   and history.
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -3242,8 +3251,6 @@ body: BEGIN
                 v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
                 p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
-        INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-        VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
         IF v_resource_id <> 0 THEN
           INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
           VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
@@ -3252,12 +3259,6 @@ body: BEGIN
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
-        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-        VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
-        IF v_start THEN
-          INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-          VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, 'start_on_assign', p_now);
-        END IF;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
       END LOOP batch;
       CLOSE c_candidates;
@@ -3363,6 +3364,26 @@ body: BEGIN
            WHERE q.application_id = v_application_id;
         END IF;
       END IF;
+    END IF;
+  END IF;
+  -- The granted attempts' queue permits and history, one statement each for the whole grant
+  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
+  IF v_granted > 0 THEN
+    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+    SELECT a.id, a.queue_id, a.application_id, v_expires
+      FROM orbit_attempt a
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, 'granted', 'WAITING', 'LEASED', a.concurrency_token, CONCAT('session ', p_session_id), p_now
+      FROM orbit_attempt a
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+     ORDER BY a.id;
+    IF v_start THEN
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      SELECT a.task_id, a.id, 'started', 'LEASED', 'RUNNING', a.concurrency_token, 'start_on_assign', p_now
+        FROM orbit_attempt a
+       WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+       ORDER BY a.id;
     END IF;
   END IF;
   SET p_seq = v_seq, p_granted = v_granted;
@@ -4633,7 +4654,7 @@ DELIMITER ;
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '9f04b73c139415acca6cd7753d4c8a14051e4c7efbf8ee3af40d8dbb1f172641', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, 'cdb3faeb8ebf3a22b8ff65efabb7b42782ac4f2a8dfd2edf1a817f042843545f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, 'e8ca61c5828f19e5d12dfd9ab10c7c4d4cd4c6a530d77b96878b07412cdca08f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'a64428db721d127f6bf86fb5e336dbd3c8b14290fc48a7a1f292b7102be2c055', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4669,7 +4690,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'ecef8b7d83d7f4aa1bd21e239d7800528724d7506d27be546b6e8f693aa5c699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, 'f4a3f679a83c0faaa463d884cf4d2ea25a7a183fef34af314b1103d3becb8463', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, 'e4d016d586f7d8f7b4b11c3b1e2dc9ee1bb72135db5090d684f2c3f6e1d15359', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4682,14 +4703,14 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, 'c9a5b9ab6de1d2a50c31a98ca89bbf4372b2a314c9a1dbb28f2210badfa09002', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '6ba2a5a62ef99b0ebb6174f770e9b4463ddcb02850c7af95e77d3457e77131c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '17892e5d2a79026645b7c377dd89afd6321816fc29e904e4c4548afd10270c8b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'b21c8148979ba8f7c2cf6e2bf23c7c82ac3c445867732d70bb5f8cc3efba4b86', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'b4660b7833eb646a09c7c673f6914b7cec5735dba214f5c28607d8dd8a1dde76', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '7d62f32740d94d210e852091261f3d54768df80724db3f32afcf9da4d2083b1e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4698,5 +4719,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '73f5323ddf73a4ad8b1056cc52a3afb4f54e56c58a53d85b030d1a1062382657', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '2ca9509679a0ab3b741e9e558afa5e97876c59fbf9bf23f2d1efe04e4072ba39', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '2ca9509679a0ab3b741e9e558afa5e97876c59fbf9bf23f2d1efe04e4072ba39', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'c7adfec43b9c54c6dc07ca57a1cf2c8d20f400ac6ea74b307869d0465ceb8356', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'c7adfec43b9c54c6dc07ca57a1cf2c8d20f400ac6ea74b307869d0465ceb8356', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -98,6 +98,69 @@ async fn reconnect_and_resume_keep_the_attempt_and_token_and_renew_extends_the_p
 }
 
 #[tokio::test]
+async fn a_resumed_attempt_is_never_taken_for_one_of_the_new_sessions_grants() {
+    // Found by `orbit chaos`: a resumed attempt kept the old session's claim_seq, and the new
+    // session's grant with that number took it for one of its own (an answer naming it, a second
+    // queue permit that outlived it and stalled lease recovery behind it).
+    let f = Fixture::new().await;
+    for _ in 0..3 {
+        f.submit(&f.queue_id, "").await;
+    }
+    let s1 = f.session("worker-a", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s1, 1, 30_000).await.unwrap().remove(0);
+    f.db.session_close(s1, false).await.unwrap();
+    let s2 =
+        f.db.session_open(
+            &f.hash,
+            &SessionOpen {
+                worker_id: "worker-a".into(),
+                capacity: 4,
+                concurrency_keys: true,
+                queue_ids: vec![f.queue_id.clone()],
+                resume: vec![g.attempt_id],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(s2.resumed, vec![g.attempt_id]);
+    // The new session's first grant has the number the resumed attempt's grant had.
+    let mine = f.db.task_claim(s2.session_id, 1, 30_000).await.unwrap();
+    assert_eq!(mine.len(), 1);
+    assert_ne!(
+        mine[0].attempt_id, g.attempt_id,
+        "a new task, not the resumed one"
+    );
+    // The resumed attempt ends; the next grants leave no permit behind it.
+    f.db.attempt_finish(
+        s2.session_id,
+        g.attempt_id,
+        Outcome::Succeeded,
+        false,
+        Some("{}"),
+        None,
+    )
+    .await
+    .unwrap();
+    let more = f.db.task_claim(s2.session_id, 2, 30_000).await.unwrap();
+    assert_eq!(more.len(), 1);
+    let permits: Vec<u64> =
+        sqlx::query_scalar("SELECT attempt_id FROM orbit_queue_permit ORDER BY attempt_id")
+            .fetch_all(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(permits, [mine[0].attempt_id, more[0].attempt_id]);
+    let granted: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orbit_task_event WHERE attempt_id = ? AND event = 'granted'",
+    )
+    .bind(g.attempt_id)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(granted, 1, "one grant in its history");
+}
+
+#[tokio::test]
 async fn a_duplicate_result_releases_nothing_twice() {
     let f = Fixture::new().await;
     f.submit(&f.queue_id, "k").await;
@@ -222,6 +285,56 @@ async fn lease_expiry_before_start_ends_expired_and_the_task_waits_again() {
             .await
             .unwrap();
     assert_eq!(state, "EXPIRED");
+}
+
+#[tokio::test]
+async fn a_stray_permit_of_an_ended_attempt_does_not_stop_lease_recovery() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "").await;
+    let t = f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 2, 30_000).await.unwrap();
+    let (ended, live) = if g[0].task.id == t.id {
+        (&g[1], &g[0])
+    } else {
+        (&g[0], &g[1])
+    };
+    f.db.attempt_finish(
+        s,
+        ended.attempt_id,
+        Outcome::Succeeded,
+        false,
+        Some("{}"),
+        None,
+    )
+    .await
+    .unwrap();
+    // An ended attempt's permit, as a bug once left one, expired before the live lease.
+    sqlx::query(
+        "INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+         VALUES (?, ?, ?, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE)",
+    )
+    .bind(ended.attempt_id)
+    .bind(&f.queue_id)
+    .bind(f.application_id)
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    f.expire_lease(live.attempt_id).await;
+    let swept = f.db.lease_recover(100).await.unwrap();
+    assert_eq!(
+        swept.count, 1,
+        "the live expired lease behind it is recovered"
+    );
+    assert_eq!(
+        f.db.task_get(&f.hash, t.id).await.unwrap().state,
+        TaskState::Waiting
+    );
+    let permits: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_queue_permit")
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(permits, 0, "and the stray permit is gone");
 }
 
 #[tokio::test]

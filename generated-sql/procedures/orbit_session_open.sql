@@ -114,10 +114,12 @@ BEGIN
     SET v_i = v_i + 1;
   END WHILE;
   -- Resume: the same worker identity takes its live attempts over; token and lease unchanged.
+  -- claim_seq 0: a grant finds its own attempts by (session, claim_seq), and the old session's
+  -- sequence number would otherwise make a resumed attempt part of one of this session's grants.
   SET v_count = JSON_LENGTH(p_resume_json), v_i = 0;
   WHILE v_i < v_count DO
     UPDATE orbit_attempt a
-       SET a.session_id = v_session_id
+       SET a.session_id = v_session_id, a.claim_seq = 0
      WHERE a.id = CAST(JSON_UNQUOTE(JSON_EXTRACT(p_resume_json, CONCAT('$[', v_i, ']'))) AS UNSIGNED)
        AND a.application_id = v_application_id AND a.worker_id = p_worker_id
        AND a.state IN ('LEASED', 'RUNNING')

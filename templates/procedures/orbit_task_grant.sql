@@ -29,7 +29,8 @@
 --   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota).
+--   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
+--   and history.
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
                                   IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT)
   MODIFIES SQL DATA
@@ -204,8 +205,6 @@ body: BEGIN
                 v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
                 p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
-        INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-        VALUES (v_attempt_id, v_queue_id, v_application_id, v_expires);
         IF v_resource_id <> 0 THEN
           INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
           VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
@@ -214,12 +213,6 @@ body: BEGIN
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
-        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-        VALUES (v_task_id, v_attempt_id, 'granted', 'WAITING', 'LEASED', v_token, CONCAT('session ', p_session_id), p_now);
-        IF v_start THEN
-          INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-          VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, 'start_on_assign', p_now);
-        END IF;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
       END LOOP batch;
       CLOSE c_candidates;
@@ -315,6 +308,26 @@ body: BEGIN
            WHERE q.application_id = v_application_id;
         END IF;
       END IF;
+    END IF;
+  END IF;
+  -- The granted attempts' queue permits and history, one statement each for the whole grant
+  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
+  IF v_granted > 0 THEN
+    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+    SELECT a.id, a.queue_id, a.application_id, v_expires
+      FROM orbit_attempt a
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, 'granted', 'WAITING', 'LEASED', a.concurrency_token, CONCAT('session ', p_session_id), p_now
+      FROM orbit_attempt a
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+     ORDER BY a.id;
+    IF v_start THEN
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      SELECT a.task_id, a.id, 'started', 'LEASED', 'RUNNING', a.concurrency_token, 'start_on_assign', p_now
+        FROM orbit_attempt a
+       WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+       ORDER BY a.id;
     END IF;
   END IF;
   SET p_seq = v_seq, p_granted = v_granted;

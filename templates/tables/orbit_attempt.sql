@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   release_version BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_resource.version written by the release; 0 = not released or no key',
   session_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_session.id it was granted to',
   worker_id VARCHAR(191) {{ c.utf8 }} NOT NULL COMMENT 'the worker identity of that session',
-  claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it',
+  claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the session claim batch that granted it; 0 once resumed by another session',
   quota_slot TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_application_quota.slot whose active_attempts it charged; its release decrements that slot',
   state ENUM('LEASED','RUNNING','SUCCEEDED','FAILED','CANCELLED','EXPIRED','UNKNOWN') NOT NULL COMMENT 'attempt state',
   granted_at DATETIME(6) NOT NULL COMMENT 'UTC time the permits were granted',
