@@ -666,10 +666,10 @@ DELIMITER ;
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
 --   unkeyed attempts its orbit_task row and, after the group, the group's orbit_queue_permit
---   rows; then the quota slot row of the
---   ended attempts, the session's own (their active attempts and their tasks' incomplete charges
---   go back there, in one statement, before the grant, so the grant can use the capacity they
---   free); then as orbit_task_grant, which charges the same row. (The tasks' charges used to go
+--   rows; then the quota slot row of the ended attempts, the session's own (their active
+--   attempts and their tasks' incomplete charges go back there, in one statement, before the
+--   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
+--   the same row. (The tasks' charges used to go
 --   back to the slots that accepted them: every session's results then queued on the few slot
 --   rows of the connections that accepted the tasks, 15.8 ms per give-back in orbit bench e2e.)
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
@@ -711,9 +711,8 @@ BEGIN
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
-  -- 1 while the results may be ended as a group (see below); v_group_tried: its savepoint is set.
+  -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
-  DECLARE v_group_tried TINYINT DEFAULT 0;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_ord INT;
@@ -773,7 +772,7 @@ BEGIN
                   outcome VARCHAR(16) PATH '$.outcome')) r;
   IF v_group THEN
     SAVEPOINT orbit_finish_group;
-    SET v_group_tried = 1, v_i = 0;
+    SET v_i = 0;
     OPEN c_group;
     WHILE v_group AND v_i < v_count DO
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
@@ -785,8 +784,8 @@ BEGIN
       IF v_group THEN
         SET v_path = CONCAT('$[', v_i, ']');
         SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
-            v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
-            v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
+        v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
         UPDATE orbit_attempt a
            SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
                a.output = v_output, a.error = v_error, a.released_at = v_now
@@ -806,10 +805,11 @@ BEGIN
         VALUES (v_task_id, v_attempt_id, 'attempt_succeeded', v_state, 'SUCCEEDED', v_token,
                 'attempt SUCCEEDED; permits released', v_now);
         SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
-                            JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
-                                        'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
-                                        'duplicate', 0, 'code', '')),
-            v_ended = CONCAT(v_ended, IF(v_i > 0, ',', ''), '[', v_task_id, ',0,"', v_queue_id, '"]'),
+                          JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                      'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
+                                      'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
+            v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', 0, ',"', v_queue_id, '"]'),
+            v_ended_count = v_ended_count + 1,
             v_active_back = JSON_SET(v_active_back, CONCAT('$[', v_attempt_slot, ']'),
                                  CAST(JSON_VALUE(v_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
             v_incomplete_back = JSON_SET(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']'),
@@ -818,16 +818,17 @@ BEGIN
       END IF;
     END WHILE;
     CLOSE c_group;
-  END IF;
-  IF v_group THEN
-    DELETE p
-      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+    IF v_group THEN
+      DELETE p
+        FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
-      STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
-    SET v_ended_count = v_count, v_back_application_id = v_application_id;
-  ELSEIF v_group_tried THEN
-    ROLLBACK TO SAVEPOINT orbit_finish_group;
-    SET v_acks = '', v_ended = '', v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
+        STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
+      SET v_back_application_id = v_application_id;
+    ELSE
+      ROLLBACK TO SAVEPOINT orbit_finish_group;
+      SET v_acks = '', v_ended = '', v_ended_count = 0,
+          v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
+    END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO
@@ -835,15 +836,8 @@ BEGIN
     SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
         v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
         v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
-        v_output = JSON_EXTRACT(p_results, CONCAT(v_path, '.output')),
-        v_error = JSON_EXTRACT(p_results, CONCAT(v_path, '.error'));
-    -- A JSON null (or no member) is stored as SQL NULL.
-    IF JSON_TYPE(v_output) = 'NULL' THEN
-      SET v_output = NULL;
-    END IF;
-    IF JSON_TYPE(v_error) = 'NULL' THEN
-      SET v_error = NULL;
-    END IF;
+        v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
     SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
       INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
@@ -858,10 +852,8 @@ BEGIN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
                              v_active_back, v_incomplete_back, v_task_state, v_state);
       -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id;
-      -- Kept for the wake check after the grant.
-      SET v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
-          v_ended_count = v_ended_count + 1;
+      SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
+            v_ended_count = v_ended_count + 1;
     ELSE
       SET v_duplicate = 1;
       IF v_outcome <> v_outcome_in THEN
@@ -871,11 +863,10 @@ BEGIN
       SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
     END IF;
     SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
-                        -- (CAST: MariaDB writes a procedure variable into JSON as a string.)
-                        JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
-                                    'task_state', v_task_state, 'attempt_state', v_state,
-                                    'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code));
-    SET v_i = v_i + 1;
+                          JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                      'task_state', v_task_state, 'attempt_state', v_state,
+                                      'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code)),
+        v_i = v_i + 1;
   END WHILE;
   IF v_ended_count > 0 THEN
     UPDATE orbit_application_quota q
@@ -918,9 +909,9 @@ BEGIN
   END IF;
   COMMIT;
   -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
-  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
-  -- ORDER BY needed a temporary table, on disk because the task columns are TEXT (MariaDB's
-  -- in-memory temporary tables hold no BLOB/TEXT), on every result.
+  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT
+  -- JOIN from a one-row table: its ORDER BY needed a temporary table, on disk because the task
+  -- columns are TEXT (MariaDB's in-memory temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted > 0 THEN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
@@ -1705,8 +1696,8 @@ BEGIN
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
       SET v_recovered = v_recovered + 1;
     ELSEIF v_state IS NULL OR v_state NOT IN ('LEASED', 'RUNNING') THEN
-      -- A permit of an attempt that has ended is held by nothing (every ending deletes it). Never
-      -- left by Orbit itself as far as its tests know, but it would stay first in this index and
+      -- A permit of an attempt that has ended is held by nothing (every ending deletes it; one was
+      -- left by a resumed attempt's grant, RELIABILITY.md). It would stay first in this index and
       -- stop recovery behind it for good, so it goes.
       DELETE FROM orbit_queue_permit WHERE attempt_id = v_attempt_id;
     END IF;
@@ -4398,7 +4389,7 @@ body: BEGIN
     -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
     -- lock for the statement; measured against an INSERT ... VALUES a task (which does not), this
-    -- was still the faster: about 15 % less mariadbd CPU a task (BENCHMARKS.md, session 7).
+    -- was still the faster: about 10 % less mariadbd CPU a task (BENCHMARKS.md, session 7).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                             payload, business_key, concurrency_key, resource_id, state, lane, priority,
                             max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
@@ -4449,7 +4440,7 @@ body: BEGIN
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',0,', v_task_id, ']');
+      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
     END WHILE;
     CLOSE c_created;
     INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
@@ -4675,7 +4666,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '23216aa21983191595fa04cf81d9a921cdcf428c13e98a01d476c51e7978c9ae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'e26011d55e3705b9901878a73ac0746f106b686efcda41b911c265e7d3330878', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'f4b3d142ec077f08e08b12d4b9f2bb0e49502431785602b8de9c799cffb7df48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4690,7 +4681,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'ecef8b7d83d7f4aa1bd21e239d7800528724d7506d27be546b6e8f693aa5c699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, 'e4d016d586f7d8f7b4b11c3b1e2dc9ee1bb72135db5090d684f2c3f6e1d15359', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, 'f2d657ba0956e918d377fe48c0475214aa9193cecba1a85ea66f395d5dee1c1a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4717,7 +4708,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, '73f5323ddf73a4ad8b1056cc52a3afb4f54e56c58a53d85b030d1a1062382657', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'c7adfec43b9c54c6dc07ca57a1cf2c8d20f400ac6ea74b307869d0465ceb8356', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'c7adfec43b9c54c6dc07ca57a1cf2c8d20f400ac6ea74b307869d0465ceb8356', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '39bd7f52ceb379931f60c27982eec9505e99ea4735ee70cbe8c68f3ff40d8fc7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '39bd7f52ceb379931f60c27982eec9505e99ea4735ee70cbe8c68f3ff40d8fc7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -461,7 +461,7 @@ body: BEGIN
     -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
     -- lock for the statement; measured against an INSERT ... VALUES a task (which does not), this
-    -- was still the faster: about 15 % less mariadbd CPU a task (BENCHMARKS.md, session 7).
+    -- was still the faster: about 10 % less mariadbd CPU a task (BENCHMARKS.md, session 7).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                             payload, business_key, concurrency_key, resource_id, state, lane, priority,
                             max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
@@ -512,7 +512,7 @@ body: BEGIN
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',0,', v_task_id, ']');
+      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
     END WHILE;
     CLOSE c_created;
     INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)

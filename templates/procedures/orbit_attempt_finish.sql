@@ -3,6 +3,21 @@
     JSON member in a temporary table, as an ORDER BY or a cursor makes, puts it on disk). -#}
 {% macro results() %}JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r{% endmacro %}
+{#- The members the result at v_path stores (assignments, for SET): retryable (false when missing),
+    output and error as the JSON text JSON_EXTRACT gives; JSON null or missing is NULL. -#}
+{% macro result_members() %}v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null'){% endmacro %}
+{#- Adds result v_i's acknowledgement to v_acks (an assignment, for SET). CAST: MariaDB writes a
+    procedure variable into JSON as a string. -#}
+{% macro append_ack(task_state, attempt_state, duplicate, code) %}v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+                          JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                      'task_state', {{ task_state }}, 'attempt_state', {{ attempt_state }},
+                                      'duplicate', CAST({{ duplicate }} AS UNSIGNED), 'code', {{ code }})){% endmacro %}
+{#- Adds the attempt just ended to v_ended, kept for the wake check after the grant (an assignment,
+    for SET). -#}
+{% macro append_ended(resource_id) %}v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', {{ resource_id }}, ',"', v_queue_id, '"]'),
+            v_ended_count = v_ended_count + 1{% endmacro %}
 -- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
 --
 -- A worker's results that arrive together are confirmed together: one CALL, one commit, one
@@ -36,10 +51,10 @@
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
 --   unkeyed attempts its orbit_task row and, after the group, the group's orbit_queue_permit
---   rows; then the quota slot row of the
---   ended attempts, the session's own (their active attempts and their tasks' incomplete charges
---   go back there, in one statement, before the grant, so the grant can use the capacity they
---   free); then as orbit_task_grant, which charges the same row. (The tasks' charges used to go
+--   rows; then the quota slot row of the ended attempts, the session's own (their active
+--   attempts and their tasks' incomplete charges go back there, in one statement, before the
+--   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
+--   the same row. (The tasks' charges used to go
 --   back to the slots that accepted them: every session's results then queued on the few slot
 --   rows of the connections that accepted the tasks, 15.8 ms per give-back in orbit bench e2e.)
 CREATE PROCEDURE orbit_attempt_finish(
@@ -79,9 +94,8 @@ BEGIN
   DECLARE v_incomplete_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
-  -- 1 while the results may be ended as a group (see below); v_group_tried: its savepoint is set.
+  -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
-  DECLARE v_group_tried TINYINT DEFAULT 0;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_ord INT;
@@ -134,7 +148,7 @@ BEGIN
     FROM {% call results() %};
   IF v_group THEN
     SAVEPOINT orbit_finish_group;
-    SET v_group_tried = 1, v_i = 0;
+    SET v_i = 0;
     OPEN c_group;
     WHILE v_group AND v_i < v_count DO
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
@@ -145,9 +159,7 @@ BEGIN
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
         SET v_path = CONCAT('$[', v_i, ']');
-        SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
-            v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
-            v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
+        SET {% call result_members() %};
         UPDATE orbit_attempt a
            SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
                a.output = v_output, a.error = v_error, a.released_at = v_now
@@ -166,42 +178,31 @@ BEGIN
         INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
         VALUES (v_task_id, v_attempt_id, 'attempt_succeeded', v_state, 'SUCCEEDED', v_token,
                 'attempt SUCCEEDED; permits released', v_now);
-        SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
-                            JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
-                                        'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
-                                        'duplicate', 0, 'code', '')),
-            v_ended = CONCAT(v_ended, IF(v_i > 0, ',', ''), '[', v_task_id, ',0,"', v_queue_id, '"]'),
+        SET {% call append_ack("'SUCCEEDED'", "'SUCCEEDED'", "0", "''") %},
+            {% call append_ended("0") %},
             {% call m::quota_add("v_active_back", "v_attempt_slot", "1") %},
             {% call m::quota_add("v_incomplete_back", "v_attempt_slot", "1") %},
             v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
-  END IF;
-  IF v_group THEN
-    DELETE p
-      FROM {% call results() %}
-      STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
-    SET v_ended_count = v_count, v_back_application_id = v_application_id;
-  ELSEIF v_group_tried THEN
-    ROLLBACK TO SAVEPOINT orbit_finish_group;
-    SET v_acks = '', v_ended = '', v_active_back = {% call m::quota_none() %}, v_incomplete_back = {% call m::quota_none() %};
+    IF v_group THEN
+      DELETE p
+        FROM {% call results() %}
+        STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
+      SET v_back_application_id = v_application_id;
+    ELSE
+      ROLLBACK TO SAVEPOINT orbit_finish_group;
+      SET v_acks = '', v_ended = '', v_ended_count = 0,
+          v_active_back = {% call m::quota_none() %}, v_incomplete_back = {% call m::quota_none() %};
+    END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO
     SET v_path = CONCAT('$[', v_i, ']');
     SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
         v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
-        v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
-        v_output = JSON_EXTRACT(p_results, CONCAT(v_path, '.output')),
-        v_error = JSON_EXTRACT(p_results, CONCAT(v_path, '.error'));
-    -- A JSON null (or no member) is stored as SQL NULL.
-    IF JSON_TYPE(v_output) = 'NULL' THEN
-      SET v_output = NULL;
-    END IF;
-    IF JSON_TYPE(v_error) = 'NULL' THEN
-      SET v_error = NULL;
-    END IF;
+        {% call result_members() %};
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
     SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
       INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
@@ -216,10 +217,7 @@ BEGIN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
                              v_active_back, v_incomplete_back, v_task_state, v_state);
       -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id;
-      -- Kept for the wake check after the grant.
-      SET v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
-          v_ended_count = v_ended_count + 1;
+      SET v_back_application_id = v_application_id, {% call append_ended("v_resource_id") %};
     ELSE
       SET v_duplicate = 1;
       IF v_outcome <> v_outcome_in THEN
@@ -228,12 +226,8 @@ BEGIN
       END IF;
       SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
     END IF;
-    SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
-                        -- (CAST: MariaDB writes a procedure variable into JSON as a string.)
-                        JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
-                                    'task_state', v_task_state, 'attempt_state', v_state,
-                                    'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code));
-    SET v_i = v_i + 1;
+    SET {% call append_ack("v_task_state", "v_state", "v_duplicate", "v_code") %},
+        v_i = v_i + 1;
   END WHILE;
   IF v_ended_count > 0 THEN
     {% call m::quota_give_back("v_back_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
@@ -270,9 +264,9 @@ BEGIN
   END IF;
   COMMIT;
   -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
-  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its
-  -- ORDER BY needed a temporary table, on disk because the task columns are TEXT (MariaDB's
-  -- in-memory temporary tables hold no BLOB/TEXT), on every result.
+  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT
+  -- JOIN from a one-row table: its ORDER BY needed a temporary table, on disk because the task
+  -- columns are TEXT (MariaDB's in-memory temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted > 0 THEN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
            {% call m::grant_columns("a", "t") %}

@@ -57,8 +57,8 @@ BEGIN
       {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
       SET v_recovered = v_recovered + 1;
     ELSEIF v_state IS NULL OR v_state NOT IN ('LEASED', 'RUNNING') THEN
-      -- A permit of an attempt that has ended is held by nothing (every ending deletes it). Never
-      -- left by Orbit itself as far as its tests know, but it would stay first in this index and
+      -- A permit of an attempt that has ended is held by nothing (every ending deletes it; one was
+      -- left by a resumed attempt's grant, RELIABILITY.md). It would stay first in this index and
       -- stop recovery behind it for good, so it goes.
       DELETE FROM orbit_queue_permit WHERE attempt_id = v_attempt_id;
     END IF;
