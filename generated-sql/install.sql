@@ -524,6 +524,7 @@ DELIMITER ;
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+--   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release);
 --   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's).
 -- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
@@ -537,6 +538,7 @@ CREATE PROCEDURE orbit_attempt_end(
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_now DATETIME(6),
+  IN p_hand_off TINYINT,
   INOUT p_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   INOUT p_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
@@ -599,7 +601,7 @@ BEGIN
    WHERE a.id = p_attempt_id;
   DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now);
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off);
   END IF;
 
   UPDATE orbit_task t
@@ -647,7 +649,10 @@ DELIMITER ;
 -- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
 -- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
 -- with this one commit, and the worker gets the assignment with the acknowledgement instead of
--- after a claim of its own (the hand-off the SPEC's hot-key target asks for).
+-- after a claim of its own (the hand-off the SPEC's hot-key target asks for). Such a release
+-- readies only the key's next task, the best head over its queues (priority, then age;
+-- orbit_key_release with p_hand_off = 1); a key the grant did not take is then readied in every
+-- queue with blocked tasks of it, as any other release leaves it (orbit_key_promote_all).
 -- Parameters: p_session_id; p_results: a JSON array of 1-1000 results
 --   {"attempt_id": N, "outcome": "succeeded" | "failed" | "unknown", "retryable": true/false
 --   (failed only; default false), "output": JSON or null, "error": JSON or null}; p_claim_max
@@ -669,7 +674,8 @@ DELIMITER ;
 --   rows; then the quota slot row of the ended attempts, the session's own (their active
 --   attempts and their tasks' incomplete charges go back there, in one statement, before the
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
---   the same row. (The tasks' charges used to go
+--   the same row; then, for each released key the grant did not take, the key's blocked head
+--   task per queue (orbit_key_promote_all, SKIP LOCKED). (The tasks' charges used to go
 --   back to the slots that accepted them: every session's results then queued on the few slot
 --   rows of the connections that accepted the tasks, 15.8 ms per give-back in orbit bench e2e.)
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
@@ -706,6 +712,8 @@ BEGIN
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  -- The application's room for more active attempts after the grant (from orbit_task_grant).
+  DECLARE v_room BIGINT;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
@@ -713,6 +721,9 @@ BEGIN
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
+  -- The keys the per-result path released (comma-separated resource ids), for after the grant.
+  DECLARE v_keys TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_held INT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_ord INT;
@@ -766,10 +777,13 @@ BEGIN
   -- reads, and the group's queue permits deleted by one statement. Each attempt is checked where
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
-  SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded')
+  -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
+  -- group path would only find out in its first update and roll back.)
+  SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
     INTO v_group
     FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r;
+                  outcome VARCHAR(16) PATH '$.outcome')) r
+    LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
   IF v_group THEN
     SAVEPOINT orbit_finish_group;
     SET v_i = 0;
@@ -849,11 +863,14 @@ BEGIN
     ELSEIF v_session_id <> p_session_id THEN
       SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
+      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
                              v_active_back, v_incomplete_back, v_task_state, v_state);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
             v_ended_count = v_ended_count + 1;
+      IF v_resource_id <> 0 THEN
+        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), v_resource_id);
+      END IF;
     ELSE
       SET v_duplicate = 1;
       IF v_outcome <> v_outcome_in THEN
@@ -878,22 +895,31 @@ BEGIN
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
   END IF;
   IF p_claim_max > 0 THEN
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
+    -- The keys released above made only their next task ready (hand-off, orbit_key_release): a
+    -- key the grant did not take gets a ready task in every queue with blocked tasks of it, as
+    -- any other release leaves it. (A plain read, exact: we hold the resource rows.)
+    SET v_i = 0, v_keys = CONCAT('[', v_keys, ']');
+    WHILE v_i < JSON_LENGTH(v_keys) DO
+      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
+      SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+      IF v_held = 0 THEN
+        CALL orbit_key_promote_all(v_resource_id, v_now);
+      END IF;
+    END WHILE;
   END IF;
-  IF v_ended_count > 0 AND p_claim_max = 0 THEN
+  IF v_ended_count > 0 AND (p_claim_max = 0 OR COALESCE(v_room, 0) <= 1) THEN
     SET v_wake = 1;
   ELSEIF v_ended_count > 0 THEN
     -- Other sessions need waking only for what these releases made claimable and the grant above
     -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
     -- released key, room under a queue's permit limit, or room under an application quota that
-    -- was full (conservatively: at most one attempt below its limit).
+    -- was full (conservatively: at most one attempt below its limit, as the grant read it).
     -- One statement over the ended list, each lookup an index probe per ended attempt: the
     -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
     -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
     -- on every result. (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
-    SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
-              FROM orbit_application_quota q WHERE q.application_id = v_back_application_id) <= 1
-        OR EXISTS (SELECT 1
+    SELECT EXISTS (SELECT 1
                      FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]')) e
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')
@@ -1552,33 +1578,22 @@ body: BEGIN
 END$$
 DELIMITER ;
 
--- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
--- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
+-- ---- orbit_key_promote_all (from templates/procedures/orbit_key_promote_all.sql) ----
+-- orbit_key_promote_all: Internal: make a free key's best blocked task ready in every queue that has blocked tasks of it.
 --
--- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
--- advances the resource row's version (recorded as the attempt's release_version), and promotes one blocked task per queue that has blocked
--- tasks of the key (orbit_key_promote), all in the caller's transaction. Cost: one index probe
--- per such queue, independent of how many tasks are blocked.
--- Parameters: p_resource_id; p_attempt_id; p_now.
+-- The caller holds the resource row lock. Walks the queues that have blocked tasks of the key, in
+-- queue id order, and calls orbit_key_promote for each (which promotes nothing while the key has
+-- a permit holder or the queue already has a ready task of the key). Cost: one index probe per
+-- such queue, independent of how many tasks are blocked.
+-- Parameters: p_resource_id; p_now.
 -- Result: none. Signals: none.
--- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
-DROP PROCEDURE IF EXISTS orbit_key_release;
+-- Locks: the promoted orbit_task rows (SKIP LOCKED, via orbit_key_promote).
+DROP PROCEDURE IF EXISTS orbit_key_promote_all;
 DELIMITER $$
-CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6))
+CREATE PROCEDURE orbit_key_promote_all(IN p_resource_id BIGINT UNSIGNED, IN p_now DATETIME(6))
   MODIFIES SQL DATA
-body: BEGIN
-  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
-  DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
-  IF ROW_COUNT() = 0 THEN
-    LEAVE body;
-  END IF;
-  UPDATE orbit_resource r SET r.version = r.version + 1, r.updated_at = p_now WHERE r.id = p_resource_id;
-  UPDATE orbit_attempt a
-     SET a.release_version = (SELECT r.version FROM orbit_resource r WHERE r.id = p_resource_id)
-   WHERE a.id = p_attempt_id;
-  -- Walk the queues that have blocked tasks of this key, in queue id order.
   queues: LOOP
     SELECT MIN(t.queue_id) INTO v_queue_id
       FROM orbit_task t
@@ -1588,6 +1603,73 @@ body: BEGIN
     END IF;
     CALL orbit_key_promote(p_resource_id, v_queue_id, p_now);
   END LOOP queues;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
+-- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
+--
+-- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
+-- advances the resource row's version (recorded as the attempt's release_version), and makes the
+-- key's blocked tasks claimable, all in the caller's transaction:
+--   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
+--     (orbit_key_promote_all);
+--   p_hand_off = 1: only the key's next task, the best queue head (priority, then age) over those
+--     queues. For a caller that grants in the same transaction (orbit_attempt_finish): promoting
+--     in every queue, then demoting the heads the grant did not take because it took the key,
+--     cost a promotion and a demotion per extra queue on every hand-off. The caller must call
+--     orbit_key_promote_all after its grant if the key is still free.
+-- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
+-- are blocked.
+-- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1).
+-- Result: none. Signals: none.
+-- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
+DROP PROCEDURE IF EXISTS orbit_key_release;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
+                                   IN p_hand_off TINYINT)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_priority INT;
+  DECLARE v_head BIGINT UNSIGNED;
+  DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_best_priority INT;
+  DECLARE v_best BIGINT UNSIGNED;
+  SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+  DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
+  IF ROW_COUNT() = 0 THEN
+    LEAVE body;
+  END IF;
+  UPDATE orbit_resource r SET r.version = r.version + 1, r.updated_at = p_now WHERE r.id = p_resource_id;
+  UPDATE orbit_attempt a
+     SET a.release_version = (SELECT r.version FROM orbit_resource r WHERE r.id = p_resource_id)
+   WHERE a.id = p_attempt_id;
+  IF NOT p_hand_off THEN
+    CALL orbit_key_promote_all(p_resource_id, p_now);
+    LEAVE body;
+  END IF;
+  -- Each queue's head, in queue id order: ix_task_key's order, so each probe reads one entry
+  -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
+  heads: LOOP
+    SET v_head = NULL;
+    SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head
+      FROM orbit_task t
+     WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
+       AND t.blocked_reason = ''
+     ORDER BY t.queue_id, t.priority, t.id
+     LIMIT 1;
+    IF v_head IS NULL THEN
+      LEAVE heads;
+    END IF;
+    IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
+      SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
+    END IF;
+  END LOOP heads;
+  IF v_best_queue_id IS NOT NULL THEN
+    CALL orbit_key_promote(p_resource_id, v_best_queue_id, p_now);
+  END IF;
 END$$
 DELIMITER ;
 
@@ -1686,7 +1768,7 @@ BEGIN
       SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
+                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
       UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
          q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
@@ -2643,7 +2725,7 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_active_back, v_incomplete_back,
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
                            v_task_state, v_attempt_state);
     UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
@@ -2764,6 +2846,7 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_room BIGINT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2778,7 +2861,7 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
@@ -3055,7 +3138,9 @@ DELIMITER ;
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
 --   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
 --   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
---   demotions were written).
+--   demotions were written); OUT p_room: the application's room for more active attempts after
+--   the grant, as read at its start less what it granted (NULL: no quota rows).
+--   (orbit_attempt_finish wakes other sessions when it is 1 or less.)
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
@@ -3068,7 +3153,8 @@ DELIMITER ;
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT)
+                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT,
+                                  OUT p_room BIGINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_expires DATETIME(6);
@@ -3117,6 +3203,7 @@ body: BEGIN
   -- the queue's ready lane; v_fetched counts what the scan found.
   DECLARE v_want BIGINT;
   DECLARE v_fetched INT;
+  DECLARE v_any_ready TINYINT;
   DECLARE c_candidates CURSOR FOR
     SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
       FROM orbit_task t
@@ -3127,7 +3214,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0, p_granted = 0;
+  SET p_seq = 0, p_granted = 0, p_room = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -3147,7 +3234,7 @@ body: BEGIN
             FROM orbit_application_quota q WHERE q.application_id = v_application_id),
          (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
     INTO v_credential_ok, v_budget, v_queue_count;
-  SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
+  SET p_room = v_budget, v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
   END IF;
@@ -3176,7 +3263,11 @@ body: BEGIN
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
     -- and the entries they just moved out of the lane, so one per batch, not one per task); a
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
-    candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
+    -- An empty ready lane is common (a hot key's other queue, an idle queue) and opening the
+    -- cursor costs a temporary table: one index probe first.
+    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = v_queue_id AND t.lane = 'ready')
+      INTO v_any_ready;
+    candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
       OPEN c_candidates;
       batch: LOOP
@@ -3377,7 +3468,7 @@ body: BEGIN
        ORDER BY a.id;
     END IF;
   END IF;
-  SET p_seq = v_seq, p_granted = v_granted;
+  SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted;
 END$$
 DELIMITER ;
 
@@ -4665,8 +4756,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '23216aa21983191595fa04cf81d9a921cdcf428c13e98a01d476c51e7978c9ae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'f4b3d142ec077f08e08b12d4b9f2bb0e49502431785602b8de9c799cffb7df48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c57bc9003167396de91c9ecbff2efa0dabc7bbb1599fdd8b4db8886e70b6f88d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '1de2b17c66de321ca86602a88fb74b1ec781a915555fc786fa2d51b14edaf13b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4679,9 +4770,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, 'ab80e7c916116f870597a946b9d8f2d3276790bf7b3fc90efaa9681c57c8c9bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'ecef8b7d83d7f4aa1bd21e239d7800528724d7506d27be546b6e8f693aa5c699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, 'b767e6fc498c1e80993184ce1bb876a8e57a24557f934b9147c8736dadd69894', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'b360b7d1dd2c1f894aa878709c448af85fa94e3296c14d7f734d62b07a4fc06d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, 'f2d657ba0956e918d377fe48c0475214aa9193cecba1a85ea66f395d5dee1c1a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '97d1def8c8e088e79fd86e2bf92279e7e1501d6a688757e759bdbe616c69813f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4695,13 +4787,13 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '6ba2a5a62ef99b0ebb6174f770e9b4463ddcb02850c7af95e77d3457e77131c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '17892e5d2a79026645b7c377dd89afd6321816fc29e904e4c4548afd10270c8b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '2b8b1ed486a34f1e1542ad959038045c0063a46aed88cda52fa0ccbb3fbac6f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'b21c8148979ba8f7c2cf6e2bf23c7c82ac3c445867732d70bb5f8cc3efba4b86', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '2270879e69db1626ce9623ee46955ca447c841b88531dabd92248f85ff28eaad', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '7d62f32740d94d210e852091261f3d54768df80724db3f32afcf9da4d2083b1e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'e7ac482d973b796a3c883e6b177f9b5959f5be8fc8150b27dc7d269159504748', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4710,5 +4802,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '39bd7f52ceb379931f60c27982eec9505e99ea4735ee70cbe8c68f3ff40d8fc7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '3b79d8c958a06e2016534a455054c1956de50ebb48c4e1630151b8e1f63771bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '3bca201413bf50c4c6501db849f0faae0d44c54e69299eab8b3128d8107ba720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '099b84857fa0759ffd98b2ed403a380e259c7d3c3fb0677f151a7daafc353dc8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

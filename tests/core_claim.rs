@@ -404,6 +404,81 @@ async fn a_release_makes_exactly_one_next_task_per_queue_claimable() {
     assert!(ready.iter().all(|(_, n)| *n == 1), "{ready:?}");
 }
 
+/// The ready tasks of key `key`, by task id.
+async fn ready_of_key(f: &Fixture, key: &str) -> Vec<u64> {
+    sqlx::query_scalar(
+        "SELECT t.id FROM orbit_task t JOIN orbit_resource r ON r.id = t.resource_id \
+          WHERE r.concurrency_key = ? AND t.lane = 'ready' ORDER BY t.id",
+    )
+    .bind(key.as_bytes())
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_result_that_grants_readies_only_the_key_s_best_next_task_and_the_rest_if_not_taken() {
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    let urgent = |queue: &str| orbit::db::tasks::NewTask {
+        priority: Some(0),
+        ..f.task(queue, "k")
+    };
+    f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id, &q2]).await;
+    let holder = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    let older = f.submit(&f.queue_id, "k").await;
+    let best = f.submit_task(&urgent(&q2)).await;
+    let later = f.submit(&q2, "k").await;
+    let claim = ClaimAfter {
+        max: 5,
+        lease_ms: 30_000,
+    };
+    // The best head over both queues (priority first) is granted with the result, and no other
+    // head was made ready on the way (a promotion the grant would have undone).
+    let (_, grants) = succeed(&f, s, holder.attempt_id, claim).await.unwrap();
+    assert_eq!(
+        grants.iter().map(|g| g.task.id).collect::<Vec<_>>(),
+        vec![best.id]
+    );
+    assert_eq!(ready_of_key(&f, "k").await, Vec::<u64>::new());
+    for id in [older.id, later.id] {
+        assert_eq!(f.lane(id).await, "blocked");
+    }
+    // Released without a grant: the key's head in every queue, as before.
+    succeed(&f, s, grants[0].attempt_id, ClaimAfter::NONE)
+        .await
+        .unwrap();
+    assert_eq!(ready_of_key(&f, "k").await, vec![older.id, later.id]);
+}
+
+#[tokio::test]
+async fn a_key_whose_best_next_task_is_in_another_queue_is_left_ready_in_every_queue() {
+    // A session that does not serve the best head's queue: that head is readied for the sessions
+    // that do (the grant takes nothing of the key, even the head of its own queue, which waits
+    // behind it), and then the key, still free, gets its head in every queue as before.
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    let claim = ClaimAfter {
+        max: 5,
+        lease_ms: 30_000,
+    };
+    let narrow = f.session("narrow", true, &[&f.queue_id]).await;
+    f.submit(&f.queue_id, "j").await;
+    let mine = f.db.task_claim(narrow, 1, 30_000).await.unwrap().remove(0);
+    let elsewhere = f
+        .submit_task(&orbit::db::tasks::NewTask {
+            priority: Some(0),
+            ..f.task(&q2, "j")
+        })
+        .await;
+    let own = f.submit(&f.queue_id, "j").await;
+    let (ack, grants) = succeed(&f, narrow, mine.attempt_id, claim).await.unwrap();
+    assert!(grants.is_empty(), "{grants:?}");
+    assert!(ack.wake, "the sessions that serve it must hear of it");
+    assert_eq!(ready_of_key(&f, "j").await, vec![elsewhere.id, own.id]);
+}
+
 /// Fsyncs are not observable per call, but a claim that writes nothing leaves no trace: the
 /// session's claim_seq does not move.
 async fn claim_seq(f: &Fixture, session: u64) -> u64 {

@@ -19,6 +19,7 @@
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+--   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release);
 --   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's).
 -- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
@@ -32,6 +33,7 @@ CREATE PROCEDURE orbit_attempt_end(
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_now DATETIME(6),
+  IN p_hand_off TINYINT,
   INOUT p_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   INOUT p_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
@@ -94,7 +96,7 @@ BEGIN
    WHERE a.id = p_attempt_id;
   DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now);
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off);
   END IF;
 
   UPDATE orbit_task t

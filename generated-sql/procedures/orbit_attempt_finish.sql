@@ -15,7 +15,10 @@
 -- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
 -- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
 -- with this one commit, and the worker gets the assignment with the acknowledgement instead of
--- after a claim of its own (the hand-off the SPEC's hot-key target asks for).
+-- after a claim of its own (the hand-off the SPEC's hot-key target asks for). Such a release
+-- readies only the key's next task, the best head over its queues (priority, then age;
+-- orbit_key_release with p_hand_off = 1); a key the grant did not take is then readied in every
+-- queue with blocked tasks of it, as any other release leaves it (orbit_key_promote_all).
 -- Parameters: p_session_id; p_results: a JSON array of 1-1000 results
 --   {"attempt_id": N, "outcome": "succeeded" | "failed" | "unknown", "retryable": true/false
 --   (failed only; default false), "output": JSON or null, "error": JSON or null}; p_claim_max
@@ -37,7 +40,8 @@
 --   rows; then the quota slot row of the ended attempts, the session's own (their active
 --   attempts and their tasks' incomplete charges go back there, in one statement, before the
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
---   the same row. (The tasks' charges used to go
+--   the same row; then, for each released key the grant did not take, the key's blocked head
+--   task per queue (orbit_key_promote_all, SKIP LOCKED). (The tasks' charges used to go
 --   back to the slots that accepted them: every session's results then queued on the few slot
 --   rows of the connections that accepted the tasks, 15.8 ms per give-back in orbit bench e2e.)
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
@@ -74,6 +78,8 @@ BEGIN
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  -- The application's room for more active attempts after the grant (from orbit_task_grant).
+  DECLARE v_room BIGINT;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
@@ -81,6 +87,9 @@ BEGIN
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
+  -- The keys the per-result path released (comma-separated resource ids), for after the grant.
+  DECLARE v_keys TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_held INT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_ord INT;
@@ -134,10 +143,13 @@ BEGIN
   -- reads, and the group's queue permits deleted by one statement. Each attempt is checked where
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
-  SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded')
+  -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
+  -- group path would only find out in its first update and roll back.)
+  SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
     INTO v_group
     FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r;
+                  outcome VARCHAR(16) PATH '$.outcome')) r
+    LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
   IF v_group THEN
     SAVEPOINT orbit_finish_group;
     SET v_i = 0;
@@ -217,11 +229,14 @@ BEGIN
     ELSEIF v_session_id <> p_session_id THEN
       SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
+      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
                              v_active_back, v_incomplete_back, v_task_state, v_state);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
             v_ended_count = v_ended_count + 1;
+      IF v_resource_id <> 0 THEN
+        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), v_resource_id);
+      END IF;
     ELSE
       SET v_duplicate = 1;
       IF v_outcome <> v_outcome_in THEN
@@ -246,22 +261,31 @@ BEGIN
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
   END IF;
   IF p_claim_max > 0 THEN
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
+    -- The keys released above made only their next task ready (hand-off, orbit_key_release): a
+    -- key the grant did not take gets a ready task in every queue with blocked tasks of it, as
+    -- any other release leaves it. (A plain read, exact: we hold the resource rows.)
+    SET v_i = 0, v_keys = CONCAT('[', v_keys, ']');
+    WHILE v_i < JSON_LENGTH(v_keys) DO
+      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
+      SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+      IF v_held = 0 THEN
+        CALL orbit_key_promote_all(v_resource_id, v_now);
+      END IF;
+    END WHILE;
   END IF;
-  IF v_ended_count > 0 AND p_claim_max = 0 THEN
+  IF v_ended_count > 0 AND (p_claim_max = 0 OR COALESCE(v_room, 0) <= 1) THEN
     SET v_wake = 1;
   ELSEIF v_ended_count > 0 THEN
     -- Other sessions need waking only for what these releases made claimable and the grant above
     -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
     -- released key, room under a queue's permit limit, or room under an application quota that
-    -- was full (conservatively: at most one attempt below its limit).
+    -- was full (conservatively: at most one attempt below its limit, as the grant read it).
     -- One statement over the ended list, each lookup an index probe per ended attempt: the
     -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
     -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
     -- on every result. (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
-    SELECT (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
-              FROM orbit_application_quota q WHERE q.application_id = v_back_application_id) <= 1
-        OR EXISTS (SELECT 1
+    SELECT EXISTS (SELECT 1
                      FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]')) e
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')

@@ -4,19 +4,33 @@
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
 -- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
--- advances the resource row's version (recorded as the attempt's release_version), and promotes one blocked task per queue that has blocked
--- tasks of the key (orbit_key_promote), all in the caller's transaction. Cost: one index probe
--- per such queue, independent of how many tasks are blocked.
--- Parameters: p_resource_id; p_attempt_id; p_now.
+-- advances the resource row's version (recorded as the attempt's release_version), and makes the
+-- key's blocked tasks claimable, all in the caller's transaction:
+--   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
+--     (orbit_key_promote_all);
+--   p_hand_off = 1: only the key's next task, the best queue head (priority, then age) over those
+--     queues. For a caller that grants in the same transaction (orbit_attempt_finish): promoting
+--     in every queue, then demoting the heads the grant did not take because it took the key,
+--     cost a promotion and a demotion per extra queue on every hand-off. The caller must call
+--     orbit_key_promote_all after its grant if the key is still free.
+-- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
+-- are blocked.
+-- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1).
 -- Result: none. Signals: none.
 -- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
-CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6))
+CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
+                                   IN p_hand_off TINYINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_priority INT;
+  DECLARE v_head BIGINT UNSIGNED;
+  DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_best_priority INT;
+  DECLARE v_best BIGINT UNSIGNED;
   SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
   DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
@@ -26,15 +40,29 @@ body: BEGIN
   UPDATE orbit_attempt a
      SET a.release_version = (SELECT r.version FROM orbit_resource r WHERE r.id = p_resource_id)
    WHERE a.id = p_attempt_id;
-  -- Walk the queues that have blocked tasks of this key, in queue id order.
-  queues: LOOP
-    SELECT MIN(t.queue_id) INTO v_queue_id
+  IF NOT p_hand_off THEN
+    CALL orbit_key_promote_all(p_resource_id, p_now);
+    LEAVE body;
+  END IF;
+  -- Each queue's head, in queue id order: ix_task_key's order, so each probe reads one entry
+  -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
+  heads: LOOP
+    SET v_head = NULL;
+    SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head
       FROM orbit_task t
-     WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id;
-    IF v_queue_id IS NULL THEN
-      LEAVE queues;
+     WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
+       AND t.blocked_reason = ''
+     ORDER BY t.queue_id, t.priority, t.id
+     LIMIT 1;
+    IF v_head IS NULL THEN
+      LEAVE heads;
     END IF;
-    CALL orbit_key_promote(p_resource_id, v_queue_id, p_now);
-  END LOOP queues;
+    IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
+      SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
+    END IF;
+  END LOOP heads;
+  IF v_best_queue_id IS NOT NULL THEN
+    CALL orbit_key_promote(p_resource_id, v_best_queue_id, p_now);
+  END IF;
 END$$
 DELIMITER ;

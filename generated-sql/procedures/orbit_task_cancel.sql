@@ -73,7 +73,7 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_active_back, v_incomplete_back,
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
                            v_task_state, v_attempt_state);
     UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),

@@ -26,6 +26,7 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_room BIGINT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -40,7 +41,7 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE

@@ -23,7 +23,9 @@
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
 --   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
 --   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
---   demotions were written).
+--   demotions were written); OUT p_room: the application's room for more active attempts after
+--   the grant, as read at its start less what it granted (NULL: no quota rows).
+--   (orbit_attempt_finish wakes other sessions when it is 1 or less.)
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
@@ -36,7 +38,8 @@
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT)
+                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT,
+                                  OUT p_room BIGINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_expires DATETIME(6);
@@ -85,6 +88,7 @@ body: BEGIN
   -- the queue's ready lane; v_fetched counts what the scan found.
   DECLARE v_want BIGINT;
   DECLARE v_fetched INT;
+  DECLARE v_any_ready TINYINT;
   DECLARE c_candidates CURSOR FOR
     SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
       FROM orbit_task t
@@ -95,7 +99,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0, p_granted = 0;
+  SET p_seq = 0, p_granted = 0, p_room = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -115,7 +119,7 @@ body: BEGIN
             FROM orbit_application_quota q WHERE q.application_id = v_application_id),
          (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
     INTO v_credential_ok, v_budget, v_queue_count;
-  SET v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
+  SET p_room = v_budget, v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
   END IF;
@@ -144,7 +148,11 @@ body: BEGIN
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
     -- and the entries they just moved out of the lane, so one per batch, not one per task); a
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
-    candidates: WHILE v_queue_room > 0 AND v_granted < v_budget DO
+    -- An empty ready lane is common (a hot key's other queue, an idle queue) and opening the
+    -- cursor costs a temporary table: one index probe first.
+    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = v_queue_id AND t.lane = 'ready')
+      INTO v_any_ready;
+    candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
       OPEN c_candidates;
       batch: LOOP
@@ -345,6 +353,6 @@ body: BEGIN
        ORDER BY a.id;
     END IF;
   END IF;
-  SET p_seq = v_seq, p_granted = v_granted;
+  SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted;
 END$$
 DELIMITER ;

@@ -115,6 +115,7 @@ registry! {
     Procedure orbit_credential_revoke => "procedures/orbit_credential_revoke.sql",
     Procedure orbit_extension_version => "procedures/orbit_extension_version.sql",
     Procedure orbit_key_promote => "procedures/orbit_key_promote.sql",
+    Procedure orbit_key_promote_all => "procedures/orbit_key_promote_all.sql",
     Procedure orbit_key_release => "procedures/orbit_key_release.sql",
     Procedure orbit_key_validate => "procedures/orbit_key_validate.sql",
     Procedure orbit_lease_recover => "procedures/orbit_lease_recover.sql",

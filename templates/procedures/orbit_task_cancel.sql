@@ -59,7 +59,7 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, v_active_back, v_incomplete_back,
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
                            v_task_state, v_attempt_state);
     {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
     COMMIT;

@@ -17,6 +17,7 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_room BIGINT;
   {% call m::rollback_on_error() %};
 
   IF p_max IS NULL OR p_max NOT BETWEEN 1 AND 1000 THEN
@@ -26,7 +27,7 @@ BEGIN
     {% call m::raise("INVALID_ARGUMENT", "lease_ms must be between 1000 and 3600000") %};
   END IF;
   {% call m::begin() %};
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
