@@ -714,6 +714,12 @@ BEGIN
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
   DECLARE v_room BIGINT;
+  DECLARE v_queue_limited TINYINT DEFAULT 1;
+  -- What the releases may have left for other sessions (see the wake check at the end): a task
+  -- back in the WAITING or RETRY_WAIT state; a released key the grant did not take, with a ready
+  -- task.
+  DECLARE v_requeued TINYINT DEFAULT 0;
+  DECLARE v_key_left TINYINT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
@@ -822,7 +828,7 @@ BEGIN
                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
                                       'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
                                       'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
-            v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', 0, ',"', v_queue_id, '"]'),
+            v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
             v_ended_count = v_ended_count + 1,
             v_active_back = JSON_SET(v_active_back, CONCAT('$[', v_attempt_slot, ']'),
                                  CAST(JSON_VALUE(v_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
@@ -866,8 +872,9 @@ BEGIN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
                              v_active_back, v_incomplete_back, v_task_state, v_state);
       -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
-            v_ended_count = v_ended_count + 1;
+      SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
+            v_ended_count = v_ended_count + 1,
+          v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
       IF v_resource_id <> 0 THEN
         SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), v_resource_id);
       END IF;
@@ -895,7 +902,7 @@ BEGIN
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
   END IF;
   IF p_claim_max > 0 THEN
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
     -- The keys released above made only their next task ready (hand-off, orbit_key_release): a
     -- key the grant did not take gets a ready task in every queue with blocked tasks of it, as
     -- any other release leaves it. (A plain read, exact: we hold the resource rows.)
@@ -905,16 +912,21 @@ BEGIN
       SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
       IF v_held = 0 THEN
         CALL orbit_key_promote_all(v_resource_id, v_now);
+        SELECT v_key_left OR EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready')
+          INTO v_key_left;
       END IF;
     END WHILE;
   END IF;
-  IF v_ended_count > 0 AND (p_claim_max = 0 OR COALESCE(v_room, 0) <= 1) THEN
+  -- Other sessions need waking only for what these releases made claimable and the grant above
+  -- left: a ready task of a released key (found above: with a grant, every key released here was
+  -- handed off), room under an application quota that was full (conservatively: at most one
+  -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
+  -- without backoff), or room under a queue's permit limit. The last two need a statement, run
+  -- only when a task went back to waiting or the session has a queue with a limit: most results
+  -- end their task, and most queues have no limit.
+  IF v_ended_count > 0 AND (p_claim_max = 0 OR v_key_left OR COALESCE(v_room, 0) <= 1) THEN
     SET v_wake = 1;
-  ELSEIF v_ended_count > 0 THEN
-    -- Other sessions need waking only for what these releases made claimable and the grant above
-    -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
-    -- released key, room under a queue's permit limit, or room under an application quota that
-    -- was full (conservatively: at most one attempt below its limit, as the grant read it).
+  ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
     -- One statement over the ended list, each lookup an index probe per ended attempt: the
     -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
     -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
@@ -924,11 +936,7 @@ BEGIN
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')
         OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (resource_id BIGINT UNSIGNED PATH '$[1]')) e
-                     STRAIGHT_JOIN orbit_task t FORCE INDEX (ix_task_key) ON t.resource_id = e.resource_id AND t.lane = 'ready'
-                    WHERE e.resource_id <> 0)
-        OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[2]')) e
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e
                      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
                     WHERE q.max_active_attempts > 0)
       INTO v_wake;
@@ -2847,6 +2855,7 @@ BEGIN
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
   DECLARE v_room BIGINT;
+  DECLARE v_queue_limited TINYINT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2861,7 +2870,7 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
@@ -3139,8 +3148,10 @@ DELIMITER ;
 --   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
 --   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
 --   demotions were written); OUT p_room: the application's room for more active attempts after
---   the grant, as read at its start less what it granted (NULL: no quota rows).
---   (orbit_attempt_finish wakes other sessions when it is 1 or less.)
+--   the grant, as read at its start less what it granted (NULL: no quota rows); OUT
+--   p_queue_limited: 1 when one of the session's queues has a permit limit (also when the grant
+--   stopped before visiting them all, or got nothing to visit). orbit_attempt_finish uses both to decide, without a statement of its own, whether
+--   its releases may have left work for other sessions.
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
@@ -3154,7 +3165,7 @@ DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
                                   IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT,
-                                  OUT p_room BIGINT)
+                                  OUT p_room BIGINT, OUT p_queue_limited TINYINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_expires DATETIME(6);
@@ -3204,6 +3215,8 @@ body: BEGIN
   DECLARE v_want BIGINT;
   DECLARE v_fetched INT;
   DECLARE v_any_ready TINYINT;
+  -- 1 once a visited queue has a permit limit (for p_queue_limited).
+  DECLARE v_limited TINYINT DEFAULT 0;
   DECLARE c_candidates CURSOR FOR
     SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
       FROM orbit_task t
@@ -3214,7 +3227,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0, p_granted = 0, p_room = NULL;
+  SET p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -3250,12 +3263,17 @@ body: BEGIN
      WHERE sq.session_id = p_session_id
      ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
      LIMIT v_visit, 1;
-    SET v_visit = v_visit + 1;
+    SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
     IF v_queue_id IS NULL OR v_paused THEN
       ITERATE queues;
     END IF;
+    -- An empty ready lane is common (a hot key's other queue, an idle queue) and opening the
+    -- cursor costs a temporary table: one index probe first. (Not a subquery of the statement
+    -- above: sorted, it cost that statement more than this one costs.)
+    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = v_queue_id AND t.lane = 'ready')
+      INTO v_any_ready;
     SET v_queue_room = v_budget;
-    IF v_queue_max > 0 THEN
+    IF v_queue_max > 0 AND v_any_ready THEN
       SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
       SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
     END IF;
@@ -3263,10 +3281,6 @@ body: BEGIN
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
     -- and the entries they just moved out of the lane, so one per batch, not one per task); a
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
-    -- An empty ready lane is common (a hot key's other queue, an idle queue) and opening the
-    -- cursor costs a temporary table: one index probe first.
-    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = v_queue_id AND t.lane = 'ready')
-      INTO v_any_ready;
     candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
       OPEN c_candidates;
@@ -3350,6 +3364,7 @@ body: BEGIN
       END IF;
     END WHILE candidates;
   END WHILE queues;
+  SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
 
   IF v_granted = 0 AND v_expired = 0 THEN
     IF v_demoted = 0 THEN
@@ -4757,7 +4772,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c57bc9003167396de91c9ecbff2efa0dabc7bbb1599fdd8b4db8886e70b6f88d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '1de2b17c66de321ca86602a88fb74b1ec781a915555fc786fa2d51b14edaf13b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '5fd38683f55012394b711dac4e963fece1a63a7a3de8aeacadb199a9e3b2dcd2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4789,11 +4804,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '6ba2a5a62ef99b0ebb6174f770e9b4463ddcb02850c7af95e77d3457e77131c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '2b8b1ed486a34f1e1542ad959038045c0063a46aed88cda52fa0ccbb3fbac6f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '2270879e69db1626ce9623ee46955ca447c841b88531dabd92248f85ff28eaad', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '3f89651d9eda022abdbe6275b9a200e87fb2d4bee0079b921afb011ea8348914', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'e7ac482d973b796a3c883e6b177f9b5959f5be8fc8150b27dc7d269159504748', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '23d8ed160de0ccf6164fa4d888dcfb9d2a22dd985f5a26fbf2bda6894b515efb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4802,5 +4817,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '3bca201413bf50c4c6501db849f0faae0d44c54e69299eab8b3128d8107ba720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '099b84857fa0759ffd98b2ed403a380e259c7d3c3fb0677f151a7daafc353dc8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'c48e7cce3900ebfe82fc4a4dc8dd6b938211cf03b2f77edfd3c45a6c31c7d29d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '440559f622bc0abb27c08d53ebc6e17056893d7011e5e7ce6f25d9e752bdd5f0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

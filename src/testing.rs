@@ -292,6 +292,15 @@ impl Server {
     }
 }
 
+/// The log goes with a server that passed; a failing test's stays for reading.
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        }
+    }
+}
+
 impl Fixture {
     /// Like [`Fixture::new`] with a chosen id for the first queue (e.g. the design note's example).
     pub async fn with_queue_id(queue_id: &str) -> Fixture {

@@ -695,6 +695,12 @@ async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
     let (ack, _) = finish(g.attempt_id).await.unwrap();
     assert!(!ack.wake, "nothing left claimable");
+    // Nor does a released key with no task waiting for it.
+    f.submit(&f.queue_id, "lone").await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    let (ack, grants) = finish(g.attempt_id).await.unwrap();
+    assert!(grants.is_empty());
+    assert!(!ack.wake, "the released key has no next task");
     // The key's next task sits in a queue this session does not serve: others must hear of it.
     f.submit(&f.queue_id, "k").await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);

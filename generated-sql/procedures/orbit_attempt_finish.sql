@@ -80,6 +80,12 @@ BEGIN
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
   DECLARE v_room BIGINT;
+  DECLARE v_queue_limited TINYINT DEFAULT 1;
+  -- What the releases may have left for other sessions (see the wake check at the end): a task
+  -- back in the WAITING or RETRY_WAIT state; a released key the grant did not take, with a ready
+  -- task.
+  DECLARE v_requeued TINYINT DEFAULT 0;
+  DECLARE v_key_left TINYINT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
@@ -188,7 +194,7 @@ BEGIN
                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
                                       'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
                                       'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
-            v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', 0, ',"', v_queue_id, '"]'),
+            v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
             v_ended_count = v_ended_count + 1,
             v_active_back = JSON_SET(v_active_back, CONCAT('$[', v_attempt_slot, ']'),
                                  CAST(JSON_VALUE(v_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
@@ -232,8 +238,9 @@ BEGIN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
                              v_active_back, v_incomplete_back, v_task_state, v_state);
       -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',', v_resource_id, ',"', v_queue_id, '"]'),
-            v_ended_count = v_ended_count + 1;
+      SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
+            v_ended_count = v_ended_count + 1,
+          v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
       IF v_resource_id <> 0 THEN
         SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), v_resource_id);
       END IF;
@@ -261,7 +268,7 @@ BEGIN
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
   END IF;
   IF p_claim_max > 0 THEN
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
     -- The keys released above made only their next task ready (hand-off, orbit_key_release): a
     -- key the grant did not take gets a ready task in every queue with blocked tasks of it, as
     -- any other release leaves it. (A plain read, exact: we hold the resource rows.)
@@ -271,16 +278,21 @@ BEGIN
       SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
       IF v_held = 0 THEN
         CALL orbit_key_promote_all(v_resource_id, v_now);
+        SELECT v_key_left OR EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready')
+          INTO v_key_left;
       END IF;
     END WHILE;
   END IF;
-  IF v_ended_count > 0 AND (p_claim_max = 0 OR COALESCE(v_room, 0) <= 1) THEN
+  -- Other sessions need waking only for what these releases made claimable and the grant above
+  -- left: a ready task of a released key (found above: with a grant, every key released here was
+  -- handed off), room under an application quota that was full (conservatively: at most one
+  -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
+  -- without backoff), or room under a queue's permit limit. The last two need a statement, run
+  -- only when a task went back to waiting or the session has a queue with a limit: most results
+  -- end their task, and most queues have no limit.
+  IF v_ended_count > 0 AND (p_claim_max = 0 OR v_key_left OR COALESCE(v_room, 0) <= 1) THEN
     SET v_wake = 1;
-  ELSEIF v_ended_count > 0 THEN
-    -- Other sessions need waking only for what these releases made claimable and the grant above
-    -- left: a task itself back in the ready lane (a retry without backoff), a ready task of a
-    -- released key, room under a queue's permit limit, or room under an application quota that
-    -- was full (conservatively: at most one attempt below its limit, as the grant read it).
+  ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
     -- One statement over the ended list, each lookup an index probe per ended attempt: the
     -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
     -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
@@ -290,11 +302,7 @@ BEGIN
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')
         OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (resource_id BIGINT UNSIGNED PATH '$[1]')) e
-                     STRAIGHT_JOIN orbit_task t FORCE INDEX (ix_task_key) ON t.resource_id = e.resource_id AND t.lane = 'ready'
-                    WHERE e.resource_id <> 0)
-        OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[2]')) e
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e
                      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
                     WHERE q.max_active_attempts > 0)
       INTO v_wake;

@@ -27,6 +27,7 @@ BEGIN
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
   DECLARE v_room BIGINT;
+  DECLARE v_queue_limited TINYINT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -41,7 +42,7 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE

@@ -24,8 +24,10 @@
 --   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
 --   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
 --   demotions were written); OUT p_room: the application's room for more active attempts after
---   the grant, as read at its start less what it granted (NULL: no quota rows).
---   (orbit_attempt_finish wakes other sessions when it is 1 or less.)
+--   the grant, as read at its start less what it granted (NULL: no quota rows); OUT
+--   p_queue_limited: 1 when one of the session's queues has a permit limit (also when the grant
+--   stopped before visiting them all, or got nothing to visit). orbit_attempt_finish uses both to decide, without a statement of its own, whether
+--   its releases may have left work for other sessions.
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
@@ -39,7 +41,7 @@ DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
                                   IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT,
-                                  OUT p_room BIGINT)
+                                  OUT p_room BIGINT, OUT p_queue_limited TINYINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_expires DATETIME(6);
@@ -89,6 +91,8 @@ body: BEGIN
   DECLARE v_want BIGINT;
   DECLARE v_fetched INT;
   DECLARE v_any_ready TINYINT;
+  -- 1 once a visited queue has a permit limit (for p_queue_limited).
+  DECLARE v_limited TINYINT DEFAULT 0;
   DECLARE c_candidates CURSOR FOR
     SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
       FROM orbit_task t
@@ -99,7 +103,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0, p_granted = 0, p_room = NULL;
+  SET p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -135,12 +139,17 @@ body: BEGIN
      WHERE sq.session_id = p_session_id
      ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
      LIMIT v_visit, 1;
-    SET v_visit = v_visit + 1;
+    SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
     IF v_queue_id IS NULL OR v_paused THEN
       ITERATE queues;
     END IF;
+    -- An empty ready lane is common (a hot key's other queue, an idle queue) and opening the
+    -- cursor costs a temporary table: one index probe first. (Not a subquery of the statement
+    -- above: sorted, it cost that statement more than this one costs.)
+    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = v_queue_id AND t.lane = 'ready')
+      INTO v_any_ready;
     SET v_queue_room = v_budget;
-    IF v_queue_max > 0 THEN
+    IF v_queue_max > 0 AND v_any_ready THEN
       SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
       SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
     END IF;
@@ -148,10 +157,6 @@ body: BEGIN
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
     -- and the entries they just moved out of the lane, so one per batch, not one per task); a
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
-    -- An empty ready lane is common (a hot key's other queue, an idle queue) and opening the
-    -- cursor costs a temporary table: one index probe first.
-    SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = v_queue_id AND t.lane = 'ready')
-      INTO v_any_ready;
     candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
       OPEN c_candidates;
@@ -235,6 +240,7 @@ body: BEGIN
       END IF;
     END WHILE candidates;
   END WHILE queues;
+  SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
 
   IF v_granted = 0 AND v_expired = 0 THEN
     IF v_demoted = 0 THEN

@@ -18,6 +18,7 @@ BEGIN
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
   DECLARE v_room BIGINT;
+  DECLARE v_queue_limited TINYINT;
   {% call m::rollback_on_error() %};
 
   IF p_max IS NULL OR p_max NOT BETWEEN 1 AND 1000 THEN
@@ -27,7 +28,7 @@ BEGIN
     {% call m::raise("INVALID_ARGUMENT", "lease_ms must be between 1000 and 3600000") %};
   END IF;
   {% call m::begin() %};
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
