@@ -61,8 +61,17 @@ body: BEGIN
       SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
     END IF;
   END LOOP heads;
-  IF v_best_queue_id IS NOT NULL THEN
-    CALL orbit_key_promote(p_resource_id, v_best_queue_id, p_now);
+  IF v_best IS NOT NULL THEN
+    -- Promoted here rather than by orbit_key_promote, whose checks hold already (this release
+    -- freed the key, and a held key has no ready task): the head row itself, unless someone else
+    -- holds it (a cancel or expiry is never waited for: then the queue's next task, as usual).
+    SET v_lock = NULL;
+    SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_best AND t.lane = 'blocked' FOR UPDATE SKIP LOCKED;
+    IF v_lock IS NULL THEN
+      CALL orbit_key_promote(p_resource_id, v_best_queue_id, p_now);
+    ELSE
+      UPDATE orbit_task t SET t.lane = 'ready', t.updated_at = p_now WHERE t.id = v_best;
+    END IF;
   END IF;
 END$$
 DELIMITER ;
