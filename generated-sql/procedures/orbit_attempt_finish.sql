@@ -92,6 +92,8 @@ BEGIN
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
+  -- The group's history rows, [[task_id, attempt_id, from_state, token], ...], inserted together.
+  DECLARE v_events MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_group TINYINT DEFAULT 0;
   -- The keys the per-result path released (comma-separated resource ids), for after the grant.
   DECLARE v_keys TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
@@ -187,10 +189,8 @@ BEGIN
         SET v_group = ROW_COUNT() = 1;
       END IF;
       IF v_group THEN
-        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-        VALUES (v_task_id, v_attempt_id, 'attempt_succeeded', v_state, 'SUCCEEDED', v_token,
-                'attempt SUCCEEDED; permits released', v_now);
-        SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+        SET v_events = CONCAT(v_events, IF(v_i > 0, ',', ''), '[', v_task_id, ',', v_attempt_id, ',"', v_state, '",', v_token, ']'),
+            v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
                                       'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
                                       'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
@@ -209,6 +209,13 @@ BEGIN
         FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
         STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
+      -- The group's history, one insert (one at a time, each waited on the AUTO-INC lock of the
+      -- grants' bulk inserts: 146 us apiece in orbit bench e2e).
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      SELECT e.task_id, e.attempt_id, 'attempt_succeeded', e.from_state, 'SUCCEEDED', e.token,
+             'attempt SUCCEEDED; permits released', v_now
+        FROM JSON_TABLE(CONCAT('[', v_events, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]', attempt_id BIGINT UNSIGNED PATH '$[1]',
+                                                  from_state VARCHAR(16) PATH '$[2]', token BIGINT UNSIGNED PATH '$[3]')) e;
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;

@@ -346,18 +346,17 @@ body: BEGIN
     SELECT a.id, a.queue_id, a.application_id, v_expires
       FROM orbit_attempt a
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+    -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
+    -- bulk insert, holding the table's AUTO-INC lock for the statement).
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-    SELECT a.task_id, a.id, 'granted', 'WAITING', 'LEASED', a.concurrency_token, CONCAT('session ', p_session_id), p_now
+    SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
+           IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
       FROM orbit_attempt a
+      JOIN (SELECT 1 AS step, 'granted' AS event, 'WAITING' AS from_state, 'LEASED' AS to_state
+            UNION ALL
+            SELECT 2, 'started', 'LEASED', 'RUNNING') e ON e.step = 1 OR v_start
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-     ORDER BY a.id;
-    IF v_start THEN
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      SELECT a.task_id, a.id, 'started', 'LEASED', 'RUNNING', a.concurrency_token, 'start_on_assign', p_now
-        FROM orbit_attempt a
-       WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-       ORDER BY a.id;
-    END IF;
+     ORDER BY a.id, e.step;
   END IF;
   SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted;
 END$$

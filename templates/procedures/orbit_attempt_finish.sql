@@ -107,6 +107,8 @@ BEGIN
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
+  -- The group's history rows, [[task_id, attempt_id, from_state, token], ...], inserted together.
+  DECLARE v_events MEDIUMTEXT {{ c.ascii }} DEFAULT '';
   DECLARE v_group TINYINT DEFAULT 0;
   -- The keys the per-result path released (comma-separated resource ids), for after the grant.
   DECLARE v_keys TEXT {{ c.ascii }} DEFAULT '';
@@ -193,10 +195,8 @@ BEGIN
         SET v_group = ROW_COUNT() = 1;
       END IF;
       IF v_group THEN
-        INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-        VALUES (v_task_id, v_attempt_id, 'attempt_succeeded', v_state, 'SUCCEEDED', v_token,
-                'attempt SUCCEEDED; permits released', v_now);
-        SET {% call append_ack("'SUCCEEDED'", "'SUCCEEDED'", "0", "''") %},
+        SET v_events = CONCAT(v_events, IF(v_i > 0, ',', ''), '[', v_task_id, ',', v_attempt_id, ',"', v_state, '",', v_token, ']'),
+            {% call append_ack("'SUCCEEDED'", "'SUCCEEDED'", "0", "''") %},
             {% call append_ended() %},
             {% call m::quota_add("v_active_back", "v_attempt_slot", "1") %},
             {% call m::quota_add("v_incomplete_back", "v_attempt_slot", "1") %},
@@ -208,6 +208,13 @@ BEGIN
       DELETE p
         FROM {% call results() %}
         STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
+      -- The group's history, one insert (one at a time, each waited on the AUTO-INC lock of the
+      -- grants' bulk inserts: 146 us apiece in orbit bench e2e).
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      SELECT e.task_id, e.attempt_id, 'attempt_succeeded', e.from_state, 'SUCCEEDED', e.token,
+             'attempt SUCCEEDED; permits released', v_now
+        FROM JSON_TABLE(CONCAT('[', v_events, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]', attempt_id BIGINT UNSIGNED PATH '$[1]',
+                                                  from_state VARCHAR(16) PATH '$[2]', token BIGINT UNSIGNED PATH '$[3]')) e;
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
