@@ -526,7 +526,8 @@ DELIMITER ;
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
 --   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release);
 --   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
--- Out: o_task_state (the task's new state); o_attempt_state (the attempt's).
+-- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
+--   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
 -- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
 --   (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
@@ -542,7 +543,8 @@ CREATE PROCEDURE orbit_attempt_end(
   INOUT p_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   INOUT p_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
-  OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
+  OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_key_queues INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -600,8 +602,9 @@ BEGIN
          a.output = p_output, a.error = p_error, a.released_at = p_now
    WHERE a.id = p_attempt_id;
   DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
+  SET o_key_queues = 0;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off);
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues);
   END IF;
 
   UPDATE orbit_task t
@@ -729,8 +732,10 @@ BEGIN
   -- The group's history rows, [[task_id, attempt_id, from_state, token], ...], inserted together.
   DECLARE v_events MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_group TINYINT DEFAULT 0;
-  -- The keys the per-result path released (comma-separated resource ids), for after the grant.
+  -- The keys the per-result path handed off, [resource id, queues with a next task] pairs
+  -- (comma-separated), for after the grant.
   DECLARE v_keys TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_key_queues INT;
   DECLARE v_held INT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
@@ -877,13 +882,13 @@ BEGIN
       SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
-                             v_active_back, v_incomplete_back, v_task_state, v_state);
+                             v_active_back, v_incomplete_back, v_task_state, v_state, v_key_queues);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
             v_ended_count = v_ended_count + 1,
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
-      IF v_resource_id <> 0 THEN
-        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), v_resource_id);
+      IF v_key_queues > 0 THEN
+        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), '[', v_resource_id, ',', v_key_queues, ']');
       END IF;
     ELSE
       SET v_duplicate = 1;
@@ -910,22 +915,26 @@ BEGIN
   END IF;
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
-    -- The keys released above made only their next task ready (hand-off, orbit_key_release): a
-    -- key the grant did not take gets a ready task in every queue with blocked tasks of it, as
-    -- any other release leaves it. (A plain read, exact: we hold the resource rows.)
+    -- The keys handed off above made only their next task ready (orbit_key_release). A key the
+    -- grant did not take leaves that task ready for other sessions, and gets a ready task in
+    -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
+    -- exact: we hold the resource rows.)
     SET v_i = 0, v_keys = CONCAT('[', v_keys, ']');
     WHILE v_i < JSON_LENGTH(v_keys) DO
-      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
+      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][0]')),
+          v_key_queues = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][1]')),
+          v_i = v_i + 1;
       SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
       IF v_held = 0 THEN
-        CALL orbit_key_promote_all(v_resource_id, v_now);
-        SELECT v_key_left OR EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready')
-          INTO v_key_left;
+        SET v_key_left = 1;
+        IF v_key_queues > 1 THEN
+          CALL orbit_key_promote_all(v_resource_id, v_now);
+        END IF;
       END IF;
     END WHILE;
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
-  -- left: a ready task of a released key (found above: with a grant, every key released here was
+  -- left: a ready task of a released key (known above: with a grant, every key released here was
   -- handed off), room under an application quota that was full (conservatively: at most one
   -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
   -- without backoff), or room under a queue's permit limit. The last two need a statement, run
@@ -1633,16 +1642,18 @@ DELIMITER ;
 --     queues. For a caller that grants in the same transaction (orbit_attempt_finish): promoting
 --     in every queue, then demoting the heads the grant did not take because it took the key,
 --     cost a promotion and a demotion per extra queue on every hand-off. The caller must call
---     orbit_key_promote_all after its grant if the key is still free.
+--     orbit_key_promote_all after its grant if the key is still free and p_queues > 1.
 -- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
 -- are blocked.
--- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1).
+-- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1); OUT p_queues: with
+--   p_hand_off = 1, how many queues have a blocked task of the key that a grant may take (the
+--   promoted head's among them); otherwise, or when this attempt held no permit, 0.
 -- Result: none. Signals: none.
 -- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
-                                   IN p_hand_off TINYINT)
+                                   IN p_hand_off TINYINT, OUT p_queues INT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
@@ -1652,6 +1663,7 @@ body: BEGIN
   DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
+  SET p_queues = 0;
   SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
   DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
@@ -1678,6 +1690,7 @@ body: BEGIN
     IF v_head IS NULL THEN
       LEAVE heads;
     END IF;
+    SET p_queues = p_queues + 1;
     IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
       SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
     END IF;
@@ -1754,6 +1767,7 @@ BEGIN
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_key_queues INT;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
@@ -1792,7 +1806,7 @@ BEGIN
       SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
+                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
       UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
          q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
@@ -2708,6 +2722,7 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_key_queues INT;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
@@ -2750,7 +2765,7 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
-                           v_task_state, v_attempt_state);
+                           v_task_state, v_attempt_state, v_key_queues);
     UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
          q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
@@ -4791,8 +4806,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c57bc9003167396de91c9ecbff2efa0dabc7bbb1599fdd8b4db8886e70b6f88d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '2acac95058bd65ef81dca2859b862a7a5bd6c63573b4694920e5efb031badba2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '3dbe0024c13daedbc1c2df034b5a77d5a2df1b73ea002afc475d982182af9e2b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '1b4d607ee3cc30e52b610b3562926267d5cd07c80f1d9ab02966563d82e30500', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4806,9 +4821,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, 'b767e6fc498c1e80993184ce1bb876a8e57a24557f934b9147c8736dadd69894', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'fbf50c1e5ff656376acdd9666764693294d5ca9faa75ef630374edffe4504db4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, '664d652f2c3214a6ddcc5e47fe20dabcc47bd81f9f44cd5bfc167486c0e9242c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '97d1def8c8e088e79fd86e2bf92279e7e1501d6a688757e759bdbe616c69813f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, 'f5447def4b77e375018b7377426129bfc750486809a4aec22ae19d0c035ab5be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4822,7 +4837,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '6ba2a5a62ef99b0ebb6174f770e9b4463ddcb02850c7af95e77d3457e77131c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '2b8b1ed486a34f1e1542ad959038045c0063a46aed88cda52fa0ccbb3fbac6f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '0bd650befdd7d6c7e1def4f9f0aa2016a0b9ad0ac70efb9061f1e7551cf69495', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '3f89651d9eda022abdbe6275b9a200e87fb2d4bee0079b921afb011ea8348914', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4837,5 +4852,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '6538c63c37e659c2041e353299c7b3982dc970efa47b54b0d6c4e34b8de8c7ec', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '9239f6a84bec065105a87cfd865405a9b9804d044ea5fe55e46f603ff4e8b7fd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '5dc8a2bd2afcdf5086ef04aa240cbb8140b7bae5ed525d89af64f7381cb3c151', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '98446f85c72e26c6ba5efa8e07233c4c355e7d26d52c214d0d783ea0153975de', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -21,7 +21,8 @@
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
 --   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release);
 --   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
--- Out: o_task_state (the task's new state); o_attempt_state (the attempt's).
+-- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
+--   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
 -- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
 --   (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
@@ -37,7 +38,8 @@ CREATE PROCEDURE orbit_attempt_end(
   INOUT p_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   INOUT p_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
-  OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
+  OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_key_queues INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -95,8 +97,9 @@ BEGIN
          a.output = p_output, a.error = p_error, a.released_at = p_now
    WHERE a.id = p_attempt_id;
   DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
+  SET o_key_queues = 0;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off);
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues);
   END IF;
 
   UPDATE orbit_task t

@@ -12,16 +12,18 @@
 --     queues. For a caller that grants in the same transaction (orbit_attempt_finish): promoting
 --     in every queue, then demoting the heads the grant did not take because it took the key,
 --     cost a promotion and a demotion per extra queue on every hand-off. The caller must call
---     orbit_key_promote_all after its grant if the key is still free.
+--     orbit_key_promote_all after its grant if the key is still free and p_queues > 1.
 -- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
 -- are blocked.
--- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1).
+-- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1); OUT p_queues: with
+--   p_hand_off = 1, how many queues have a blocked task of the key that a grant may take (the
+--   promoted head's among them); otherwise, or when this attempt held no permit, 0.
 -- Result: none. Signals: none.
 -- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
-                                   IN p_hand_off TINYINT)
+                                   IN p_hand_off TINYINT, OUT p_queues INT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
@@ -31,6 +33,7 @@ body: BEGIN
   DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
+  SET p_queues = 0;
   SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
   DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
@@ -57,6 +60,7 @@ body: BEGIN
     IF v_head IS NULL THEN
       LEAVE heads;
     END IF;
+    SET p_queues = p_queues + 1;
     IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
       SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
     END IF;

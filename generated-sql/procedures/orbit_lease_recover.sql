@@ -24,6 +24,7 @@ BEGIN
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_key_queues INT;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
@@ -62,7 +63,7 @@ BEGIN
       SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
+                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
       UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
          q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),

@@ -110,8 +110,10 @@ BEGIN
   -- The group's history rows, [[task_id, attempt_id, from_state, token], ...], inserted together.
   DECLARE v_events MEDIUMTEXT {{ c.ascii }} DEFAULT '';
   DECLARE v_group TINYINT DEFAULT 0;
-  -- The keys the per-result path released (comma-separated resource ids), for after the grant.
+  -- The keys the per-result path handed off, [resource id, queues with a next task] pairs
+  -- (comma-separated), for after the grant.
   DECLARE v_keys TEXT {{ c.ascii }} DEFAULT '';
+  DECLARE v_key_queues INT;
   DECLARE v_held INT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
@@ -240,12 +242,12 @@ BEGIN
       SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
-                             v_active_back, v_incomplete_back, v_task_state, v_state);
+                             v_active_back, v_incomplete_back, v_task_state, v_state, v_key_queues);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, {% call append_ended() %},
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
-      IF v_resource_id <> 0 THEN
-        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), v_resource_id);
+      IF v_key_queues > 0 THEN
+        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), '[', v_resource_id, ',', v_key_queues, ']');
       END IF;
     ELSE
       SET v_duplicate = 1;
@@ -263,22 +265,26 @@ BEGIN
   END IF;
   IF p_claim_max > 0 THEN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
-    -- The keys released above made only their next task ready (hand-off, orbit_key_release): a
-    -- key the grant did not take gets a ready task in every queue with blocked tasks of it, as
-    -- any other release leaves it. (A plain read, exact: we hold the resource rows.)
+    -- The keys handed off above made only their next task ready (orbit_key_release). A key the
+    -- grant did not take leaves that task ready for other sessions, and gets a ready task in
+    -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
+    -- exact: we hold the resource rows.)
     SET v_i = 0, v_keys = CONCAT('[', v_keys, ']');
     WHILE v_i < JSON_LENGTH(v_keys) DO
-      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')), v_i = v_i + 1;
+      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][0]')),
+          v_key_queues = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][1]')),
+          v_i = v_i + 1;
       SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
       IF v_held = 0 THEN
-        CALL orbit_key_promote_all(v_resource_id, v_now);
-        SELECT v_key_left OR EXISTS (SELECT 1 FROM orbit_task t WHERE t.resource_id = v_resource_id AND t.lane = 'ready')
-          INTO v_key_left;
+        SET v_key_left = 1;
+        IF v_key_queues > 1 THEN
+          CALL orbit_key_promote_all(v_resource_id, v_now);
+        END IF;
       END IF;
     END WHILE;
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
-  -- left: a ready task of a released key (found above: with a grant, every key released here was
+  -- left: a ready task of a released key (known above: with a grant, every key released here was
   -- handed off), room under an application quota that was full (conservatively: at most one
   -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
   -- without backoff), or room under a queue's permit limit. The last two need a statement, run

@@ -20,6 +20,7 @@ BEGIN
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_key_queues INT;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_active_back TEXT {{ c.ascii }};
   DECLARE v_incomplete_back TEXT {{ c.ascii }};
@@ -53,7 +54,7 @@ BEGIN
       SET v_active_back = {% call m::quota_none() %}, v_incomplete_back = {% call m::quota_none() %};
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state);
+                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
       {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
       SET v_recovered = v_recovered + 1;
     ELSEIF v_state IS NULL OR v_state NOT IN ('LEASED', 'RUNNING') THEN

@@ -23,6 +23,7 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }} DEFAULT '';
+  DECLARE v_key_queues INT;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
   DECLARE v_resource_id BIGINT UNSIGNED;
@@ -60,7 +61,7 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
-                           v_task_state, v_attempt_state);
+                           v_task_state, v_attempt_state, v_key_queues);
     {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
     COMMIT;
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
