@@ -25,9 +25,9 @@
 --   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
 --   demotions were written); OUT p_room: the application's room for more active attempts after
 --   the grant, as read at its start less what it granted (NULL: no quota rows); OUT
---   p_queue_limited: 1 when one of the session's queues has a permit limit (also when the grant
---   stopped before visiting them all, or got nothing to visit). orbit_attempt_finish uses both to decide, without a statement of its own, whether
---   its releases may have left work for other sessions.
+--   p_queue_limited: 1 when one of the session's queues has a permit limit, and whenever the
+--   grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
+--   statement of its own, whether its releases may have left work for other sessions.
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;

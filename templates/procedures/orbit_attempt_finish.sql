@@ -57,8 +57,8 @@
 --   rows; then the quota slot row of the ended attempts, the session's own (their active
 --   attempts and their tasks' incomplete charges go back there, in one statement, before the
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
---   the same row; then, for each released key the grant did not take, the key's blocked head
---   task per queue (orbit_key_promote_all, SKIP LOCKED). (The tasks' charges used to go
+--   the same row; then, for each released key the grant did not take and with blocked tasks in
+--   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED). (The tasks' charges used to go
 --   back to the slots that accepted them: every session's results then queued on the few slot
 --   rows of the connections that accepted the tasks, 15.8 ms per give-back in orbit bench e2e.)
 CREATE PROCEDURE orbit_attempt_finish(
@@ -107,9 +107,10 @@ BEGIN
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
-  -- The group's history rows, [[task_id, attempt_id, from_state, token], ...], inserted together.
-  DECLARE v_events MEDIUMTEXT {{ c.ascii }} DEFAULT '';
   DECLARE v_group TINYINT DEFAULT 0;
+  -- The group's history rows, [task_id, attempt_id, from_state, token] (comma-separated),
+  -- inserted together.
+  DECLARE v_events MEDIUMTEXT {{ c.ascii }} DEFAULT '';
   -- The keys the per-result path handed off, [resource id, queues with a next task] pairs
   -- (comma-separated), for after the grant.
   DECLARE v_keys TEXT {{ c.ascii }} DEFAULT '';
