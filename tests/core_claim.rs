@@ -704,10 +704,15 @@ async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
     // The key's next task sits in a queue this session does not serve: others must hear of it.
     f.submit(&f.queue_id, "k").await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
-    f.submit(&other, "k").await;
+    let next = f.submit(&other, "k").await;
     let (ack, grants) = finish(g.attempt_id).await.unwrap();
     assert!(grants.is_empty());
     assert!(ack.wake, "a ready task of the released key was left");
+    assert_eq!(
+        f.lane(next.id).await,
+        "ready",
+        "readied by the hand-off itself"
+    );
     // A retry without backoff is ready at once; when the grant takes better work instead, the
     // retried task is left for others.
     let retried = f
