@@ -326,8 +326,9 @@ CREATE TABLE IF NOT EXISTS orbit_session (
 CREATE TABLE IF NOT EXISTS orbit_session_queue (
   session_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_session.id',
   queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'orbit_queue.id',
-  position INT UNSIGNED NOT NULL COMMENT 'order in hello; the claim starts at a rotating position',
-  PRIMARY KEY (session_id, queue_id)
+  position INT UNSIGNED NOT NULL COMMENT 'order in hello, 0 to n-1 without gaps (a repeated queue id takes none); the claim starts at a rotating position',
+  PRIMARY KEY (session_id, queue_id),
+  UNIQUE KEY ux_session_queue_position (session_id, position)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Queues of worker sessions';
 
 -- ---- orbit_task (from templates/tables/orbit_task.sql) ----
@@ -564,6 +565,7 @@ BEGIN
   DECLARE v_attempts_left TINYINT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_release_version BIGINT UNSIGNED;
 
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
     INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
@@ -597,15 +599,17 @@ BEGIN
   END CASE;
   SET v_terminal = o_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
 
+  -- The key first: the attempt's update records the version its release wrote.
+  SET o_key_queues = 0, v_release_version = 0;
+  IF v_resource_id <> 0 THEN
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
+  END IF;
   UPDATE orbit_attempt a
      SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
-         a.output = p_output, a.error = p_error, a.released_at = p_now
+         a.output = p_output, a.error = p_error, a.released_at = p_now,
+         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
    WHERE a.id = p_attempt_id;
   DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
-  SET o_key_queues = 0;
-  IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues);
-  END IF;
 
   UPDATE orbit_task t
      SET t.state = o_task_state,
@@ -1635,8 +1639,9 @@ DELIMITER ;
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
 -- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
--- advances the resource row's version (recorded as the attempt's release_version), and makes the
--- key's blocked tasks claimable, all in the caller's transaction:
+-- advances the resource row's version (the caller records it as the attempt's release_version,
+-- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
+-- caller's transaction:
 --   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
 --     (orbit_key_promote_all);
 --   p_hand_off = 1: only the key's next task, the best queue head (priority, then age) over those
@@ -1648,32 +1653,33 @@ DELIMITER ;
 -- are blocked.
 -- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1); OUT p_queues: with
 --   p_hand_off = 1, how many queues have a blocked task of the key that a grant may take (the
---   promoted head's among them); otherwise, or when this attempt held no permit, 0.
+--   promoted head's among them); otherwise, or when this attempt held no permit, 0; OUT
+--   p_release_version: the resource row's version this release wrote, for the caller to record
+--   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
 -- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
-                                   IN p_hand_off TINYINT, OUT p_queues INT)
+                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_version BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_priority INT;
   DECLARE v_head BIGINT UNSIGNED;
   DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
-  SET p_queues = 0;
-  SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+  SET p_queues = 0, p_release_version = 0;
+  SELECT r.version INTO v_version FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
   DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;
-  UPDATE orbit_resource r SET r.version = r.version + 1, r.updated_at = p_now WHERE r.id = p_resource_id;
-  UPDATE orbit_attempt a
-     SET a.release_version = (SELECT r.version FROM orbit_resource r WHERE r.id = p_resource_id)
-   WHERE a.id = p_attempt_id;
+  SET p_release_version = v_version + 1;
+  UPDATE orbit_resource r SET r.version = p_release_version, r.updated_at = p_now WHERE r.id = p_resource_id;
   IF NOT p_hand_off THEN
     CALL orbit_key_promote_all(p_resource_id, p_now);
     LEAVE body;
@@ -2610,6 +2616,7 @@ BEGIN
   DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_i INT DEFAULT 0;
+  DECLARE v_position INT DEFAULT 0;
   DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -2665,11 +2672,13 @@ BEGIN
   VALUES (v_worker_row_id, p_worker_id, v_credential_id, v_application_id, COALESCE(p_node, ''), p_capacity,
           v_registered, p_start_on_assign, p_handlers_json, 'active', 0, v_now, v_now);
   SET v_session_id = LAST_INSERT_ID();
-  SET v_i = 0;
+  -- Positions 0 to n-1 without gaps (a repeated queue id is skipped and takes none): the grant
+  -- finds the queue of each visit by its position (orbit_task_grant).
+  SET v_i = 0, v_position = 0;
   WHILE v_i < v_count DO
     INSERT IGNORE INTO orbit_session_queue (session_id, queue_id, position)
-    VALUES (v_session_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))), v_i);
-    SET v_i = v_i + 1;
+    VALUES (v_session_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))), v_position);
+    SET v_position = v_position + ROW_COUNT(), v_i = v_i + 1;
   END WHILE;
   -- Resume: the same worker identity takes its live attempts over; token and lease unchanged.
   -- claim_seq 0: a grant finds its own attempts by (session, claim_seq), and the old session's
@@ -3218,6 +3227,7 @@ body: BEGIN
   DECLARE v_expired INT DEFAULT 0;
   DECLARE v_demoted INT DEFAULT 0;
   DECLARE v_visit INT DEFAULT 0;
+  DECLARE v_position INT;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_paused TINYINT;
   DECLARE v_queue_max INT UNSIGNED;
@@ -3231,6 +3241,11 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
+  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  DECLARE v_last_attempt_id BIGINT UNSIGNED;
+  DECLARE v_last_task_id BIGINT UNSIGNED;
+  DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_last_token BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
@@ -3287,27 +3302,25 @@ body: BEGIN
   SET v_any_handler = (v_handlers = '[]');
 
   queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
-    -- Visit the session's queues from a rotating start position.
-    SET v_queue_id = NULL;
-    SELECT sq.queue_id, q.paused, q.max_active_attempts INTO v_queue_id, v_paused, v_queue_max
+    -- Visit the session's queues from a rotating start position: visit v takes the queue at
+    -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
+    -- of ux_session_queue_position, no sort.
+    -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
+    -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
+    -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
+    -- of it, which the probe would pass over as the cursor does (615 us a probe in orbit bench
+    -- e2e).
+    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count;
+    SELECT sq.queue_id, q.paused, q.max_active_attempts,
+           IF(v_queue_count > 1,
+              EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1)
+      INTO v_queue_id, v_paused, v_queue_max, v_any_ready
       FROM orbit_session_queue sq
       JOIN orbit_queue q ON q.id = sq.queue_id
-     WHERE sq.session_id = p_session_id
-     ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
-     LIMIT v_visit, 1;
+     WHERE sq.session_id = p_session_id AND sq.position = v_position;
     SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
     IF v_queue_id IS NULL OR v_paused THEN
       ITERATE queues;
-    END IF;
-    -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
-    -- idle queue) and opening the cursor costs a temporary table: one index probe first. Not for
-    -- one queue: a busy lane's head is full of entries just moved out of it, which the probe
-    -- would pass over as the cursor does (615 us a probe in orbit bench e2e). (Not a subquery of
-    -- the statement above: sorted, it cost that statement more than this one costs.)
-    SET v_any_ready = 1;
-    IF v_queue_count > 1 THEN
-      SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = v_queue_id AND t.lane = 'ready')
-        INTO v_any_ready;
     END IF;
     SET v_queue_room = v_budget;
     IF v_queue_max > 0 AND v_any_ready THEN
@@ -3392,7 +3405,8 @@ body: BEGIN
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
-        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
+        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
+            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
@@ -3502,13 +3516,28 @@ body: BEGIN
   END IF;
   -- The granted attempts' queue permits and history, one statement each for the whole grant
   -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
-  IF v_granted > 0 THEN
+  IF v_granted = 1 THEN
+    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
+    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
+    -- (a temporary table), the largest statement of a hand-off's grant.
+    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+    VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
+    IF v_start THEN
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
+             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
+    ELSE
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
+    END IF;
+  ELSEIF v_granted > 1 THEN
     INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
     SELECT a.id, a.queue_id, a.application_id, v_expires
       FROM orbit_attempt a
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
     -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
-    -- bulk insert, holding the table's AUTO-INC lock for the statement).
+    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
+    -- the grant of one above.
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
            IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
@@ -4802,12 +4831,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue_permit', 1, 'd27c1c37129df11fd45a31b3feceaf9f67292f4fb4f3972349ea5de2ae500308', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 1, '8f2c2ea5e9a3780095537951228c2874815c7ca0dad40a256f8f50488c836644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '7fcf676e5034513b64d7520e26e9b2f5c935af2ca6401b02ec9f3d94f8808d96', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, '51979317e0e917620d59fcb0163802fab072b8dda185a6c1e209d1cf020b1302', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '82327f39e1604d7f77f1f0a7a84498488de524888accc183cfef183fed467a41', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '3dbe0024c13daedbc1c2df034b5a77d5a2df1b73ea002afc475d982182af9e2b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '263def4dde7b72107b407f89e6e3cecf1fd74f71630d5c442229fdef8cbc7cfd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'fe4e9bdb8478337d371775240fccd8f67862c6dafeedb096a0ae74dea23a5a84', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4822,7 +4851,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, 'b767e6fc498c1e80993184ce1bb876a8e57a24557f934b9147c8736dadd69894', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, '664d652f2c3214a6ddcc5e47fe20dabcc47bd81f9f44cd5bfc167486c0e9242c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, '09a2155405a2b5aad941184a230ce091ab6f684d4b502c9175e884549cc05338', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, 'f5447def4b77e375018b7377426129bfc750486809a4aec22ae19d0c035ab5be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4837,14 +4866,14 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '6ba2a5a62ef99b0ebb6174f770e9b4463ddcb02850c7af95e77d3457e77131c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '0bd650befdd7d6c7e1def4f9f0aa2016a0b9ad0ac70efb9061f1e7551cf69495', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '3f89651d9eda022abdbe6275b9a200e87fb2d4bee0079b921afb011ea8348914', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '908573368f01dc738914312a6a22f946bae8c7c6f46236f2a5b07b7478e8e4ae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'c22cb6b54c89ec4e75e7dae5d561ce468709b2ebf552c8b2566fedb470f67f23', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4853,5 +4882,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '389878e6c78da4242376786c99edeb546567b5da138d0c35c07daa2a9f10a7e8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '389878e6c78da4242376786c99edeb546567b5da138d0c35c07daa2a9f10a7e8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '3946a3fc1e6bac4166c151ad96ae9bbb556d914765d9fb2ea81b05f256a132c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '3946a3fc1e6bac4166c151ad96ae9bbb556d914765d9fb2ea81b05f256a132c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

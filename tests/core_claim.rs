@@ -378,6 +378,37 @@ async fn equal_priority_work_is_spread_across_queues() {
 }
 
 #[tokio::test]
+async fn a_queue_named_twice_in_hello_takes_one_position_and_the_rotation_holds() {
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    for _ in 0..4 {
+        f.submit(&f.queue_id, "").await;
+        f.submit(&q2, "").await;
+    }
+    let s = f.session("w", true, &[&f.queue_id, &f.queue_id, &q2]).await;
+    let positions: Vec<(String, u32)> =
+        sqlx::query_as("SELECT CAST(queue_id AS CHAR), position FROM orbit_session_queue WHERE session_id = ? ORDER BY position")
+            .bind(s)
+            .fetch_all(&f.test_db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        positions,
+        vec![(f.queue_id.clone(), 0), (q2.clone(), 1)],
+        "positions run 0 to n-1"
+    );
+    let mut from_first = 0;
+    for _ in 0..4 {
+        let g = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+        from_first += usize::from(g.task.queue_id == f.queue_id);
+    }
+    assert_eq!(
+        from_first, 2,
+        "the claim's starting queue rotates over both queues"
+    );
+}
+
+#[tokio::test]
 async fn a_release_makes_exactly_one_next_task_per_queue_claimable() {
     let f = Fixture::new().await;
     let q2 = f.queue("q2").await;
@@ -644,6 +675,74 @@ async fn session_starting_on_assign(f: &Fixture, worker_id: &str, queues: &[&str
     .await
     .unwrap()
     .session_id
+}
+
+/// What a grant wrote for one attempt: its history rows (the token checked against the
+/// attempt's) and its queue permit.
+async fn grant_rows(f: &Fixture, attempt_id: u64) -> (Vec<(String, String, String, String)>, i64) {
+    let events: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT CAST(e.event AS CHAR), CAST(e.from_state AS CHAR), CAST(e.to_state AS CHAR), CAST(e.detail AS CHAR) \
+           FROM orbit_task_event e JOIN orbit_attempt a ON a.id = e.attempt_id AND a.task_id = e.task_id \
+          WHERE e.attempt_id = ? AND e.concurrency_token = a.concurrency_token ORDER BY e.id",
+    )
+    .bind(attempt_id)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    let permits: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orbit_queue_permit p JOIN orbit_attempt a ON a.id = p.attempt_id \
+          WHERE p.attempt_id = ? AND p.queue_id = a.queue_id AND p.expires_at = a.lease_expires_at",
+    )
+    .bind(attempt_id)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    (events, permits)
+}
+
+#[tokio::test]
+async fn a_grant_of_one_writes_what_a_grant_of_several_writes() {
+    for start in [true, false] {
+        let f = Fixture::new().await;
+        for key in ["a", "b", ""] {
+            f.submit(&f.queue_id, key).await;
+        }
+        let s = if start {
+            session_starting_on_assign(&f, "starts", &[&f.queue_id]).await
+        } else {
+            f.session("plain", true, &[&f.queue_id]).await
+        };
+        let one = f.db.task_claim(s, 1, 30_000).await.unwrap();
+        let several = f.db.task_claim(s, 2, 30_000).await.unwrap();
+        assert_eq!(
+            (one.len(), several.len()),
+            (1, 2),
+            "start_on_assign {start}"
+        );
+        let detail = format!("session {s}");
+        let mut expected = vec![(
+            "granted".to_string(),
+            "WAITING".to_string(),
+            "LEASED".to_string(),
+            detail,
+        )];
+        if start {
+            expected.push((
+                "started".into(),
+                "LEASED".into(),
+                "RUNNING".into(),
+                "start_on_assign".into(),
+            ));
+        }
+        for g in one.iter().chain(&several) {
+            assert_eq!(
+                grant_rows(&f, g.attempt_id).await,
+                (expected.clone(), 1),
+                "attempt {}",
+                g.attempt_id
+            );
+        }
+    }
 }
 
 #[tokio::test]

@@ -52,6 +52,7 @@ BEGIN
   DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_i INT DEFAULT 0;
+  DECLARE v_position INT DEFAULT 0;
   DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -107,11 +108,13 @@ BEGIN
   VALUES (v_worker_row_id, p_worker_id, v_credential_id, v_application_id, COALESCE(p_node, ''), p_capacity,
           v_registered, p_start_on_assign, p_handlers_json, 'active', 0, v_now, v_now);
   SET v_session_id = LAST_INSERT_ID();
-  SET v_i = 0;
+  -- Positions 0 to n-1 without gaps (a repeated queue id is skipped and takes none): the grant
+  -- finds the queue of each visit by its position (orbit_task_grant).
+  SET v_i = 0, v_position = 0;
   WHILE v_i < v_count DO
     INSERT IGNORE INTO orbit_session_queue (session_id, queue_id, position)
-    VALUES (v_session_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))), v_i);
-    SET v_i = v_i + 1;
+    VALUES (v_session_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))), v_position);
+    SET v_position = v_position + ROW_COUNT(), v_i = v_i + 1;
   END WHILE;
   -- Resume: the same worker identity takes its live attempts over; token and lease unchanged.
   -- claim_seq 0: a grant finds its own attempts by (session, claim_seq), and the old session's

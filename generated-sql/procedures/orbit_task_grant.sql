@@ -62,6 +62,7 @@ body: BEGIN
   DECLARE v_expired INT DEFAULT 0;
   DECLARE v_demoted INT DEFAULT 0;
   DECLARE v_visit INT DEFAULT 0;
+  DECLARE v_position INT;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_paused TINYINT;
   DECLARE v_queue_max INT UNSIGNED;
@@ -75,6 +76,11 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
+  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  DECLARE v_last_attempt_id BIGINT UNSIGNED;
+  DECLARE v_last_task_id BIGINT UNSIGNED;
+  DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_last_token BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
@@ -131,27 +137,25 @@ body: BEGIN
   SET v_any_handler = (v_handlers = '[]');
 
   queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
-    -- Visit the session's queues from a rotating start position.
-    SET v_queue_id = NULL;
-    SELECT sq.queue_id, q.paused, q.max_active_attempts INTO v_queue_id, v_paused, v_queue_max
+    -- Visit the session's queues from a rotating start position: visit v takes the queue at
+    -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
+    -- of ux_session_queue_position, no sort.
+    -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
+    -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
+    -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
+    -- of it, which the probe would pass over as the cursor does (615 us a probe in orbit bench
+    -- e2e).
+    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count;
+    SELECT sq.queue_id, q.paused, q.max_active_attempts,
+           IF(v_queue_count > 1,
+              EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1)
+      INTO v_queue_id, v_paused, v_queue_max, v_any_ready
       FROM orbit_session_queue sq
       JOIN orbit_queue q ON q.id = sq.queue_id
-     WHERE sq.session_id = p_session_id
-     ORDER BY (sq.position + v_seq) % v_queue_count, sq.queue_id
-     LIMIT v_visit, 1;
+     WHERE sq.session_id = p_session_id AND sq.position = v_position;
     SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
     IF v_queue_id IS NULL OR v_paused THEN
       ITERATE queues;
-    END IF;
-    -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
-    -- idle queue) and opening the cursor costs a temporary table: one index probe first. Not for
-    -- one queue: a busy lane's head is full of entries just moved out of it, which the probe
-    -- would pass over as the cursor does (615 us a probe in orbit bench e2e). (Not a subquery of
-    -- the statement above: sorted, it cost that statement more than this one costs.)
-    SET v_any_ready = 1;
-    IF v_queue_count > 1 THEN
-      SELECT EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = v_queue_id AND t.lane = 'ready')
-        INTO v_any_ready;
     END IF;
     SET v_queue_room = v_budget;
     IF v_queue_max > 0 AND v_any_ready THEN
@@ -236,7 +240,8 @@ body: BEGIN
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
-        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1;
+        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
+            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
@@ -346,13 +351,28 @@ body: BEGIN
   END IF;
   -- The granted attempts' queue permits and history, one statement each for the whole grant
   -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
-  IF v_granted > 0 THEN
+  IF v_granted = 1 THEN
+    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
+    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
+    -- (a temporary table), the largest statement of a hand-off's grant.
+    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+    VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
+    IF v_start THEN
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
+             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
+    ELSE
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
+    END IF;
+  ELSEIF v_granted > 1 THEN
     INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
     SELECT a.id, a.queue_id, a.application_id, v_expires
       FROM orbit_attempt a
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
     -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
-    -- bulk insert, holding the table's AUTO-INC lock for the statement).
+    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
+    -- the grant of one above.
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
            IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now

@@ -55,6 +55,7 @@ BEGIN
   DECLARE v_attempts_left TINYINT;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
+  DECLARE v_release_version BIGINT UNSIGNED;
 
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
     INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
@@ -88,15 +89,17 @@ BEGIN
   END CASE;
   SET v_terminal = o_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
 
+  -- The key first: the attempt's update records the version its release wrote.
+  SET o_key_queues = 0, v_release_version = 0;
+  IF v_resource_id <> 0 THEN
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
+  END IF;
   UPDATE orbit_attempt a
      SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
-         a.output = p_output, a.error = p_error, a.released_at = p_now
+         a.output = p_output, a.error = p_error, a.released_at = p_now,
+         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
    WHERE a.id = p_attempt_id;
   DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
-  SET o_key_queues = 0;
-  IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues);
-  END IF;
 
   UPDATE orbit_task t
      SET t.state = o_task_state,

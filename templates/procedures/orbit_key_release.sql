@@ -1,8 +1,9 @@
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
 -- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
--- advances the resource row's version (recorded as the attempt's release_version), and makes the
--- key's blocked tasks claimable, all in the caller's transaction:
+-- advances the resource row's version (the caller records it as the attempt's release_version,
+-- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
+-- caller's transaction:
 --   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
 --     (orbit_key_promote_all);
 --   p_hand_off = 1: only the key's next task, the best queue head (priority, then age) over those
@@ -14,30 +15,31 @@
 -- are blocked.
 -- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1); OUT p_queues: with
 --   p_hand_off = 1, how many queues have a blocked task of the key that a grant may take (the
---   promoted head's among them); otherwise, or when this attempt held no permit, 0.
+--   promoted head's among them); otherwise, or when this attempt held no permit, 0; OUT
+--   p_release_version: the resource row's version this release wrote, for the caller to record
+--   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
 -- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
-                                   IN p_hand_off TINYINT, OUT p_queues INT)
+                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_version BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT '';
   DECLARE v_priority INT;
   DECLARE v_head BIGINT UNSIGNED;
   DECLARE v_best_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
-  SET p_queues = 0;
-  SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+  SET p_queues = 0, p_release_version = 0;
+  SELECT r.version INTO v_version FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
   DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;
-  UPDATE orbit_resource r SET r.version = r.version + 1, r.updated_at = p_now WHERE r.id = p_resource_id;
-  UPDATE orbit_attempt a
-     SET a.release_version = (SELECT r.version FROM orbit_resource r WHERE r.id = p_resource_id)
-   WHERE a.id = p_attempt_id;
+  SET p_release_version = v_version + 1;
+  UPDATE orbit_resource r SET r.version = p_release_version, r.updated_at = p_now WHERE r.id = p_resource_id;
   IF NOT p_hand_off THEN
     CALL orbit_key_promote_all(p_resource_id, p_now);
     LEAVE body;
