@@ -510,7 +510,8 @@ DELIMITER ;
 -- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
 --
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
--- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
+-- FOR UPDATE, checked that it is LEASED or RUNNING, and passes the columns it read (no second
+-- read). In the same transaction this records the
 -- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
 -- key to the next blocked task), moves the task, writes history, and adds the quota charges it
 -- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
@@ -524,17 +525,26 @@ DELIMITER ;
 --   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
--- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+-- Parameters: p_attempt_id and its row's task_id, state, resource_id, concurrency_token and
+--   quota_slot (p_task_id, p_attempt_state, p_resource_id, p_token, p_slot); p_outcome;
+--   p_retryable; p_output, p_error (JSON text or NULL); p_now;
 --   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release);
 --   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
 --   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
--- Signals: none (callers validate). Locks, in order: orbit_task row FOR UPDATE, orbit_resource row
---   (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
+-- Signals: none (callers validate). Locks, in order: orbit_task row (read FOR UPDATE for an outcome
+--   that needs its retry settings, otherwise by its update, which comes before the key's release
+--   either way), orbit_resource row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
+--   quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
   IN p_attempt_id BIGINT UNSIGNED,
+  IN p_task_id BIGINT UNSIGNED,
+  IN p_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_resource_id BIGINT UNSIGNED,
+  IN p_token BIGINT UNSIGNED,
+  IN p_slot TINYINT UNSIGNED,
   IN p_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
   IN p_retryable TINYINT,
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
@@ -548,11 +558,7 @@ CREATE PROCEDURE orbit_attempt_end(
   OUT o_key_queues INT)
   MODIFIES SQL DATA
 BEGIN
-  DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT p_attempt_state;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
   DECLARE v_retry_base_ms INT UNSIGNED;
@@ -563,25 +569,23 @@ BEGIN
   DECLARE v_delay_ms BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_terminal TINYINT DEFAULT 0;
   DECLARE v_attempts_left TINYINT;
-  DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_release_version BIGINT UNSIGNED;
 
-  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.quota_slot
-    INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot
-    FROM orbit_attempt a
-   WHERE a.id = p_attempt_id;
-  SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
-    INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
-    FROM orbit_task t
-   WHERE t.id = v_task_id
-     FOR UPDATE;
-  SET v_attempts_left = v_attempt_count < v_max_attempts;
-  SET v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
-
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
-  IF v_outcome = 'expired' AND v_attempt_state = 'RUNNING' THEN
+  IF v_outcome = 'expired' AND p_attempt_state = 'RUNNING' THEN
     SET v_outcome = 'unknown';
+  END IF;
+  -- Only a failure or an unknown outcome reads the task, for its retry settings (an active
+  -- attempt's task is in the attempt's state: the history's from_state either way).
+  IF v_outcome IN ('failed', 'unknown') THEN
+    SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+      INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+      FROM orbit_task t
+     WHERE t.id = p_task_id
+       FOR UPDATE;
+    SET v_attempts_left = v_attempt_count < v_max_attempts,
+        v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
   END IF;
   CASE v_outcome
     WHEN 'succeeded' THEN
@@ -599,18 +603,8 @@ BEGIN
   END CASE;
   SET v_terminal = o_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
 
-  -- The key first: the attempt's update records the version its release wrote.
-  SET o_key_queues = 0, v_release_version = 0;
-  IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
-  END IF;
-  UPDATE orbit_attempt a
-     SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
-         a.output = p_output, a.error = p_error, a.released_at = p_now,
-         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
-   WHERE a.id = p_attempt_id;
-  DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
-
+  -- The task before the key (the lock order above); placed in a lane only after the release, so
+  -- a retried task sees its key free.
   UPDATE orbit_task t
      SET t.state = o_task_state,
          t.lane = 'none',
@@ -620,23 +614,34 @@ BEGIN
          t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
          t.finished_at = IF(v_terminal, p_now, NULL),
          t.updated_at = p_now
-   WHERE t.id = v_task_id;
-  IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
-    CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
+   WHERE t.id = p_task_id;
+  -- The key next: the attempt's update records the version its release wrote.
+  SET o_key_queues = 0, v_release_version = 0;
+  IF p_resource_id <> 0 THEN
+    CALL orbit_key_release(p_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
   END IF;
+  IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
+    CALL orbit_task_place(p_task_id, p_now, o_task_state, v_lane);
+  END IF;
+  UPDATE orbit_attempt a
+     SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
+         a.output = p_output, a.error = p_error, a.released_at = p_now,
+         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
+   WHERE a.id = p_attempt_id;
+  DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-  VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, v_token,
+  VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, p_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
   SET o_attempt_state = v_new_attempt_state,
-      p_active_back = JSON_SET(p_active_back, CONCAT('$[', v_attempt_slot, ']'),
-                                 CAST(JSON_VALUE(p_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1);
+      p_active_back = JSON_SET(p_active_back, CONCAT('$[', p_slot, ']'),
+                                 CAST(JSON_VALUE(p_active_back, CONCAT('$[', p_slot, ']')) AS UNSIGNED) + 1);
   -- The task's incomplete charge goes back to the attempt's slot, which the caller holds anyway
   -- (see orbit_application_quota: only the counters' sum has a meaning).
   IF v_terminal THEN
-    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', v_attempt_slot, ']'),
-                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1);
+    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', p_slot, ']'),
+                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', p_slot, ']')) AS UNSIGNED) + 1);
   END IF;
 END$$
 DELIMITER ;
@@ -876,8 +881,10 @@ BEGIN
         v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
         v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id,
+           a.concurrency_token, a.quota_slot
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id,
+           v_token, v_attempt_slot
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -886,7 +893,8 @@ BEGIN
     ELSEIF v_session_id <> p_session_id THEN
       SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
+      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_attempt_slot,
+                             v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
                              v_active_back, v_incomplete_back, v_task_state, v_state, v_key_queues);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
@@ -1657,35 +1665,44 @@ DELIMITER ;
 --   p_release_version: the resource row's version this release wrote, for the caller to record
 --   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: orbit_resource row FOR UPDATE, then the promoted task rows (SKIP LOCKED).
+-- Locks: this attempt's orbit_key_permit row (deleted), the orbit_resource row (updated), then
+--   the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
                                    IN p_hand_off TINYINT, OUT p_queues INT, OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
-  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
-  DECLARE v_version BIGINT UNSIGNED;
+  DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_priority INT;
   DECLARE v_head BIGINT UNSIGNED;
-  DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  SELECT r.version INTO v_version FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+  -- The permit first: nothing waits for a permit row while holding the resource row (a grant or
+  -- a placement reads permits without locking them), so this order cannot deadlock, and a
+  -- release of no permit writes nothing.
   DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;
-  SET p_release_version = v_version + 1;
-  UPDATE orbit_resource r SET r.version = p_release_version, r.updated_at = p_now WHERE r.id = p_resource_id;
+  -- The version written, read back without a statement: LAST_INSERT_ID(expr) returns expr and
+  -- keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
+  UPDATE orbit_resource r
+     SET r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+   WHERE r.id = p_resource_id;
+  SET p_release_version = LAST_INSERT_ID();
   IF NOT p_hand_off THEN
     CALL orbit_key_promote_all(p_resource_id, p_now);
     LEAVE body;
   END IF;
   -- Each queue's head, in queue id order: ix_task_key's order, so each probe reads one entry
   -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
+  -- Plain reads, then one lock below: locking reads here, which would also lock and pass over
+  -- the entries the key's last hand-offs moved out of the lane and purge has not removed yet,
+  -- measured slower in orbit bench hotkey than the lock they save.
   heads: LOOP
     SET v_head = NULL;
     SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head
@@ -1779,6 +1796,10 @@ BEGIN
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_expires DATETIME(6);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_recovered INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
@@ -1805,13 +1826,14 @@ BEGIN
     SET v_seen = v_seen + 1;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    SELECT a.state, a.lease_expires_at, a.application_id INTO v_state, v_expires, v_application_id
+    SELECT a.state, a.lease_expires_at, a.application_id, a.task_id, a.resource_id, a.concurrency_token, a.quota_slot
+      INTO v_state, v_expires, v_application_id, v_task_id, v_resource_id, v_token, v_slot
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
       SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
-      CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
+      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_slot, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
                              v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
       UPDATE orbit_application_quota q
@@ -2732,6 +2754,9 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_attempt_resource_id BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_key_queues INT;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -2759,7 +2784,9 @@ body: BEGIN
   START TRANSACTION;
   -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
   IF v_attempt_id <> 0 THEN
-    SELECT a.state INTO v_attempt_state FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
+    SELECT a.state, a.resource_id, a.concurrency_token, a.quota_slot
+      INTO v_attempt_state, v_attempt_resource_id, v_token, v_attempt_slot
+      FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
   END IF;
   SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
     INTO v_state, v_lane, v_resource_id, v_current, v_slot
@@ -2774,7 +2801,8 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
+    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_attempt_resource_id, v_token, v_attempt_slot,
+                           'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
                            v_task_state, v_attempt_state, v_key_queues);
     UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
@@ -4836,8 +4864,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '263def4dde7b72107b407f89e6e3cecf1fd74f71630d5c442229fdef8cbc7cfd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'fe4e9bdb8478337d371775240fccd8f67862c6dafeedb096a0ae74dea23a5a84', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '43dbc02ada3d8d688e9cbd95f2c9d6dda5d8b02951cc65d6c96035ad68d71032', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '693c8ea6f4706fdfec6012bedd5847a706c4c16c08cfb52e9053e83aecaa2617', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4851,9 +4879,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '57ee3478192477f9558d8aae49791cf1be281c8a4fc20743b26cb290e703e294', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, 'b767e6fc498c1e80993184ce1bb876a8e57a24557f934b9147c8736dadd69894', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, '09a2155405a2b5aad941184a230ce091ab6f684d4b502c9175e884549cc05338', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'ac984316808bed2e69a4d33e0f76d77e464deafcac9503288a5bc3c80417b0c2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, 'f5447def4b77e375018b7377426129bfc750486809a4aec22ae19d0c035ab5be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '3231f014ae3e5727c17e470e23d9a12bb24d392416154b614f5c8b46e680103f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4867,7 +4895,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '0bd650befdd7d6c7e1def4f9f0aa2016a0b9ad0ac70efb9061f1e7551cf69495', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'e990da1c489030aee799acafe352977bd411a552cb56b377843c7606af734f14', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '3f89651d9eda022abdbe6275b9a200e87fb2d4bee0079b921afb011ea8348914', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4882,5 +4910,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '3946a3fc1e6bac4166c151ad96ae9bbb556d914765d9fb2ea81b05f256a132c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '456236dc1230a74c9fc323c20b9311714f91ff9569a8c1722cac9a03afdaeaa9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '22e6405d5d6a911d22ded05773c63e981194cea93980c12db41665615b00e739', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'db57ab92fc159eeef374730d915c80d160c2fc1a6e0a7f517be77d46ee242025', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

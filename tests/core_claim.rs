@@ -5,6 +5,7 @@ use orbit::db::workers::{AttemptResult, ClaimAfter, FinishAck, Grant, Outcome};
 use orbit::db::DbError;
 use orbit::testing::Fixture;
 use sqlx::Row;
+use std::time::Duration;
 
 async fn resource(f: &Fixture, key: &str) -> (u64, u64) {
     let row =
@@ -445,6 +446,47 @@ async fn ready_of_key(f: &Fixture, key: &str) -> Vec<u64> {
     .fetch_all(f.db.pool())
     .await
     .unwrap()
+}
+
+#[tokio::test]
+async fn a_hand_off_passes_over_a_next_task_another_transaction_holds_without_waiting() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let holder = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    let held = f.submit(&f.queue_id, "k").await;
+    let next = f.submit(&f.queue_id, "k").await;
+    // Another transaction (a cancel or an expiry, say) holds the key's next task.
+    let mut other = f.db.pool().begin().await.unwrap();
+    sqlx::query("SELECT id FROM orbit_task WHERE id = ? FOR UPDATE")
+        .bind(held.id)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let claim = ClaimAfter {
+        max: 1,
+        lease_ms: 30_000,
+    };
+    // Waiting for that row would take the 50 s lock wait timeout: 10 s is a failure.
+    let (_, grants) = tokio::time::timeout(
+        Duration::from_secs(10),
+        succeed(&f, s, holder.attempt_id, claim),
+    )
+    .await
+    .expect("the hand-off waited for a row another transaction holds")
+    .unwrap();
+    assert_eq!(
+        grants.iter().map(|g| g.task.id).collect::<Vec<_>>(),
+        vec![next.id],
+        "the key goes to the task after the held one"
+    );
+    other.rollback().await.unwrap();
+    let lane: String = sqlx::query_scalar("SELECT CAST(lane AS CHAR) FROM orbit_task WHERE id = ?")
+        .bind(held.id)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(lane, "blocked", "the held task waits for the key again");
 }
 
 #[tokio::test]

@@ -29,6 +29,10 @@ BEGIN
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_expires DATETIME(6);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_recovered INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
@@ -55,13 +59,14 @@ BEGIN
     SET v_seen = v_seen + 1;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    SELECT a.state, a.lease_expires_at, a.application_id INTO v_state, v_expires, v_application_id
+    SELECT a.state, a.lease_expires_at, a.application_id, a.task_id, a.resource_id, a.concurrency_token, a.quota_slot
+      INTO v_state, v_expires, v_application_id, v_task_id, v_resource_id, v_token, v_slot
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
       SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
-      CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
+      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_slot, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
                              v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
       UPDATE orbit_application_quota q
