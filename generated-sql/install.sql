@@ -801,12 +801,16 @@ BEGIN
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
   -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
-  -- group path would only find out in its first update and roll back.)
-  SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
-    INTO v_group
-    FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+  -- group path would only find out in its first update and roll back.) A single result always
+  -- takes the per-result path: it writes the same four statements there, without this check,
+  -- the cursor and the JSON tables (every hand-off of a hot key is one result).
+  IF v_count > 1 THEN
+    SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
+      INTO v_group
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
-    LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
+      LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
+  END IF;
   IF v_group THEN
     SAVEPOINT orbit_finish_group;
     SET v_i = 0;
@@ -4865,7 +4869,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '43dbc02ada3d8d688e9cbd95f2c9d6dda5d8b02951cc65d6c96035ad68d71032', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '693c8ea6f4706fdfec6012bedd5847a706c4c16c08cfb52e9053e83aecaa2617', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'fd763a513810a8d98819b39272849fd008f90635173da314cf19340cc5bc4dc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4910,5 +4914,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '22e6405d5d6a911d22ded05773c63e981194cea93980c12db41665615b00e739', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'db57ab92fc159eeef374730d915c80d160c2fc1a6e0a7f517be77d46ee242025', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '21d4f41fa631d527bbcf27a89c52b86c0db7d0306eb69d42d36666c3b40db698', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '0c3b141f136c0e4b5b0cfa8ad37d1b18ca6dc6e10e4fb5e530a723ae1c8b7fa2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -1335,18 +1335,22 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
         TaskState::Leased,
         "the other session's task is untouched"
     );
+    // A single result takes the per-result path (no group check for one).
+    let (_, calls) = finish(&mut conn, s, format!("[{}]", ok(ids[3]))).await;
+    assert_eq!(calls, 2, "the CALL and its orbit_attempt_end");
     // The same rows either way: attempt, task and history.
     assert_eq!(ending(&f, ids[0]).await, ending(&f, ids[2]).await);
     assert_eq!(ending(&f, ids[1]).await, ending(&f, ids[2]).await);
-    // Each attempt's queue permit and quota charges were given back once: one attempt is still
-    // active (ids[3]) and one of the other session; five tasks, three done.
+    assert_eq!(ending(&f, ids[3]).await, ending(&f, ids[2]).await);
+    // Each attempt's queue permit and quota charges were given back once: one attempt of the
+    // other session is still active; five tasks, four done.
     let permits: Vec<u64> =
         sqlx::query_scalar("SELECT attempt_id FROM orbit_queue_permit ORDER BY attempt_id")
             .fetch_all(f.db.pool())
             .await
             .unwrap();
-    assert_eq!(permits, [ids[3], g[0].attempt_id]);
+    assert_eq!(permits, [g[0].attempt_id]);
     let active: Vec<(u8, u32)> = active_slots(&f).await;
-    assert_eq!(active.iter().map(|s| s.1).sum::<u32>(), 2, "{active:?}");
-    assert_eq!(incomplete_slots(&f).await.iter().sum::<i64>(), 2);
+    assert_eq!(active.iter().map(|s| s.1).sum::<u32>(), 1, "{active:?}");
+    assert_eq!(incomplete_slots(&f).await.iter().sum::<i64>(), 1);
 }

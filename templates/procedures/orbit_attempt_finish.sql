@@ -164,11 +164,15 @@ BEGIN
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
   -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
-  -- group path would only find out in its first update and roll back.)
-  SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
-    INTO v_group
-    FROM {% call results() %}
-    LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
+  -- group path would only find out in its first update and roll back.) A single result always
+  -- takes the per-result path: it writes the same four statements there, without this check,
+  -- the cursor and the JSON tables (every hand-off of a hot key is one result).
+  IF v_count > 1 THEN
+    SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
+      INTO v_group
+      FROM {% call results() %}
+      LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
+  END IF;
   IF v_group THEN
     SAVEPOINT orbit_finish_group;
     SET v_i = 0;
