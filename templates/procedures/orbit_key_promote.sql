@@ -12,7 +12,8 @@ body: BEGIN
   DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_taken TINYINT DEFAULT 0;
   -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
-  -- change to the key's permit and ready tasks happens under the resource row lock we hold.
+  -- change to the key's permit and ready tasks commits under the resource row lock we hold (a
+  -- release deletes the permit just before it takes that lock, and commits after).
   SELECT EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
       OR EXISTS (SELECT 1 FROM orbit_task h
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)

@@ -35,7 +35,8 @@ body: BEGIN
   SET p_queues = 0, p_release_version = 0;
   -- The permit first: nothing waits for a permit row while holding the resource row (a grant or
   -- a placement reads permits without locking them), so this order cannot deadlock, and a
-  -- release of no permit writes nothing.
+  -- release of no permit writes nothing. Those plain reads stay exact: the deletion commits only
+  -- after the resource row lock below is taken.
   DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
