@@ -720,8 +720,12 @@ async fn session_starting_on_assign(f: &Fixture, worker_id: &str, queues: &[&str
 }
 
 /// What a grant wrote for one attempt: its history rows (the token checked against the
-/// attempt's) and its queue permit.
-async fn grant_rows(f: &Fixture, attempt_id: u64) -> (Vec<(String, String, String, String)>, i64) {
+/// attempt's), its queue permit, and the attempt, task and key permit checked against each other
+/// (a JSON array of truths, with the attempt's state).
+async fn grant_rows(
+    f: &Fixture,
+    attempt_id: u64,
+) -> (Vec<(String, String, String, String)>, i64, String) {
     let events: Vec<(String, String, String, String)> = sqlx::query_as(
         "SELECT CAST(e.event AS CHAR), CAST(e.from_state AS CHAR), CAST(e.to_state AS CHAR), CAST(e.detail AS CHAR) \
            FROM orbit_task_event e JOIN orbit_attempt a ON a.id = e.attempt_id AND a.task_id = e.task_id \
@@ -739,7 +743,28 @@ async fn grant_rows(f: &Fixture, attempt_id: u64) -> (Vec<(String, String, Strin
     .fetch_one(f.db.pool())
     .await
     .unwrap();
-    (events, permits)
+    let shape: String = sqlx::query_scalar(
+        "SELECT CAST(JSON_ARRAY(a.state, t.state = a.state, t.lane = 'none', t.blocked_reason = '',
+                                t.current_attempt_id = a.id, t.attempt_count = a.attempt_no,
+                                a.namespace_id = t.namespace_id, a.queue_id = t.queue_id,
+                                a.resource_id = t.resource_id,
+                                a.concurrency_token = IF(a.resource_id = 0, 0, r.highest_token),
+                                a.grant_version = IF(a.resource_id = 0, 0, r.version),
+                                (SELECT COUNT(*) FROM orbit_key_permit k
+                                  WHERE k.attempt_id = a.id AND k.resource_id = a.resource_id
+                                    AND k.concurrency_token = a.concurrency_token
+                                    AND k.expires_at = a.lease_expires_at) = (a.resource_id <> 0),
+                                (a.started_at IS NOT NULL) = (a.state = 'RUNNING'),
+                                a.lease_expires_at > a.granted_at) AS CHAR)
+           FROM orbit_attempt a JOIN orbit_task t ON t.id = a.task_id
+           LEFT JOIN orbit_resource r ON r.id = a.resource_id
+          WHERE a.id = ?",
+    )
+    .bind(attempt_id)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    (events, permits, shape)
 }
 
 #[tokio::test]
@@ -776,14 +801,21 @@ async fn a_grant_of_one_writes_what_a_grant_of_several_writes() {
                 "start_on_assign".into(),
             ));
         }
+        let state = if start { "RUNNING" } else { "LEASED" };
+        let shape = format!("[\"{state}\", {}]", ["true"; 13].join(", "));
         for g in one.iter().chain(&several) {
             assert_eq!(
                 grant_rows(&f, g.attempt_id).await,
-                (expected.clone(), 1),
+                (expected.clone(), 1, shape.clone()),
                 "attempt {}",
                 g.attempt_id
             );
         }
+        // The batch's grants are in candidate order: keys a, b, then the unkeyed task.
+        let order: Vec<u64> = one.iter().chain(&several).map(|g| g.task.id).collect();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(order, sorted);
     }
 }
 
