@@ -558,7 +558,6 @@ CREATE PROCEDURE orbit_attempt_end(
   OUT o_key_queues INT)
   MODIFIES SQL DATA
 BEGIN
-  DECLARE v_from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT p_attempt_state;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
   DECLARE v_retry_base_ms INT UNSIGNED;
@@ -576,11 +575,11 @@ BEGIN
   IF v_outcome = 'expired' AND p_attempt_state = 'RUNNING' THEN
     SET v_outcome = 'unknown';
   END IF;
-  -- Only a failure or an unknown outcome reads the task, for its retry settings (an active
-  -- attempt's task is in the attempt's state: the history's from_state either way).
+  -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
+  -- attempt's task is in the attempt's state: the history's from_state is p_attempt_state.)
   IF v_outcome IN ('failed', 'unknown') THEN
-    SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
-      INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+    SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+      INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
       FROM orbit_task t
      WHERE t.id = p_task_id
        FOR UPDATE;
@@ -631,7 +630,7 @@ BEGIN
   DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-  VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, p_token,
+  VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), p_attempt_state, o_task_state, p_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
   SET o_attempt_state = v_new_attempt_state,
@@ -687,9 +686,10 @@ DELIMITER ;
 --   attempts and their tasks' incomplete charges go back there, in one statement, before the
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
 --   the same row; then, for each released key the grant did not take and with blocked tasks in
---   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED). (The tasks' charges used to go
---   back to the slots that accepted them: every session's results then queued on the few slot
---   rows of the connections that accepted the tasks, 15.8 ms per give-back in orbit bench e2e.)
+--   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED).
+--   (The tasks' charges used to go back to the slots that accepted them: every session's results
+--   then queued on the few slot rows of the connections that accepted the tasks, 15.8 ms per
+--   give-back in orbit bench e2e.)
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
@@ -4870,8 +4870,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, '43dbc02ada3d8d688e9cbd95f2c9d6dda5d8b02951cc65d6c96035ad68d71032', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'fd763a513810a8d98819b39272849fd008f90635173da314cf19340cc5bc4dc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c4b19259446acaf1c7bb6e320c5d46216ccda6bac442aaa78f8cd9e0b531f33a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '1a14387c580d75e7262a93d663b3615fc5153d48820618dbaaf558352bc58c68', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4916,5 +4916,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '9cc9cdd6c145db45beafe865927d0ba5ec9d7f7788d6b20498edfab19a349e5d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '7fec076e65db3444bb1c098b3e217021f3bf11d32059f8bd2560ccbfccd04d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'bed8595a773875bc2bf17ebad8552ce4651dbed4ceaaee3845f800433ed1fbc8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '216b7486635b284b6e327a2858b8f520ec701d20c005a0e6682f5a2800cb0b71', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

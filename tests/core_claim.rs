@@ -390,7 +390,7 @@ async fn a_queue_named_twice_in_hello_takes_one_position_and_the_rotation_holds(
     let positions: Vec<(String, u32)> =
         sqlx::query_as("SELECT CAST(queue_id AS CHAR), position FROM orbit_session_queue WHERE session_id = ? ORDER BY position")
             .bind(s)
-            .fetch_all(&f.test_db.pool)
+            .fetch_all(f.db.pool())
             .await
             .unwrap();
     assert_eq!(
@@ -481,12 +481,11 @@ async fn a_hand_off_passes_over_a_next_task_another_transaction_holds_without_wa
         "the key goes to the task after the held one"
     );
     other.rollback().await.unwrap();
-    let lane: String = sqlx::query_scalar("SELECT CAST(lane AS CHAR) FROM orbit_task WHERE id = ?")
-        .bind(held.id)
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap();
-    assert_eq!(lane, "blocked", "the held task waits for the key again");
+    assert_eq!(
+        f.lane(held.id).await,
+        "blocked",
+        "the held task waits for the key again"
+    );
 }
 
 #[tokio::test]

@@ -52,7 +52,6 @@ CREATE PROCEDURE orbit_attempt_end(
   OUT o_key_queues INT)
   MODIFIES SQL DATA
 BEGIN
-  DECLARE v_from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT p_attempt_state;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
   DECLARE v_retry_base_ms INT UNSIGNED;
@@ -70,11 +69,11 @@ BEGIN
   IF v_outcome = 'expired' AND p_attempt_state = 'RUNNING' THEN
     SET v_outcome = 'unknown';
   END IF;
-  -- Only a failure or an unknown outcome reads the task, for its retry settings (an active
-  -- attempt's task is in the attempt's state: the history's from_state either way).
+  -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
+  -- attempt's task is in the attempt's state: the history's from_state is p_attempt_state.)
   IF v_outcome IN ('failed', 'unknown') THEN
-    SELECT t.state, t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
-      INTO v_from_state, v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+    SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+      INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
       FROM orbit_task t
      WHERE t.id = p_task_id
        FOR UPDATE;
@@ -125,7 +124,7 @@ BEGIN
   DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-  VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_from_state, o_task_state, p_token,
+  VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), p_attempt_state, o_task_state, p_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
   SET o_attempt_state = v_new_attempt_state,

@@ -58,9 +58,10 @@
 --   attempts and their tasks' incomplete charges go back there, in one statement, before the
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
 --   the same row; then, for each released key the grant did not take and with blocked tasks in
---   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED). (The tasks' charges used to go
---   back to the slots that accepted them: every session's results then queued on the few slot
---   rows of the connections that accepted the tasks, 15.8 ms per give-back in orbit bench e2e.)
+--   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED).
+--   (The tasks' charges used to go back to the slots that accepted them: every session's results
+--   then queued on the few slot rows of the connections that accepted the tasks, 15.8 ms per
+--   give-back in orbit bench e2e.)
 CREATE PROCEDURE orbit_attempt_finish(
   IN p_session_id BIGINT UNSIGNED,
   IN p_results MEDIUMTEXT {{ c.utf8 }},
