@@ -1601,14 +1601,14 @@ body: BEGIN
   -- change to the key's permit and ready tasks commits under the resource row lock we hold (a
   -- release deletes the permit just before it takes that lock, and commits after).
   SELECT EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
-      OR EXISTS (SELECT 1 FROM orbit_task h
+      OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
     INTO v_taken;
   IF v_taken THEN
     LEAVE body;
   END IF;
   SELECT t.id INTO v_next
-    FROM orbit_task t
+    FROM orbit_task t FORCE INDEX (ix_task_key)
    WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id = p_queue_id
      AND t.blocked_reason = ''
    ORDER BY t.priority, t.id
@@ -1638,7 +1638,7 @@ BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   queues: LOOP
     SELECT MIN(t.queue_id) INTO v_queue_id
-      FROM orbit_task t
+      FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id;
     IF v_queue_id IS NULL THEN
       LEAVE queues;
@@ -1708,11 +1708,14 @@ body: BEGIN
   -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
   -- Plain reads, then one lock below: locking reads here, which would also lock and pass over
   -- the entries the key's last hand-offs moved out of the lane and purge has not removed yet,
-  -- measured slower in orbit bench hotkey than the lock they save.
+  -- measured slower in orbit bench hotkey than the lock they save. FORCE INDEX, as in every probe
+  -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
+  -- queue_id or lane as well (five of them, two B-tree dives each), which cost more than the probe
+  -- (85 us of a 1.95 ms hand-off, measured with a loop of orbit_attempt_finish calls).
   heads: LOOP
     SET v_head = NULL;
     SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head
-      FROM orbit_task t
+      FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
        AND t.blocked_reason = ''
      ORDER BY t.queue_id, t.priority, t.id
@@ -3816,7 +3819,7 @@ body: BEGIN
     SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
     -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
     SELECT IF(EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id)
-              OR EXISTS (SELECT 1 FROM orbit_task h
+              OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                           WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')
       INTO v_lane;
@@ -4883,9 +4886,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '5c856aff05fa62896e34fa27a841863c70d37c33679a7e17b70bc57e262e8a50', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, 'ab80e7c916116f870597a946b9d8f2d3276790bf7b3fc90efaa9681c57c8c9bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, '0b20b0d3a9de83f4ded9dc2d0eb8eb5eb5d29b1c394565e2f74bebcdfa8168ee', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, 'b767e6fc498c1e80993184ce1bb876a8e57a24557f934b9147c8736dadd69894', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, 'f6e6a5a493462c9473344adb9b630a05c78f517cc97261953720b9acbbf34286', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, '0de6f4b5de5bdd8c7facda17317b94ddde43ce5a81f759e88bf4b3b6727baecd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '3231f014ae3e5727c17e470e23d9a12bb24d392416154b614f5c8b46e680103f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4909,12 +4912,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'c22cb6b54c89ec4e75e7dae5d561ce468709b2ebf552c8b2566fedb470f67f23', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '8e28223e049a998ff1318ea85ce266f341dfe0885821f25b4360cb08b2629917', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '7ae4010bc8e226fa8c8e28f3e5f993a2fb2f0f68627e887126dcf561f4068f3e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'ce9b856ea819c59fe9c4d4ad0bf40f8d8a0ba807dec6bc70400b3c9d6ec51fb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'bed8595a773875bc2bf17ebad8552ce4651dbed4ceaaee3845f800433ed1fbc8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '216b7486635b284b6e327a2858b8f520ec701d20c005a0e6682f5a2800cb0b71', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7ff7f4c995569485659b736fab9b95fea497c1ddddd73728b97920e54c71afb9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '5ad153c26bdedf50c72996a5cd468cb6697221ee56293f853b0e2116dc22ea69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

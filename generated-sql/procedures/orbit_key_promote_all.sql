@@ -18,7 +18,7 @@ BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   queues: LOOP
     SELECT MIN(t.queue_id) INTO v_queue_id
-      FROM orbit_task t
+      FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id;
     IF v_queue_id IS NULL THEN
       LEAVE queues;

@@ -15,14 +15,14 @@ body: BEGIN
   -- change to the key's permit and ready tasks commits under the resource row lock we hold (a
   -- release deletes the permit just before it takes that lock, and commits after).
   SELECT EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
-      OR EXISTS (SELECT 1 FROM orbit_task h
+      OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
     INTO v_taken;
   IF v_taken THEN
     LEAVE body;
   END IF;
   SELECT t.id INTO v_next
-    FROM orbit_task t
+    FROM orbit_task t FORCE INDEX (ix_task_key)
    WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id = p_queue_id
      AND t.blocked_reason = ''
    ORDER BY t.priority, t.id
