@@ -319,11 +319,30 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// transaction the cluster committed before it: after a failover, the first calls on the new
 /// node see everything the old node acknowledged (causal reads). On a single server, MySQL, or
 /// a MariaDB without Galera, nothing is set.
+///
+/// A connection is pinged before use only after [`PING_AFTER_IDLE`] idle (sqlx's default pings
+/// before every acquire: one more round trip to the server in front of every call, on the
+/// critical path of each hand-off). A connection that breaks while in use fails its call
+/// (a 503, which the caller retries) however recently it was checked.
 fn pool_options(max_connections: u32) -> MySqlPoolOptions {
     MySqlPoolOptions::new()
         .max_connections(max_connections)
         .after_connect(|conn, _meta| Box::pin(causal_reads(conn)))
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_AFTER_IDLE {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
 }
+
+/// How long a pooled connection may sit idle and still be used without a ping first (see
+/// [`pool_options`]): a server restart or failover leaves connections broken, and the pool sees
+/// them idle for longer than this while nothing can be served.
+pub const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// On a Galera node, `SET SESSION wsrep_sync_wait = 1` (see [`pool_options`]); elsewhere nothing.
 pub async fn causal_reads(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
