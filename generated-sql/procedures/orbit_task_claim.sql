@@ -28,6 +28,7 @@ BEGIN
   DECLARE v_granted INT DEFAULT 0;
   DECLARE v_room BIGINT;
   DECLARE v_queue_limited TINYINT;
+  DECLARE v_granted_id BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -42,13 +43,16 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
     COMMIT;
   END IF;
-  SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+  -- A grant of one by its attempt's primary key (see orbit_attempt_finish), several in attempt
+  -- order (ix_attempt_session's order: no sort).
+  IF v_granted = 1 THEN
+    SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -56,9 +60,22 @@ BEGIN
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
-    FROM orbit_attempt a
-    JOIN orbit_task t ON t.id = a.task_id
-   WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
-   ORDER BY a.id;
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.id = v_granted_id;
+  ELSE
+    SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
+     ORDER BY a.id;
+  END IF;
 END$$
 DELIMITER ;

@@ -19,6 +19,7 @@ BEGIN
   DECLARE v_granted INT DEFAULT 0;
   DECLARE v_room BIGINT;
   DECLARE v_queue_limited TINYINT;
+  DECLARE v_granted_id BIGINT UNSIGNED;
   {% call m::rollback_on_error() %};
 
   IF p_max IS NULL OR p_max NOT BETWEEN 1 AND 1000 THEN
@@ -28,15 +29,24 @@ BEGIN
     {% call m::raise("INVALID_ARGUMENT", "lease_ms must be between 1000 and 3600000") %};
   END IF;
   {% call m::begin() %};
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
     COMMIT;
   END IF;
-  SELECT {% call m::grant_columns("a", "t") %}
-    FROM orbit_attempt a
-    JOIN orbit_task t ON t.id = a.task_id
-   WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
-   ORDER BY a.id;
+  -- A grant of one by its attempt's primary key (see orbit_attempt_finish), several in attempt
+  -- order (ix_attempt_session's order: no sort).
+  IF v_granted = 1 THEN
+    SELECT {% call m::grant_columns("a", "t") %}
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.id = v_granted_id;
+  ELSE
+    SELECT {% call m::grant_columns("a", "t") %}
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
+     ORDER BY a.id;
+  END IF;
 END

@@ -27,7 +27,9 @@
 --   the grant, as read at its start less what it granted (NULL: no quota rows); OUT
 --   p_queue_limited: 1 when one of the session's queues has a permit limit, and whenever the
 --   grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
---   statement of its own, whether its releases may have left work for other sessions.
+--   statement of its own, whether its releases may have left work for other sessions. OUT
+--   p_attempt_id: the last attempt granted (the only one when p_granted = 1), NULL when none:
+--   callers read a grant of one by primary key.
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
@@ -39,7 +41,8 @@
 --   and history.
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
                                   IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT,
-                                  OUT p_room BIGINT, OUT p_queue_limited TINYINT)
+                                  OUT p_room BIGINT, OUT p_queue_limited TINYINT,
+                                  OUT p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_expires DATETIME(6);
@@ -107,7 +110,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1;
+  SET p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -370,5 +373,5 @@ body: BEGIN
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
      ORDER BY a.id, e.step;
   END IF;
-  SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted;
+  SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END
