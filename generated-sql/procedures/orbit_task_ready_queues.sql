@@ -21,7 +21,7 @@ BEGIN
   SELECT q.id AS queue_id
     FROM orbit_queue q
    WHERE q.paused = 0
-     AND EXISTS (SELECT 1 FROM orbit_task t WHERE t.queue_id = q.id AND t.lane = 'ready')
+     AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready')
    ORDER BY q.id
    LIMIT p_limit;
 END$$
