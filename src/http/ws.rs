@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
-use futures_util::FutureExt;
+use futures_util::{FutureExt, SinkExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -183,8 +183,14 @@ fn db_error_frame(session: Option<u64>, e: &DbError) -> Value {
 
 impl Session {
     async fn send(&mut self, frame: &impl Serialize) -> bool {
+        self.feed(frame).await && self.socket.flush().await.is_ok()
+    }
+
+    /// Queues a frame without flushing: the frames of one answer (a call's acks and the
+    /// assignments it granted) leave in one write, and the worker reads them with one wake-up.
+    async fn feed(&mut self, frame: &impl Serialize) -> bool {
         let text = serde_json::to_string(frame).expect("frames serialise");
-        self.socket.send(Message::Text(text.into())).await.is_ok()
+        self.socket.feed(Message::Text(text.into())).await.is_ok()
     }
 
     async fn run(&mut self) {
@@ -454,7 +460,7 @@ impl Session {
                     frame
                 }
             };
-            if !self.send(&frame).await {
+            if !self.feed(&frame).await {
                 return false;
             }
         }
@@ -540,14 +546,14 @@ impl Session {
         }
     }
 
-    /// Sends the assignments of new grants.
+    /// Sends the assignments of new grants, with any frames fed before them, in one flush.
     async fn assign(&mut self, grants: Vec<Grant>) -> bool {
         for g in grants {
             self.in_flight.insert(g.attempt_id);
-            if !self.send(&Assign::from(g)).await {
+            if !self.feed(&Assign::from(g)).await {
                 return false;
             }
         }
-        true
+        self.socket.flush().await.is_ok()
     }
 }
