@@ -263,6 +263,9 @@ pub enum Scenario {
     Keys,
     /// One key across two queues: serialised tasks/s and hand-off latency.
     Hotkey,
+    /// The hot key's hand-off in SQL alone: a loop of orbit_attempt_finish calls, each ending
+    /// the key's holder and granting its next task (no façade; --tasks sets the calls).
+    HandoffSql,
     /// HTTP submits/s with Idempotency-Keys.
     Submit,
     /// Resident memory of serve with 1,000 idle worker sessions (--tasks sets the count).
@@ -292,7 +295,7 @@ pub struct BenchArgs {
     /// claim: keys held busy (the backlog is spread over them); keys: keys the tasks use.
     #[arg(long, default_value_t = 1000)]
     pub keys: u32,
-    /// e2e, keys, hotkey, submit: tasks; sessions: sessions.
+    /// e2e, keys, hotkey, submit: tasks; handoff-sql: calls; sessions: sessions.
     #[arg(long, default_value_t = 2000)]
     pub tasks: u32,
     /// e2e, keys, hotkey: SDK workers (capacity 16 each; hotkey uses at least 2).
@@ -564,6 +567,9 @@ async fn bench_cmd(args: BenchArgs) -> ExitCode {
                         bench::flow::throughput(&bench_db, &opts, args.keys, baseline).await
                     }
                     Scenario::Hotkey => bench::flow::hotkey(&bench_db, &opts, baseline).await,
+                    Scenario::HandoffSql => {
+                        bench::handoff::run(&bench_db, opts.tasks, baseline).await
+                    }
                     Scenario::Submit => bench::flow::submit(&bench_db, &opts, baseline).await,
                     _ => bench::flow::sessions(&bench_db, &opts, baseline).await,
                 }

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::serve::ServeProcess;
-use super::{progress, tenant, BenchDb, CpuMeter, Percentiles, Report};
+use super::{progress, tenant, with, BenchDb, CpuMeter, Percentiles, Report};
 use crate::db::DbError;
 
 /// Options of the flow scenarios.
@@ -95,14 +95,6 @@ async fn submit_all(
     }
     bar.finish_and_clear();
     Ok(all)
-}
-
-/// `details` with the fields of `more` added (both JSON objects).
-fn with(mut details: Value, more: Value) -> Value {
-    if let (Some(d), Value::Object(m)) = (details.as_object_mut(), more) {
-        d.extend(m);
-    }
-    details
 }
 
 fn worker(

@@ -8,6 +8,7 @@
 pub mod baseline;
 pub mod claim;
 pub mod flow;
+pub mod handoff;
 pub mod serve;
 
 use std::time::Duration;
@@ -71,7 +72,7 @@ impl BenchDb {
 
     /// Drops the database if this run created it.
     pub async fn finish(self) {
-        self.db.pool().close().await;
+        self.db.close().await;
         if let Some(name) = self.created {
             if let Ok(mut admin) = MySqlConnection::connect(&self.server_dsn).await {
                 let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS `{name}`"))
@@ -170,6 +171,14 @@ pub async fn tenant(db: &Db) -> Result<Tenant, DbError> {
         application_id: b.application_id,
         namespace_id: b.namespace_id,
     })
+}
+
+/// `details` with the fields of `more` added (both JSON objects).
+pub fn with(mut details: serde_json::Value, more: serde_json::Value) -> serde_json::Value {
+    if let (Some(d), serde_json::Value::Object(m)) = (details.as_object_mut(), more) {
+        d.extend(m);
+    }
+    details
 }
 
 /// CPU seconds process `pid` has used, user + system (Linux `/proc`; 100 clock ticks a second).

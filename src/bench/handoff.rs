@@ -1,0 +1,125 @@
+//! `handoff-sql`: the hot key's hand-off in SQL alone, without the façade.
+//!
+//! One key across two queues and one `start_on_assign` session of capacity 4 (as `hotkey`'s
+//! workers), then a loop of `orbit_attempt_finish` calls from one connection: each ends the
+//! attempt that holds the key and grants the key's next task in the same transaction, the call
+//! `serve` makes for each result. Latency is per call, as the client sees it; tasks/s is calls/s.
+//! What the procedures cost, without the WebSocket hops and the worker: the figure to compare
+//! when a procedure changes.
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{progress, tenant, with, BenchDb, CpuMeter, Percentiles, Report};
+use crate::db::tasks::NewTask;
+use crate::db::workers::{AttemptResult, ClaimAfter, Outcome, SessionOpen};
+use crate::db::DbError;
+
+/// The session's capacity: each result may grant up to this many (as `hotkey`'s workers).
+const CAPACITY: u32 = 4;
+const LEASE_MS: u32 = 60_000;
+
+/// Runs `calls` hand-offs; `baseline` is the same run's durable commits/s.
+pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, DbError> {
+    let db = &bench.db;
+    let t = tenant(db).await?;
+    let second = db
+        .queue_create(
+            &t.hash,
+            Some(t.namespace_id),
+            &format!("hot-{}", crate::auth::new_queue_id()),
+            None,
+            None,
+        )
+        .await?
+        .id;
+    let queues = [t.queue_id.clone(), second];
+    // One task more than calls: the first is claimed, and each call ends one and grants the next.
+    let tasks: Vec<(String, NewTask)> = (0..=calls as usize)
+        .map(|n| {
+            let task = NewTask {
+                queue_id: queues[n % 2].clone(),
+                handler: "bench.noop".into(),
+                handler_version: "v1".into(),
+                payload_version: "v1".into(),
+                payload: "{}".into(),
+                concurrency_key: Some("hot".into()),
+                ..Default::default()
+            };
+            (format!("handoff-{n}"), task)
+        })
+        .collect();
+    for chunk in tasks.chunks(1000) {
+        db.task_submit_many(&t.hash, chunk).await?;
+    }
+    let session = db
+        .session_open(
+            &t.hash,
+            &SessionOpen {
+                worker_id: "bench-handoff".into(),
+                node: "bench".into(),
+                capacity: CAPACITY,
+                concurrency_keys: true,
+                start_on_assign: true,
+                queue_ids: queues.to_vec(),
+                ..Default::default()
+            },
+        )
+        .await?
+        .session_id;
+    let not_handed_on =
+        || DbError::Internal("a result did not hand the key to its next task".into());
+    let mut attempt = db
+        .task_claim(session, 1, LEASE_MS)
+        .await?
+        .first()
+        .ok_or_else(not_handed_on)?
+        .attempt_id;
+
+    let cpu = CpuMeter::start(None);
+    let bar = progress(u64::from(calls), "hand-offs");
+    let mut latencies = Vec::with_capacity(calls as usize);
+    let started = Instant::now();
+    for _ in 0..calls {
+        let result = AttemptResult {
+            attempt_id: attempt,
+            outcome: Outcome::Succeeded,
+            retryable: false,
+            output: None,
+            error: None,
+        };
+        let claim = ClaimAfter {
+            max: CAPACITY,
+            lease_ms: LEASE_MS,
+        };
+        let call = Instant::now();
+        let finished = db.attempt_finish_many(session, &[result], claim).await?;
+        latencies.push(call.elapsed());
+        attempt = finished
+            .grants
+            .first()
+            .ok_or_else(not_handed_on)?
+            .attempt_id;
+        bar.inc(1);
+    }
+    let seconds = started.elapsed().as_secs_f64().max(f64::EPSILON);
+    bar.finish_and_clear();
+    let p = Percentiles::of(&mut latencies);
+    let tasks_per_s = f64::from(calls) / seconds;
+    Ok(Report {
+        scenario: "handoff-sql",
+        tasks: u64::from(calls),
+        seconds,
+        tasks_per_s,
+        p50_ms: p.p50_ms,
+        p99_ms: p.p99_ms,
+        baseline_commits_per_s: baseline,
+        ratio: tasks_per_s / baseline,
+        details: with(
+            json!({ "latency": "one orbit_attempt_finish call (a result and the next grant)",
+                    "capacity": CAPACITY, "queues": 2 }),
+            cpu.per_task(u64::from(calls)),
+        ),
+    })
+}
