@@ -326,32 +326,3 @@ async fn serve_with_a_dsn_list_survives_its_server_with_at_most_one_503() {
     );
     server.stop().await;
 }
-
-/// Pools skip sqlx's ping before every use (a round trip in front of every call), but still ping
-/// a connection idle for `PING_AFTER_IDLE` or longer: one the server dropped meanwhile (a restart,
-/// a failover, `wait_timeout`) is replaced, and the call succeeds on a new connection.
-#[tokio::test]
-async fn a_connection_dropped_while_idle_is_replaced_before_its_next_call() {
-    let f = Fixture::new().await;
-    let pool = migrate::connect_pool(&f.test_db.dsn, 1).await.unwrap();
-    let connection_id = "SELECT CONNECTION_ID()";
-    let first: u64 = sqlx::query_scalar(connection_id)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    let again: u64 = sqlx::query_scalar(connection_id)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(again, first, "a pool of one reuses its connection");
-    sqlx::query(&format!("KILL CONNECTION {first}"))
-        .execute(&f.test_db.pool)
-        .await
-        .unwrap();
-    tokio::time::sleep(migrate::PING_AFTER_IDLE + Duration::from_millis(200)).await;
-    let second: u64 = sqlx::query_scalar(connection_id)
-        .fetch_one(&pool)
-        .await
-        .expect("the idle connection is pinged and replaced, not handed out dead");
-    assert_ne!(second, first);
-}

@@ -624,6 +624,6 @@ async fn bootstrap(orbit_dsn: &str) -> Result<(String, String), ChaosError> {
         .admin_bootstrap(&bootstrap)
         .await
         .map_err(|e| setup("bootstrap")(e.to_string()))?;
-    db.pool().close().await;
+    db.close().await;
     Ok((token, b.queue_id))
 }

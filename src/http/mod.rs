@@ -245,7 +245,7 @@ pub async fn serve_with(
     .with_graceful_shutdown(shutdown_signal())
     .await;
     scheduler.abort();
-    db.pool().close().await;
+    db.close().await;
     result.map_err(|source| ServeError::Bind {
         addr: cfg.addr,
         source,
