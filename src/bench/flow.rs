@@ -171,24 +171,18 @@ pub async fn throughput(
     for w in workers {
         w.drain().await.map_err(internal)?;
     }
-    let seconds = started.elapsed().as_secs_f64();
-    let p = Percentiles::of(&mut latencies);
-    let tasks_per_s = f64::from(opts.tasks) / seconds;
-    Ok(Report {
-        scenario: if keys == 0 { "e2e" } else { "keys" },
-        tasks: u64::from(opts.tasks),
-        seconds,
-        tasks_per_s,
-        p50_ms: p.p50_ms,
-        p99_ms: p.p99_ms,
-        baseline_commits_per_s: baseline,
-        ratio: tasks_per_s / baseline,
-        details: with(
+    Ok(Report::throughput(
+        if keys == 0 { "e2e" } else { "keys" },
+        opts.tasks,
+        started.elapsed().as_secs_f64(),
+        &mut latencies,
+        baseline,
+        with(
             json!({ "workers": opts.workers, "keys": keys, "start_on_assign": opts.start_on_assign, "batch": opts.batch,
                     "latency": "submit request", "target_ratio": 0.5 }),
             cpu.per_task(u64::from(opts.tasks)),
         ),
-    })
+    ))
 }
 
 /// `hotkey`: N tasks on one key across two queues and two workers; hand-off = a task's handler
@@ -254,24 +248,18 @@ pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
         .collect();
     let first = spans.first().map_or(origin, |s| s.1);
     let last = spans.last().map_or(origin, |s| s.2);
-    let seconds = last.duration_since(first).as_secs_f64().max(f64::EPSILON);
-    let p = Percentiles::of(&mut handoffs);
-    let tasks_per_s = f64::from(opts.tasks) / seconds;
-    Ok(Report {
-        scenario: "hotkey",
-        tasks: u64::from(opts.tasks),
-        seconds,
-        tasks_per_s,
-        p50_ms: p.p50_ms,
-        p99_ms: p.p99_ms,
-        baseline_commits_per_s: baseline,
-        ratio: tasks_per_s / baseline,
-        details: with(
+    Ok(Report::throughput(
+        "hotkey",
+        opts.tasks,
+        last.duration_since(first).as_secs_f64(),
+        &mut handoffs,
+        baseline,
+        with(
             json!({ "latency": "hand-off (previous handler end -> next handler start)", "start_on_assign": opts.start_on_assign,
                     "targets": {"p99_ms": 5, "tasks_per_s": 500} }),
             cpu.per_task(u64::from(opts.tasks)),
         ),
-    })
+    ))
 }
 
 /// `submit`: HTTP submits/s with Idempotency-Keys from 16 concurrent clients.
@@ -285,23 +273,17 @@ pub async fn submit(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
     let cpu = CpuMeter::start(serve.pid());
     let started = Instant::now();
     let mut latencies = submit_all(&client, tasks, opts.batch).await?;
-    let seconds = started.elapsed().as_secs_f64();
-    let p = Percentiles::of(&mut latencies);
-    let tasks_per_s = f64::from(opts.tasks) / seconds;
-    Ok(Report {
-        scenario: "submit",
-        tasks: u64::from(opts.tasks),
-        seconds,
-        tasks_per_s,
-        p50_ms: p.p50_ms,
-        p99_ms: p.p99_ms,
-        baseline_commits_per_s: baseline,
-        ratio: tasks_per_s / baseline,
-        details: with(
+    Ok(Report::throughput(
+        "submit",
+        opts.tasks,
+        started.elapsed().as_secs_f64(),
+        &mut latencies,
+        baseline,
+        with(
             json!({ "clients": SUBMITTERS, "batch": opts.batch, "latency": "submit request", "target_ratio": 0.8 }),
             cpu.per_task(u64::from(opts.tasks)),
         ),
-    })
+    ))
 }
 
 /// `sessions`: resident memory of `serve` holding `tasks` idle worker sessions.

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::{progress, tenant, with, BenchDb, CpuMeter, Percentiles, Report};
+use super::{progress, tenant, with, BenchDb, CpuMeter, Report};
 use crate::db::tasks::NewTask;
 use crate::db::workers::{AttemptResult, ClaimAfter, Outcome, SessionOpen};
 use crate::db::DbError;
@@ -103,23 +103,17 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
             .attempt_id;
         bar.inc(1);
     }
-    let seconds = started.elapsed().as_secs_f64().max(f64::EPSILON);
     bar.finish_and_clear();
-    let p = Percentiles::of(&mut latencies);
-    let tasks_per_s = f64::from(calls) / seconds;
-    Ok(Report {
-        scenario: "handoff-sql",
-        tasks: u64::from(calls),
-        seconds,
-        tasks_per_s,
-        p50_ms: p.p50_ms,
-        p99_ms: p.p99_ms,
-        baseline_commits_per_s: baseline,
-        ratio: tasks_per_s / baseline,
-        details: with(
+    Ok(Report::throughput(
+        "handoff-sql",
+        calls,
+        started.elapsed().as_secs_f64(),
+        &mut latencies,
+        baseline,
+        with(
             json!({ "latency": "one orbit_attempt_finish call (a result and the next grant)",
                     "capacity": CAPACITY, "queues": 2 }),
             cpu.per_task(u64::from(calls)),
         ),
-    })
+    ))
 }

@@ -124,6 +124,34 @@ pub struct Report {
     pub details: serde_json::Value,
 }
 
+impl Report {
+    /// A throughput scenario's report: `tasks` in `seconds`, the latency percentiles of
+    /// `latencies`, and `ratio` = tasks/s ÷ the same run's `baseline` commits/s.
+    pub fn throughput(
+        scenario: &'static str,
+        tasks: u32,
+        seconds: f64,
+        latencies: &mut [std::time::Duration],
+        baseline: f64,
+        details: serde_json::Value,
+    ) -> Report {
+        let seconds = seconds.max(f64::EPSILON);
+        let p = Percentiles::of(latencies);
+        let tasks_per_s = f64::from(tasks) / seconds;
+        Report {
+            scenario,
+            tasks: u64::from(tasks),
+            seconds,
+            tasks_per_s,
+            p50_ms: p.p50_ms,
+            p99_ms: p.p99_ms,
+            baseline_commits_per_s: baseline,
+            ratio: tasks_per_s / baseline,
+            details,
+        }
+    }
+}
+
 /// A progress bar on stderr (hidden when stderr is not a terminal).
 pub fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
