@@ -979,14 +979,11 @@ BEGIN
   END IF;
   COMMIT;
   -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
-  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT
-  -- JOIN from a one-row table: its ORDER BY needed a temporary table, on disk because the task
-  -- columns are TEXT (MariaDB's in-memory temporary tables hold no BLOB/TEXT), on every result.
-  -- A grant of one (every hand-off of a hot key) by its attempt's primary key: the
-  -- ix_attempt_session lookup cost 0.13 ms more a hand-off (a loop of orbit_attempt_finish calls).
+  -- order, or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its ORDER BY
+  -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
+  -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -998,8 +995,7 @@ BEGIN
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -2781,7 +2777,6 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_attempt_resource_id BIGINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_key_queues INT;
@@ -2811,8 +2806,8 @@ body: BEGIN
   START TRANSACTION;
   -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
   IF v_attempt_id <> 0 THEN
-    SELECT a.state, a.resource_id, a.concurrency_token, a.quota_slot
-      INTO v_attempt_state, v_attempt_resource_id, v_token, v_attempt_slot
+    SELECT a.state, a.concurrency_token, a.quota_slot
+      INTO v_attempt_state, v_token, v_attempt_slot
       FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
   END IF;
   SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
@@ -2828,7 +2823,8 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_attempt_resource_id, v_token, v_attempt_slot,
+    -- (An attempt's key is its task's: v_resource_id.)
+    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot,
                            'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
                            v_task_state, v_attempt_state, v_key_queues);
     UPDATE orbit_application_quota q
@@ -2973,8 +2969,6 @@ BEGIN
   ELSE
     COMMIT;
   END IF;
-  -- A grant of one by its attempt's primary key (see orbit_attempt_finish), several in attempt
-  -- order (ix_attempt_session's order: no sort).
   IF v_granted = 1 THEN
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
@@ -2987,7 +2981,7 @@ BEGIN
       FROM orbit_attempt a
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
-  ELSE
+  ELSEIF v_granted > 1 THEN
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -2998,8 +2992,21 @@ BEGIN
          t.updated_at, t.finished_at
       FROM orbit_attempt a
       JOIN orbit_task t ON t.id = a.task_id
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
      ORDER BY a.id;
+  ELSE
+    -- No grant, no rows: no row has id 0 (a primary-key probe that finds nothing).
+    SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.id = 0;
   END IF;
 END$$
 DELIMITER ;
@@ -4917,7 +4924,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c4b19259446acaf1c7bb6e320c5d46216ccda6bac442aaa78f8cd9e0b531f33a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '62cbae23735603559b13f735fcc4a886d48e78029dc71168f7136a40b26fc68d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'bee679ad39ce9e22198829cfdeca6c36d2fa2caf44982cf2abd194a59a318923', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4947,9 +4954,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'e990da1c489030aee799acafe352977bd411a552cb56b377843c7606af734f14', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '7fe636c70eec3bec0ba39f9bdc46342362fd0304fe0935dbdaadb8d4d8eae22d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '89570c0023480030c86bede8e130a371aef656316b6c9941e93a731cc6cc1c4a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'fc463b5f1df717b7031776d1d2d5b3e0674fe2649be3fdd0fc49ca94a76933e7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4962,5 +4969,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'ad3c2c2e82df513140d76962ebc9f445324850060edab760948a28461a672b4d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '56c60fa37ea736b52c0cc374450ab483f06dc788c16d6dc196b37eebf0a6e75e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'd22b85ea4a44ef0de1b65d1854d4c5811818565465085f7ca6a97bdf1e7abe28', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '245120cd8ac4860630ec74c611898c773c781b1db6a63a2faf9c293bdb0f2024', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

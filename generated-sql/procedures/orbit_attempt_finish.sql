@@ -334,14 +334,11 @@ BEGIN
   END IF;
   COMMIT;
   -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
-  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT
-  -- JOIN from a one-row table: its ORDER BY needed a temporary table, on disk because the task
-  -- columns are TEXT (MariaDB's in-memory temporary tables hold no BLOB/TEXT), on every result.
-  -- A grant of one (every hand-off of a hot key) by its attempt's primary key: the
-  -- ix_attempt_session lookup cost 0.13 ms more a hand-off (a loop of orbit_attempt_finish calls).
+  -- order, or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its ORDER BY
+  -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
+  -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -353,8 +350,7 @@ BEGIN
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,

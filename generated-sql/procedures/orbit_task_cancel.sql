@@ -32,7 +32,6 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_attempt_resource_id BIGINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_key_queues INT;
@@ -62,8 +61,8 @@ body: BEGIN
   START TRANSACTION;
   -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
   IF v_attempt_id <> 0 THEN
-    SELECT a.state, a.resource_id, a.concurrency_token, a.quota_slot
-      INTO v_attempt_state, v_attempt_resource_id, v_token, v_attempt_slot
+    SELECT a.state, a.concurrency_token, a.quota_slot
+      INTO v_attempt_state, v_token, v_attempt_slot
       FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
   END IF;
   SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
@@ -79,7 +78,8 @@ body: BEGIN
   IF v_state = 'CANCELLED' THEN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
-    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_attempt_resource_id, v_token, v_attempt_slot,
+    -- (An attempt's key is its task's: v_resource_id.)
+    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot,
                            'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
                            v_task_state, v_attempt_state, v_key_queues);
     UPDATE orbit_application_quota q

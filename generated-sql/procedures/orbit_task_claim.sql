@@ -49,8 +49,6 @@ BEGIN
   ELSE
     COMMIT;
   END IF;
-  -- A grant of one by its attempt's primary key (see orbit_attempt_finish), several in attempt
-  -- order (ix_attempt_session's order: no sort).
   IF v_granted = 1 THEN
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
@@ -63,7 +61,7 @@ BEGIN
       FROM orbit_attempt a
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
-  ELSE
+  ELSEIF v_granted > 1 THEN
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -74,8 +72,21 @@ BEGIN
          t.updated_at, t.finished_at
       FROM orbit_attempt a
       JOIN orbit_task t ON t.id = a.task_id
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
      ORDER BY a.id;
+  ELSE
+    -- No grant, no rows: no row has id 0 (a primary-key probe that finds nothing).
+    SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.id = 0;
   END IF;
 END$$
 DELIMITER ;

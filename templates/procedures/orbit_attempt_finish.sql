@@ -321,24 +321,10 @@ BEGIN
   END IF;
   COMMIT;
   -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
-  -- order (ix_attempt_session's order: no sort), or one row of NULL grant columns. Not one LEFT
-  -- JOIN from a one-row table: its ORDER BY needed a temporary table, on disk because the task
-  -- columns are TEXT (MariaDB's in-memory temporary tables hold no BLOB/TEXT), on every result.
-  -- A grant of one (every hand-off of a hot key) by its attempt's primary key: the
-  -- ix_attempt_session lookup cost 0.13 ms more a hand-off (a loop of orbit_attempt_finish calls).
-  IF v_granted = 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-           {% call m::grant_columns("a", "t") %}
-      FROM orbit_attempt a
-      JOIN orbit_task t ON t.id = a.task_id
-     WHERE a.id = v_granted_id;
-  ELSEIF v_granted > 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
-           {% call m::grant_columns("a", "t") %}
-      FROM orbit_attempt a
-      JOIN orbit_task t ON t.id = a.task_id
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-     ORDER BY a.id;
+  -- order, or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its ORDER BY
+  -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
+  -- temporary tables hold no BLOB/TEXT), on every result.
+  {% call m::grants_select("CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, ") %}
   ELSE
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
            {% call m::grant_columns("a", "t") %}

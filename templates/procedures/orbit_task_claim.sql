@@ -35,18 +35,12 @@ BEGIN
   ELSE
     COMMIT;
   END IF;
-  -- A grant of one by its attempt's primary key (see orbit_attempt_finish), several in attempt
-  -- order (ix_attempt_session's order: no sort).
-  IF v_granted = 1 THEN
-    SELECT {% call m::grant_columns("a", "t") %}
-      FROM orbit_attempt a
-      JOIN orbit_task t ON t.id = a.task_id
-     WHERE a.id = v_granted_id;
+  {% call m::grants_select("") %}
   ELSE
+    -- No grant, no rows: no row has id 0 (a primary-key probe that finds nothing).
     SELECT {% call m::grant_columns("a", "t") %}
       FROM orbit_attempt a
       JOIN orbit_task t ON t.id = a.task_id
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND v_seq > 0
-     ORDER BY a.id;
+     WHERE a.id = 0;
   END IF;
 END
