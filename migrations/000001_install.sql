@@ -314,6 +314,9 @@ CREATE TABLE IF NOT EXISTS orbit_session (
   handlers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'JSON array of handler names it runs; [] = any',
   state ENUM('active','draining','closed') NOT NULL COMMENT 'draining = no new assignments',
   claim_seq BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'claim batches so far; tags the attempts of each',
+  scan_position INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_session_queue.position of the queue that scan_priority and scan_task_id describe',
+  scan_priority TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'with scan_task_id: the last candidate the last scan of that queue took out of its ready lane (see orbit_task_grant)',
+  scan_task_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the id of that candidate; 0 = none',
   connected_at DATETIME(6) NOT NULL COMMENT 'UTC hello time',
   last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last message',
   closed_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC close time; NULL = open',
@@ -933,7 +936,10 @@ BEGIN
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
   END IF;
   IF p_claim_max > 0 THEN
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited,
+    -- Scans start where the session's last one stopped unless these results readied tasks (a
+    -- key's next task, a retry), which may sit behind that point.
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_keys = '' AND NOT v_requeued,
+                          v_seq, v_granted, v_room, v_queue_limited,
                           v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
     -- grant did not take leaves that task ready for other sessions, and gets a ready task in
@@ -2963,7 +2969,9 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+  -- From the front of each ready lane: a claim on its own is how a woken session finds what
+  -- other sessions readied.
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
@@ -3264,13 +3272,24 @@ DELIMITER ;
 -- TOKEN_EXHAUSTED. Never commits: when nothing was granted, expired or moved back to the blocked
 -- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
 -- other work is kept.
+-- Where a scan starts: tasks leave the front of a ready lane, and their index entries stay there,
+-- delete-marked, until purge removes them; a locking scan passes over each (about 1 us apiece,
+-- several hundred per scan in orbit bench e2e). So with p_hinted, a scan of the queue the session
+-- scanned last starts past the last candidate that scan took, within its priority: worse
+-- priorities are scanned whole, and a better one found ready makes the scan start at the front.
+-- It goes on from the front when it comes up short, and every 16th grant of a session
+-- starts at the front: a task readied behind that point (a promoted key's task, a retry, a submit
+-- that committed late) is passed over by at most that many of the session's grants, and a scan
+-- from the front (a claim) takes it at once (the SPEC promises no FIFO order; priority orders
+-- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
---   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
---   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
---   demotions were written); OUT p_room: the application's room for more active attempts after
---   the grant, as read at its start less what it granted (NULL: no quota rows); OUT
---   p_queue_limited: 1 when one of the session's queues has a permit limit, and whenever the
---   grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
+--   p_now; p_hinted: 1 = scans may start where the session's last one stopped (see above; a
+--   caller that has just readied tasks of its own passes 0); OUT p_seq: the session's claim_seq
+--   recorded on the granted attempts (0 = nothing written); OUT p_granted: how many attempts it
+--   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
+--   application's room for more active attempts after the grant, as read at its start less what
+--   it granted (NULL: no quota rows); OUT p_queue_limited: 1 when one of the session's queues
+--   has a permit limit, and whenever the grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
 --   statement of its own, whether its releases may have left work for other sessions. OUT
 --   p_attempt_id: the last attempt granted (the only one when p_granted = 1), NULL when none:
 --   callers read a grant of one by primary key.
@@ -3286,8 +3305,8 @@ DELIMITER ;
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT,
-                                  OUT p_room BIGINT, OUT p_queue_limited TINYINT,
+                                  IN p_now DATETIME(6), IN p_hinted TINYINT, OUT p_seq BIGINT UNSIGNED,
+                                  OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -3346,14 +3365,26 @@ body: BEGIN
   DECLARE v_any_ready TINYINT;
   -- 1 once a visited queue has a permit limit (for p_queue_limited).
   DECLARE v_limited TINYINT DEFAULT 0;
+  -- Where the session's last scan stopped (orbit_session.scan_*), and where this visit's scan
+  -- starts: past (v_from_priority, v_from_task_id); v_from_task_id 0 = from the front.
+  DECLARE v_scan_position INT UNSIGNED;
+  DECLARE v_scan_priority TINYINT UNSIGNED;
+  DECLARE v_scan_task_id BIGINT UNSIGNED;
+  DECLARE v_from_priority TINYINT UNSIGNED;
+  DECLARE v_from_task_id BIGINT UNSIGNED;
+  DECLARE v_priority TINYINT UNSIGNED;
+  DECLARE v_hinted TINYINT;
+  DECLARE v_better TINYINT;
   -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
   -- is planned, and the optimizer otherwise estimates the range in each index that starts with
   -- queue_id or lane (four of them, two B-tree dives each); 57 us of a 1.94 ms hand-off for this
   -- and the visit's probe below (a loop of orbit_attempt_finish calls on one key).
   DECLARE c_candidates CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority
       FROM orbit_task t FORCE INDEX (ix_task_dispatch)
      WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
+       AND (v_from_task_id = 0 OR t.priority > v_from_priority
+            OR (t.priority = v_from_priority AND t.id > v_from_task_id))
        AND (v_keys OR t.resource_id = 0)
        AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
      ORDER BY t.priority, t.id
@@ -3364,8 +3395,9 @@ body: BEGIN
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
-         s.state, s.claim_seq + 1
-    INTO v_application_id, v_credential_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq
+         s.state, s.claim_seq + 1, s.scan_position, s.scan_priority, s.scan_task_id
+    INTO v_application_id, v_credential_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq,
+         v_scan_position, v_scan_priority, v_scan_task_id
     FROM orbit_session s
    WHERE s.id = p_session_id
      FOR UPDATE;
@@ -3384,7 +3416,6 @@ body: BEGIN
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
   END IF;
-  UPDATE orbit_session s SET s.claim_seq = v_seq, s.last_seen_at = p_now WHERE s.id = p_session_id;
   SET v_any_handler = (v_handlers = '[]');
 
   queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
@@ -3396,12 +3427,22 @@ body: BEGIN
     -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
     -- of it, which the probe would pass over as the cursor does (615 us a probe in orbit bench
     -- e2e).
-    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count;
+    -- A scan from where the session's last one stopped (see the header) first needs to know that
+    -- no better priority is ready: probed downwards from that priority, because a probe upwards
+    -- from the front would pass over the entries the scan is to skip.
+    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
+        v_hinted = p_hinted AND v_scan_task_id > 0 AND v_position = v_scan_position
+                   AND v_seq % 16 <> 0;
     SELECT sq.queue_id, q.paused, q.max_active_attempts,
            IF(v_queue_count > 1,
               EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
-                       WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1)
-      INTO v_queue_id, v_paused, v_queue_max, v_any_ready
+                       WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
+           IF(v_hinted,
+              (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
+                ORDER BY t.priority DESC, t.id DESC
+                LIMIT 1) IS NOT NULL, 1)
+      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better
       FROM orbit_session_queue sq
       JOIN orbit_queue q ON q.id = sq.queue_id
      WHERE sq.session_id = p_session_id AND sq.position = v_position;
@@ -3409,7 +3450,8 @@ body: BEGIN
     IF v_queue_id IS NULL OR v_paused THEN
       ITERATE queues;
     END IF;
-    SET v_queue_room = v_budget;
+    SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
+        v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
     IF v_queue_max > 0 AND v_any_ready THEN
       SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
       SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
@@ -3426,12 +3468,14 @@ body: BEGIN
         fetch_one: BEGIN
           -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
-          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot;
+          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
         END fetch_one;
         IF v_task_id IS NULL THEN
           LEAVE batch;
         END IF;
-        SET v_fetched = v_fetched + 1;
+        -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
+        SET v_fetched = v_fetched + 1,
+            v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
           SELECT r.highest_token, r.version INTO v_highest, v_version
@@ -3497,12 +3541,23 @@ body: BEGIN
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
+        IF v_from_task_id > 0 THEN
+          -- A scan from the session's last stop came up short: the rest from the front, which
+          -- also finds what was readied behind that stop.
+          SET v_from_task_id = 0;
+          ITERATE candidates;
+        END IF;
         -- The scan found fewer than it asked for: the queue has nothing more for this session.
         LEAVE candidates;
       END IF;
     END WHILE candidates;
   END WHILE queues;
   SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
+  -- The claim_seq step and where the scan stopped (undone below when nothing was written).
+  UPDATE orbit_session s
+     SET s.claim_seq = v_seq, s.last_seen_at = p_now,
+         s.scan_position = v_scan_position, s.scan_priority = v_scan_priority, s.scan_task_id = v_scan_task_id
+   WHERE s.id = p_session_id;
 
   IF v_granted = 0 AND v_expired = 0 THEN
     IF v_demoted = 0 THEN
@@ -4917,14 +4972,14 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 1, '302f05b00f12002f7f986454435a58f9aa8c0ac7ac9be352feb9fa51185236a4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue_permit', 1, 'd27c1c37129df11fd45a31b3feceaf9f67292f4fb4f3972349ea5de2ae500308', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 1, '8f2c2ea5e9a3780095537951228c2874815c7ca0dad40a256f8f50488c836644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '7fcf676e5034513b64d7520e26e9b2f5c935af2ca6401b02ec9f3d94f8808d96', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '3ef7cb4b0d8055d518996e3900fee8e1e236988ff56f36f941b100bc477058d1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '82327f39e1604d7f77f1f0a7a84498488de524888accc183cfef183fed467a41', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c4b19259446acaf1c7bb6e320c5d46216ccda6bac442aaa78f8cd9e0b531f33a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'bee679ad39ce9e22198829cfdeca6c36d2fa2caf44982cf2abd194a59a318923', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '4d9be988888aa7142c6dace5ead6d06c8d0f8e9574189e5459b50d66b9fe677d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4956,11 +5011,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '7fe636c70eec3bec0ba39f9bdc46342362fd0304fe0935dbdaadb8d4d8eae22d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'fc463b5f1df717b7031776d1d2d5b3e0674fe2649be3fdd0fc49ca94a76933e7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, '809e2751c4eee2febea16d7e64a357decb1944f8b20bf2056009bc42f1adaef5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '39a487b5bc38fb8e704f925850da559393af12cd1b9e68640b6d7d6855e3673f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'bda8dad8b7814810c314698b8a6cb15f95ff8c4fa58d09b3784b4ab2e2d14098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '7ae4010bc8e226fa8c8e28f3e5f993a2fb2f0f68627e887126dcf561f4068f3e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4969,5 +5024,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'd22b85ea4a44ef0de1b65d1854d4c5811818565465085f7ca6a97bdf1e7abe28', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'd22b85ea4a44ef0de1b65d1854d4c5811818565465085f7ca6a97bdf1e7abe28', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7f43b2f3d701939f6e75ead431acc17767b1e48c65eb4ae895a39d6d8853f492', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '7f43b2f3d701939f6e75ead431acc17767b1e48c65eb4ae895a39d6d8853f492', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

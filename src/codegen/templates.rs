@@ -26,6 +26,12 @@ pub struct Consts {
     /// enforces its exact share of a limit L: `L DIV N`, plus 1 for slots below `L MOD N`; the
     /// shares add up to L, so the application's total never exceeds L.
     pub quota_slots: u32,
+    /// A result's grant starts its scan of a ready lane where the session's last scan of that
+    /// queue stopped (`orbit_session.scan_task_id`), past the entries grants moved out of the
+    /// lane that purge has not removed yet; every Nth grant of a session scans from the start,
+    /// which bounds how long a task readied behind that point (a retry, a promoted key's task)
+    /// can be passed over by hinted scans.
+    pub scan_restart_every: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -35,6 +41,7 @@ pub const CONSTS: Consts = Consts {
     ascii: "CHARACTER SET ascii COLLATE ascii_bin",
     token_max: "18446744073709551615",
     quota_slots: 16,
+    scan_restart_every: 16,
 };
 
 /// One registered template.

@@ -20,13 +20,24 @@
 -- TOKEN_EXHAUSTED. Never commits: when nothing was granted, expired or moved back to the blocked
 -- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
 -- other work is kept.
+-- Where a scan starts: tasks leave the front of a ready lane, and their index entries stay there,
+-- delete-marked, until purge removes them; a locking scan passes over each (about 1 us apiece,
+-- several hundred per scan in orbit bench e2e). So with p_hinted, a scan of the queue the session
+-- scanned last starts past the last candidate that scan took, within its priority: worse
+-- priorities are scanned whole, and a better one found ready makes the scan start at the front.
+-- It goes on from the front when it comes up short, and every {{ c.scan_restart_every }}th grant of a session
+-- starts at the front: a task readied behind that point (a promoted key's task, a retry, a submit
+-- that committed late) is passed over by at most that many of the session's grants, and a scan
+-- from the front (a claim) takes it at once (the SPEC promises no FIFO order; priority orders
+-- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
---   p_now; OUT p_seq: the session's claim_seq recorded on the granted attempts (0 = nothing
---   written); OUT p_granted: how many attempts it granted (a p_seq with none: only expiries or
---   demotions were written); OUT p_room: the application's room for more active attempts after
---   the grant, as read at its start less what it granted (NULL: no quota rows); OUT
---   p_queue_limited: 1 when one of the session's queues has a permit limit, and whenever the
---   grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
+--   p_now; p_hinted: 1 = scans may start where the session's last one stopped (see above; a
+--   caller that has just readied tasks of its own passes 0); OUT p_seq: the session's claim_seq
+--   recorded on the granted attempts (0 = nothing written); OUT p_granted: how many attempts it
+--   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
+--   application's room for more active attempts after the grant, as read at its start less what
+--   it granted (NULL: no quota rows); OUT p_queue_limited: 1 when one of the session's queues
+--   has a permit limit, and whenever the grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
 --   statement of its own, whether its releases may have left work for other sessions. OUT
 --   p_attempt_id: the last attempt granted (the only one when p_granted = 1), NULL when none:
 --   callers read a grant of one by primary key.
@@ -40,8 +51,8 @@
 --   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
 --   and history.
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), OUT p_seq BIGINT UNSIGNED, OUT p_granted INT,
-                                  OUT p_room BIGINT, OUT p_queue_limited TINYINT,
+                                  IN p_now DATETIME(6), IN p_hinted TINYINT, OUT p_seq BIGINT UNSIGNED,
+                                  OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -100,14 +111,26 @@ body: BEGIN
   DECLARE v_any_ready TINYINT;
   -- 1 once a visited queue has a permit limit (for p_queue_limited).
   DECLARE v_limited TINYINT DEFAULT 0;
+  -- Where the session's last scan stopped (orbit_session.scan_*), and where this visit's scan
+  -- starts: past (v_from_priority, v_from_task_id); v_from_task_id 0 = from the front.
+  DECLARE v_scan_position INT UNSIGNED;
+  DECLARE v_scan_priority TINYINT UNSIGNED;
+  DECLARE v_scan_task_id BIGINT UNSIGNED;
+  DECLARE v_from_priority TINYINT UNSIGNED;
+  DECLARE v_from_task_id BIGINT UNSIGNED;
+  DECLARE v_priority TINYINT UNSIGNED;
+  DECLARE v_hinted TINYINT;
+  DECLARE v_better TINYINT;
   -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
   -- is planned, and the optimizer otherwise estimates the range in each index that starts with
   -- queue_id or lane (four of them, two B-tree dives each); 57 us of a 1.94 ms hand-off for this
   -- and the visit's probe below (a loop of orbit_attempt_finish calls on one key).
   DECLARE c_candidates CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority
       FROM orbit_task t FORCE INDEX (ix_task_dispatch)
      WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
+       AND (v_from_task_id = 0 OR t.priority > v_from_priority
+            OR (t.priority = v_from_priority AND t.id > v_from_task_id))
        AND (v_keys OR t.resource_id = 0)
        AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
      ORDER BY t.priority, t.id
@@ -118,8 +141,9 @@ body: BEGIN
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
-         s.state, s.claim_seq + 1
-    INTO v_application_id, v_credential_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq
+         s.state, s.claim_seq + 1, s.scan_position, s.scan_priority, s.scan_task_id
+    INTO v_application_id, v_credential_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq,
+         v_scan_position, v_scan_priority, v_scan_task_id
     FROM orbit_session s
    WHERE s.id = p_session_id
      FOR UPDATE;
@@ -138,7 +162,6 @@ body: BEGIN
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
   END IF;
-  UPDATE orbit_session s SET s.claim_seq = v_seq, s.last_seen_at = p_now WHERE s.id = p_session_id;
   SET v_any_handler = (v_handlers = '[]');
 
   queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
@@ -150,12 +173,22 @@ body: BEGIN
     -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
     -- of it, which the probe would pass over as the cursor does (615 us a probe in orbit bench
     -- e2e).
-    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count;
+    -- A scan from where the session's last one stopped (see the header) first needs to know that
+    -- no better priority is ready: probed downwards from that priority, because a probe upwards
+    -- from the front would pass over the entries the scan is to skip.
+    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
+        v_hinted = p_hinted AND v_scan_task_id > 0 AND v_position = v_scan_position
+                   AND v_seq % {{ c.scan_restart_every }} <> 0;
     SELECT sq.queue_id, q.paused, q.max_active_attempts,
            IF(v_queue_count > 1,
               EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
-                       WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1)
-      INTO v_queue_id, v_paused, v_queue_max, v_any_ready
+                       WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
+           IF(v_hinted,
+              (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
+                ORDER BY t.priority DESC, t.id DESC
+                LIMIT 1) IS NOT NULL, 1)
+      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better
       FROM orbit_session_queue sq
       JOIN orbit_queue q ON q.id = sq.queue_id
      WHERE sq.session_id = p_session_id AND sq.position = v_position;
@@ -163,7 +196,8 @@ body: BEGIN
     IF v_queue_id IS NULL OR v_paused THEN
       ITERATE queues;
     END IF;
-    SET v_queue_room = v_budget;
+    SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
+        v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
     IF v_queue_max > 0 AND v_any_ready THEN
       SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
       SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
@@ -180,12 +214,14 @@ body: BEGIN
         fetch_one: BEGIN
           -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
-          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot;
+          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
         END fetch_one;
         IF v_task_id IS NULL THEN
           LEAVE batch;
         END IF;
-        SET v_fetched = v_fetched + 1;
+        -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
+        SET v_fetched = v_fetched + 1,
+            v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
           SELECT r.highest_token, r.version INTO v_highest, v_version
@@ -250,12 +286,23 @@ body: BEGIN
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
+        IF v_from_task_id > 0 THEN
+          -- A scan from the session's last stop came up short: the rest from the front, which
+          -- also finds what was readied behind that stop.
+          SET v_from_task_id = 0;
+          ITERATE candidates;
+        END IF;
         -- The scan found fewer than it asked for: the queue has nothing more for this session.
         LEAVE candidates;
       END IF;
     END WHILE candidates;
   END WHILE queues;
   SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
+  -- The claim_seq step and where the scan stopped (undone below when nothing was written).
+  UPDATE orbit_session s
+     SET s.claim_seq = v_seq, s.last_seen_at = p_now,
+         s.scan_position = v_scan_position, s.scan_priority = v_scan_priority, s.scan_task_id = v_scan_task_id
+   WHERE s.id = p_session_id;
 
   IF v_granted = 0 AND v_expired = 0 THEN
     IF v_demoted = 0 THEN
