@@ -1426,10 +1426,13 @@ async fn readied_behind_the_stop(f: &Fixture, s: u64, unkeyed: usize) -> (u64, V
     (behind.id, g)
 }
 
-const ONE_MORE: ClaimAfter = ClaimAfter {
-    max: 1,
-    lease_ms: 30_000,
-};
+/// A result's grant of up to `max` more tasks.
+fn up_to(max: u32) -> ClaimAfter {
+    ClaimAfter {
+        max,
+        lease_ms: 30_000,
+    }
+}
 
 #[tokio::test]
 async fn a_result_s_grant_scans_on_from_where_the_last_scan_stopped_and_from_the_front_every_16th()
@@ -1443,7 +1446,7 @@ async fn a_result_s_grant_scans_on_from_where_the_last_scan_stopped_and_from_the
     let mut finish = g[0].attempt_id;
     let mut passed_over = 0;
     loop {
-        let (_, grants) = succeed(&f, s, finish, ONE_MORE).await.unwrap();
+        let (_, grants) = succeed(&f, s, finish, up_to(1)).await.unwrap();
         assert_eq!(grants.len(), 1);
         let seq = claim_seq(&f, s).await;
         if grants[0].task.id == behind {
@@ -1468,17 +1471,7 @@ async fn a_scan_that_comes_up_short_goes_on_from_the_front_and_a_claim_always_st
     let s = f.session("w", true, &[&f.queue_id]).await;
     let (behind, g) = readied_behind_the_stop(&f, s, 3).await;
     // The stop is past the second unkeyed task: one more is left after it.
-    let (_, grants) = succeed(
-        &f,
-        s,
-        g[0].attempt_id,
-        ClaimAfter {
-            max: 2,
-            lease_ms: 30_000,
-        },
-    )
-    .await
-    .unwrap();
+    let (_, grants) = succeed(&f, s, g[0].attempt_id, up_to(2)).await.unwrap();
     let mut granted: Vec<u64> = grants.iter().map(|g| g.task.id).collect();
     assert!(granted[0] > behind, "the scan went on from the stop first");
     granted.sort_unstable();
@@ -1516,17 +1509,7 @@ async fn a_scan_from_the_last_stop_still_takes_better_priorities_first_and_worse
     let mut better = f.task(&f.queue_id, "");
     better.priority = Some(0);
     let better = f.submit_task(&better).await;
-    let (_, grants) = succeed(
-        &f,
-        s,
-        g[0].attempt_id,
-        ClaimAfter {
-            max: 4,
-            lease_ms: 30_000,
-        },
-    )
-    .await
-    .unwrap();
+    let (_, grants) = succeed(&f, s, g[0].attempt_id, up_to(4)).await.unwrap();
     assert_eq!(
         grants.iter().map(|g| g.task.id).collect::<Vec<_>>(),
         [better.id, usual[1], usual[2], worse.id]
