@@ -45,7 +45,8 @@ BEGIN
   START TRANSACTION;
   -- From the front of each ready lane: a claim on its own is how a woken session finds what
   -- other sessions readied.
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0,
+                        v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE

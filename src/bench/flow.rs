@@ -210,7 +210,7 @@ pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
     for i in 0..opts.workers.max(2) {
         let spans = spans.clone();
         let mut w = Worker::new(&serve.url, &t.token, &format!("hot-{i}"))
-            .capacity(4)
+            .capacity(super::HOTKEY_CAPACITY)
             .start_on_assign(opts.start_on_assign);
         for q in &queues {
             w = w.queue(q);

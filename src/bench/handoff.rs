@@ -11,13 +11,11 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::{progress, tenant, with, BenchDb, CpuMeter, Report};
+use super::{progress, tenant, with, BenchDb, CpuMeter, Report, HOTKEY_CAPACITY};
 use crate::db::tasks::NewTask;
 use crate::db::workers::{AttemptResult, ClaimAfter, Outcome, SessionOpen};
 use crate::db::DbError;
 
-/// The session's capacity: each result may grant up to this many (as `hotkey`'s workers).
-const CAPACITY: u32 = 4;
 const LEASE_MS: u32 = 60_000;
 
 /// Runs `calls` hand-offs; `baseline` is the same run's durable commits/s.
@@ -59,7 +57,7 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
             &SessionOpen {
                 worker_id: "bench-handoff".into(),
                 node: "bench".into(),
-                capacity: CAPACITY,
+                capacity: HOTKEY_CAPACITY,
                 concurrency_keys: true,
                 start_on_assign: true,
                 queue_ids: queues.to_vec(),
@@ -90,7 +88,7 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
             error: None,
         };
         let claim = ClaimAfter {
-            max: CAPACITY,
+            max: HOTKEY_CAPACITY,
             lease_ms: LEASE_MS,
         };
         let call = Instant::now();
@@ -112,7 +110,7 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
         baseline,
         with(
             json!({ "latency": "one orbit_attempt_finish call (a result and the next grant)",
-                    "capacity": CAPACITY, "queues": 2 }),
+                    "capacity": HOTKEY_CAPACITY, "queues": 2 }),
             cpu.per_task(u64::from(calls)),
         ),
     ))

@@ -131,7 +131,7 @@ impl Report {
         scenario: &'static str,
         tasks: u32,
         seconds: f64,
-        latencies: &mut [std::time::Duration],
+        latencies: &mut [Duration],
         baseline: f64,
         details: serde_json::Value,
     ) -> Report {
@@ -151,6 +151,10 @@ impl Report {
         }
     }
 }
+
+/// The capacity of the hot key's worker sessions (`hotkey`'s SDK workers, `handoff-sql`'s
+/// session): each result may be granted up to this many tasks.
+pub const HOTKEY_CAPACITY: u32 = 4;
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).
 pub fn progress(len: u64, what: &str) -> ProgressBar {

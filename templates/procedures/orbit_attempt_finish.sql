@@ -278,8 +278,7 @@ BEGIN
     -- Scans start where the session's last one stopped unless these results readied tasks (a
     -- key's next task, a retry), which may sit behind that point.
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_keys = '' AND NOT v_requeued,
-                          v_seq, v_granted, v_room, v_queue_limited,
-                          v_granted_id);
+                          v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
     -- grant did not take leaves that task ready for other sessions, and gets a ready task in
     -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
