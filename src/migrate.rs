@@ -332,7 +332,11 @@ fn pool_options(max_connections: u32) -> MySqlPoolOptions {
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if meta.idle_for >= PING_AFTER_IDLE {
-                    conn.ping().await?;
+                    // Bounded: a stalled server must not hold the caller past its own timeout
+                    // (an error here closes the connection instead of returning it).
+                    tokio::time::timeout(crate::db::PING_TIMEOUT, conn.ping())
+                        .await
+                        .map_err(|_| sqlx::Error::PoolTimedOut)??;
                 }
                 Ok(true)
             })
