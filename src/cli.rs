@@ -219,7 +219,8 @@ pub struct CredentialCreateArgs {
     pub environment: String,
     #[arg(long)]
     pub namespace: String,
-    /// A scope to grant (repeat): queues:manage, tasks:submit, tasks:read, workers:connect, workers:consume.
+    /// A scope to grant (repeat): queues:manage, tasks:submit, tasks:read, workers:connect,
+    /// workers:consume, metrics:read (GET /metrics, which names every application: for operators).
     #[arg(long = "scope", required = true)]
     pub scopes: Vec<String>,
     /// Restrict to these queue ids (repeat); default: every queue of the namespace.
