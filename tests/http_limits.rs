@@ -1,10 +1,11 @@
-//! The HTTP façade against hostile clients: bounded metric labels and `/metrics` behind the
-//! `metrics:read` scope. Black-box: a spawned `orbit serve` over a real MariaDB.
+//! The HTTP façade against hostile clients: bounded metric labels, `/metrics` behind the
+//! `metrics:read` scope, long strings and bad Idempotency-Keys refused with a 400 naming the
+//! field. Black-box: a spawned `orbit serve` over a real MariaDB.
 
 mod support;
 
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 use support::Api;
 
 async fn scrape(api: &Api) -> String {
@@ -155,4 +156,286 @@ async fn metrics_need_a_token_with_the_metrics_read_scope() {
     let text = r.text().await.unwrap();
     assert!(text.contains("orbit_database_up 1"), "{text}");
     assert!(text.contains("acme-confidential-tenant"), "{text}");
+}
+
+/// Rows the refused requests must not have written.
+async fn written(api: &Api) -> Vec<i64> {
+    let mut counts = Vec::new();
+    for table in [
+        "orbit_task",
+        "orbit_queue",
+        "orbit_plan",
+        "orbit_plan_version",
+        "orbit_idempotency",
+    ] {
+        counts.push(
+            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                .fetch_one(&api.fixture.test_db.pool)
+                .await
+                .unwrap(),
+        );
+    }
+    counts
+}
+
+#[tokio::test]
+async fn a_string_of_64_kib_in_any_field_is_a_400_naming_it_and_writes_nothing() {
+    let api = Api::start().await;
+    let q = api.fixture.queue_id.clone();
+    let long = "x".repeat(64 * 1024);
+    // Under hyper's limit of 65534 bytes for a request target.
+    let long_in_url = "x".repeat(60 * 1024);
+    let def =
+        json!({"handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}});
+    let plan = api
+        .post(
+            "/v1/plans",
+            "/v1/plans",
+            &json!({"name": "p", "queue_id": q, "schedule": {"interval_seconds": 3600}, "definition": {"task": def}}),
+        )
+        .await;
+    assert_eq!(plan.status, 201, "{}", plan.body);
+    let plan_id = plan.body["data"]["id"].as_u64().unwrap();
+    let before = written(&api).await;
+
+    let task_fields = [
+        "handler",
+        "handler_version",
+        "payload_version",
+        "business_key",
+        "concurrency_key",
+    ];
+    let with = |base: &Value, field: &str| {
+        let mut v = base.clone();
+        v[field] = json!(long);
+        v
+    };
+    let mut submit = def.clone();
+    submit["queue_id"] = json!(q);
+    let mut batch_task = submit.clone();
+    batch_task["idempotency_key"] = json!("batch-1");
+    let plan_body = |task: Value, name: &str, queue: &str| json!({"name": name, "queue_id": queue, "schedule": {"interval_seconds": 60}, "definition": {"task": task}});
+    let versions = format!("/v1/plans/{plan_id}/versions");
+
+    // (method, template, path, headers, body, field)
+    let mut cases: Vec<(
+        Method,
+        &str,
+        String,
+        Vec<(&str, String)>,
+        Option<Value>,
+        String,
+    )> = Vec::new();
+    let key = || vec![("Idempotency-Key", "k-long".to_string())];
+    for f in task_fields {
+        cases.push((
+            Method::POST,
+            "/v1/tasks",
+            "/v1/tasks".into(),
+            key(),
+            Some(with(&submit, f)),
+            f.to_string(),
+        ));
+        cases.push((
+            Method::POST,
+            "/v1/tasks/batch",
+            "/v1/tasks/batch".into(),
+            vec![],
+            Some(json!({"tasks": [batch_task.clone(), with(&batch_task, f)]})),
+            format!("tasks[1].{f}"),
+        ));
+        cases.push((
+            Method::POST,
+            "/v1/plans",
+            "/v1/plans".into(),
+            vec![],
+            Some(plan_body(with(&def, f), "p2", &q)),
+            format!("definition.task.{f}"),
+        ));
+        cases.push((
+            Method::POST,
+            "/v1/plans/{id}/versions",
+            versions.clone(),
+            vec![],
+            Some(json!({"schedule": {"interval_seconds": 60}, "definition": {"task": with(&def, f)}})),
+            format!("definition.task.{f}"),
+        ));
+    }
+    cases.extend([
+        (
+            Method::POST,
+            "/v1/tasks",
+            "/v1/tasks".into(),
+            key(),
+            Some(with(&submit, "queue_id")),
+            "queue_id".to_string(),
+        ),
+        (
+            Method::POST,
+            "/v1/tasks",
+            "/v1/tasks".into(),
+            vec![("Idempotency-Key", long.clone())],
+            Some(submit.clone()),
+            "Idempotency-Key".to_string(),
+        ),
+        (
+            Method::POST,
+            "/v1/tasks/batch",
+            "/v1/tasks/batch".into(),
+            vec![],
+            Some(json!({"tasks": [with(&batch_task, "queue_id")]})),
+            "tasks[0].queue_id".to_string(),
+        ),
+        (
+            Method::POST,
+            "/v1/tasks/batch",
+            "/v1/tasks/batch".into(),
+            vec![],
+            Some(json!({"tasks": [with(&batch_task, "idempotency_key")]})),
+            "tasks[0].idempotency_key".to_string(),
+        ),
+        (
+            Method::POST,
+            "/v1/queues",
+            "/v1/queues".into(),
+            vec![],
+            Some(json!({ "name": long })),
+            "name".to_string(),
+        ),
+        (
+            Method::POST,
+            "/v1/plans",
+            "/v1/plans".into(),
+            vec![],
+            Some(plan_body(def.clone(), &long, &q)),
+            "name".to_string(),
+        ),
+        (
+            Method::POST,
+            "/v1/plans",
+            "/v1/plans".into(),
+            vec![],
+            Some(plan_body(def.clone(), "p3", &long)),
+            "queue_id".to_string(),
+        ),
+    ]);
+    for (template, field) in [
+        ("/v1/queues/{id}", format!("/v1/queues/{long_in_url}")),
+        (
+            "/v1/queues/{id}/pause",
+            format!("/v1/queues/{long_in_url}/pause"),
+        ),
+        (
+            "/v1/queues/{id}/resume",
+            format!("/v1/queues/{long_in_url}/resume"),
+        ),
+    ] {
+        let method = if template == "/v1/queues/{id}" {
+            Method::GET
+        } else {
+            Method::POST
+        };
+        cases.push((method, template, field, vec![], None, "id".into()));
+    }
+    for field in ["queue_id", "business_key", "concurrency_key"] {
+        cases.push((
+            Method::GET,
+            "/v1/tasks",
+            format!("/v1/tasks?{field}={long_in_url}"),
+            vec![],
+            None,
+            field.to_string(),
+        ));
+    }
+    cases.push((
+        Method::GET,
+        "/v1/queues",
+        format!("/v1/queues?cursor={long_in_url}"),
+        vec![],
+        None,
+        "cursor".into(),
+    ));
+
+    for (method, template, path, headers, body, field) in &cases {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = api
+            .call(
+                method.clone(),
+                template,
+                path,
+                Some(&api.token()),
+                &headers,
+                body.as_ref(),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["error"]["code"].as_str()),
+            (400, Some("INVALID_ARGUMENT")),
+            "{method} {template} with a long {field}: {}",
+            r.body
+        );
+        assert_eq!(
+            r.body["error"]["details"]["field"], *field,
+            "{method} {template}: {}",
+            r.body
+        );
+    }
+    assert_eq!(written(&api).await, before, "a refused request wrote rows");
+}
+
+#[tokio::test]
+async fn the_database_layer_answers_a_too_long_parameter_with_invalid_argument() {
+    // The backstop behind the façade's checks: MySQL error 1406 is a 400 naming the field.
+    let f = orbit::testing::Fixture::new().await;
+    let mut task = f.task(&f.queue_id, "");
+    task.handler = "h".repeat(70 * 1024);
+    let e = f.db.task_submit(&f.hash, "k", &task).await.unwrap_err();
+    assert_eq!(e.code(), "INVALID_ARGUMENT", "{e:?}");
+    assert!(e.message().starts_with("handler "), "{e:?}");
+}
+
+#[tokio::test]
+async fn idempotency_keys_are_visible_ascii_only() {
+    let api = Api::start().await;
+    let mut submit =
+        json!({"handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}});
+    submit["queue_id"] = json!(api.fixture.queue_id);
+    let before = written(&api).await;
+    // (A header value's leading and trailing whitespace is not part of it, so " ab" is tried in
+    // the batch only.)
+    for key in ["a b", "a\tb", " ab", &"k".repeat(256)] {
+        if !key.starts_with(' ') {
+            let r = api.submit(key, &submit).await;
+            assert_eq!(r.status, 400, "{key:?}: {}", r.body);
+            assert_eq!(r.body["error"]["details"]["field"], "Idempotency-Key");
+        }
+        let mut task = submit.clone();
+        task["idempotency_key"] = json!(key);
+        let r = api
+            .post(
+                "/v1/tasks/batch",
+                "/v1/tasks/batch",
+                &json!({"tasks": [task]}),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{key:?}: {}", r.body);
+        assert_eq!(
+            r.body["error"]["details"]["field"],
+            "tasks[0].idempotency_key"
+        );
+    }
+    // Control characters inside a batch key (a header cannot carry them at all).
+    let mut task = submit.clone();
+    task["idempotency_key"] = json!("a\u{7f}b");
+    let r = api
+        .post(
+            "/v1/tasks/batch",
+            "/v1/tasks/batch",
+            &json!({"tasks": [task]}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(written(&api).await, before, "a refused request wrote rows");
+    let ok = api.submit("a-b_c:d/e!~", &submit).await;
+    assert_eq!(ok.status, 201, "{}", ok.body);
 }

@@ -224,6 +224,53 @@ pub async fn check_queue_id(
     Err(ApiError::Db(DbError::NotFound("queue not found".into())))
 }
 
+/// Refuses a string longer than `max` characters (the size of its column) with a 400 naming
+/// `field`, before it reaches a procedure. The procedures check the same limits, but a parameter
+/// of 64 KiB or more does not even bind (MySQL error 1406, "Data too long"). `rule` is the
+/// message's rule, e.g. "1-191 characters".
+pub fn check_len(field: &str, value: &str, max: usize, rule: &str) -> Result<(), ApiError> {
+    // Bytes first: a string of at most `max` bytes has at most `max` characters.
+    if value.len() <= max || value.chars().count() <= max {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(
+        Some(field),
+        format!("{field} must be {rule}"),
+    ))
+}
+
+/// Checks a queue id from the request's `field` (body, path or query) for length: a queue id is
+/// 32 hex digits, so a longer string names no queue and is a 400 rather than a parameter the
+/// procedure cannot bind.
+pub fn check_queue_id_len(field: &str, id: &str) -> Result<(), ApiError> {
+    check_len(field, id, 32, "a queue id (32 hex digits)")
+}
+
+/// The rule of the `Idempotency-Key` header and of a batch task's `idempotency_key`: 1-255
+/// visible ASCII characters (0x21-0x7E: no spaces, tabs or control characters).
+pub fn valid_idempotency_key(key: &str) -> bool {
+    (1..=255).contains(&key.len()) && key.bytes().all(|b| (b'!'..=b'~').contains(&b))
+}
+
+/// The request's `Idempotency-Key` header, checked against [`valid_idempotency_key`]; anything
+/// else is a 400 naming the header.
+pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<&str, ApiError> {
+    const FIELD: &str = "Idempotency-Key";
+    let value = headers.get("idempotency-key").ok_or_else(|| {
+        ApiError::bad_request(Some(FIELD), "the Idempotency-Key header is required")
+    })?;
+    value
+        .to_str()
+        .ok()
+        .filter(|k| valid_idempotency_key(k))
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                Some(FIELD),
+                "Idempotency-Key must be 1-255 visible ASCII characters (no spaces or control characters)",
+            )
+        })
+}
+
 /// Deserializes a field that may be omitted but, when present, must not be `null`.
 pub fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
