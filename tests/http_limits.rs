@@ -1,12 +1,18 @@
 //! The HTTP façade against hostile clients: bounded metric labels, `/metrics` behind the
 //! `metrics:read` scope, long strings and bad Idempotency-Keys refused with a 400 naming the
-//! field. Black-box: a spawned `orbit serve` over a real MariaDB.
+//! field, and the connection limit with header, body, request and idle timeouts. Black-box: a
+//! spawned `orbit serve` over a real MariaDB, spoken to over HTTP, raw TCP and WebSocket.
 
 mod support;
 
+use std::time::{Duration, Instant};
+
+use orbit::testing::Server;
 use reqwest::Method;
 use serde_json::{json, Value};
 use support::Api;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 async fn scrape(api: &Api) -> String {
     let r = api
@@ -438,4 +444,196 @@ async fn idempotency_keys_are_visible_ascii_only() {
     assert_eq!(written(&api).await, before, "a refused request wrote rows");
     let ok = api.submit("a-b_c:d/e!~", &submit).await;
     assert_eq!(ok.status, 201, "{}", ok.body);
+}
+
+/// The number of open file descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Reads until the server closes the connection; the time it took.
+async fn until_closed(mut s: TcpStream, deadline: Duration) -> Result<Duration, String> {
+    let started = Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at((started + deadline).into(), s.read(&mut buf)).await {
+            Err(_) => return Err(format!("still open after {deadline:?}")),
+            Ok(Ok(0)) | Ok(Err(_)) => return Ok(started.elapsed()),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn partial_and_idle_connections_are_capped_and_closed_by_the_header_timeout() {
+    let f = orbit::testing::Fixture::new().await;
+    let cap = 32;
+    let server = Server::start_with_args(
+        env!("CARGO_BIN_EXE_orbit"),
+        &f.test_db.dsn,
+        &[
+            "--max-connections",
+            &cap.to_string(),
+            "--header-timeout",
+            "1",
+        ],
+    )
+    .await;
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let pid = server.pid();
+    let baseline = open_fds(pid);
+
+    // 300 connections that send half a request line and never finish it.
+    let mut partial = Vec::new();
+    for _ in 0..300 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"GET /healthz HT").await.unwrap();
+        partial.push(s);
+    }
+    let opened = Instant::now();
+    // Watch the server's descriptors while they are served and closed.
+    let watcher = tokio::spawn(async move {
+        let mut most = 0;
+        for _ in 0..400 {
+            most = most.max(open_fds(pid));
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        most
+    });
+    let closes: Vec<_> = partial
+        .into_iter()
+        .map(|s| tokio::spawn(until_closed(s, Duration::from_secs(60))))
+        .collect();
+    // /healthz answers once the cap has room again: each wave of `cap` partial connections is
+    // closed by the 1 s header timeout, so the 300 ahead of it are gone after about 10 s.
+    let health = reqwest::Client::new()
+        .get(format!("{}/healthz", server.url))
+        .timeout(Duration::from_secs(40))
+        .send()
+        .await
+        .expect("/healthz answers");
+    assert_eq!(health.status().as_u16(), 200);
+    let mut closed = Vec::new();
+    for c in closes {
+        closed.push(
+            c.await
+                .unwrap()
+                .expect("the server closed every partial connection"),
+        );
+    }
+    closed.sort();
+    // The first wave was accepted at once and closed by the header timeout (1 s), not later.
+    assert!(
+        closed[cap - 1] < Duration::from_millis(2500),
+        "the first {cap} closed after {:?}",
+        closed[cap - 1]
+    );
+    assert!(
+        opened.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        opened.elapsed()
+    );
+    // Never more than `cap` client sockets open in the server (plus slack for database
+    // connections the pool opens meanwhile).
+    let most = watcher.await.unwrap();
+    assert!(
+        most <= baseline + cap + 12,
+        "{most} descriptors with a baseline of {baseline} and a cap of {cap}"
+    );
+
+    // An idle keep-alive connection is closed after the same timeout.
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: orbit\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("\"status\":\"ok\"") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before the answer");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+    let idle = until_closed(s, Duration::from_secs(10)).await.unwrap();
+    assert!(
+        idle >= Duration::from_millis(800) && idle < Duration::from_millis(3000),
+        "an idle keep-alive connection closed after {idle:?}"
+    );
+}
+
+/// Sends `head` and `partial_body` on a raw connection and reads the whole answer (the server
+/// closes or answers with Content-Length; read until the body is complete).
+async fn raw_answer(addr: &str, request: &[u8]) -> (Duration, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut buf))
+            .await
+            .expect("an answer within 20 s")
+            .unwrap_or(0);
+        answer.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&answer).to_string();
+        if n == 0 || text.contains("\"request_id\"") {
+            return (started.elapsed(), text);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_body_gets_408_and_a_slow_request_503_but_a_websocket_session_lives_on() {
+    let f = orbit::testing::Fixture::new().await;
+    let token = f.token.clone();
+    let q = f.queue_id.clone();
+    let partial = format!(
+        "POST /v1/tasks HTTP/1.1\r\nHost: orbit\r\nAuthorization: Bearer {token}\r\n\
+         Idempotency-Key: slow\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{{\"queue_id\":"
+    );
+
+    let server = Server::start_with_args(
+        env!("CARGO_BIN_EXE_orbit"),
+        &f.test_db.dsn,
+        &["--body-timeout", "1", "--request-timeout", "5"],
+    )
+    .await;
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let (took, answer) = raw_answer(&addr, partial.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"INVALID_ARGUMENT\""), "{answer}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    drop(server);
+
+    let server = Server::start_with_args(
+        env!("CARGO_BIN_EXE_orbit"),
+        &f.test_db.dsn,
+        &["--body-timeout", "30", "--request-timeout", "1"],
+    )
+    .await;
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let (took, answer) = raw_answer(&addr, partial.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"code\":\"UNAVAILABLE\""), "{answer}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+
+    // A worker session outlives the 1 s request timeout: after 2.5 s it still gets its task.
+    let mut worker = support::ws::RawWorker::connect(&server.url, &token).await;
+    let welcome = worker.hello("w-timeout", &[&q], false, 1, &[]).await;
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/tasks", server.url))
+        .bearer_auth(&token)
+        .header("Idempotency-Key", "after-the-timeout")
+        .json(&json!({"queue_id": q, "handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let assign = worker.recv_type("task.assign").await;
+    assert_eq!(assign["task"]["handler"], "h", "{assign}");
+    worker.close().await;
 }

@@ -48,6 +48,31 @@ pub async fn request_id(req: Request, next: Next) -> Response {
     response
 }
 
+/// The request and body timeouts (`serve --request-timeout`, `--body-timeout`).
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    pub request: std::time::Duration,
+    pub body: std::time::Duration,
+}
+
+/// Middleware: a request whose response is not ready within the request timeout gets a 503; the
+/// body timeout travels with the request for [`ApiJson`]. A WebSocket upgrade's request ends
+/// with its 101 answer: the session that follows is not timed.
+pub async fn request_timeout(
+    axum::extract::State(t): axum::extract::State<Timeouts>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    req.extensions_mut().insert(t);
+    match tokio::time::timeout(t.request, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout {
+            seconds: t.request.as_secs_f64(),
+        }
+        .into_response(),
+    }
+}
+
 /// `{"data": …, "request_id": …}` with a status.
 pub struct Data<T>(pub StatusCode, pub T);
 
@@ -124,13 +149,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 "the body must be JSON with Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge { limit: BODY_LIMIT }
-            } else {
-                ApiError::bad_request(None, format!("cannot read the body: {rejection}"))
-            }
-        })?;
+        let body_timeout = req.extensions().get::<Timeouts>().map_or(
+            std::time::Duration::from_secs(super::BODY_TIMEOUT_SECONDS),
+            |t| t.body,
+        );
+        let bytes = tokio::time::timeout(body_timeout, Bytes::from_request(req, state))
+            .await
+            .map_err(|_| ApiError::BodyTimeout {
+                seconds: body_timeout.as_secs_f64(),
+            })?
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge { limit: BODY_LIMIT }
+                } else {
+                    ApiError::bad_request(None, format!("cannot read the body: {rejection}"))
+                }
+            })?;
         if bytes.len() > BODY_LIMIT {
             return Err(ApiError::PayloadTooLarge { limit: BODY_LIMIT });
         }
