@@ -154,6 +154,18 @@ pub struct ServeArgs {
     /// Lease granted with each assignment; a holder silent this long loses its permit.
     #[arg(long, default_value_t = crate::http::ws::LEASE_SECONDS, value_parser = clap::value_parser!(u32).range(2..=3600))]
     pub lease_seconds: u32,
+    /// Open client connections at once (WebSocket sessions included); at the limit new ones wait.
+    #[arg(long, default_value_t = crate::http::MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// Seconds a connection may take to send a request's headers, also the idle keep-alive limit.
+    #[arg(long, default_value_t = crate::http::HEADER_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout: u64,
+    /// Seconds a JSON request body may take to arrive (then 408).
+    #[arg(long, default_value_t = crate::http::BODY_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout: u64,
+    /// Seconds a request may take until its response (then 503); WebSocket sessions are not timed.
+    #[arg(long, default_value_t = crate::http::REQUEST_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub request_timeout: u64,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -219,7 +231,8 @@ pub struct CredentialCreateArgs {
     pub environment: String,
     #[arg(long)]
     pub namespace: String,
-    /// A scope to grant (repeat): queues:manage, tasks:submit, tasks:read, workers:connect, workers:consume.
+    /// A scope to grant (repeat): queues:manage, tasks:submit, tasks:read, workers:connect,
+    /// workers:consume, metrics:read (GET /metrics, which names every application: for operators).
     #[arg(long = "scope", required = true)]
     pub scopes: Vec<String>,
     /// Restrict to these queue ids (repeat); default: every queue of the namespace.
@@ -693,6 +706,12 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
         addr: args.addr,
         pool_size: args.pool_size,
         lease_seconds: args.lease_seconds,
+        limits: crate::http::ServeLimits {
+            max_connections: args.max_connections as usize,
+            header_timeout: std::time::Duration::from_secs(args.header_timeout),
+            body_timeout: std::time::Duration::from_secs(args.body_timeout),
+            request_timeout: std::time::Duration::from_secs(args.request_timeout),
+        },
     };
     match crate::http::serve(cfg).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -1156,6 +1175,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str, database: &str) -> ExitCode {
         addr: args.addr.clone(),
         pool_size: 8,
         lease_seconds: crate::http::ws::LEASE_SECONDS,
+        limits: Default::default(),
     };
     let creds_shown = creds_path.display().to_string();
     let result = crate::http::serve_with(cfg, |addr| {

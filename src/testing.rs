@@ -103,12 +103,13 @@ pub struct Fixture {
 }
 
 /// Every credential scope.
-pub const ALL_SCOPES: [&str; 5] = [
+pub const ALL_SCOPES: [&str; 6] = [
     "queues:manage",
     "tasks:submit",
     "tasks:read",
     "workers:connect",
     "workers:consume",
+    "metrics:read",
 ];
 
 impl Fixture {
@@ -234,7 +235,28 @@ impl Server {
             .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
     }
 
+    /// Starts `binary serve` with extra `serve` arguments (e.g. `--max-connections 8`).
+    pub async fn start_with_args(binary: &str, dsn: &str, args: &[&str]) -> Server {
+        Self::try_start_with(binary, dsn, "127.0.0.1:0", args)
+            .await
+            .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
+    }
+
+    /// The server's process id (to look at its open file descriptors).
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the server is running")
+    }
+
     async fn try_start_at(binary: &str, dsn: &str, addr: &str) -> Result<Server, String> {
+        Self::try_start_with(binary, dsn, addr, &[]).await
+    }
+
+    async fn try_start_with(
+        binary: &str,
+        dsn: &str,
+        addr: &str,
+        extra: &[&str],
+    ) -> Result<Server, String> {
         use tokio::io::AsyncBufReadExt;
         let log = std::env::temp_dir().join(format!(
             "orbit-serve-{}.log",
@@ -242,6 +264,7 @@ impl Server {
         ));
         let mut child = tokio::process::Command::new(binary)
             .args(["serve", "--addr", addr, "--pool-size", "8"])
+            .args(extra)
             .env("ORBIT_MYSQL_DSN", dsn)
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::piped())
