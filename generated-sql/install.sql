@@ -675,8 +675,10 @@ DELIMITER ;
 -- Result (one row per grant, or one row when nothing was granted): acks, a JSON array with one
 --   object per result in input order {"attempt_id", "task_id", "task_state", "attempt_state",
 --   "duplicate" (0/1), "code" ("" or NOT_FOUND / PERMISSION_DENIED; then nothing else is set)};
---   wake TINYINT (1 = these results may have made work claimable for other sessions, which the
---   grant did not take: the caller should wake them), the same in every row; then the grant as
+--   wake_queues, a JSON array of the queue ids where these results may have made work
+--   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
+--   the caller wakes the sessions that serve them, and no other), the same in every row; then
+--   the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
 --   lease_expires_at, concurrency_token, then the task columns.
 -- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), NOT_FOUND (no such
@@ -725,6 +727,7 @@ BEGIN
   DECLARE v_ended MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
+  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
@@ -962,11 +965,17 @@ BEGIN
   -- left: a ready task of a released key (known above: with a grant, every key released here was
   -- handed off), room under an application quota that was full (conservatively: at most one
   -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
-  -- without backoff), or room under a queue's permit limit. The last two need a statement, run
-  -- only when a task went back to waiting or the session has a queue with a limit: most results
-  -- end their task, and most queues have no limit.
+  -- without backoff), or room under a queue's permit limit. The last two concern only the ended
+  -- attempts' queues, and need a statement, run only when a task went back to waiting or the
+  -- session has a queue with a limit: most results end their task, and most queues have no limit.
+  -- Which sessions to wake: those serving a queue of the application (a key, the quota) or of an
+  -- ended attempt that now has a ready task; never another application's (wake_queues).
   IF v_ended_count > 0 AND (p_claim_max = 0 OR v_key_left OR COALESCE(v_room, 0) <= 1) THEN
     SET v_wake = 1;
+    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM orbit_queue q FORCE INDEX (ix_queue_application)
+     WHERE q.application_id = v_back_application_id AND q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
   ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
     -- One statement over the ended list, each lookup an index probe per ended attempt: the
     -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
@@ -981,6 +990,14 @@ BEGIN
                      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
                     WHERE q.max_active_attempts > 0)
       INTO v_wake;
+    IF v_wake THEN
+      SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM (SELECT DISTINCT CONVERT(e.queue_id USING ascii) COLLATE ascii_bin AS queue_id
+              FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e) w
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
+     WHERE q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+    END IF;
   END IF;
   COMMIT;
   -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
@@ -988,7 +1005,7 @@ BEGIN
   -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
   -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -1000,7 +1017,7 @@ BEGIN
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -1013,7 +1030,7 @@ BEGIN
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
      ORDER BY a.id;
   ELSE
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -2164,14 +2181,16 @@ CREATE PROCEDURE orbit_plan_get(IN p_token_hash BINARY(32), IN p_plan_id BIGINT 
 BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
          p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
@@ -2207,7 +2226,8 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
   DECLARE v_interval BIGINT;
@@ -2219,11 +2239,12 @@ BEGIN
   END;
 
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_paused IS NULL OR p_paused NOT IN (0, 1) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: paused must be true or false';
   END IF;
@@ -2306,7 +2327,8 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -2316,11 +2338,12 @@ BEGIN
   END;
 
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
   END IF;
@@ -2766,7 +2789,11 @@ DELIMITER ;
 --   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
--- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, STATE_CONFLICT.
+--   then wake_queues: a JSON array of the queue ids where the cancel readied work (a key's next
+--   task, room under a queue or application limit): unpaused queues of the task's application
+--   with a ready task; the caller wakes the sessions that serve them.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
+--   or outside the credential's queues: one answer), STATE_CONFLICT.
 -- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
 --   promoted task rows (SKIP LOCKED), the orbit_application_quota slot row the charges go back
 --   to (a waiting task: orbit_task.quota_slot; a leased one: its attempt's, orbit_attempt.quota_slot).
@@ -2778,7 +2805,8 @@ body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
@@ -2794,6 +2822,7 @@ body: BEGIN
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2801,11 +2830,12 @@ body: BEGIN
   END;
 
   SELECT t.queue_id, t.current_attempt_id INTO v_queue_id, v_attempt_id FROM orbit_task t WHERE t.id = p_task_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -2840,6 +2870,11 @@ body: BEGIN
      AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
     COMMIT;
+    -- The released key, queue permit and quota may let any queue of the application claim.
+    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM orbit_queue q FORCE INDEX (ix_queue_application)
+     WHERE q.application_id = v_application_id AND q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN
       SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
@@ -2856,6 +2891,14 @@ body: BEGIN
        SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
      WHERE q.application_id = v_application_id AND q.slot = v_slot;
     COMMIT;
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      -- The key's next task in this queue.
+      SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM (SELECT v_queue_id AS queue_id) w
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
+     WHERE q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+    END IF;
   ELSE
     ROLLBACK;
     IF v_state = 'RUNNING' THEN
@@ -2869,7 +2912,7 @@ body: BEGIN
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
+         t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -3234,14 +3277,16 @@ CREATE PROCEDURE orbit_task_get(IN p_token_hash BINARY(32), IN p_task_id BIGINT 
 BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -4036,7 +4081,10 @@ DELIMITER ;
 --   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
--- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT, STATE_CONFLICT (not in
+--   then wake_queues: a JSON array, the task's queue when a requeue left it ready (unpaused),
+--   else empty; the caller wakes the sessions that serve it.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
+--   or outside the credential's queues: one answer), INVALID_ARGUMENT, STATE_CONFLICT (not in
 --   NEEDS_REVIEW).
 -- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
 --   the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
@@ -4052,12 +4100,14 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -4065,11 +4115,12 @@ BEGIN
   END;
 
   SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_resolution IS NULL OR p_resolution NOT IN ('succeeded', 'failed', 'requeue') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: resolution must be succeeded, failed or requeue';
   END IF;
@@ -4105,13 +4156,20 @@ BEGIN
   INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
   VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);
   COMMIT;
+  IF p_resolution = 'requeue' AND v_lane = 'ready' THEN
+    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM (SELECT v_queue_id AS queue_id) w
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
+     WHERE q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+  END IF;
   SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
+         t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -4979,7 +5037,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c4b19259446acaf1c7bb6e320c5d46216ccda6bac442aaa78f8cd9e0b531f33a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'a56a904936506b4c7bc94c4d3bfd70c8115d9d1373883bf0cb4e2d9285c7c46f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '7b10fc2254679fe1b28bbb2b90480c879987bb44c68063eae7295da2622a30c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4999,9 +5057,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, '35017028931134eb7e8771e31502f81bad2fe265dcfa654f849c966ae87d6d8f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 1, '2ce0baa08588611e40102323a6114180d1dfac6dedb8197b2962af79defe6b97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 1, '08e79902dacd5123d70ddbd8d4fdee9cee1f82ede318b34edb7bfe04ddf2b8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 1, '843aa226207bf7d92745a890ff87ae84172a2049170d1fd85af71407c9029e04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 1, '181f0b4abee2a9574ea978e72cc2e089d5b82d48d1bde8061c4af83e0bcd10d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 1, '2d232fa3e0306f7b1a518b0a74aa6337b0f66882e72f3ebe18c6d2966952e073', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 1, 'da4efd1fb24bcf9ac41defa31f00017cb40316be85f581a0631f5eb55f613b85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5009,20 +5067,20 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '7fe636c70eec3bec0ba39f9bdc46342362fd0304fe0935dbdaadb8d4d8eae22d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'ce6f8fe00f6be7e3b0e5549887038de754b1f33840332e5c94add3244a3235d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'bda8dad8b7814810c314698b8a6cb15f95ff8c4fa58d09b3784b4ab2e2d14098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '7ae4010bc8e226fa8c8e28f3e5f993a2fb2f0f68627e887126dcf561f4068f3e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'db6f46d4f77c83a96ba8147f30460c96cb0750fdfc75af4ab34a47078be2af45', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '69af81a295c918bf84a7ecf326ab41c66f18e5a16ee1a795b9a75fb8648bae7e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '18fc1a7335ef33c73f37f7e1f8464b9ce3eafff05357bc85fd7470ee509a9ed8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -22,10 +22,10 @@ const BATCH: u32 = 500;
 pub async fn run(db: Db, dispatch: Arc<Dispatch>) {
     loop {
         let sleep = match tick(&db).await {
-            Ok((worked, next)) => {
-                if worked {
-                    dispatch.notify_any();
-                }
+            Ok((_worked, next)) => {
+                // Whatever the steps readied (a recovered lease's key, a due retry, a fired plan)
+                // shows in the probe, which wakes only the sessions of queues with ready work:
+                // one application's sessions never pay for another's changes.
                 match db.task_ready_queues(10_000).await {
                     Ok(ready) => dispatch.notify_queues(ready.into_iter().collect()),
                     Err(e) => tracing::warn!(error = %e, "dispatch probe failed"),

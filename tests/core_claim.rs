@@ -939,9 +939,25 @@ async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
         .execute(f.db.pool())
         .await
         .unwrap();
-    let (ack, _) = finish(grants[0].attempt_id).await.unwrap();
-    assert!(ack.wake, "a permit limit was relieved");
-    // Without a claim nothing was taken in its place: always wake; a duplicate never does.
+    // (Two ready tasks: the grant takes one, the other waits for another session.)
+    f.submit(&f.queue_id, "").await;
+    f.submit(&f.queue_id, "").await;
+    let finished =
+        f.db.attempt_finish_many(
+            s,
+            &[result(grants[0].attempt_id, Outcome::Succeeded)],
+            claim,
+        )
+        .await
+        .unwrap();
+    assert!(finished.acks[0].wake, "a permit limit was relieved");
+    assert_eq!(
+        finished.wake_queues,
+        vec![f.queue_id.clone()],
+        "only that queue's sessions"
+    );
+    // Without a claim nothing was taken in its place: wake whenever work is ready (here the
+    // task left above); a duplicate never does.
     sqlx::query("UPDATE orbit_queue SET max_active_attempts = 0")
         .execute(f.db.pool())
         .await

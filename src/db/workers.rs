@@ -71,7 +71,7 @@ impl Outcome {
     }
 }
 
-/// The columns that open every row of `orbit_attempt_finish`: acks, wake.
+/// The columns that open every row of `orbit_attempt_finish`: acks, wake_queues.
 const FINISH_ACK_COLUMNS: usize = 2;
 
 /// One worker result: an element of `orbit_attempt_finish`'s `p_results` array.
@@ -103,8 +103,8 @@ pub struct FinishAck {
     /// that does not exist or belongs to another session (nothing was changed for it).
     pub code: String,
     /// `true` when the call's releases may have made work claimable for other sessions (a ready
-    /// task of a released key that the call did not grant, a queue permit limit, a full quota);
-    /// the same for every result of one call.
+    /// task of a released key that the call did not grant, a queue permit limit, a full quota):
+    /// [`Finished::wake_queues`] is not empty. The same for every result of one call.
     #[serde(skip)]
     pub wake: bool,
 }
@@ -143,6 +143,9 @@ impl FinishAck {
 pub struct Finished {
     pub acks: Vec<FinishAck>,
     pub grants: Vec<Grant>,
+    /// The queues where the results left claimable work the grants did not take: wake the
+    /// sessions that serve them (only those; never another application's).
+    pub wake_queues: Vec<String>,
 }
 
 /// One element of `orbit_attempt_start`'s answers.
@@ -290,6 +293,8 @@ impl Db {
         max: u32,
         lease_ms: u32,
     ) -> Result<Vec<Grant>, DbError> {
+        // What a wake-up costs: one claim per woken session with free capacity.
+        ::metrics::counter!("orbit_worker_claims_total").increment(1);
         let rows = self
             .call(
                 "orbit_task_claim",
@@ -459,11 +464,12 @@ impl Db {
             .first()
             .ok_or_else(|| DbError::Internal("orbit_attempt_finish returned no row".into()))?;
         let mut c = Cols::new(first);
-        let (acks, wake) = (c.text()?, c.bool()?);
+        let acks = c.text()?;
+        let wake_queues = super::tasks::wake_queues(&mut c, "orbit_attempt_finish")?;
         let mut acks: Vec<FinishAck> = serde_json::from_str(&acks)
             .map_err(|e| DbError::Internal(format!("orbit_attempt_finish acks: {e}")))?;
         for ack in &mut acks {
-            ack.wake = wake;
+            ack.wake = !wake_queues.is_empty();
         }
         let mut grants = Vec::new();
         for row in &rows {
@@ -472,6 +478,10 @@ impl Db {
                 grants.push(Grant::read(&mut Cols::at(row, FINISH_ACK_COLUMNS))?);
             }
         }
-        Ok(Finished { acks, grants })
+        Ok(Finished {
+            acks,
+            grants,
+            wake_queues,
+        })
     }
 }

@@ -195,6 +195,7 @@ impl Session {
 
     async fn run(&mut self) {
         let mut work = self.app.dispatch.subscribe();
+        let mut seen = work.borrow().generation;
         loop {
             let frame = match self.ahead.take() {
                 Some(frame) => frame,
@@ -202,7 +203,9 @@ impl Session {
                     frame = self.socket.recv() => frame,
                     changed = work.changed() => {
                         if changed.is_err() { break }
-                        let concerns = work.borrow_and_update().concerns(&self.queues);
+                        let wake = work.borrow_and_update().clone();
+                        let concerns = wake.concerns(seen, &self.queues);
+                        seen = wake.generation;
                         if concerns && !self.fill().await { break }
                         continue;
                     }
@@ -445,13 +448,11 @@ impl Session {
             Ok(f) => f,
             Err(e) => return self.db_error(e).await,
         };
-        let mut wake = false;
         for ack in finished.acks {
             let attempt_id = ack.attempt_id;
             let frame = match ack.into_result() {
                 Ok(ack) => {
                     self.in_flight.remove(&attempt_id);
-                    wake |= ack.wake;
                     json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})
                 }
                 Err(e) => {
@@ -464,11 +465,11 @@ impl Session {
                 return false;
             }
         }
-        if wake {
-            // The release made work claimable that this session did not take (a queue it does
-            // not serve, more than it could take, a limit).
-            self.app.dispatch.notify_any();
-        }
+        // The release made work claimable that this session did not take (a queue it does not
+        // serve, more than it could take, a limit): wake the sessions of those queues only.
+        self.app
+            .dispatch
+            .notify_queues(finished.wake_queues.into_iter().collect());
         self.assign(finished.grants).await && (claim.max > 0 || self.fill().await)
     }
 
