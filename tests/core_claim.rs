@@ -1056,7 +1056,7 @@ async fn results_sent_together_are_confirmed_in_one_call_each_on_its_own() {
         f.db.attempt_finish_many(other, &[result(u2, Outcome::Succeeded)], ClaimAfter::NONE)
             .await
             .unwrap();
-    assert_eq!(finished.acks[0].code, "PERMISSION_DENIED");
+    assert_eq!(finished.acks[0].code, "NOT_FOUND");
 }
 
 #[tokio::test]
@@ -1376,7 +1376,7 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
         .iter()
         .map(|a| a["code"].as_str().unwrap())
         .collect();
-    assert_eq!(codes, ["", "PERMISSION_DENIED", "NOT_FOUND"]);
+    assert_eq!(codes, ["", "NOT_FOUND", "NOT_FOUND"]);
     assert_eq!(
         f.db.task_get(&f.hash, theirs.id).await.unwrap().state,
         TaskState::Leased,

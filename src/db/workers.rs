@@ -99,8 +99,8 @@ pub struct FinishAck {
     /// `true` when the attempt had already ended: nothing was released this time.
     #[serde(deserialize_with = "bool_from_int")]
     pub duplicate: bool,
-    /// "" when the result was taken; NOT_FOUND or PERMISSION_DENIED when it named an attempt
-    /// that does not exist or belongs to another session (nothing was changed for it).
+    /// "" when the result was taken; NOT_FOUND when it named an attempt that does not exist or
+    /// belongs to another session (one answer for both; nothing was changed for it).
     pub code: String,
     /// `true` when the call's releases may have made work claimable for other sessions (a ready
     /// task of a released key that the call did not grant, a queue permit limit, a full quota):
@@ -126,10 +126,8 @@ impl FinishAck {
     pub fn into_result(self) -> Result<FinishAck, DbError> {
         match self.code.as_str() {
             "" => Ok(self),
+            // Another session's attempt gets the same answer: ids reveal nothing.
             "NOT_FOUND" => Err(DbError::NotFound("attempt not found".into())),
-            "PERMISSION_DENIED" => Err(DbError::PermissionDenied(
-                "the attempt belongs to another session".into(),
-            )),
             other => Err(DbError::Internal(format!(
                 "orbit_attempt_finish answered code {other}"
             ))),
@@ -312,8 +310,26 @@ impl Db {
 
     /// `orbit_session_attempts`: the session's live attempts, as grants.
     pub async fn session_attempts(&self, session_id: u64) -> Result<Vec<Grant>, DbError> {
+        self.session_heartbeat(session_id, None).await
+    }
+
+    /// `orbit_session_attempts` as a worker's heartbeat: also records that the worker was heard
+    /// from, when it was last recorded `touch_after_ms` or longer ago (`None`: never), which keeps
+    /// the sweep of silent sessions (`orbit_session_sweep`) off it. UNAUTHENTICATED when the
+    /// session is closed (the sweep, or its credential's revocation, closed it).
+    pub async fn session_heartbeat(
+        &self,
+        session_id: u64,
+        touch_after_ms: Option<u32>,
+    ) -> Result<Vec<Grant>, DbError> {
         let rows = self
-            .call("orbit_session_attempts", &[session_id.into()])
+            .call(
+                "orbit_session_attempts",
+                &[
+                    session_id.into(),
+                    touch_after_ms.map_or(super::Arg::Null, |ms| u64::from(ms).into()),
+                ],
+            )
             .await?;
         rows.iter()
             .map(|row| Grant::read(&mut Cols::new(row)))

@@ -241,7 +241,11 @@ pub async fn serve_with(
     println!("listening on http://{local}");
     on_listen(local);
     tracing::info!(%local, "orbit serve started");
-    let scheduler = tokio::spawn(crate::scheduler::run(db.clone(), dispatch.clone()));
+    let scheduler = tokio::spawn(crate::scheduler::run(
+        db.clone(),
+        dispatch.clone(),
+        cfg.lease_seconds,
+    ));
     // Nagle off: a result's acknowledgement and the next assignment are small frames written
     // back to back; with Nagle the second waits for the worker's delayed ACK (~40 ms), which
     // would be the whole of a hot key's hand-off.

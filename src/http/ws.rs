@@ -474,8 +474,9 @@ impl Session {
     }
 
     /// Reports a procedure error; an unavailable database keeps the socket (the worker retries).
+    /// A closed session (its credential revoked, or swept after silence) ends the socket.
     async fn db_error(&mut self, e: DbError) -> bool {
-        self.send(&db_error_frame(self.id, &e)).await
+        self.send(&db_error_frame(self.id, &e)).await && !matches!(e, DbError::Unauthenticated(_))
     }
 
     /// Claims work up to the free capacity and sends the assignments; sends `drained` when a
@@ -527,7 +528,9 @@ impl Session {
     /// after its commit (a killed connection, a failover). Runs with each renewal, well inside
     /// the lease, so such an attempt runs instead of waiting for its lease to run out.
     async fn deliver_lost_grants(&mut self, session: u64) -> bool {
-        match self.app.db.session_attempts(session).await {
+        // Also the heartbeat the sweep of silent sessions reads: recorded at most once per lease.
+        let touch = Some(self.app.lease_seconds * 1000);
+        match self.app.db.session_heartbeat(session, touch).await {
             Ok(held) => {
                 let lost: Vec<Grant> = held
                     .into_iter()

@@ -27,8 +27,8 @@
 -- result gets the same answer with duplicate = 1 and releases nothing again. A result arriving
 -- after the attempt already ended another way (lease expiry recovery, cancel) is recorded in
 -- late_result and changes no permit and no other attempt. A result for an attempt that does not
--- exist or belongs to another session changes nothing and is answered with its code; the other
--- results of the call still count.
+-- exist or belongs to another session changes nothing and is answered NOT_FOUND (one answer for
+-- both); the other results of the call still count. A closed session's results are refused.
 -- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
 -- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
 -- with this one commit, and the worker gets the assignment with the acknowledgement instead of
@@ -43,15 +43,16 @@
 --   1000-3600000 (the grants' lease; ignored when p_claim_max = 0).
 -- Result (one row per grant, or one row when nothing was granted): acks, a JSON array with one
 --   object per result in input order {"attempt_id", "task_id", "task_state", "attempt_state",
---   "duplicate" (0/1), "code" ("" or NOT_FOUND / PERMISSION_DENIED; then nothing else is set)};
+--   "duplicate" (0/1), "code" ("" or NOT_FOUND; then nothing else is set)};
 --   wake_queues, a JSON array of the queue ids where these results may have made work
 --   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
 --   the caller wakes the sessions that serve them, and no other), the same in every row; then
 --   the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
 --   lease_expires_at, concurrency_token, then the task columns.
--- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), NOT_FOUND (no such
---   session, when granting).
+-- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
+--   such session, or it is closed: its socket went away, the sweep closed it, or its credential
+--   was revoked).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
@@ -95,6 +96,7 @@ BEGIN
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
+  DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
@@ -159,6 +161,7 @@ BEGIN
   IF p_claim_max > 0 AND (p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000) THEN
     {% call m::raise("INVALID_ARGUMENT", "lease_ms must be between 1000 and 3600000") %};
   END IF;
+  {% call m::session_open_check("p_session_id", "v_session_state") %};
   {% call m::begin() %};
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
@@ -252,7 +255,7 @@ BEGIN
     IF v_session_id IS NULL THEN
       SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
+      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_attempt_slot,
                              v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
