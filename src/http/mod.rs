@@ -12,7 +12,7 @@ pub mod queues;
 pub mod tasks;
 pub mod ws;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
@@ -35,28 +35,42 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::db::Db;
 
-/// Wakes the worker sessions of this process when there may be new work: a submit here (for its
-/// queue), a release here (any queue), or ready queues seen by the scheduler's probe (work from
-/// other processes). A generation counter in a watch channel, so a session busy with a frame when
-/// the signal fires still sees it afterwards.
+/// Wakes the worker sessions of this process when there may be new work, only those that serve
+/// the queues concerned: a submit here (its queue), a release, cancel or resolve here (the queues
+/// where the procedure reports it readied work), or ready queues seen by the scheduler's probe
+/// (work from other processes, recovered leases, due retries). One application's changes never
+/// wake another application's sessions (their queues differ). A watch channel holding the last
+/// [`WAKE_HISTORY`] wake-ups, so a session busy with a frame when several fire still sees each.
 #[derive(Debug)]
 pub struct Dispatch {
     work: watch::Sender<Wake>,
 }
 
-/// One wake-up: which queues may have work (`None` = any).
+/// How many recent wake-ups a session can catch up on; one that fell further behind claims once.
+pub const WAKE_HISTORY: usize = 256;
+
+/// The recent wake-ups: each a generation and the queues that may have work.
 #[derive(Clone, Debug, Default)]
 pub struct Wake {
     pub generation: u64,
-    pub queues: Option<Arc<HashSet<String>>>,
+    recent: Arc<VecDeque<(u64, Arc<HashSet<String>>)>>,
 }
 
 impl Wake {
-    /// Whether a session consuming `queues` should try to claim.
-    pub fn concerns(&self, queues: &[String]) -> bool {
-        self.queues
-            .as_ref()
-            .is_none_or(|ready| queues.iter().any(|q| ready.contains(q)))
+    /// Whether a session consuming `queues`, which last looked at generation `seen`, should try
+    /// to claim: a wake-up since then named one of its queues (or it missed some).
+    pub fn concerns(&self, seen: u64, queues: &[String]) -> bool {
+        if self.generation <= seen {
+            return false;
+        }
+        match self.recent.front() {
+            Some((oldest, _)) if *oldest <= seen + 1 => self
+                .recent
+                .iter()
+                .filter(|(g, _)| *g > seen)
+                .any(|(_, ready)| queues.iter().any(|q| ready.contains(q))),
+            _ => true,
+        }
     }
 }
 
@@ -69,22 +83,20 @@ impl Default for Dispatch {
 }
 
 impl Dispatch {
-    /// Work may have appeared on any queue (a release, a cancel, a resolve, a recovery).
-    pub fn notify_any(&self) {
-        self.wake(None);
-    }
-
     /// Work appeared on these queues.
     pub fn notify_queues(&self, queues: HashSet<String>) {
-        if !queues.is_empty() {
-            self.wake(Some(Arc::new(queues)));
+        if queues.is_empty() {
+            return;
         }
-    }
-
-    fn wake(&self, queues: Option<Arc<HashSet<String>>>) {
+        let queues = Arc::new(queues);
         self.work.send_modify(|w| {
-            w.generation = w.generation.wrapping_add(1);
-            w.queues = queues;
+            w.generation += 1;
+            // In place unless a session is reading the history right now.
+            let recent = Arc::make_mut(&mut w.recent);
+            if recent.len() == WAKE_HISTORY {
+                recent.pop_front();
+            }
+            recent.push_back((w.generation, queues));
         });
     }
 
@@ -295,7 +307,11 @@ pub async fn serve_with(
     println!("listening on http://{local}");
     on_listen(local);
     tracing::info!(%local, max_connections = cfg.limits.max_connections, "orbit serve started");
-    let scheduler = tokio::spawn(crate::scheduler::run(db.clone(), dispatch.clone()));
+    let scheduler = tokio::spawn(crate::scheduler::run(
+        db.clone(),
+        dispatch.clone(),
+        cfg.lease_seconds,
+    ));
     serve_connections(listener, app, &cfg.limits, shutdown_signal()).await;
     scheduler.abort();
     db.close().await;

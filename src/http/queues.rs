@@ -216,6 +216,6 @@ async fn resume_queue(
     check_queue_id_len("id", &id)?;
     check_queue_id(&app.db, &hash, "queues:manage", &id).await?;
     let q = app.db.queue_set_paused(&hash, &id, false).await?;
-    app.dispatch.notify_any();
+    app.dispatch.notify_queues([q.id.clone()].into());
     Ok(Data(StatusCode::OK, q.into()))
 }

@@ -573,8 +573,11 @@ async fn cancel_task(
     Bearer(hash): Bearer,
     Path(id): Path<String>,
 ) -> Result<Data<TaskView>, ApiError> {
-    let task = app.db.task_cancel(&hash, path_id(&id, "id")?).await?;
-    app.dispatch.notify_any();
+    let (task, ready) = app
+        .db
+        .task_cancel_and_wake(&hash, path_id(&id, "id")?)
+        .await?;
+    app.dispatch.notify_queues(ready.into_iter().collect());
     Ok(Data(StatusCode::OK, task.into()))
 }
 
@@ -607,10 +610,10 @@ async fn resolve_task(
     ApiJson(body): ApiJson<ResolveTask>,
 ) -> Result<Data<TaskView>, ApiError> {
     let note = body.note.map(|n| n.to_string());
-    let task = app
+    let (task, ready) = app
         .db
-        .task_resolve(&hash, path_id(&id, "id")?, body.resolution, note.as_deref())
+        .task_resolve_and_wake(&hash, path_id(&id, "id")?, body.resolution, note.as_deref())
         .await?;
-    app.dispatch.notify_any();
+    app.dispatch.notify_queues(ready.into_iter().collect());
     Ok(Data(StatusCode::OK, task.into()))
 }

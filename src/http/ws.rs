@@ -195,6 +195,7 @@ impl Session {
 
     async fn run(&mut self) {
         let mut work = self.app.dispatch.subscribe();
+        let mut seen = work.borrow().generation;
         loop {
             let frame = match self.ahead.take() {
                 Some(frame) => frame,
@@ -202,7 +203,9 @@ impl Session {
                     frame = self.socket.recv() => frame,
                     changed = work.changed() => {
                         if changed.is_err() { break }
-                        let concerns = work.borrow_and_update().concerns(&self.queues);
+                        let wake = work.borrow_and_update().clone();
+                        let concerns = wake.concerns(seen, &self.queues);
+                        seen = wake.generation;
                         if concerns && !self.fill().await { break }
                         continue;
                     }
@@ -445,13 +448,11 @@ impl Session {
             Ok(f) => f,
             Err(e) => return self.db_error(e).await,
         };
-        let mut wake = false;
         for ack in finished.acks {
             let attempt_id = ack.attempt_id;
             let frame = match ack.into_result() {
                 Ok(ack) => {
                     self.in_flight.remove(&attempt_id);
-                    wake |= ack.wake;
                     json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})
                 }
                 Err(e) => {
@@ -464,17 +465,18 @@ impl Session {
                 return false;
             }
         }
-        if wake {
-            // The release made work claimable that this session did not take (a queue it does
-            // not serve, more than it could take, a limit).
-            self.app.dispatch.notify_any();
-        }
+        // The release made work claimable that this session did not take (a queue it does not
+        // serve, more than it could take, a limit): wake the sessions of those queues only.
+        self.app
+            .dispatch
+            .notify_queues(finished.wake_queues.into_iter().collect());
         self.assign(finished.grants).await && (claim.max > 0 || self.fill().await)
     }
 
     /// Reports a procedure error; an unavailable database keeps the socket (the worker retries).
+    /// A closed session (its credential revoked, or swept after silence) ends the socket.
     async fn db_error(&mut self, e: DbError) -> bool {
-        self.send(&db_error_frame(self.id, &e)).await
+        self.send(&db_error_frame(self.id, &e)).await && !matches!(e, DbError::Unauthenticated(_))
     }
 
     /// Claims work up to the free capacity and sends the assignments; sends `drained` when a
@@ -526,7 +528,9 @@ impl Session {
     /// after its commit (a killed connection, a failover). Runs with each renewal, well inside
     /// the lease, so such an attempt runs instead of waiting for its lease to run out.
     async fn deliver_lost_grants(&mut self, session: u64) -> bool {
-        match self.app.db.session_attempts(session).await {
+        // Also the heartbeat the sweep of silent sessions reads: recorded at most once per lease.
+        let touch = Some(self.app.lease_seconds * 1000);
+        match self.app.db.session_heartbeat(session, touch).await {
             Ok(held) => {
                 let lost: Vec<Grant> = held
                     .into_iter()
