@@ -211,7 +211,8 @@ pub enum CredentialAction {
         after_help = "Example:\n  orbit admin credential create --application shop --environment prod --namespace default \\\n    --scope tasks:read --scope tasks:submit --queue 0f1e… --output reader.json"
     )]
     Create(CredentialCreateArgs),
-    /// Revoke a credential by id (idempotent); its token stops working at once.
+    /// Revoke a credential by id (idempotent); its token stops working at once and its open
+    /// worker sessions are closed (their next frame is refused).
     #[command(after_help = "Example:\n  orbit admin credential revoke --id 7")]
     Revoke {
         #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]

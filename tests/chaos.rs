@@ -150,7 +150,9 @@ fn a_short_chaos_run_keeps_every_guarantee() {
             "overlaps",
             "token_regressions",
             "lost_updates",
-            "lost_tasks"
+            "lost_tasks",
+            "crossed_answers",
+            "internal_errors"
         ]
     );
     let get = |name: &str| fields.iter().find(|f| f.0 == name).unwrap().1;
@@ -161,6 +163,8 @@ fn a_short_chaos_run_keeps_every_guarantee() {
         "token_regressions",
         "lost_updates",
         "lost_tasks",
+        "crossed_answers",
+        "internal_errors",
     ] {
         assert_eq!(get(violation), 0, "{last}");
     }
@@ -170,6 +174,7 @@ fn a_short_chaos_run_keeps_every_guarantee() {
         "KILL CONNECTION",
         "SIGKILL façade",
         "SIGKILL database",
+        "SIGSTOP database",
     ] {
         assert!(stdout.contains(kind), "no '{kind}' fault in the schedule");
     }
