@@ -227,6 +227,18 @@ impl Server {
         Self::try_start_at(binary, dsn, "127.0.0.1:0").await
     }
 
+    /// Like [`Server::start`] with more `serve` arguments (e.g. `["--lease-seconds", "3"]`).
+    pub async fn start_with(binary: &str, dsn: &str, extra: &[&str]) -> Server {
+        Self::spawn(binary, dsn, "127.0.0.1:0", extra)
+            .await
+            .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
+    }
+
+    /// The process id of the server (to read its memory use in /proc).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Starts on a chosen address (to restart a server where its clients expect it).
     pub async fn start_at(binary: &str, dsn: &str, addr: &str) -> Server {
         Self::try_start_at(binary, dsn, addr)
@@ -235,6 +247,10 @@ impl Server {
     }
 
     async fn try_start_at(binary: &str, dsn: &str, addr: &str) -> Result<Server, String> {
+        Self::spawn(binary, dsn, addr, &[]).await
+    }
+
+    async fn spawn(binary: &str, dsn: &str, addr: &str, extra: &[&str]) -> Result<Server, String> {
         use tokio::io::AsyncBufReadExt;
         let log = std::env::temp_dir().join(format!(
             "orbit-serve-{}.log",
@@ -242,6 +258,7 @@ impl Server {
         ));
         let mut child = tokio::process::Command::new(binary)
             .args(["serve", "--addr", addr, "--pool-size", "8"])
+            .args(extra)
             .env("ORBIT_MYSQL_DSN", dsn)
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::piped())
