@@ -575,3 +575,54 @@ async fn a_result_too_deep_fails_alone_and_names_its_attempt() {
     );
     w.close().await;
 }
+
+/// An attempt whose start or renewal is rejected no longer counts against the session's
+/// capacity: a capacity-1 session gets its next task right after the rejection.
+#[tokio::test]
+async fn a_rejected_start_or_renewal_frees_the_slot() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    f.submit(&f.queue_id, "").await;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.hello("w1", &[&f.queue_id], true, 1, &[]).await;
+    let first = w.recv_type("task.assign").await["attempt_id"]
+        .as_u64()
+        .unwrap();
+    f.expire_lease(first).await;
+    // Waiting work the full session cannot take yet.
+    f.submit(&f.queue_id, "").await;
+    w.send(json!({"type": "task.start", "attempt_id": first}))
+        .await;
+    let rejected = w.recv().await;
+    assert_eq!(rejected["type"], "task.start.rejected", "{rejected}");
+    let second = w.recv().await;
+    assert_eq!(second["type"], "task.assign", "{second}");
+    let second = second["attempt_id"].as_u64().unwrap();
+    assert_ne!(second, first);
+    w.send(json!({"type": "task.start", "attempt_id": second}))
+        .await;
+    w.recv_type("task.start.ok").await;
+    f.expire_lease(second).await;
+    f.submit(&f.queue_id, "").await;
+    w.send(json!({"type": "lease.renew", "attempt_ids": [second]}))
+        .await;
+    let renewed = w.recv().await;
+    assert_eq!(renewed["type"], "lease.renewed", "{renewed}");
+    assert_eq!(
+        renewed["attempts"][0]["rejected"], "LEASE_EXPIRED",
+        "{renewed}"
+    );
+    let third = w.recv().await;
+    assert_eq!(third["type"], "task.assign", "{third}");
+    assert!(![first, second].contains(&third["attempt_id"].as_u64().unwrap()));
+    // The expired attempt is not handed back as a lost grant with later renewals.
+    w.send(json!({"type": "lease.renew", "attempt_ids": [third["attempt_id"]]}))
+        .await;
+    let renewed = w.recv().await;
+    assert_eq!(renewed["type"], "lease.renewed", "{renewed}");
+    w.send(json!({"type": "lease.renew", "attempt_ids": []}))
+        .await;
+    let next = w.recv().await;
+    assert_eq!(next["type"], "lease.renewed", "not a re-delivery: {next}");
+    w.close().await;
+}

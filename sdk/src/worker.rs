@@ -353,7 +353,13 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
             },
             concurrency_keys: w.concurrency_keys,
             start_on_assign: w.start_on_assign,
-            resume: in_flight.iter().copied().collect(),
+            // Never more than the capacity (the server refuses a longer list); the server never
+            // holds more for this session.
+            resume: in_flight
+                .iter()
+                .copied()
+                .take(w.capacity as usize)
+                .collect(),
         };
         macro_rules! send {
             ($frame:expr) => {
@@ -459,9 +465,10 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                         ServerFrame::Renewed { attempts } => {
                             for a in attempts {
                                 let Some(code) = a.rejected else { continue };
-                                // A result already sent keeps going until acknowledged (the
-                                // attempt may have ended with it); anything else lost its lease.
-                                if unacked.contains_key(&a.attempt_id) || !in_flight.remove(&a.attempt_id) {
+                                // Not renewed again (the server no longer counts it either). A
+                                // result already sent keeps going until acknowledged (the attempt
+                                // may have ended with it); a running handler lost its lease.
+                                if !in_flight.remove(&a.attempt_id) || unacked.contains_key(&a.attempt_id) {
                                     continue;
                                 }
                                 report.lost += 1;
@@ -548,7 +555,8 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                 _ = renew.tick() => {
                     // Sent even with nothing in flight: the server answers each renewal with any
                     // grant it made for this session but could not deliver (its answer was lost).
-                    let mut ok = send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().collect() });
+                    // At most the capacity: the server refuses a longer list as a whole.
+                    let mut ok = send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().take(w.capacity as usize).collect() });
                     // A start or result the server could not record (it answered with an error
                     // frame: its database was unavailable) goes again with every renewal until it
                     // is answered; both are idempotent, so a repeat that crosses an answer is harmless.

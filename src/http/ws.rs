@@ -477,17 +477,23 @@ impl Session {
                 });
                 match self.app.db.attempt_start_many(session, &ids).await {
                     Ok(answers) => {
+                        let mut lost = false;
                         for a in answers {
                             let frame = if a.accepted {
                                 json!({"type": "task.start.ok", "attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
                             } else {
+                                // The worker will not run it, and it is not live: its slot is free.
+                                if self.in_flight.remove(&a.attempt_id) {
+                                    self.dropped.insert(a.attempt_id);
+                                    lost = true;
+                                }
                                 json!({"type": "task.start.rejected", "attempt_id": a.attempt_id, "code": a.code})
                             };
                             if !self.send(&frame).await {
                                 return false;
                             }
                         }
-                        true
+                        !lost || self.fill().await
                     }
                     Err(e) => self.db_error(e).await,
                 }
