@@ -626,3 +626,23 @@ async fn a_rejected_start_or_renewal_frees_the_slot() {
     assert_eq!(next["type"], "lease.renewed", "not a re-delivery: {next}");
     w.close().await;
 }
+
+/// A frame over the 1 MiB frame limit gets an error frame and a Close frame with 1009, not a
+/// broken connection; the worker's attempts stay its own for a reconnect.
+#[tokio::test]
+async fn a_frame_over_the_limit_is_answered_with_close_1009() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.hello("w1", &[&f.queue_id], true, 1, &[]).await;
+    let big = "x".repeat(orbit::http::ws::MAX_FRAME_BYTES + 1);
+    w.send(json!({"type": "task.result", "attempt_id": 1, "outcome": "succeeded", "output": big}))
+        .await;
+    let refused = w.recv().await;
+    assert_eq!(
+        (&refused["type"], &refused["code"]),
+        (&json!("error"), &json!("INVALID_ARGUMENT")),
+        "{refused}"
+    );
+    assert_eq!(w.recv_close().await, 1009);
+}

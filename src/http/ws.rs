@@ -354,7 +354,22 @@ impl Session {
                     }
                 },
             };
-            let Some(Ok(frame)) = frame else { break };
+            let frame = match frame {
+                Some(Ok(frame)) => frame,
+                Some(Err(e)) if e.to_string().contains("too long") => {
+                    // A frame over MAX_FRAME_BYTES: nothing of it was read; say so and close.
+                    let message = format!("a frame is limited to {MAX_FRAME_BYTES} bytes");
+                    if self.feed(&error_frame("INVALID_ARGUMENT", &message)).await {
+                        let close = axum::extract::ws::CloseFrame {
+                            code: close_code::TOO_BIG,
+                            reason: "INVALID_ARGUMENT".into(),
+                        };
+                        let _ = self.socket.send(Message::Close(Some(close))).await;
+                    }
+                    break;
+                }
+                _ => break,
+            };
             let text = match frame {
                 Message::Text(t) => t.to_string(),
                 Message::Binary(_) => {
