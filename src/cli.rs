@@ -154,6 +154,18 @@ pub struct ServeArgs {
     /// Lease granted with each assignment; a holder silent this long loses its permit.
     #[arg(long, default_value_t = crate::http::ws::LEASE_SECONDS, value_parser = clap::value_parser!(u32).range(2..=3600))]
     pub lease_seconds: u32,
+    /// Open client connections at once (WebSocket sessions included); at the limit new ones wait.
+    #[arg(long, default_value_t = crate::http::MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// Seconds a connection may take to send a request's headers, also the idle keep-alive limit.
+    #[arg(long, default_value_t = crate::http::HEADER_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout: u64,
+    /// Seconds a JSON request body may take to arrive (then 408).
+    #[arg(long, default_value_t = crate::http::BODY_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout: u64,
+    /// Seconds a request may take until its response (then 503); WebSocket sessions are not timed.
+    #[arg(long, default_value_t = crate::http::REQUEST_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub request_timeout: u64,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -219,7 +231,8 @@ pub struct CredentialCreateArgs {
     pub environment: String,
     #[arg(long)]
     pub namespace: String,
-    /// A scope to grant (repeat): queues:manage, tasks:submit, tasks:read, workers:connect, workers:consume.
+    /// A scope to grant (repeat): queues:manage, tasks:submit, tasks:read, workers:connect,
+    /// workers:consume, metrics:read (GET /metrics, which names every application: for operators).
     #[arg(long = "scope", required = true)]
     pub scopes: Vec<String>,
     /// Restrict to these queue ids (repeat); default: every queue of the namespace.
@@ -390,6 +403,13 @@ async fn run(cli: Cli) -> ExitCode {
 }
 
 fn gen(check: bool, root: &std::path::Path) -> ExitCode {
+    if !root.join("templates").is_dir() {
+        eprintln!(
+            "error: {} holds no templates/ folder; run `orbit gen` in the repository root or pass --root DIR",
+            root.display()
+        );
+        return ExitCode::from(2);
+    }
     if let Err(unregistered) = codegen::unregistered_templates(root) {
         eprintln!("error: {unregistered}");
         return ExitCode::from(2);
@@ -443,8 +463,10 @@ fn gen(check: bool, root: &std::path::Path) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
+                // A template changed since this binary was built, or a file cannot be written:
+                // configuration, not the database.
                 eprintln!("error: {e}");
-                ExitCode::from(3)
+                ExitCode::from(2)
             }
         }
     }
@@ -518,7 +540,7 @@ async fn bench_cmd(args: BenchArgs) -> ExitCode {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(3);
+            return ExitCode::from(if e.is_usage() { 2 } else { 3 });
         }
     };
     eprintln!(
@@ -664,7 +686,11 @@ async fn chaos_cmd(args: ChaosArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: chaos run failed: {e} (logs in {})", dir.display());
-            ExitCode::from(3)
+            ExitCode::from(match &e {
+                crate::chaos::ChaosError::Dev(e) => e.exit_code(),
+                crate::chaos::ChaosError::Migrate(e) if e.is_usage() => 2,
+                _ => 3,
+            })
         }
     }
 }
@@ -680,17 +706,30 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
         addr: args.addr,
         pool_size: args.pool_size,
         lease_seconds: args.lease_seconds,
+        limits: crate::http::ServeLimits {
+            max_connections: args.max_connections as usize,
+            header_timeout: std::time::Duration::from_secs(args.header_timeout),
+            body_timeout: std::time::Duration::from_secs(args.body_timeout),
+            request_timeout: std::time::Duration::from_secs(args.request_timeout),
+        },
     };
     match crate::http::serve(cfg).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(match e {
-                crate::http::ServeError::Connect(ref e) if e.is_usage() => 2,
-                crate::http::ServeError::Connect(_) | crate::http::ServeError::Version(_) => 3,
-                _ => 2,
-            })
+            ExitCode::from(serve_exit_code(&e))
         }
+    }
+}
+
+/// 2 for a bad DSN, an address that cannot be bound (in use) or a database at another extension
+/// version (run `migrate up`); 3 when the database fails.
+fn serve_exit_code(e: &crate::http::ServeError) -> u8 {
+    use crate::http::ServeError;
+    match e {
+        ServeError::Connect(e) if e.is_usage() => 2,
+        ServeError::Connect(_) | ServeError::Version(_) => 3,
+        ServeError::WrongVersion { .. } | ServeError::Bind { .. } => 2,
     }
 }
 
@@ -704,16 +743,25 @@ pub struct CredentialsFile {
     pub queue_id: String,
     pub credential_id: u64,
     pub scopes: Vec<String>,
+    /// The database the credential was created in, as `host:port/database` (never a password);
+    /// `orbit dev` makes a new credential when it names another database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
 }
 
-/// Connects for an operator command, or says why not (with the exit code to use).
-async fn operator_db(dsn: Option<String>) -> Result<crate::db::Db, ExitCode> {
+/// Connects for an operator command, or says why not (with the exit code to use); also returns
+/// the DSN's target (`host:port/database`, see [`migrate::dsn_target`]).
+async fn operator_db(dsn: Option<String>) -> Result<(crate::db::Db, String), ExitCode> {
     let Some(dsn) = dsn else {
         eprintln!("error: {}", migrate::MigrateError::NoDsn);
         return Err(ExitCode::from(2));
     };
-    match migrate::connect_pool(&dsn, 2).await {
-        Ok(p) => Ok(crate::db::Db::new(p)),
+    let connected = match migrate::dsn_target(&dsn) {
+        Ok(target) => migrate::connect_pool(&dsn, 2).await.map(|p| (p, target)),
+        Err(e) => Err(e),
+    };
+    match connected {
+        Ok((p, target)) => Ok((crate::db::Db::new(p), target)),
         Err(e) => {
             eprintln!("error: {e}");
             Err(ExitCode::from(if e.is_usage() { 2 } else { 3 }))
@@ -721,18 +769,112 @@ async fn operator_db(dsn: Option<String>) -> Result<crate::db::Db, ExitCode> {
     }
 }
 
+/// 3 when the database failed (unreachable, or an internal error); 2 when it refused what was
+/// asked (unknown names, a bad argument, a conflict).
 fn db_exit(what: &str, e: &crate::db::DbError) -> ExitCode {
     eprintln!("error: {what} {}: {}", e.code(), e.message());
     ExitCode::from(match e {
-        crate::db::DbError::InvalidArgument(_) | crate::db::DbError::NotFound(_) => 2,
-        _ => 3,
+        crate::db::DbError::Unavailable(_) | crate::db::DbError::Internal(_) => 3,
+        _ => 2,
     })
+}
+
+/// A credentials file on its way to `path`: a temporary file (mode 0600) next to it, created
+/// before the credential is, so a path that cannot be written stops the command before anything
+/// exists in the database; [`PendingFile::commit`] writes it and renames it into place.
+struct PendingFile {
+    tmp: PathBuf,
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl PendingFile {
+    fn create(path: &std::path::Path) -> std::io::Result<PendingFile> {
+        if path.is_dir() {
+            return Err(std::io::Error::other("it is a directory"));
+        }
+        let name = path
+            .file_name()
+            .ok_or_else(|| std::io::Error::other("it names no file"))?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = dir.join(format!(
+            ".{}.{}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&tmp); // left by a run that died with this pid
+        let file = open_private(&tmp)?;
+        Ok(PendingFile {
+            tmp,
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    fn commit(mut self, text: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        let written = self
+            .file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.write_all(b"\n"))
+            .and_then(|()| self.file.sync_all())
+            .and_then(|()| std::fs::rename(&self.tmp, &self.path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        written
+    }
+
+    fn abandon(self) {
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+/// Opens the credentials file for `output` before anything is created, or says why not (exit 2).
+fn pending_output(output: &std::path::Path) -> Result<PendingFile, ExitCode> {
+    PendingFile::create(output).map_err(|e| {
+        eprintln!(
+            "error: cannot write the credentials file {}: {e}; nothing was created",
+            output.display()
+        );
+        ExitCode::from(2)
+    })
+}
+
+/// Writes `file` into `pending`; when that fails, revokes the credential (its token would be lost)
+/// and says so (exit 2).
+async fn finish_output(
+    db: &crate::db::Db,
+    pending: PendingFile,
+    file: &CredentialsFile,
+) -> Result<(), ExitCode> {
+    let path = pending.path.clone();
+    let json = serde_json::to_string_pretty(file).expect("credentials serialise");
+    let Err(e) = pending.commit(&json) else {
+        return Ok(());
+    };
+    let revoked = match db.credential_revoke(file.credential_id).await {
+        Ok(_) => "it was revoked".to_string(),
+        Err(r) => format!(
+            "revoking it failed too ({}): revoke it by hand",
+            r.message()
+        ),
+    };
+    eprintln!(
+        "error: cannot write the credentials file {}: {e}; credential {} was created, and {revoked}",
+        path.display(),
+        file.credential_id
+    );
+    Err(ExitCode::from(2))
 }
 
 async fn credential_cmd(action: CredentialAction) -> ExitCode {
     match action {
         CredentialAction::Revoke { dsn, id } => {
-            let db = match operator_db(dsn).await {
+            let (db, _) = match operator_db(dsn).await {
                 Ok(db) => db,
                 Err(code) => return code,
             };
@@ -745,8 +887,12 @@ async fn credential_cmd(action: CredentialAction) -> ExitCode {
             }
         }
         CredentialAction::Create(args) => {
-            let db = match operator_db(args.dsn).await {
+            let (db, target) = match operator_db(args.dsn).await {
                 Ok(db) => db,
+                Err(code) => return code,
+            };
+            let pending = match pending_output(&args.output) {
+                Ok(p) => p,
                 Err(code) => return code,
             };
             let token = crate::auth::generate_token();
@@ -764,7 +910,10 @@ async fn credential_cmd(action: CredentialAction) -> ExitCode {
                 .await;
             let c = match created {
                 Ok(c) => c,
-                Err(e) => return db_exit("credential create", &e),
+                Err(e) => {
+                    pending.abandon();
+                    return db_exit("credential create", &e);
+                }
             };
             let file = CredentialsFile {
                 token,
@@ -774,8 +923,9 @@ async fn credential_cmd(action: CredentialAction) -> ExitCode {
                 queue_id: args.queues.first().cloned().unwrap_or_default(),
                 credential_id: c.credential_id,
                 scopes: args.scopes,
+                database: Some(target),
             };
-            if let Err(code) = file.write(&args.output) {
+            if let Err(code) = finish_output(&db, pending, &file).await {
                 return code;
             }
             println!(
@@ -789,23 +939,23 @@ async fn credential_cmd(action: CredentialAction) -> ExitCode {
 }
 
 impl CredentialsFile {
-    /// Writes the file with mode 0600; on failure says why and gives the exit code.
-    fn write(&self, path: &std::path::Path) -> Result<(), ExitCode> {
-        let json = serde_json::to_string_pretty(self).expect("credentials serialise");
-        write_private(path, &json).map_err(|e| {
-            eprintln!("error: cannot write {}: {e}", path.display());
-            ExitCode::from(2)
-        })
-    }
-
     fn load(path: &std::path::Path) -> Option<CredentialsFile> {
         serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
     }
 }
 
 async fn bootstrap_cmd(args: BootstrapArgs) -> ExitCode {
-    let db = match operator_db(args.dsn).await {
+    bootstrap_as(args, None).await
+}
+
+/// `admin bootstrap`, recording `database` in the file (default: the DSN's target).
+async fn bootstrap_as(args: BootstrapArgs, database: Option<String>) -> ExitCode {
+    let (db, target) = match operator_db(args.dsn).await {
         Ok(db) => db,
+        Err(code) => return code,
+    };
+    let pending = match pending_output(&args.output) {
+        Ok(p) => p,
         Err(code) => return code,
     };
     let mut scopes = vec!["queues:manage", "tasks:submit", "tasks:read"];
@@ -824,7 +974,10 @@ async fn bootstrap_cmd(args: BootstrapArgs) -> ExitCode {
     let result = db.admin_bootstrap(&bootstrap).await;
     let b = match result {
         Ok(b) => b,
-        Err(e) => return db_exit("bootstrap", &e),
+        Err(e) => {
+            pending.abandon();
+            return db_exit("bootstrap", &e);
+        }
     };
     let file = CredentialsFile {
         token,
@@ -834,8 +987,9 @@ async fn bootstrap_cmd(args: BootstrapArgs) -> ExitCode {
         queue_id: b.queue_id.clone(),
         credential_id: b.credential_id,
         scopes,
+        database: Some(database.unwrap_or(target)),
     };
-    if let Err(code) = file.write(&args.output) {
+    if let Err(code) = finish_output(&db, pending, &file).await {
         return code;
     }
     println!(
@@ -846,78 +1000,173 @@ async fn bootstrap_cmd(args: BootstrapArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Writes a file only its owner can read (mode 0600 from creation, no window where it is wider).
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
+/// Creates a new file only its owner can read (mode 0600 from creation, no window where it is
+/// wider).
+fn open_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         options.mode(0o600);
-        let mut f = options.open(path)?;
+        let f = options.open(path)?;
         f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        f.write_all(text.as_bytes())?;
-        f.write_all(b"\n")
+        Ok(f)
     }
     #[cfg(not(unix))]
     {
-        let mut f = options.open(path)?;
-        f.write_all(text.as_bytes())
+        options.open(path)
     }
 }
 
 async fn dev_cmd(args: DevArgs) -> ExitCode {
     init_logging(LogFormat::Text);
-    let private = match &args.dsn {
-        Some(_) => None,
-        None => match crate::dev::start_private_server(&args.dir).await {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
+    // Everything the operator passed is checked before a database is built or started.
+    let target = match args.dsn.as_deref().map(migrate::dsn_target).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(if e.is_usage() { 2 } else { 3 });
+        }
+    };
+    if let Err(message) = check_addr_free(&args.addr) {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
+    let (_lock, mut private) = match &args.dsn {
+        Some(_) => (None, None),
+        None => {
+            let started = async {
+                let lock = crate::dev::lock_dir(&args.dir)?;
+                let server = crate::dev::start_private_server(&args.dir).await?;
+                Ok::<_, crate::dev::DevError>((Some(lock), Some(server)))
+            };
+            match started.await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(e.exit_code());
+                }
+            }
+        }
+    };
+    let (dsn, database) = match (&private, target) {
+        (Some(server), _) => {
+            // Its port changes from run to run: the data directory names this database.
+            let data = std::fs::canonicalize(&args.dir).unwrap_or_else(|_| args.dir.clone());
+            (
+                server.dsn.clone(),
+                format!("private database in {}", data.join("data").display()),
+            )
+        }
+        (None, target) => (
+            args.dsn.clone().expect("a DSN without a private server"),
+            target.expect("the DSN's target"),
+        ),
+    };
+    let code = match &mut private {
+        None => dev_serve(&args, &dsn, &database).await,
+        Some(server) => tokio::select! {
+            code = dev_serve(&args, &dsn, &database) => code,
+            why = server.exited() => {
+                eprintln!("error: {why}");
+                ExitCode::from(3)
             }
         },
     };
-    let dsn = args
-        .dsn
-        .clone()
-        .unwrap_or_else(|| private.as_ref().expect("started").dsn.clone());
-    let code = dev_serve(&args, &dsn).await;
     drop(private); // stops the private database cleanly
     code
 }
 
-async fn dev_serve(args: &DevArgs, dsn: &str) -> ExitCode {
+/// Whether `addr` can be listened on now; otherwise a message naming it and what to do.
+fn check_addr_free(addr: &str) -> Result<(), String> {
+    match std::net::TcpListener::bind(addr) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(format!(
+            "cannot listen on {addr}: the address is already in use (another `orbit dev` or \
+             `orbit serve`?); stop it, or pass --addr HOST:PORT (port 0 picks a free port)"
+        )),
+        Err(e) => Err(format!("cannot listen on {addr}: {e}")),
+    }
+}
+
+/// Whether the credential in `file` belongs to `database` and still authenticates there.
+async fn dev_credentials_valid(
+    dsn: &str,
+    file: &CredentialsFile,
+    database: &str,
+) -> Result<Result<(), String>, ExitCode> {
+    if file.database.as_deref() != Some(database) {
+        return Ok(Err(format!(
+            "it was made for {}",
+            file.database.as_deref().unwrap_or("an unrecorded database")
+        )));
+    }
+    let (db, _) = operator_db(Some(dsn.to_string())).await?;
+    let hash = crate::auth::token_hash(&file.token);
+    let checked = db.queue_get(&hash, &file.queue_id).await;
+    db.close().await;
+    match checked {
+        Ok(_) => Ok(Ok(())),
+        Err(
+            e @ (crate::db::DbError::Unauthenticated(_)
+            | crate::db::DbError::PermissionDenied(_)
+            | crate::db::DbError::NotFound(_)),
+        ) => Ok(Err(format!(
+            "its token no longer works there ({})",
+            e.code()
+        ))),
+        Err(e) => Err(db_exit("checking the dev credential", &e)),
+    }
+}
+
+async fn dev_serve(args: &DevArgs, dsn: &str, database: &str) -> ExitCode {
     let installed = async {
         let mut conn = migrate::connect(dsn).await?;
         migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {}).await
     };
     if let Err(e) = installed.await {
         eprintln!("error: {e}");
-        return ExitCode::from(3);
+        return ExitCode::from(if e.is_usage() { 2 } else { 3 });
     }
     if let Err(e) = std::fs::create_dir_all(&args.dir) {
         eprintln!("error: cannot create {}: {e}", args.dir.display());
         return ExitCode::from(2);
     }
     let creds_path = args.dir.join("credentials.json");
-    let creds = match CredentialsFile::load(&creds_path) {
+    let existing = match CredentialsFile::load(&creds_path) {
+        Some(c) => match dev_credentials_valid(dsn, &c, database).await {
+            Ok(Ok(())) => Some(c),
+            Ok(Err(why)) => {
+                eprintln!(
+                    "dev: not reusing {}: {why}; writing a new credential for {database}",
+                    creds_path.display()
+                );
+                None
+            }
+            Err(code) => return code,
+        },
+        None => None,
+    };
+    let creds = match existing {
         Some(c) => c,
         None => {
-            let code = bootstrap_cmd(BootstrapArgs {
-                dsn: Some(dsn.to_string()),
-                application: "dev".into(),
-                environment: "dev".into(),
-                namespace: "default".into(),
-                queue: "default".into(),
-                worker_access: true,
-                output: creds_path.clone(),
-            })
+            let code = bootstrap_as(
+                BootstrapArgs {
+                    dsn: Some(dsn.to_string()),
+                    application: "dev".into(),
+                    environment: "dev".into(),
+                    namespace: "default".into(),
+                    queue: "default".into(),
+                    worker_access: true,
+                    output: creds_path.clone(),
+                },
+                Some(database.to_string()),
+            )
             .await;
             match CredentialsFile::load(&creds_path) {
-                Some(c) => c,
-                None => return code,
+                Some(c) if c.database.as_deref() == Some(database) => c,
+                _ => return code,
             }
         }
     };
@@ -926,6 +1175,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str) -> ExitCode {
         addr: args.addr.clone(),
         pool_size: 8,
         lease_seconds: crate::http::ws::LEASE_SECONDS,
+        limits: Default::default(),
     };
     let creds_shown = creds_path.display().to_string();
     let result = crate::http::serve_with(cfg, |addr| {
@@ -952,7 +1202,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(3)
+            ExitCode::from(serve_exit_code(&e))
         }
     }
 }

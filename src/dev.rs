@@ -20,8 +20,127 @@ pub enum DevError {
     NoServerBinary,
     #[error("{0}")]
     Setup(String),
+    /// Another `orbit dev` holds the directory's lock.
+    #[error(
+        "another `orbit dev` is running with its private database in {dir}; stop it first, \
+         or pass --dir to use another directory"
+    )]
+    DirInUse { dir: String },
+    /// The data directory is locked by a database server this process did not start.
+    #[error(
+        "the data directory {data} is in use by another database server (an `orbit dev` that was \
+         killed may have left its mariadbd/mysqld running: stop that process). The server said: {line} \
+         (log: {log})"
+    )]
+    DataDirLocked {
+        data: String,
+        line: String,
+        log: String,
+    },
+    /// The server process ended before it answered.
+    #[error("the private database exited at once ({status}); the end of {log}:\n{tail}")]
+    Exited {
+        status: String,
+        log: String,
+        tail: String,
+    },
+    #[error("the private database did not answer within {seconds} s; the end of {log}:\n{tail}")]
+    NoAnswer {
+        seconds: u64,
+        log: String,
+        tail: String,
+    },
+    #[error("cannot create the orbit database: {0}")]
+    Database(String),
     #[error(transparent)]
     Migrate(#[from] crate::migrate::MigrateError),
+}
+
+impl DevError {
+    /// The CLI's exit code: 2 for what the operator can fix on this machine (a missing binary, a
+    /// directory in use, files), 3 when the database itself failed.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            DevError::NoServerBinary
+            | DevError::Setup(_)
+            | DevError::DirInUse { .. }
+            | DevError::DataDirLocked { .. } => 2,
+            DevError::Exited { .. } | DevError::NoAnswer { .. } | DevError::Database(_) => 3,
+            DevError::Migrate(e) => {
+                if e.is_usage() {
+                    2
+                } else {
+                    3
+                }
+            }
+        }
+    }
+}
+
+/// Takes the exclusive lock of `dir` (the file `dir/dev.lock`), held as long as the returned file
+/// is open: a second `orbit dev` on the same directory is refused at once instead of starting a
+/// second server on the same data.
+pub fn lock_dir(dir: &Path) -> Result<std::fs::File, DevError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| DevError::Setup(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join("dev.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| DevError::Setup(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(DevError::DirInUse {
+            dir: dir.display().to_string(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(DevError::Setup(format!(
+            "cannot lock {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// What the server logged from byte `from` of `log` on.
+fn log_since(log: &Path, from: u64) -> String {
+    use std::io::{Read, Seek};
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(log) {
+        if f.seek(std::io::SeekFrom::Start(from)).is_ok() {
+            let mut bytes = Vec::new();
+            let _ = f.read_to_end(&mut bytes);
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+    }
+    text
+}
+
+/// The last `n` lines of `text`, indented, for an error message.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(n);
+    if lines.is_empty() {
+        return "  (the log is empty)".into();
+    }
+    lines[start..]
+        .iter()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The line of a server log saying that another server holds the data directory's locks
+/// (MariaDB's Aria control file, InnoDB's ibdata1): such a server retries for 30 s before it
+/// gives up, so the caller stops it at once instead.
+fn lock_refusal(log: &str) -> Option<String> {
+    log.lines()
+        .find(|l| {
+            l.contains("Can't lock aria control file")
+                || l.contains("Unable to lock ./ibdata1")
+                || (l.contains("InnoDB") && l.contains("Unable to lock"))
+        })
+        .map(|l| l.trim().to_string())
 }
 
 /// A private database server owned by this process; stopped when dropped.
@@ -30,12 +149,31 @@ pub struct PrivateServer {
     pub dsn: String,
     /// The loopback port it listens on (a restart on the same port keeps clients' DSNs valid).
     pub port: u16,
+    /// The server's error log, and where this start's lines begin in it.
+    pub log: PathBuf,
+    log_from: u64,
 }
 
 impl PrivateServer {
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Resolves when the server process has ended, with a message naming its exit status and the
+    /// end of its log (polled every 250 ms): `orbit dev` stops with it instead of answering 503
+    /// for ever.
+    pub async fn exited(&mut self) -> String {
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return format!(
+                    "the private database stopped ({status}); the end of {}:\n{}",
+                    self.log.display(),
+                    tail(&log_since(&self.log, self.log_from), 10)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// SIGKILL, as a crash would: no clean InnoDB shutdown (fault injection).
@@ -191,32 +329,56 @@ pub async fn start_private_server_on(
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| setup("cannot start the database", e))?;
+    let log = dir.join("mysqld.log");
+    let log_from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let mut server = PrivateServer {
         child,
         dsn: format!("mysql://root@127.0.0.1:{port}"),
         port,
+        log: log.clone(),
+        log_from,
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let wait = Duration::from_secs(60);
+    let deadline = Instant::now() + wait;
     loop {
         if let Ok(mut c) = MySqlConnection::connect(&server.dsn).await {
             sqlx::raw_sql("CREATE DATABASE IF NOT EXISTS orbit CHARACTER SET utf8mb4")
                 .execute(&mut c)
                 .await
-                .map_err(|e| DevError::Setup(format!("cannot create the orbit database: {e}")))?;
+                .map_err(|e| DevError::Database(crate::migrate::describe(&e)))?;
             let _ = c.close().await;
             break;
         }
+        let logged = log_since(&log, log_from);
         if let Ok(Some(status)) = server.child.try_wait() {
-            return Err(DevError::Setup(format!(
-                "the database exited ({status}); see {}",
-                dir.join("mysqld.log").display()
-            )));
+            if let Some(line) = lock_refusal(&logged) {
+                return Err(DevError::DataDirLocked {
+                    data: data.display().to_string(),
+                    line,
+                    log: log.display().to_string(),
+                });
+            }
+            return Err(DevError::Exited {
+                status: status.to_string(),
+                log: log.display().to_string(),
+                tail: tail(&logged, 10),
+            });
+        }
+        if let Some(line) = lock_refusal(&logged) {
+            server.crash(); // it would retry for 30 s, then exit
+            return Err(DevError::DataDirLocked {
+                data: data.display().to_string(),
+                line,
+                log: log.display().to_string(),
+            });
         }
         if Instant::now() > deadline {
-            return Err(DevError::Setup(format!(
-                "the database did not answer within 60 s; see {}",
-                dir.join("mysqld.log").display()
-            )));
+            server.crash();
+            return Err(DevError::NoAnswer {
+                seconds: wait.as_secs(),
+                log: log.display().to_string(),
+                tail: tail(&logged, 10),
+            });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -100,6 +100,11 @@ pub enum MigrateError {
     #[error("the DSN {dsn:?} is not a valid MySQL URL ({reason}); expected mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE")]
     BadDsn { dsn: String, reason: String },
     #[error(
+        "the DSN {dsn:?} is a {scheme}:// URL, but Orbit runs only on MySQL or MariaDB; \
+             expected mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or mariadb://)"
+    )]
+    WrongScheme { dsn: String, scheme: String },
+    #[error(
         "the DSN names no database; add one after the host, e.g. mysql://root@127.0.0.1:3306/orbit"
     )]
     NoDatabase,
@@ -155,6 +160,7 @@ impl MigrateError {
             self,
             MigrateError::NoDsn
                 | MigrateError::BadDsn { .. }
+                | MigrateError::WrongScheme { .. }
                 | MigrateError::NoDatabase
                 | MigrateError::MixedDatabases { .. }
                 | MigrateError::BadFileName(_)
@@ -181,16 +187,44 @@ pub fn describe(e: &sqlx::Error) -> String {
     }
 }
 
-/// Parses a DSN and insists that it names a database.
-pub fn parse_dsn(dsn: &str) -> Result<MySqlConnectOptions, MigrateError> {
-    let options = MySqlConnectOptions::from_str(dsn).map_err(|e| MigrateError::BadDsn {
+/// The URL schemes a DSN may use: the driver speaks the MySQL protocol only.
+pub const DSN_SCHEMES: [&str; 2] = ["mysql", "mariadb"];
+
+/// Parses a DSN that may name only a server (no database): a `mysql://` or `mariadb://` URL.
+/// Every DSN Orbit takes goes through here, so another scheme (`postgres://`, …) is refused
+/// with one message everywhere.
+pub fn parse_server_dsn(dsn: &str) -> Result<MySqlConnectOptions, MigrateError> {
+    if let Some((scheme, _)) = dsn.trim().split_once("://") {
+        if !DSN_SCHEMES.iter().any(|s| scheme.eq_ignore_ascii_case(s)) {
+            return Err(MigrateError::WrongScheme {
+                dsn: redact(dsn),
+                scheme: scheme.to_string(),
+            });
+        }
+    }
+    MySqlConnectOptions::from_str(dsn).map_err(|e| MigrateError::BadDsn {
         dsn: redact(dsn),
         reason: e.to_string(),
-    })?;
+    })
+}
+
+/// Parses a DSN ([`parse_server_dsn`]) and insists that it names a database.
+pub fn parse_dsn(dsn: &str) -> Result<MySqlConnectOptions, MigrateError> {
+    let options = parse_server_dsn(dsn)?;
     if options.get_database().is_none_or(str::is_empty) {
         return Err(MigrateError::NoDatabase);
     }
     Ok(options)
+}
+
+/// `host:port/database` of every server of a DSN list, comma-separated (never a password): what
+/// a credentials file records as the database it belongs to.
+pub fn dsn_target(list: &str) -> Result<String, MigrateError> {
+    Ok(parse_dsn_list(list)?
+        .iter()
+        .map(target)
+        .collect::<Vec<_>>()
+        .join(","))
 }
 
 /// Splits a DSN list: `DSN[,DSN…]`, one per server of a cluster, in failover order (the first is
@@ -332,7 +366,11 @@ fn pool_options(max_connections: u32) -> MySqlPoolOptions {
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if meta.idle_for >= PING_AFTER_IDLE {
-                    conn.ping().await?;
+                    // Bounded: a stalled server must not hold the caller past its own timeout
+                    // (an error here closes the connection instead of returning it).
+                    tokio::time::timeout(crate::db::PING_TIMEOUT, conn.ping())
+                        .await
+                        .map_err(|_| sqlx::Error::PoolTimedOut)??;
                 }
                 Ok(true)
             })

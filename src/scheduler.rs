@@ -1,5 +1,5 @@
 //! The maintenance loop of `orbit serve`: lease recovery, retry promotion, deadline expiry,
-//! plan firing, and the dispatch probe that wakes local sessions for work from other servers.
+//! plan firing, the sweep of silent worker sessions, and the dispatch probe that wakes local sessions for work from other servers.
 //! Every step is a procedure that is safe to run from several servers at once; the loop sleeps
 //! until the earliest thing any of them reported as next due, at most [`MAX_SLEEP`].
 
@@ -18,14 +18,26 @@ pub const MAX_SLEEP: Duration = Duration::from_millis(250);
 const MIN_SLEEP: Duration = Duration::from_millis(5);
 const BATCH: u32 = 500;
 
-/// Runs forever (the caller aborts it on shutdown).
-pub async fn run(db: Db, dispatch: Arc<Dispatch>) {
+/// A worker session not heard from (hello, lease renewals) for this many leases is closed by the
+/// sweep: its socket is gone although its server never recorded the close (that write failed,
+/// or the server died). A live worker renews three times per lease, and its server records that
+/// at least once per lease, so a live session is never this silent.
+pub const SESSION_SILENT_LEASES: u32 = 3;
+
+/// The sweep's bound for a lease of `lease_seconds`, in milliseconds.
+pub fn session_idle_ms(lease_seconds: u32) -> u32 {
+    lease_seconds.saturating_mul(SESSION_SILENT_LEASES * 1000)
+}
+
+/// Runs forever (the caller aborts it on shutdown). `lease_seconds` is the lease sessions get.
+pub async fn run(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
+    let idle_ms = session_idle_ms(lease_seconds);
     loop {
-        let sleep = match tick(&db).await {
-            Ok((worked, next)) => {
-                if worked {
-                    dispatch.notify_any();
-                }
+        let sleep = match tick(&db, idle_ms).await {
+            Ok((_worked, next)) => {
+                // Whatever the steps readied (a recovered lease's key, a due retry, a fired plan)
+                // shows in the probe, which wakes only the sessions of queues with ready work:
+                // one application's sessions never pay for another's changes.
                 match db.task_ready_queues(10_000).await {
                     Ok(ready) => dispatch.notify_queues(ready.into_iter().collect()),
                     Err(e) => tracing::warn!(error = %e, "dispatch probe failed"),
@@ -41,16 +53,25 @@ pub async fn run(db: Db, dispatch: Arc<Dispatch>) {
     }
 }
 
-/// One round; returns whether anything changed and how long to sleep.
-pub async fn tick(db: &Db) -> Result<(bool, Duration), crate::db::DbError> {
+/// One round; returns whether anything changed and how long to sleep. Sessions silent for
+/// `session_idle_ms` are closed.
+pub async fn tick(db: &Db, session_idle_ms: u32) -> Result<(bool, Duration), crate::db::DbError> {
+    let swept = db.session_sweep(session_idle_ms, BATCH).await?;
     let recovered = db.lease_recover(BATCH).await?;
     let promoted = db.task_promote_due(BATCH).await?;
     let expired = db.task_expire_due(BATCH).await?;
     let fired = db.plan_fire_due(BATCH).await?;
-    let counts = [recovered.count, promoted.count, expired.count, fired.count];
+    let counts = [
+        swept.count,
+        recovered.count,
+        promoted.count,
+        expired.count,
+        fired.count,
+    ];
     let worked = counts.iter().sum::<u64>() > 0;
     let full = counts.iter().any(|c| *c >= u64::from(BATCH));
     let next = [
+        swept.next_due_at,
         recovered.next_due_at,
         promoted.next_due_at,
         expired.next_due_at,

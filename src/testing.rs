@@ -103,12 +103,13 @@ pub struct Fixture {
 }
 
 /// Every credential scope.
-pub const ALL_SCOPES: [&str; 5] = [
+pub const ALL_SCOPES: [&str; 6] = [
     "queues:manage",
     "tasks:submit",
     "tasks:read",
     "workers:connect",
     "workers:consume",
+    "metrics:read",
 ];
 
 impl Fixture {
@@ -227,18 +228,6 @@ impl Server {
         Self::try_start_at(binary, dsn, "127.0.0.1:0").await
     }
 
-    /// Like [`Server::start`] with more `serve` arguments (e.g. `["--lease-seconds", "3"]`).
-    pub async fn start_with(binary: &str, dsn: &str, extra: &[&str]) -> Server {
-        Self::spawn(binary, dsn, "127.0.0.1:0", extra)
-            .await
-            .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
-    }
-
-    /// The process id of the server (to read its memory use in /proc).
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
-
     /// Starts on a chosen address (to restart a server where its clients expect it).
     pub async fn start_at(binary: &str, dsn: &str, addr: &str) -> Server {
         Self::try_start_at(binary, dsn, addr)
@@ -246,11 +235,28 @@ impl Server {
             .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
     }
 
-    async fn try_start_at(binary: &str, dsn: &str, addr: &str) -> Result<Server, String> {
-        Self::spawn(binary, dsn, addr, &[]).await
+    /// Starts `binary serve` with extra `serve` arguments (e.g. `--max-connections 8`).
+    pub async fn start_with_args(binary: &str, dsn: &str, args: &[&str]) -> Server {
+        Self::try_start_with(binary, dsn, "127.0.0.1:0", args)
+            .await
+            .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
     }
 
-    async fn spawn(binary: &str, dsn: &str, addr: &str, extra: &[&str]) -> Result<Server, String> {
+    /// The server's process id (to look at its open file descriptors).
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the server is running")
+    }
+
+    async fn try_start_at(binary: &str, dsn: &str, addr: &str) -> Result<Server, String> {
+        Self::try_start_with(binary, dsn, addr, &[]).await
+    }
+
+    async fn try_start_with(
+        binary: &str,
+        dsn: &str,
+        addr: &str,
+        extra: &[&str],
+    ) -> Result<Server, String> {
         use tokio::io::AsyncBufReadExt;
         let log = std::env::temp_dir().join(format!(
             "orbit-serve-{}.log",

@@ -285,3 +285,29 @@
 
 {#- A DATETIME(6) as an RFC 3339 UTC string for a JSON answer (NULL stays NULL). -#}
 {% macro json_time(v) %}DATE_FORMAT({{ v }}, '%Y-%m-%dT%H:%i:%s.%fZ'){% endmacro %}
+
+{#- Sets {{ out }} to the JSON array (text) of the unpaused queues among {{ queues }} (a FROM clause
+    whose rows have a queue_id column, ascii_bin) that have a ready task: the queues whose worker
+    sessions a change should wake. One index probe per queue (ix_task_dispatch); '[]' when none.
+    (SELECT ... INTO: a plain read.) -#}
+{% macro ready_queues_into(out, queues) %}SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO {{ out }}
+      FROM {{ queues }}
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
+     WHERE q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready'){% endmacro %}
+
+{#- ready_queues_into over the queues of application {{ app }} (ix_queue_application). -#}
+{% macro application_ready_queues_into(out, app) %}SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO {{ out }}
+      FROM orbit_queue q FORCE INDEX (ix_queue_application)
+     WHERE q.application_id = {{ app }} AND q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready'){% endmacro %}
+
+{#- Refuses a frame of a worker session that is closed (its socket went away, the sweep closed it
+    after silence, or its credential was revoked: orbit_credential_revoke closes the credential's
+    sessions) or does not exist: UNAUTHENTICATED, and the server ends the socket. A plain primary
+    key read; {{ state }} is a scratch variable. -#}
+{% macro session_open_check(session_id, state) %}SET {{ state }} = NULL;
+  SELECT s.state INTO {{ state }} FROM orbit_session s WHERE s.id = {{ session_id }};
+  IF {{ state }} IS NULL OR {{ state }} = 'closed' THEN
+    {% call raise("UNAUTHENTICATED", "the session is closed") %};
+  END IF{% endmacro %}

@@ -36,7 +36,7 @@ async fn the_checker_passes_a_clean_history_and_counts_each_violation() {
     assert_eq!((clean.grants, clean.tasks), (2, 2));
     assert_eq!(
         clean.summary(3).to_string(),
-        "tasks=2 faults=3 overlaps=0 token_regressions=0 lost_updates=0 lost_tasks=0"
+        "tasks=2 faults=3 overlaps=0 token_regressions=0 lost_updates=0 lost_tasks=0 crossed_answers=0 internal_errors=0"
     );
 
     // The first holder "released" after the second was granted, with a token as large.
@@ -57,7 +57,7 @@ async fn the_checker_passes_a_clean_history_and_counts_each_violation() {
     let report = checker::check(f.db.pool(), None, &accepted).await.unwrap();
     assert_eq!(
         report.summary(0).to_string(),
-        "tasks=4 faults=0 overlaps=1 token_regressions=1 lost_updates=0 lost_tasks=2"
+        "tasks=4 faults=0 overlaps=1 token_regressions=1 lost_updates=0 lost_tasks=2 crossed_answers=0 internal_errors=0"
     );
     assert!(!report.ok());
     assert_eq!(report.details.len(), 4, "{:?}", report.details);

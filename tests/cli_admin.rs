@@ -144,3 +144,116 @@ async fn bootstrap_is_idempotent_and_writes_a_private_credentials_file() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("NOT_FOUND"), "{err}");
 }
+
+/// Rows of `table`, to show that a refused command created nothing.
+async fn count(db: &TestDb, table: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_output_file_that_cannot_be_written_creates_nothing() {
+    let db = TestDb::installed().await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("first.json");
+    let bootstrap = |output: &str| {
+        vec![
+            "admin".to_string(),
+            "bootstrap".into(),
+            "--application".into(),
+            "shop".into(),
+            "--environment".into(),
+            "prod".into(),
+            "--namespace".into(),
+            "default".into(),
+            "--queue".into(),
+            "emails".into(),
+            "--output".into(),
+            output.into(),
+        ]
+    };
+    let args = bootstrap(good.to_str().unwrap());
+    let (code, _, err) = orbit(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &db.dsn,
+    );
+    assert_eq!(code, 0, "{err}");
+    let credentials = count(&db, "orbit_credential").await;
+    let queues = count(&db, "orbit_queue").await;
+
+    // The directory does not exist: refused before anything is created, exit 2, the path named.
+    let missing = dir.path().join("no-such-dir/x.json");
+    let missing = missing.to_str().unwrap();
+    let args = bootstrap(missing);
+    let mut other = args.clone();
+    other[9] = "other-queue".into(); // a queue that does not exist yet
+    let (code, out, err) = orbit(
+        &other.iter().map(String::as_str).collect::<Vec<_>>(),
+        &db.dsn,
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(missing) && err.contains("nothing was created"),
+        "{err}"
+    );
+    let (code, out, err) = orbit(
+        &[
+            "admin",
+            "credential",
+            "create",
+            "--application",
+            "shop",
+            "--environment",
+            "prod",
+            "--namespace",
+            "default",
+            "--scope",
+            "tasks:read",
+            "--output",
+            missing,
+        ],
+        &db.dsn,
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(missing) && err.contains("nothing was created"),
+        "{err}"
+    );
+    // A directory as the output is refused the same way.
+    let (code, _, err) = orbit(
+        &bootstrap(dir.path().to_str().unwrap())
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        &db.dsn,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        count(&db, "orbit_credential").await,
+        credentials,
+        "no credential was created"
+    );
+    assert_eq!(
+        count(&db, "orbit_queue").await,
+        queues,
+        "no queue was created"
+    );
+    // Nothing is left behind next to the output either.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("first.json")]);
+    // The file written records its database (never a password).
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    let name = db.dsn.rsplit('/').next().unwrap();
+    assert!(
+        file["database"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/{name}")),
+        "{file}"
+    );
+}

@@ -162,7 +162,7 @@ async fn bad_input_is_a_400_envelope_naming_the_field_never_a_500() {
             .http
             .post(&url)
             .bearer_auth(api.token())
-            .header("Idempotency-Key", what)
+            .header("Idempotency-Key", what.replace(' ', "-"))
             .header("Content-Type", "application/json")
             .body(body)
             .send()

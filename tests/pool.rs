@@ -1,6 +1,7 @@
-//! How `Db` uses its connections: a call takes the connection the last call used (kept checked
-//! out of the pool between calls), never at the expense of a call waiting on the pool, and a
-//! connection idle for a second is pinged before use.
+//! How `Db` uses its connections: a call takes the connection the last call used (kept between
+//! calls, outside the pool), a connection idle for a second is pinged before use, a connection
+//! whose call did not finish cleanly is closed and never reused, and closing the pool never
+//! waits for the kept connections.
 
 use std::time::Duration;
 
@@ -27,23 +28,37 @@ async fn call(db: &Db, f: &Fixture) {
 #[tokio::test]
 async fn calls_one_after_another_use_one_connection() {
     let f = Fixture::new().await;
+    let mut observer = f.test_db.conn().await;
+    let before = connections(&mut observer).await;
     let db = db(&f, 8).await;
     for _ in 0..50 {
         call(&db, &f).await;
     }
     assert_eq!(
-        db.pool().size(),
+        connections(&mut observer).await - before,
         1,
         "connections opened for 50 sequential calls"
     );
     db.close().await;
 }
 
-/// A kept connection holds a pool permit, so one is kept only while another permit is free:
-/// many more concurrent calls than connections all get one, none waits out the pool's timeout.
+/// The connections to the observer's database, other than the observer's own.
+async fn connections(observer: &mut sqlx::MySqlConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
+    )
+    .fetch_one(observer)
+    .await
+    .unwrap()
+}
+
+/// Many more concurrent calls than connections all get one, none waits out the pool's timeout,
+/// and the server never sees more than the pool's size plus the kept connections.
 #[tokio::test]
 async fn concurrent_calls_beyond_the_pool_size_all_complete() {
     let f = Fixture::new().await;
+    let mut observer = f.test_db.conn().await;
+    let before = connections(&mut observer).await;
     let db = db(&f, 2).await;
     let calls = (0..64).map(|_| {
         let (db, f) = (db.clone(), &f);
@@ -55,7 +70,11 @@ async fn concurrent_calls_beyond_the_pool_size_all_complete() {
     )
     .await
     .expect("every call got a connection within the acquire timeout");
-    assert!(db.pool().size() <= 2);
+    let opened = connections(&mut observer).await - before;
+    assert!(
+        opened as usize <= 2 + orbit::db::KEPT_PER_SERVER,
+        "{opened} connections for a pool of 2"
+    );
     db.close().await;
 }
 
@@ -108,6 +127,68 @@ async fn a_kept_connection_dropped_while_idle_is_replaced_before_its_next_call()
             .await;
     }
     tokio::time::sleep(migrate::PING_AFTER_IDLE + Duration::from_millis(200)).await;
+    call(&db, &f).await;
+    db.close().await;
+}
+
+/// Closing the pool directly (not through `Db::close`) does not wait for the connections `Db`
+/// keeps between calls: they are not the pool's. (A test bootstrapping through a `Db` and then
+/// closing its pool once waited forever.)
+#[tokio::test]
+async fn closing_the_pool_does_not_wait_for_kept_connections() {
+    let f = Fixture::new().await;
+    let pool = migrate::connect_pool(&f.test_db.dsn, 2).await.unwrap();
+    let db = Db::new(pool.clone());
+    call(&db, &f).await;
+    tokio::time::timeout(Duration::from_secs(5), pool.close())
+        .await
+        .expect("the pool closes while the Db still keeps a connection");
+}
+
+/// A call whose future is dropped mid-flight (its client gave up) never leaves its connection
+/// for the next call: that connection is closed, and the next call gets the answer to its own
+/// question. `SLEEP` keeps the first call in the server long enough to be cut off.
+#[tokio::test]
+async fn a_cancelled_call_closes_its_connection() {
+    let f = Fixture::new().await;
+    let mut observer = f.test_db.conn().await;
+    let db = db(&f, 2).await;
+    call(&db, &f).await;
+    let discarded = orbit::db::DISCARDED.load(std::sync::atomic::Ordering::Relaxed);
+    let cut = tokio::time::timeout(Duration::from_millis(100), db.sleep_for_tests(1.0)).await;
+    assert!(cut.is_err(), "the slow call was cut off");
+    assert!(
+        orbit::db::DISCARDED.load(std::sync::atomic::Ordering::Relaxed) > discarded,
+        "the cut-off call's connection was discarded"
+    );
+    // The next calls answer their own questions, on another connection.
+    for _ in 0..5 {
+        call(&db, &f).await;
+    }
+    // The server ends the abandoned statement's thread once it notices the closed socket.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while connections(&mut observer).await > 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the abandoned connection lingers"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    db.close().await;
+}
+
+/// A call that gets no answer within `CALL_TIMEOUT` answers 503 and closes its connection.
+#[tokio::test]
+async fn a_call_without_an_answer_is_unavailable_within_the_call_timeout() {
+    let f = Fixture::new().await;
+    let db = db(&f, 2).await;
+    let started = std::time::Instant::now();
+    let slow = orbit::db::CALL_TIMEOUT.as_secs_f64() + 2.0;
+    match db.sleep_for_tests(slow).await {
+        Err(DbError::Unavailable(m)) => assert!(m.contains("no answer within"), "{m}"),
+        other => panic!("expected UNAVAILABLE, got {other:?}"),
+    }
+    assert!(started.elapsed() < orbit::db::CALL_TIMEOUT + Duration::from_secs(1));
     call(&db, &f).await;
     db.close().await;
 }

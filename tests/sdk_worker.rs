@@ -624,7 +624,7 @@ async fn a_result_refused_by_the_server_is_replaced_by_a_failure() {
 async fn a_lost_lease_cancels_the_handler_and_frees_its_slot() {
     let f = orbit::testing::Fixture::new().await;
     // A 3 s lease: renewals every second.
-    let server = orbit::testing::Server::start_with(
+    let server = orbit::testing::Server::start_with_args(
         env!("CARGO_BIN_EXE_orbit"),
         &f.test_db.dsn,
         &["--lease-seconds", "3"],

@@ -449,9 +449,9 @@ async fn sql_metacharacters_in_http_fields_are_stored_and_returned_verbatim() {
             assert_eq!(r.body["error"]["details"]["field"], "concurrency_key");
             rejected_keys += 1;
         }
-        // A header value is visible ASCII, and HTTP drops surrounding whitespace.
-        let idem = if v.bytes().all(|b| (0x20..0x7f).contains(&b)) && !v.trim().is_empty() {
-            v.trim().to_string()
+        // An Idempotency-Key is visible ASCII (0x21-0x7E): no spaces.
+        let idem = if !v.is_empty() && v.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+            v.to_string()
         } else {
             format!("idem-{i}")
         };
@@ -508,17 +508,25 @@ async fn sql_metacharacters_in_http_fields_are_stored_and_returned_verbatim() {
             );
             assert_eq!(by_key.body["data"][0]["id"], id);
         }
-        // As an id or a filter that must name an existing object: not found, not an error. (Ids
-        // are ASCII; non-ASCII ones are `non_ascii_queue_ids_are_not_found`.)
+        // As an id or a filter that must name an existing object: not found, not an error; longer
+        // than a queue id (32), a 400 naming the field. (Ids are ASCII; non-ASCII ones are
+        // `non_ascii_queue_ids_are_not_found`.)
         if v.is_ascii() {
+            let (status, id_field, filter_field) = if v.len() > 32 {
+                (400, json!("id"), json!("queue_id"))
+            } else {
+                (404, Value::Null, Value::Null)
+            };
             let r = api
                 .get("/v1/queues/{id}", &format!("/v1/queues/{}", enc(v)))
                 .await;
-            assert_eq!(r.status, 404, "{}", r.body);
+            assert_eq!(r.status, status, "{}", r.body);
+            assert_eq!(r.body["error"]["details"]["field"], id_field);
             let r = api
                 .get("/v1/tasks", &format!("/v1/tasks?queue_id={}", enc(v)))
                 .await;
-            assert_eq!(r.status, 404, "{}", r.body);
+            assert_eq!(r.status, status, "{}", r.body);
+            assert_eq!(r.body["error"]["details"]["field"], filter_field);
             let r = api
                 .get("/v1/tasks", &format!("/v1/tasks?state={}", enc(v)))
                 .await;

@@ -377,7 +377,7 @@ async fn a_renewal_over_capacity_is_refused_before_any_call() {
         .execute(&mut lock)
         .await
         .unwrap();
-    let pid = api.server.pid().expect("server pid");
+    let pid = api.server.pid();
     let before = rss_kib(pid);
     let mut ids = vec![held];
     ids.extend(1..100_000u64);

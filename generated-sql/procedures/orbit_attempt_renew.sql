@@ -4,15 +4,17 @@
 -- orbit_attempt_renew: Extend active attempts' leases, and their queue and key permits with them, each on its own, in one transaction.
 --
 -- An attempt keeps its token: renewing never grants anything new. An attempt whose lease has
--- already run out, that has ended, or that belongs to another session is rejected. A worker's
+-- already run out or that has ended is rejected; one that belongs to another session gets the
+-- answer of one that does not exist (NOT_FOUND: ids of other sessions reveal nothing). A worker's
 -- renewal message names all its attempts: one call and one commit for them all.
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids; p_lease_ms
 --   1000-3600000 (new expiry = now + lease).
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
---   "renewed" (0/1), "code" ("" or LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED, STATE_CONFLICT),
+--   "renewed" (0/1), "code" ("" or LEASE_EXPIRED, NOT_FOUND, STATE_CONFLICT),
 --   "lease_expires_at" (UTC, RFC 3339: the new expiry, or the old one when rejected; null when
 --   not found or foreign)}.
--- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms).
+-- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms), UNAUTHENTICATED (the session is closed:
+--   its socket went away, the sweep closed it, or its credential was revoked).
 -- Locks, in order, per id: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
 DROP PROCEDURE IF EXISTS orbit_attempt_renew;
 DELIMITER $$
@@ -29,6 +31,7 @@ BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -47,6 +50,11 @@ BEGIN
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
+  SET v_session_state = NULL;
+  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
+  END IF;
   IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
   END IF;
@@ -64,7 +72,7 @@ BEGIN
     IF v_session_id IS NULL THEN
       SET v_code = 'NOT_FOUND';
     ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'PERMISSION_DENIED', v_expires = NULL;
+      SET v_code = 'NOT_FOUND', v_expires = NULL;
     ELSEIF v_state NOT IN ('LEASED', 'RUNNING') THEN
       SET v_code = 'STATE_CONFLICT';
     ELSEIF v_expires <= v_now THEN

@@ -11,11 +11,12 @@
 -- answered on its own, in the order given.
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
---   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED
---   (another session's attempt) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
+--   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
+--   another session's: one answer) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
 --   after the call; "" when not found or foreign), "lease_expires_at" (UTC, RFC 3339; null when
 --   not found or foreign), "concurrency_token" (0 when not found or foreign)}.
--- Signals: INVALID_ARGUMENT (p_attempt_ids); none for the answers above (they are not errors).
+-- Signals: INVALID_ARGUMENT (p_attempt_ids), UNAUTHENTICATED (the session is closed: its socket
+--   went away, the sweep closed it, or its credential was revoked); none for the answers above.
 -- Locks, in order, per id: orbit_attempt row, orbit_task row.
 DROP PROCEDURE IF EXISTS orbit_attempt_start;
 DELIMITER $$
@@ -34,6 +35,7 @@ BEGIN
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -52,6 +54,11 @@ BEGIN
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
+  SET v_session_state = NULL;
+  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
+  END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_i = 0;
@@ -66,7 +73,7 @@ BEGIN
     IF v_session_id IS NULL THEN
       SET v_code = 'NOT_FOUND';
     ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'PERMISSION_DENIED';
+      SET v_code = 'NOT_FOUND';
     ELSEIF v_state = 'RUNNING' THEN
       SET v_code = '';
     ELSEIF v_state <> 'LEASED' THEN
@@ -81,7 +88,7 @@ BEGIN
       VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
       SET v_state = 'RUNNING';
     END IF;
-    IF v_code IN ('NOT_FOUND', 'PERMISSION_DENIED') THEN
+    IF v_code = 'NOT_FOUND' THEN
       SET v_state = '', v_expires = NULL, v_token = 0;
     END IF;
     SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),

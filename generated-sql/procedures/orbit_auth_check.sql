@@ -6,7 +6,7 @@
 -- Called first by every API procedure, so a DBA calling a procedure gets the same rules as an HTTP
 -- client. Tokens are never stored: callers pass the SHA-256 of the bearer token.
 -- Parameters: p_token_hash BINARY(32); p_scope: one of queues:manage, tasks:submit, tasks:read,
---   workers:connect, workers:consume.
+--   workers:connect, workers:consume, metrics:read.
 -- Out: o_application_id, o_environment_id, o_credential_id of the active credential.
 -- Signals: UNAUTHENTICATED (unknown or revoked token), PERMISSION_DENIED (scope not granted).
 -- Locks: none.

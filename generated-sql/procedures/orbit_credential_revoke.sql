@@ -4,12 +4,16 @@
 -- orbit_credential_revoke: Revoke a credential: its token is UNAUTHENTICATED from now on.
 --
 -- Operator entry point, not reachable over HTTP: it takes no token. Idempotent: revoking again
--- keeps the first revoked_at. Open worker sessions of the credential receive no new grants (the
--- claim checks the credential); attempts in flight end by their result or lease.
+-- keeps the first revoked_at. The credential's open worker sessions are closed in the same
+-- transaction: their next frame (a renewal, start or result) is refused UNAUTHENTICATED and the
+-- server ends the socket, so a result sent after revocation is not recorded; their attempts in
+-- flight end by lease expiry (orbit_lease_recover) and their keys go to the next holder with a
+-- larger token.
 -- Parameters: p_credential_id.
 -- Result (one row): credential_id, revoked_at DATETIME(6) (UTC).
 -- Signals: NOT_FOUND.
--- Locks: the orbit_credential row.
+-- Locks: the orbit_credential row, then the credential's open orbit_session rows
+--   (ix_session_credential).
 DROP PROCEDURE IF EXISTS orbit_credential_revoke;
 DELIMITER $$
 CREATE PROCEDURE orbit_credential_revoke(IN p_credential_id BIGINT UNSIGNED)
@@ -34,6 +38,9 @@ BEGIN
     SET v_revoked_at = v_now;
     UPDATE orbit_credential c SET c.revoked_at = v_now WHERE c.id = p_credential_id;
   END IF;
+  UPDATE orbit_session s
+     SET s.state = 'closed', s.closed_at = v_now
+   WHERE s.credential_id = p_credential_id AND s.state IN ('active', 'draining');
   COMMIT;
   SELECT p_credential_id AS credential_id, v_revoked_at AS revoked_at;
 END$$

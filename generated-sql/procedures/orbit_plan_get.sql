@@ -19,14 +19,16 @@ CREATE PROCEDURE orbit_plan_get(IN p_token_hash BINARY(32), IN p_plan_id BIGINT 
 BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
          p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,

@@ -8,7 +8,10 @@
 -- killed connection, a failover). Those attempts belong to the session but the worker was never
 -- told; without this they would sit until their lease ran out. The façade compares this list with
 -- what it has sent (at every lease renewal) and sends the difference.
--- Parameters: p_session_id.
+-- It is also the session's heartbeat: with p_touch_after_ms, a session last heard from that long
+-- ago or longer gets last_seen_at = now (so an idle worker's renewals write at most once per
+-- p_touch_after_ms), which keeps orbit_session_sweep off it.
+-- Parameters: p_session_id; p_touch_after_ms (NULL = do not touch).
 -- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
 --   (0 = no key), then the task columns (as orbit_task_claim):
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
@@ -17,13 +20,27 @@
 --   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
--- Signals: none (an unknown session has no attempts).
--- Locks: none.
+-- Signals: UNAUTHENTICATED (no such session, or it is closed: its socket went away, the sweep
+--   closed it, or its credential was revoked).
+-- Locks: the orbit_session row, briefly (the touch; autocommit).
 DROP PROCEDURE IF EXISTS orbit_session_attempts;
 DELIMITER $$
-CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED)
-  READS SQL DATA
+CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED, IN p_touch_after_ms INT)
+  MODIFIES SQL DATA
 BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  IF p_touch_after_ms IS NOT NULL THEN
+    UPDATE orbit_session s
+       SET s.last_seen_at = v_now
+     WHERE s.id = p_session_id AND s.state <> 'closed'
+       AND s.last_seen_at <= DATE_SUB(v_now, INTERVAL p_touch_after_ms * 1000 MICROSECOND);
+  END IF;
+  SET v_session_state = NULL;
+  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
+  END IF;
   SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,

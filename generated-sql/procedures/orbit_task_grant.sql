@@ -303,7 +303,7 @@ body: BEGIN
   SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
   -- The claim_seq step and where the scan stopped (undone below when nothing was written).
   UPDATE orbit_session s
-     SET s.claim_seq = v_seq, s.last_seen_at = p_now,
+     SET s.claim_seq = v_seq,
          s.scan_position = v_scan_position, s.scan_priority = v_scan_priority, s.scan_task_id = v_scan_task_id
    WHERE s.id = p_session_id;
 

@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS orbit_credential (
   label VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '' COMMENT 'free-form description for operators',
   token_hash BINARY(32) NOT NULL COMMENT 'SHA-256 of the bearer token',
   token_hint CHAR(8) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'first characters of the token, to recognise it',
-  scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume') NOT NULL COMMENT 'granted scopes',
+  scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes',
   created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
   revoked_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC revocation time; NULL = active',
   PRIMARY KEY (id),

@@ -32,7 +32,11 @@ impl BenchDb {
     /// With a DSN naming a database, use it (installing the extension if needed); with a DSN
     /// naming only a server, create `orbit_bench_<random>` there and drop it in [`BenchDb::finish`].
     pub async fn open(dsn: &str, pool_size: u32) -> Result<BenchDb, MigrateError> {
-        let has_database = migrate::parse_dsn(dsn).is_ok();
+        let has_database = match migrate::parse_dsn(dsn) {
+            Ok(_) => true,
+            Err(MigrateError::NoDatabase) => false,
+            Err(e) => return Err(e),
+        };
         let (server_dsn, dsn, created) = if has_database {
             (dsn.to_string(), dsn.to_string(), None)
         } else {

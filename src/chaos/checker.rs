@@ -35,19 +35,24 @@ pub struct Summary {
     pub token_regressions: u64,
     pub lost_updates: u64,
     pub lost_tasks: u64,
+    pub crossed_answers: u64,
+    pub internal_errors: u64,
 }
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "tasks={} faults={} overlaps={} token_regressions={} lost_updates={} lost_tasks={}",
+            "tasks={} faults={} overlaps={} token_regressions={} lost_updates={} lost_tasks={} \
+             crossed_answers={} internal_errors={}",
             self.tasks,
             self.faults,
             self.overlaps,
             self.token_regressions,
             self.lost_updates,
-            self.lost_tasks
+            self.lost_tasks,
+            self.crossed_answers,
+            self.internal_errors
         )
     }
 }
@@ -63,6 +68,10 @@ pub struct Report {
     pub lost_tasks: u64,
     /// Keys whose permit is still held after the drain (a leak; also a violation).
     pub held_permits: u64,
+    /// HTTP answers for another request or tenant ([`super::answers`]; set by the run).
+    pub crossed_answers: u64,
+    /// HTTP 500s ([`super::answers`]; set by the run).
+    pub internal_errors: u64,
     /// Grants checked (attempts of keyed tasks).
     pub grants: u64,
     /// Writes the fence accepted.
@@ -83,6 +92,8 @@ impl Report {
             && self.lost_updates == 0
             && self.lost_tasks == 0
             && self.held_permits == 0
+            && self.crossed_answers == 0
+            && self.internal_errors == 0
     }
 
     pub fn summary(&self, faults: u64) -> Summary {
@@ -93,6 +104,8 @@ impl Report {
             token_regressions: self.token_regressions,
             lost_updates: self.lost_updates,
             lost_tasks: self.lost_tasks,
+            crossed_answers: self.crossed_answers,
+            internal_errors: self.internal_errors,
         }
     }
 

@@ -10,6 +10,7 @@
 //! The façade and workers are separate processes of this same binary (`orbit serve`,
 //! `orbit chaos-worker`), so a kill is a real process death.
 
+pub mod answers;
 pub mod checker;
 pub mod worker;
 pub mod workload;
@@ -45,15 +46,19 @@ pub enum FaultKind {
     RestartFacade,
     /// SIGKILL the database server and start it again on the same port and data.
     RestartDatabase,
+    /// SIGSTOP the database for 3-8 s while a burst of clients gives up on their requests after
+    /// 0.2-1 s, then SIGCONT ([`answers`] checks every answer afterwards).
+    PauseDatabase,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 6] = [
         FaultKind::KillWorker,
         FaultKind::PauseWorker,
         FaultKind::KillConnections,
         FaultKind::RestartFacade,
         FaultKind::RestartDatabase,
+        FaultKind::PauseDatabase,
     ];
 }
 
@@ -197,6 +202,8 @@ struct Cluster {
     queue_ids: Vec<String>,
     fence_dsn: String,
     fenced_off: Arc<AtomicU64>,
+    answers: Arc<answers::Answers>,
+    accepted: answers::Accepted,
 }
 
 fn signal(pid: u32, sig: &str) {
@@ -351,6 +358,25 @@ impl Cluster {
                     down.as_secs_f64()
                 ))
             }
+            FaultKind::PauseDatabase => {
+                let pid = self.database.pid();
+                let pause = Duration::from_millis(rng.gen_range(3000..8000));
+                signal(pid, "STOP");
+                let burst = tokio::spawn(answers::abandoning_burst(
+                    self.answers.clone(),
+                    orbit_sdk::Client::new(&self.url, &self.token),
+                    self.accepted.clone(),
+                    200,
+                    rng.gen(),
+                ));
+                tokio::time::sleep(pause).await;
+                signal(pid, "CONT");
+                let _ = burst.await;
+                Ok(format!(
+                    "SIGSTOP database (pid {pid}) for {:.1} s under 200 requests abandoned after 0.2-1 s, then SIGCONT",
+                    pause.as_secs_f64()
+                ))
+            }
             FaultKind::RestartDatabase => {
                 let pid = self.database.pid();
                 let port = self.database.port;
@@ -419,7 +445,9 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
     let orbit_dsn = database.dsn.clone();
     let fence_dsn = format!("mysql://root@127.0.0.1:{}/chaos_resource", database.port);
     install(&orbit_dsn, &fence_dsn).await?;
-    let (token, first_queue) = bootstrap(&orbit_dsn).await?;
+    let (token, first_queue) = bootstrap(&orbit_dsn, "chaos").await?;
+    // A second tenant, only to read the first one's ids (never anything but 404).
+    let (other_token, _) = bootstrap(&orbit_dsn, "chaos-other").await?;
     let addr = format!("127.0.0.1:{}", crate::dev::free_port()?);
     let facade = Facade::start(
         &orbit_dsn,
@@ -446,6 +474,8 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
         queue_ids: vec![first_queue, second.id],
         fence_dsn: fence_dsn.clone(),
         fenced_off: Arc::default(),
+        answers: Arc::default(),
+        accepted: Arc::default(),
     };
     for _ in 0..cfg.workers {
         cluster.spawn_worker().await?;
@@ -456,14 +486,24 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
     ));
 
     // Producers: submits paced to the rate, each retried under one Idempotency-Key until answered.
-    let accepted: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let accepted = cluster.accepted.clone();
     let end = Instant::now() + cfg.duration;
     let give_up = end + cfg.drain / 2;
+    let other = orbit_sdk::Client::new(&url, &other_token);
+    let reader = tokio::spawn(answers::reader(
+        cluster.answers.clone(),
+        client.clone(),
+        other.clone(),
+        accepted.clone(),
+        end,
+        cfg.seed ^ 0x5eed,
+    ));
     let mut producers = Vec::new();
     const PRODUCERS: u32 = 4;
     for p in 0..PRODUCERS {
         let client = client.clone();
         let accepted = accepted.clone();
+        let answers = cluster.answers.clone();
         let queues = cluster.queue_ids.clone();
         let (keys, rate, seed) = (cfg.keys, cfg.rate.max(1), cfg.seed);
         producers.push(tokio::spawn(async move {
@@ -484,7 +524,13 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
                 )
                 .await
                 {
-                    Ok(id) => accepted.lock().expect("accepted").push(id),
+                    Ok(answered) => {
+                        answers.submitted(&task, &answered);
+                        accepted
+                            .lock()
+                            .expect("accepted")
+                            .push((answered.id, task.payload.clone()));
+                    }
                     Err(_) => gave_up += 1,
                 }
                 n += u64::from(PRODUCERS);
@@ -525,6 +571,7 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
     for p in producers {
         gave_up += p.await.unwrap_or(0);
     }
+    let _ = reader.await;
     cluster.resume_all();
 
     // Drain: every task ends (workers keep running), bounded.
@@ -558,15 +605,43 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
     // Let the workers' last fence writes and results settle before they stop.
     cluster.stop().await;
 
-    let fence = crate::migrate::connect_pool(&fence_dsn, 2).await?;
+    // Every accepted task read back one request at a time, as its owner and as the other tenant.
     let accepted = accepted.lock().expect("accepted").clone();
-    let report = checker::check(&orbit, Some(&fence), &accepted)
+    let restarted = Facade::start(
+        &orbit_dsn,
+        &addr,
+        cfg.lease_seconds,
+        &cfg.dir.join("serve.log"),
+    )
+    .await;
+    if let Ok(mut facade) = restarted {
+        for (id, payload) in &accepted {
+            cluster.answers.read_own(&client, *id, payload).await;
+            cluster.answers.read_foreign(&other, *id).await;
+        }
+        facade.kill().await;
+    }
+    let fence = crate::migrate::connect_pool(&fence_dsn, 2).await?;
+    let ids: Vec<u64> = accepted.iter().map(|(id, _)| *id).collect();
+    let mut report = checker::check(&orbit, Some(&fence), &ids)
         .await
         .map_err(|e| setup("read the history")(e.to_string()))?;
+    let answers = &cluster.answers;
+    report.crossed_answers = answers.crossed.load(Ordering::Relaxed);
+    report.internal_errors = answers.internal.load(Ordering::Relaxed);
+    for d in answers.details.lock().expect("details").iter() {
+        report.details.push(format!("answer: {d}"));
+    }
     let fenced_off = cluster.fenced_off.load(Ordering::Relaxed);
     say(format!(
-        "checked {} grants, {} fenced writes, {} writes fenced off, {} submits never answered; states {:?}; faults {:?}",
-        report.grants, report.fenced_writes, fenced_off, gave_up, report.states, counts
+        "checked {} grants, {} fenced writes, {} writes fenced off, {} HTTP answers, {} submits never answered; states {:?}; faults {:?}",
+        report.grants,
+        report.fenced_writes,
+        fenced_off,
+        cluster.answers.checked.load(Ordering::Relaxed),
+        gave_up,
+        report.states,
+        counts
     ));
     for d in &report.details {
         say(format!("VIOLATION {d}"));
@@ -609,11 +684,11 @@ async fn install(orbit_dsn: &str, fence_dsn: &str) -> Result<(), ChaosError> {
 }
 
 /// A credential with every scope; returns its token and the bootstrap queue's id.
-async fn bootstrap(orbit_dsn: &str) -> Result<(String, String), ChaosError> {
+async fn bootstrap(orbit_dsn: &str, application: &str) -> Result<(String, String), ChaosError> {
     let pool: MySqlPool = crate::migrate::connect_pool(orbit_dsn, 1).await?;
     let db = crate::db::Db::new(pool);
     let (bootstrap, token) = crate::db::queues::Bootstrap::with_new_token(
-        "chaos",
+        application,
         "chaos",
         "chaos",
         "chaos-first",

@@ -115,11 +115,11 @@ pub async fn submit_until_accepted(
     idempotency_key: &str,
     task: &SubmitTask,
     deadline: tokio::time::Instant,
-) -> Result<u64, String> {
+) -> Result<orbit_sdk::client::Task, String> {
     let mut backoff = Duration::from_millis(50);
     loop {
         match client.submit(idempotency_key, task).await {
-            Ok(s) => return Ok(s.task.id),
+            Ok(s) => return Ok(s.task),
             Err(e) if e.status == 0 || e.status >= 500 || e.status == 429 => {
                 if tokio::time::Instant::now() + backoff > deadline {
                     return Err(e.to_string());

@@ -139,6 +139,7 @@ registry! {
     Procedure orbit_session_attempts => "procedures/orbit_session_attempts.sql",
     Procedure orbit_session_close => "procedures/orbit_session_close.sql",
     Procedure orbit_session_open => "procedures/orbit_session_open.sql",
+    Procedure orbit_session_sweep => "procedures/orbit_session_sweep.sql",
     Procedure orbit_task_cancel => "procedures/orbit_task_cancel.sql",
     Procedure orbit_task_charge => "procedures/orbit_task_charge.sql",
     Procedure orbit_task_claim => "procedures/orbit_task_claim.sql",

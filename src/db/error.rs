@@ -110,6 +110,25 @@ impl Classified {
     }
 }
 
+/// MySQL error 1406 `ER_DATA_TOO_LONG`: a value does not fit its column or parameter. The façade
+/// checks every string against its column first; this is the backstop, so a string it missed is a
+/// 400, never a 500.
+const ER_DATA_TOO_LONG: u16 = 1406;
+
+/// The 400 for error 1406 ("Data too long for column 'p_handler' at row 1"): the message starts
+/// with the field (the column or parameter name without its `p_`), so the envelope names it.
+fn data_too_long(message: &str) -> DbError {
+    let column = message
+        .split('\'')
+        .nth(1)
+        .map(|c| c.strip_prefix("p_").unwrap_or(c))
+        .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+    DbError::InvalidArgument(match column {
+        Some(field) => format!("{field} is too long"),
+        None => format!("A value is too long: {message}"),
+    })
+}
+
 /// MySQL error numbers that mean "rolled back, try again".
 const ER_LOCK_DEADLOCK: u16 = 1213;
 const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
@@ -131,6 +150,8 @@ pub(crate) fn classify(e: sqlx::Error) -> Classified {
             let number = mysql.map(|m| m.number()).unwrap_or(0);
             if d.code().as_deref() == Some("45000") {
                 Classified::Fail(DbError::from_signal(d.message()))
+            } else if number == ER_DATA_TOO_LONG {
+                Classified::Fail(data_too_long(d.message()))
             } else if number == ER_LOCK_DEADLOCK || number == ER_LOCK_WAIT_TIMEOUT {
                 Classified::Retry(d.message().to_string())
             } else if SERVER_DOWN.contains(&number) {

@@ -45,4 +45,19 @@ impl Db {
             .await?;
         rows.iter().map(|r| Cols::new(r).text()).collect()
     }
+
+    /// `orbit_session_sweep`: close up to `limit` open sessions not heard from for `idle_ms`.
+    pub async fn session_sweep(&self, idle_ms: u32, limit: u32) -> Result<Swept, DbError> {
+        let row = self
+            .call_one(
+                "orbit_session_sweep",
+                &[u64::from(idle_ms).into(), u64::from(limit).into()],
+            )
+            .await?;
+        let mut c = Cols::new(&row);
+        Ok(Swept {
+            count: c.u64()?,
+            next_due_at: c.opt_time()?,
+        })
+    }
 }

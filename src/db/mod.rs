@@ -23,7 +23,7 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use sqlx::mysql::{MySqlArguments, MySqlRow};
 use sqlx::pool::PoolConnection;
 use sqlx::query::Query;
-use sqlx::{Connection, MySql, MySqlPool, Row};
+use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, Row};
 
 pub use error::DbError;
 use error::{classify, Classified};
@@ -39,6 +39,23 @@ pub static RETRIED: AtomicU64 = AtomicU64::new(0);
 
 /// Times this process moved its calls to the next server of its DSN list.
 pub static FAILOVERS: AtomicU64 = AtomicU64::new(0);
+
+/// How many connections [`Db`] keeps per server between calls, outside its pool (see
+/// [`Db::call`]): a server's connections number at most `--pool-size` plus these.
+pub const KEPT_PER_SERVER: usize = 2;
+
+/// The longest one attempt of a call may take: getting a connection (a kept one, pinged after a
+/// second idle, or one from the pool), sending the `CALL` and reading its whole answer. Past it
+/// the call answers 503 and its connection is closed, so a stalled database costs a request at
+/// most this long, and a late answer is never read by anyone.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The longest the ping of a connection idle for [`crate::migrate::PING_AFTER_IDLE`] may take.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Connections closed because their call did not finish cleanly (cancelled, timed out, lost, or
+/// an answer this layer could not read): none of them is ever used again.
+pub static DISCARDED: AtomicU64 = AtomicU64::new(0);
 
 /// A handle on the database: a connection pool per server, the server in use, and the typed
 /// procedure calls.
@@ -59,31 +76,57 @@ pub struct Db {
 struct Servers {
     pools: Vec<MySqlPool>,
     /// Per server, the connections kept between calls, most recently used last (see
-    /// [`Db::call`]).
-    warm: Vec<Mutex<Vec<Warm>>>,
+    /// [`Db::call`]). They are detached from the pool, so closing the pool never waits for them.
+    kept: Vec<Mutex<Vec<Kept>>>,
     /// Index into `pools` of the server calls go to.
     current: AtomicUsize,
     /// A probe of the current server is running (one at a time).
     probing: AtomicBool,
 }
 
-/// A connection kept checked out of its pool between calls, and when its last call ended.
+/// A connection kept between calls, and when its last call ended.
 #[derive(Debug)]
-struct Warm {
-    conn: PoolConnection<MySql>,
+struct Kept {
+    conn: MySqlConnection,
     since: Instant,
 }
 
-impl Drop for Servers {
+/// A connection out for one call: from the pool or from the kept ones.
+enum Conn {
+    Pooled(PoolConnection<MySql>),
+    Kept(MySqlConnection),
+}
+
+/// A connection checked out for one call. Only [`Db::give_back`] returns it for reuse; dropped
+/// any other way (the call's future was cancelled because its client gave up or its time ran
+/// out, or the call failed in a way that leaves the connection's state unknown) it is closed.
+/// sqlx does not track every answer a connection still owes (a ping's, a prepare's): a
+/// connection reused after an interrupted call can hand that call's late answer to the next
+/// caller, which is how one tenant was once shown another's task (sqlx issue 563).
+struct Checkout(Option<Conn>);
+
+impl Checkout {
+    fn conn(&mut self) -> &mut MySqlConnection {
+        match self
+            .0
+            .as_mut()
+            .expect("a checkout holds its connection until given back")
+        {
+            Conn::Pooled(c) => c,
+            Conn::Kept(c) => c,
+        }
+    }
+}
+
+impl Drop for Checkout {
     fn drop(&mut self) {
-        // A pooled connection goes back to its pool from a task; without a runtime to run it (a
-        // Db dropped after its runtime) a kept connection is closed here instead.
-        if tokio::runtime::Handle::try_current().is_err() {
-            for warm in &mut self.warm {
-                let warm = warm.get_mut().unwrap_or_else(|e| e.into_inner());
-                for w in warm.drain(..) {
-                    drop(w.conn.leak());
-                }
+        if let Some(conn) = self.0.take() {
+            DISCARDED.fetch_add(1, Ordering::Relaxed);
+            match conn {
+                // Detached, the pool may open a replacement; dropped, the socket closes at once
+                // (no QUIT, nothing more read or written on it).
+                Conn::Pooled(c) => drop(c.detach()),
+                Conn::Kept(c) => drop(c),
             }
         }
     }
@@ -135,6 +178,16 @@ fn bind<'q>(q: Query<'q, MySql, MySqlArguments>, arg: Arg<'q>) -> Query<'q, MySq
     }
 }
 
+/// How many rows a procedure's header promises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rows {
+    Any,
+    One,
+}
+
+/// `ER_SP_DOES_NOT_EXIST`: the procedure is not installed.
+const ER_SP_DOES_NOT_EXIST: u16 = 1305;
+
 impl Db {
     /// A handle on one server.
     pub fn new(pool: MySqlPool) -> Db {
@@ -147,7 +200,7 @@ impl Db {
         Db {
             servers: Arc::new(Servers {
                 current: AtomicUsize::new(current % pools.len()),
-                warm: pools.iter().map(|_| Mutex::default()).collect(),
+                kept: pools.iter().map(|_| Mutex::default()).collect(),
                 pools,
                 probing: AtomicBool::new(false),
             }),
@@ -180,13 +233,12 @@ impl Db {
         self.servers.pools.len()
     }
 
-    /// Closes every pool (a pool's close waits for its checked-out connections: the kept ones
-    /// go back first).
+    /// Closes the kept connections and every pool. Closing a pool directly does not wait for the
+    /// kept connections either: they are not the pool's.
     pub async fn close(&self) {
         for (i, pool) in self.servers.pools.iter().enumerate() {
-            let closing = pool.close();
             self.cool(i);
-            closing.await;
+            pool.close().await;
         }
     }
 
@@ -194,57 +246,56 @@ impl Db {
     /// one from the pool. sqlx's pool hands out its idle connections in turn (first in, first
     /// out) and pings each as it comes back: on a sequence of calls, as one hot key's hand-offs
     /// are, every call went to another server thread whose caches had gone cold, and a ping
-    /// followed each. The same connection again ran a hand-off's call in 1.85 ms against
-    /// 2.10 ms (p50) and 2.8-3.2 ms against 4.8-4.9 ms (p99), `orbit bench handoff-sql`.
-    async fn connection(&self, used: usize) -> Result<PoolConnection<MySql>, sqlx::Error> {
+    /// followed each (BENCHMARKS.md, `orbit bench handoff-sql`).
+    async fn checkout(&self, used: usize) -> Result<Checkout, sqlx::Error> {
         loop {
-            let warm = self.servers.warm[used]
+            let kept = self.servers.kept[used]
                 .lock()
-                .expect("warm connections")
+                .expect("kept connections")
                 .pop();
-            let Some(Warm { mut conn, since }) = warm else {
+            let Some(Kept { conn, since }) = kept else {
                 break;
             };
+            let mut out = Checkout(Some(Conn::Kept(conn)));
             // As the pool's own check (crate::migrate::pool_options): a ping after a second idle.
-            if since.elapsed() < crate::migrate::PING_AFTER_IDLE || conn.ping().await.is_ok() {
-                return Ok(conn);
+            if since.elapsed() < crate::migrate::PING_AFTER_IDLE {
+                return Ok(out);
             }
-            conn.close_on_drop();
+            if let Ok(Ok(())) = tokio::time::timeout(PING_TIMEOUT, out.conn().ping()).await {
+                return Ok(out);
+            }
+            // Dropped: closed (a ping without its answer must never be followed by a call).
         }
-        self.servers.pools[used].acquire().await
+        let conn = self.servers.pools[used].acquire().await?;
+        Ok(Checkout(Some(Conn::Pooled(conn))))
     }
 
-    /// Takes back a call's connection: kept for the next call unless the call lost it.
-    fn release(&self, used: usize, mut conn: PoolConnection<MySql>, lost: bool) {
+    /// Takes back a connection whose call finished cleanly: kept for the next call while fewer
+    /// than [`KEPT_PER_SERVER`] are, otherwise returned to its pool.
+    fn give_back(&self, used: usize, mut out: Checkout) {
+        let conn = out.0.take().expect("a checkout holds its connection");
         let pool = &self.servers.pools[used];
-        if lost {
-            // The server may be gone: the kept ones go back to the pool, which tests each.
-            conn.close_on_drop();
-            self.cool(used);
+        let mut kept = self.servers.kept[used].lock().expect("kept connections");
+        if pool.is_closed() || kept.len() >= KEPT_PER_SERVER {
+            match conn {
+                Conn::Pooled(c) => drop(c),
+                Conn::Kept(c) => drop(c),
+            }
             return;
         }
-        // A kept connection holds its pool permit: keep it only while another permit is free,
-        // so a call waiting on the pool never waits behind it.
-        let checked_out = (pool.size() as usize).saturating_sub(pool.num_idle());
-        if pool.is_closed() || checked_out >= pool.options().get_max_connections() as usize {
-            return;
-        }
-        self.servers.warm[used]
-            .lock()
-            .expect("warm connections")
-            .push(Warm {
-                conn,
-                since: Instant::now(),
-            });
-        if pool.is_closed() {
-            // Closed meanwhile (Db::close): its close waits for this one.
-            self.cool(used);
-        }
+        let conn = match conn {
+            Conn::Pooled(c) => c.detach(),
+            Conn::Kept(c) => c,
+        };
+        kept.push(Kept {
+            conn,
+            since: Instant::now(),
+        });
     }
 
-    /// Returns server `used`'s kept connections to its pool.
+    /// Closes server `used`'s kept connections (it may be gone, or stalled).
     fn cool(&self, used: usize) {
-        let kept = std::mem::take(&mut *self.servers.warm[used].lock().expect("warm connections"));
+        let kept = std::mem::take(&mut *self.servers.kept[used].lock().expect("kept connections"));
         drop(kept);
     }
 
@@ -295,6 +346,50 @@ impl Db {
         }
     }
 
+    /// One attempt of a call on server `used`, within [`CALL_TIMEOUT`]. The connection goes back
+    /// for reuse only when the whole answer was read and has the promised shape, or the server
+    /// refused the call cleanly (a SIGNAL, a deadlock); in every other case it is closed.
+    async fn attempt(
+        &self,
+        used: usize,
+        sql: &str,
+        args: &[Arg<'_>],
+        rows: Rows,
+    ) -> Result<Vec<MySqlRow>, Classified> {
+        let run = async {
+            let mut out = self.checkout(used).await.map_err(classify)?;
+            let mut q = sqlx::query(sql);
+            for a in args {
+                q = bind(q, *a);
+            }
+            let result = q.fetch_all(out.conn()).await.map_err(classify);
+            let clean = match &result {
+                Ok(found) => rows == Rows::Any || found.len() == 1,
+                Err(Classified::Retry(_)) => true,
+                Err(Classified::Fail(e)) => !matches!(e, DbError::Internal(_)),
+                Err(Classified::Down(_) | Classified::Saturated(_)) => false,
+            };
+            if clean {
+                self.give_back(used, out);
+            } else if let Err(Classified::Down(_)) = &result {
+                // The server may be gone: its kept connections go too.
+                drop(out);
+                self.cool(used);
+            }
+            result
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, run).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.cool(used);
+                Err(Classified::Down(format!(
+                    "database unavailable: no answer within {} s",
+                    CALL_TIMEOUT.as_secs()
+                )))
+            }
+        }
+    }
+
     /// `CALL procedure(args…)` and return its one result set. A call rolled back by a deadlock or
     /// lock-wait timeout is repeated (each procedure is one transaction, or a series of
     /// independent ones, so repeating is safe), up to [`RETRIES`] times with a short backoff.
@@ -303,27 +398,28 @@ impl Db {
         procedure: &str,
         args: &[Arg<'_>],
     ) -> Result<Vec<MySqlRow>, DbError> {
+        self.call_rows(procedure, args, Rows::Any).await
+    }
+
+    async fn call_rows(
+        &self,
+        procedure: &str,
+        args: &[Arg<'_>],
+        rows: Rows,
+    ) -> Result<Vec<MySqlRow>, DbError> {
         let placeholders = vec!["?"; args.len()].join(", ");
         let sql = format!("CALL {procedure}({placeholders})");
         let mut attempt = 0;
         loop {
-            let mut q = sqlx::query(&sql);
-            for a in args {
-                q = bind(q, *a);
-            }
             let used = self.current();
-            let result = match self.connection(used).await {
-                Ok(mut conn) => {
-                    let result = q.fetch_all(&mut *conn).await.map_err(classify);
-                    let lost =
-                        matches!(result, Err(Classified::Down(_) | Classified::Saturated(_)));
-                    self.release(used, conn, lost);
-                    result
+            match self.attempt(used, &sql, args, rows).await {
+                Ok(found) if rows == Rows::One && found.len() != 1 => {
+                    return Err(DbError::Internal(format!(
+                        "{procedure} returned {} rows where its header promises one",
+                        found.len()
+                    )))
                 }
-                Err(e) => Err(classify(e)),
-            };
-            match result {
-                Ok(rows) => return Ok(rows),
+                Ok(found) => return Ok(found),
                 Err(Classified::Fail(e)) => return Err(e),
                 Err(failure @ (Classified::Down(_) | Classified::Saturated(_))) => {
                     return Err(self.unavailable(used, failure).await)
@@ -345,19 +441,30 @@ impl Db {
         }
     }
 
-    /// Like [`Db::call`] for procedures documented to return exactly one row.
+    /// `SELECT SLEEP(seconds)` through the path every call takes (connection, time limit,
+    /// retries): the tests of cancellation and [`CALL_TIMEOUT`] use it.
+    #[doc(hidden)]
+    pub async fn sleep_for_tests(&self, seconds: f64) -> Result<(), DbError> {
+        let used = self.current();
+        let seconds = seconds.to_string();
+        match self
+            .attempt(used, "SELECT SLEEP(?)", &[Arg::Text(&seconds)], Rows::One)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(failure) => Err(self.unavailable(used, failure).await),
+        }
+    }
+
+    /// Like [`Db::call`] for procedures documented to return exactly one row; another count
+    /// closes the connection and is an internal error.
     pub(crate) async fn call_one(
         &self,
         procedure: &str,
         args: &[Arg<'_>],
     ) -> Result<MySqlRow, DbError> {
-        let mut rows = self.call(procedure, args).await?;
-        match rows.len() {
-            1 => Ok(rows.remove(0)),
-            n => Err(DbError::Internal(format!(
-                "{procedure} returned {n} rows where its header promises one"
-            ))),
-        }
+        let mut rows = self.call_rows(procedure, args, Rows::One).await?;
+        Ok(rows.remove(0))
     }
 }
 
@@ -455,20 +562,14 @@ impl<'r> Cols<'r> {
 impl Db {
     /// `orbit_extension_version`: the installed version (0 = not installed).
     pub async fn extension_version(&self) -> Result<u32, DbError> {
-        let used = self.current();
-        let missing: Result<i64, _> = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() AND routine_name = 'orbit_extension_version'",
-        )
-        .fetch_one(&self.servers.pools[used])
-        .await;
-        let missing = match missing {
-            Ok(n) => n,
-            Err(e) => return Err(self.unavailable(used, classify(e)).await),
-        };
-        if missing == 0 {
-            return Ok(0);
+        match self.call_one("orbit_extension_version", &[]).await {
+            Ok(row) => Cols::new(&row).u32(),
+            Err(DbError::Internal(m))
+                if m.starts_with(&format!("database error {ER_SP_DOES_NOT_EXIST}:")) =>
+            {
+                Ok(0)
+            }
+            Err(e) => Err(e),
         }
-        let row = self.call_one("orbit_extension_version", &[]).await?;
-        Cols::new(&row).u32()
     }
 }

@@ -343,13 +343,27 @@ impl Db {
 
     /// `orbit_task_cancel`.
     pub async fn task_cancel(&self, token_hash: &[u8], task_id: u64) -> Result<Task, DbError> {
+        Ok(self.task_cancel_and_wake(token_hash, task_id).await?.0)
+    }
+
+    /// `orbit_task_cancel`: the task, and the queues where the cancel readied work (whose worker
+    /// sessions should be woken; never another application's).
+    pub async fn task_cancel_and_wake(
+        &self,
+        token_hash: &[u8],
+        task_id: u64,
+    ) -> Result<(Task, Vec<String>), DbError> {
         let row = self
             .call_one(
                 "orbit_task_cancel",
                 &[Arg::Bytes(token_hash), task_id.into()],
             )
             .await?;
-        Task::read(&mut Cols::new(&row))
+        let mut c = Cols::new(&row);
+        Ok((
+            Task::read(&mut c)?,
+            wake_queues(&mut c, "orbit_task_cancel")?,
+        ))
     }
 
     /// `orbit_task_resolve`.
@@ -360,6 +374,21 @@ impl Db {
         resolution: Resolution,
         note: Option<&str>,
     ) -> Result<Task, DbError> {
+        Ok(self
+            .task_resolve_and_wake(token_hash, task_id, resolution, note)
+            .await?
+            .0)
+    }
+
+    /// `orbit_task_resolve`: the task, and its queue when a requeue left it ready (see
+    /// [`Db::task_cancel_and_wake`]).
+    pub async fn task_resolve_and_wake(
+        &self,
+        token_hash: &[u8],
+        task_id: u64,
+        resolution: Resolution,
+        note: Option<&str>,
+    ) -> Result<(Task, Vec<String>), DbError> {
         let row = self
             .call_one(
                 "orbit_task_resolve",
@@ -371,6 +400,16 @@ impl Db {
                 ],
             )
             .await?;
-        Task::read(&mut Cols::new(&row))
+        let mut c = Cols::new(&row);
+        Ok((
+            Task::read(&mut c)?,
+            wake_queues(&mut c, "orbit_task_resolve")?,
+        ))
     }
+}
+
+/// Reads a `wake_queues` column: a JSON array of queue ids.
+pub(crate) fn wake_queues(c: &mut Cols<'_>, procedure: &str) -> Result<Vec<String>, DbError> {
+    serde_json::from_str(&c.text()?)
+        .map_err(|e| DbError::Internal(format!("{procedure} wake_queues: {e}")))
 }

@@ -71,7 +71,7 @@ impl Outcome {
     }
 }
 
-/// The columns that open every row of `orbit_attempt_finish`: acks, wake.
+/// The columns that open every row of `orbit_attempt_finish`: acks, wake_queues.
 const FINISH_ACK_COLUMNS: usize = 2;
 
 /// One worker result: an element of `orbit_attempt_finish`'s `p_results` array.
@@ -99,12 +99,12 @@ pub struct FinishAck {
     /// `true` when the attempt had already ended: nothing was released this time.
     #[serde(deserialize_with = "bool_from_int")]
     pub duplicate: bool,
-    /// "" when the result was taken; NOT_FOUND or PERMISSION_DENIED when it named an attempt
-    /// that does not exist or belongs to another session (nothing was changed for it).
+    /// "" when the result was taken; NOT_FOUND when it named an attempt that does not exist or
+    /// belongs to another session (one answer for both; nothing was changed for it).
     pub code: String,
     /// `true` when the call's releases may have made work claimable for other sessions (a ready
-    /// task of a released key that the call did not grant, a queue permit limit, a full quota);
-    /// the same for every result of one call.
+    /// task of a released key that the call did not grant, a queue permit limit, a full quota):
+    /// [`Finished::wake_queues`] is not empty. The same for every result of one call.
     #[serde(skip)]
     pub wake: bool,
 }
@@ -126,10 +126,8 @@ impl FinishAck {
     pub fn into_result(self) -> Result<FinishAck, DbError> {
         match self.code.as_str() {
             "" => Ok(self),
+            // Another session's attempt gets the same answer: ids reveal nothing.
             "NOT_FOUND" => Err(DbError::NotFound("attempt not found".into())),
-            "PERMISSION_DENIED" => Err(DbError::PermissionDenied(
-                "the attempt belongs to another session".into(),
-            )),
             other => Err(DbError::Internal(format!(
                 "orbit_attempt_finish answered code {other}"
             ))),
@@ -143,6 +141,9 @@ impl FinishAck {
 pub struct Finished {
     pub acks: Vec<FinishAck>,
     pub grants: Vec<Grant>,
+    /// The queues where the results left claimable work the grants did not take: wake the
+    /// sessions that serve them (only those; never another application's).
+    pub wake_queues: Vec<String>,
 }
 
 /// One element of `orbit_attempt_start`'s answers.
@@ -290,6 +291,8 @@ impl Db {
         max: u32,
         lease_ms: u32,
     ) -> Result<Vec<Grant>, DbError> {
+        // What a wake-up costs: one claim per woken session with free capacity.
+        ::metrics::counter!("orbit_worker_claims_total").increment(1);
         let rows = self
             .call(
                 "orbit_task_claim",
@@ -307,8 +310,26 @@ impl Db {
 
     /// `orbit_session_attempts`: the session's live attempts, as grants.
     pub async fn session_attempts(&self, session_id: u64) -> Result<Vec<Grant>, DbError> {
+        self.session_heartbeat(session_id, None).await
+    }
+
+    /// `orbit_session_attempts` as a worker's heartbeat: also records that the worker was heard
+    /// from, when it was last recorded `touch_after_ms` or longer ago (`None`: never), which keeps
+    /// the sweep of silent sessions (`orbit_session_sweep`) off it. UNAUTHENTICATED when the
+    /// session is closed (the sweep, or its credential's revocation, closed it).
+    pub async fn session_heartbeat(
+        &self,
+        session_id: u64,
+        touch_after_ms: Option<u32>,
+    ) -> Result<Vec<Grant>, DbError> {
         let rows = self
-            .call("orbit_session_attempts", &[session_id.into()])
+            .call(
+                "orbit_session_attempts",
+                &[
+                    session_id.into(),
+                    touch_after_ms.map_or(super::Arg::Null, |ms| u64::from(ms).into()),
+                ],
+            )
             .await?;
         rows.iter()
             .map(|row| Grant::read(&mut Cols::new(row)))
@@ -459,11 +480,12 @@ impl Db {
             .first()
             .ok_or_else(|| DbError::Internal("orbit_attempt_finish returned no row".into()))?;
         let mut c = Cols::new(first);
-        let (acks, wake) = (c.text()?, c.bool()?);
+        let acks = c.text()?;
+        let wake_queues = super::tasks::wake_queues(&mut c, "orbit_attempt_finish")?;
         let mut acks: Vec<FinishAck> = serde_json::from_str(&acks)
             .map_err(|e| DbError::Internal(format!("orbit_attempt_finish acks: {e}")))?;
         for ack in &mut acks {
-            ack.wake = wake;
+            ack.wake = !wake_queues.is_empty();
         }
         let mut grants = Vec::new();
         for row in &rows {
@@ -472,6 +494,10 @@ impl Db {
                 grants.push(Grant::read(&mut Cols::at(row, FINISH_ACK_COLUMNS))?);
             }
         }
-        Ok(Finished { acks, grants })
+        Ok(Finished {
+            acks,
+            grants,
+            wake_queues,
+        })
     }
 }

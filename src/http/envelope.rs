@@ -48,6 +48,31 @@ pub async fn request_id(req: Request, next: Next) -> Response {
     response
 }
 
+/// The request and body timeouts (`serve --request-timeout`, `--body-timeout`).
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    pub request: std::time::Duration,
+    pub body: std::time::Duration,
+}
+
+/// Middleware: a request whose response is not ready within the request timeout gets a 503; the
+/// body timeout travels with the request for [`ApiJson`]. A WebSocket upgrade's request ends
+/// with its 101 answer: the session that follows is not timed.
+pub async fn request_timeout(
+    axum::extract::State(t): axum::extract::State<Timeouts>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    req.extensions_mut().insert(t);
+    match tokio::time::timeout(t.request, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout {
+            seconds: t.request.as_secs_f64(),
+        }
+        .into_response(),
+    }
+}
+
 /// `{"data": …, "request_id": …}` with a status.
 pub struct Data<T>(pub StatusCode, pub T);
 
@@ -124,13 +149,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 "the body must be JSON with Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge { limit: BODY_LIMIT }
-            } else {
-                ApiError::bad_request(None, format!("cannot read the body: {rejection}"))
-            }
-        })?;
+        let body_timeout = req.extensions().get::<Timeouts>().map_or(
+            std::time::Duration::from_secs(super::BODY_TIMEOUT_SECONDS),
+            |t| t.body,
+        );
+        let bytes = tokio::time::timeout(body_timeout, Bytes::from_request(req, state))
+            .await
+            .map_err(|_| ApiError::BodyTimeout {
+                seconds: body_timeout.as_secs_f64(),
+            })?
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge { limit: BODY_LIMIT }
+                } else {
+                    ApiError::bad_request(None, format!("cannot read the body: {rejection}"))
+                }
+            })?;
         if bytes.len() > BODY_LIMIT {
             return Err(ApiError::PayloadTooLarge { limit: BODY_LIMIT });
         }
@@ -222,6 +256,53 @@ pub async fn check_queue_id(
     }
     db.credential_check(token_hash, scope).await?;
     Err(ApiError::Db(DbError::NotFound("queue not found".into())))
+}
+
+/// Refuses a string longer than `max` characters (the size of its column) with a 400 naming
+/// `field`, before it reaches a procedure. The procedures check the same limits, but a parameter
+/// of 64 KiB or more does not even bind (MySQL error 1406, "Data too long"). `rule` is the
+/// message's rule, e.g. "1-191 characters".
+pub fn check_len(field: &str, value: &str, max: usize, rule: &str) -> Result<(), ApiError> {
+    // Bytes first: a string of at most `max` bytes has at most `max` characters.
+    if value.len() <= max || value.chars().count() <= max {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(
+        Some(field),
+        format!("{field} must be {rule}"),
+    ))
+}
+
+/// Checks a queue id from the request's `field` (body, path or query) for length: a queue id is
+/// 32 hex digits, so a longer string names no queue and is a 400 rather than a parameter the
+/// procedure cannot bind.
+pub fn check_queue_id_len(field: &str, id: &str) -> Result<(), ApiError> {
+    check_len(field, id, 32, "a queue id (32 hex digits)")
+}
+
+/// The rule of the `Idempotency-Key` header and of a batch task's `idempotency_key`: 1-255
+/// visible ASCII characters (0x21-0x7E: no spaces, tabs or control characters).
+pub fn valid_idempotency_key(key: &str) -> bool {
+    (1..=255).contains(&key.len()) && key.bytes().all(|b| (b'!'..=b'~').contains(&b))
+}
+
+/// The request's `Idempotency-Key` header, checked against [`valid_idempotency_key`]; anything
+/// else is a 400 naming the header.
+pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<&str, ApiError> {
+    const FIELD: &str = "Idempotency-Key";
+    let value = headers.get("idempotency-key").ok_or_else(|| {
+        ApiError::bad_request(Some(FIELD), "the Idempotency-Key header is required")
+    })?;
+    value
+        .to_str()
+        .ok()
+        .filter(|k| valid_idempotency_key(k))
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                Some(FIELD),
+                "Idempotency-Key must be 1-255 visible ASCII characters (no spaces or control characters)",
+            )
+        })
 }
 
 /// Deserializes a field that may be omitted but, when present, must not be `null`.

@@ -29,6 +29,10 @@ pub enum ApiError {
     NoRoute,
     /// 405 `INVALID_ARGUMENT`: the route exists but not for this method.
     MethodNotAllowed,
+    /// 408 `INVALID_ARGUMENT`: the body did not arrive within the body timeout.
+    BodyTimeout { seconds: f64 },
+    /// 503 `UNAVAILABLE`: no response within the request timeout.
+    Timeout { seconds: f64 },
 }
 
 impl From<DbError> for ApiError {
@@ -50,7 +54,9 @@ impl ApiError {
             ApiError::Db(e) => e.code(),
             ApiError::BadRequest { .. }
             | ApiError::PayloadTooLarge { .. }
+            | ApiError::BodyTimeout { .. }
             | ApiError::MethodNotAllowed => "INVALID_ARGUMENT",
+            ApiError::Timeout { .. } => "UNAVAILABLE",
             ApiError::MissingToken => "UNAUTHENTICATED",
             ApiError::NoRoute => "NOT_FOUND",
         }
@@ -61,6 +67,7 @@ impl ApiError {
         match self {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             _ => match self.code() {
                 "INVALID_ARGUMENT" => StatusCode::BAD_REQUEST,
                 "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
@@ -87,6 +94,12 @@ impl ApiError {
             }
             ApiError::NoRoute => "no such route".into(),
             ApiError::MethodNotAllowed => "method not allowed on this route".into(),
+            ApiError::BodyTimeout { seconds } => {
+                format!("the request body did not arrive within {seconds} s")
+            }
+            ApiError::Timeout { seconds } => {
+                format!("the request did not complete within {seconds} s; retry it")
+            }
         }
     }
 

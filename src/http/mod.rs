@@ -12,42 +12,65 @@ pub mod queues;
 pub mod tasks;
 pub mod ws;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::{pin, Pin};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use axum::extract::DefaultBodyLimit;
-use axum::serve::ListenerExt;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, DefaultBodyLimit};
 use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tokio::sync::watch;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tower::ServiceExt as _;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::db::Db;
 
-/// Wakes the worker sessions of this process when there may be new work: a submit here (for its
-/// queue), a release here (any queue), or ready queues seen by the scheduler's probe (work from
-/// other processes). A generation counter in a watch channel, so a session busy with a frame when
-/// the signal fires still sees it afterwards.
+/// Wakes the worker sessions of this process when there may be new work, only those that serve
+/// the queues concerned: a submit here (its queue), a release, cancel or resolve here (the queues
+/// where the procedure reports it readied work), or ready queues seen by the scheduler's probe
+/// (work from other processes, recovered leases, due retries). One application's changes never
+/// wake another application's sessions (their queues differ). A watch channel holding the last
+/// [`WAKE_HISTORY`] wake-ups, so a session busy with a frame when several fire still sees each.
 #[derive(Debug)]
 pub struct Dispatch {
     work: watch::Sender<Wake>,
 }
 
-/// One wake-up: which queues may have work (`None` = any).
+/// How many recent wake-ups a session can catch up on; one that fell further behind claims once.
+pub const WAKE_HISTORY: usize = 256;
+
+/// The recent wake-ups: each a generation and the queues that may have work.
 #[derive(Clone, Debug, Default)]
 pub struct Wake {
     pub generation: u64,
-    pub queues: Option<Arc<HashSet<String>>>,
+    recent: Arc<VecDeque<(u64, Arc<HashSet<String>>)>>,
 }
 
 impl Wake {
-    /// Whether a session consuming `queues` should try to claim.
-    pub fn concerns(&self, queues: &[String]) -> bool {
-        self.queues
-            .as_ref()
-            .is_none_or(|ready| queues.iter().any(|q| ready.contains(q)))
+    /// Whether a session consuming `queues`, which last looked at generation `seen`, should try
+    /// to claim: a wake-up since then named one of its queues (or it missed some).
+    pub fn concerns(&self, seen: u64, queues: &[String]) -> bool {
+        if self.generation <= seen {
+            return false;
+        }
+        match self.recent.front() {
+            Some((oldest, _)) if *oldest <= seen + 1 => self
+                .recent
+                .iter()
+                .filter(|(g, _)| *g > seen)
+                .any(|(_, ready)| queues.iter().any(|q| ready.contains(q))),
+            _ => true,
+        }
     }
 }
 
@@ -60,22 +83,20 @@ impl Default for Dispatch {
 }
 
 impl Dispatch {
-    /// Work may have appeared on any queue (a release, a cancel, a resolve, a recovery).
-    pub fn notify_any(&self) {
-        self.wake(None);
-    }
-
     /// Work appeared on these queues.
     pub fn notify_queues(&self, queues: HashSet<String>) {
-        if !queues.is_empty() {
-            self.wake(Some(Arc::new(queues)));
+        if queues.is_empty() {
+            return;
         }
-    }
-
-    fn wake(&self, queues: Option<Arc<HashSet<String>>>) {
+        let queues = Arc::new(queues);
         self.work.send_modify(|w| {
-            w.generation = w.generation.wrapping_add(1);
-            w.queues = queues;
+            w.generation += 1;
+            // In place unless a session is reading the history right now.
+            let recent = Arc::make_mut(&mut w.recent);
+            if recent.len() == WAKE_HISTORY {
+                recent.pop_front();
+            }
+            recent.push_back((w.generation, queues));
         });
     }
 
@@ -133,8 +154,18 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
     api().split_for_parts().1
 }
 
-/// The complete router over a database.
+/// The complete router over a database, with the default [`ServeLimits`].
 pub fn router(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) -> Router {
+    router_with(db, dispatch, lease_seconds, &ServeLimits::default())
+}
+
+/// The complete router over a database: `limits` gives the request and body timeouts.
+pub fn router_with(
+    db: Db,
+    dispatch: Arc<Dispatch>,
+    lease_seconds: u32,
+    limits: &ServeLimits,
+) -> Router {
     let (routes, doc) = api().split_for_parts();
     let app = App {
         db,
@@ -149,6 +180,13 @@ pub fn router(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) -> Router {
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed })
         .with_state(app)
         .layer(DefaultBodyLimit::max(envelope::BODY_READ_CAP))
+        .layer(axum::middleware::from_fn_with_state(
+            envelope::Timeouts {
+                request: limits.request_timeout,
+                body: limits.body_timeout,
+            },
+            envelope::request_timeout,
+        ))
         .layer(axum::middleware::from_fn(ops::record))
         .layer(axum::middleware::from_fn(envelope::request_id))
 }
@@ -184,6 +222,45 @@ pub struct ServeConfig {
     pub pool_size: u32,
     /// Lease granted with each assignment (default [`ws::LEASE_SECONDS`]).
     pub lease_seconds: u32,
+    /// Connection limit and timeouts against slow or idle clients.
+    pub limits: ServeLimits,
+}
+
+/// What one client connection may hold (docs/operations.md, "Limits and timeouts").
+#[derive(Clone, Debug)]
+pub struct ServeLimits {
+    /// Open client sockets at once, WebSocket sessions included (`--max-connections`). At the
+    /// limit `serve` stops accepting: new connections wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, counted from when it starts
+    /// waiting for them: a new connection, or a keep-alive connection after its last response (so
+    /// this is also the idle keep-alive timeout). The server closes it then (`--header-timeout`).
+    pub header_timeout: Duration,
+    /// How long reading a JSON body may take; then 408 (`--body-timeout`).
+    pub body_timeout: Duration,
+    /// How long a request may take from its headers to its response, body included; then 503
+    /// (`--request-timeout`). Not applied to a WebSocket session once upgraded.
+    pub request_timeout: Duration,
+}
+
+/// `--max-connections` default.
+pub const MAX_CONNECTIONS: usize = 4096;
+/// `--header-timeout` default, in seconds.
+pub const HEADER_TIMEOUT_SECONDS: u64 = 30;
+/// `--body-timeout` default, in seconds.
+pub const BODY_TIMEOUT_SECONDS: u64 = 15;
+/// `--request-timeout` default, in seconds.
+pub const REQUEST_TIMEOUT_SECONDS: u64 = 30;
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits {
+            max_connections: MAX_CONNECTIONS,
+            header_timeout: Duration::from_secs(HEADER_TIMEOUT_SECONDS),
+            body_timeout: Duration::from_secs(BODY_TIMEOUT_SECONDS),
+            request_timeout: Duration::from_secs(REQUEST_TIMEOUT_SECONDS),
+        }
+    }
 }
 
 /// Connects, refuses a database at another extension version, then serves until SIGTERM/Ctrl-C
@@ -215,8 +292,8 @@ pub async fn serve_with(
         });
     }
     let dispatch = Arc::new(Dispatch::default());
-    let app = router(db.clone(), dispatch.clone(), cfg.lease_seconds);
-    let listener = tokio::net::TcpListener::bind(&cfg.addr)
+    let app = router_with(db.clone(), dispatch.clone(), cfg.lease_seconds, &cfg.limits);
+    let listener = TcpListener::bind(&cfg.addr)
         .await
         .map_err(|source| ServeError::Bind {
             addr: cfg.addr.clone(),
@@ -226,30 +303,176 @@ pub async fn serve_with(
         addr: cfg.addr.clone(),
         source,
     })?;
+    warn_if_few_files(cfg.limits.max_connections, cfg.pool_size);
     println!("listening on http://{local}");
     on_listen(local);
-    tracing::info!(%local, "orbit serve started");
-    let scheduler = tokio::spawn(crate::scheduler::run(db.clone(), dispatch.clone()));
-    // Nagle off: a result's acknowledgement and the next assignment are small frames written
-    // back to back; with Nagle the second waits for the worker's delayed ACK (~40 ms), which
-    // would be the whole of a hot key's hand-off.
-    let listener = listener.tap_io(|tcp| {
+    tracing::info!(%local, max_connections = cfg.limits.max_connections, "orbit serve started");
+    let scheduler = tokio::spawn(crate::scheduler::run(
+        db.clone(),
+        dispatch.clone(),
+        cfg.lease_seconds,
+    ));
+    serve_connections(listener, app, &cfg.limits, shutdown_signal()).await;
+    scheduler.abort();
+    db.close().await;
+    Ok(())
+}
+
+/// Accepts connections until `shutdown`, then lets in-flight requests finish. At most
+/// `limits.max_connections` client sockets are open at once: a permit is taken before each
+/// accept and travels with the socket (through a WebSocket upgrade too) until it closes. Each
+/// connection is HTTP/1.1 with a header timeout, TCP_NODELAY, and the peer's address as
+/// [`ConnectInfo`].
+async fn serve_connections(
+    listener: TcpListener,
+    app: Router,
+    limits: &ServeLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    // Connection tasks hold a receiver each; shutdown waits until all are gone.
+    let (close_tx, close_rx) = watch::channel(());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            _ = &mut shutdown => break,
+        };
+        let (tcp, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionRefused
+                            | std::io::ErrorKind::ConnectionAborted
+                            | std::io::ErrorKind::ConnectionReset
+                    ) {
+                        // E.g. out of file descriptors: wait rather than spin.
+                        tracing::error!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // Nagle off: a result's acknowledgement and the next assignment are small frames written
+        // back to back; with Nagle the second waits for the worker's delayed ACK (~40 ms), which
+        // would be the whole of a hot key's hand-off.
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-    });
-    let result = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown_signal())
-    .await;
-    scheduler.abort();
-    db.close().await;
-    result.map_err(|source| ServeError::Bind {
-        addr: cfg.addr,
-        source,
-    })
+        let service =
+            app.clone()
+                .map_request(move |req: axum::http::Request<hyper::body::Incoming>| {
+                    let mut req = req.map(Body::new);
+                    req.extensions_mut().insert(ConnectInfo(remote));
+                    req
+                });
+        let io = TokioIo::new(Permitted {
+            tcp,
+            _permit: permit,
+        });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout);
+        let mut stop = stop_rx.clone();
+        let close = close_rx.clone();
+        tokio::spawn(async move {
+            let conn = builder
+                .serve_connection(io, TowerToHyperService::new(service))
+                .with_upgrades();
+            let mut conn = pin!(conn);
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::trace!(error = %e, "connection ended");
+                    }
+                }
+                _ = async { drop(stop.wait_for(|stop| *stop).await) } => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.as_mut().await;
+                }
+            }
+            drop(close);
+        });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(close_rx);
+    close_tx.closed().await;
+}
+
+/// A client socket with its connection permit: the permit is released when the socket closes,
+/// also after a WebSocket upgrade took the socket over from the HTTP connection.
+struct Permitted {
+    tcp: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl AsyncRead for Permitted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Permitted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+}
+
+/// Warns when the process may run out of file descriptors before `--max-connections` is reached
+/// (each connection is one descriptor, each database connection another).
+fn warn_if_few_files(max_connections: usize, pool_size: u32) {
+    let Ok(limits) = std::fs::read_to_string("/proc/self/limits") else {
+        return;
+    };
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse::<usize>().ok());
+    let needed = max_connections + pool_size as usize + 64;
+    if let Some(soft) = soft.filter(|soft| *soft < needed) {
+        tracing::warn!(
+            open_files_limit = soft,
+            max_connections,
+            "the open-files limit (ulimit -n) is below --max-connections plus the pool and 64 spare; \
+             raise it, or lower --max-connections, or accepts will fail when it is reached"
+        );
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -12,7 +12,7 @@ use super::tasks::{SubmittedView, TaskView};
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Orbit", description = "Durable keyed-concurrency tasks on MySQL/MariaDB stored procedures. \
-        Every endpoint except /healthz, /readyz and /metrics requires `Authorization: Bearer <token>`."),
+        Every endpoint except /healthz, /readyz and /v1/openapi.json requires `Authorization: Bearer <token>` (/metrics: a credential with the metrics:read scope)."),
     modifiers(&BearerAuth),
     tags(
         (name = "tasks", description = "Submit and follow tasks"),

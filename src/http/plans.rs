@@ -9,7 +9,9 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{check_queue_id, from_value, path_id, ApiJson, Bearer, Data};
+use super::envelope::{
+    check_len, check_queue_id, check_queue_id_len, from_value, path_id, ApiJson, Bearer, Data,
+};
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::{json_text, TaskDefinition};
 use super::App;
@@ -146,7 +148,9 @@ pub struct PlanEnvelope {
 }
 
 fn definition(d: Definition) -> Result<TaskDefinition, ApiError> {
-    from_value(d.task, "definition.task.")
+    let task: TaskDefinition = from_value(d.task, "definition.task.")?;
+    task.check_lengths("definition.task.")?;
+    Ok(task)
 }
 
 /// Create a plan (version 1) on a queue (scope queues:manage).
@@ -164,6 +168,8 @@ async fn create_plan(
     Bearer(hash): Bearer,
     ApiJson(body): ApiJson<CreatePlan>,
 ) -> Result<Data<PlanView>, ApiError> {
+    check_len("name", &body.name, 191, "1-191 characters")?;
+    check_queue_id_len("queue_id", &body.queue_id)?;
     let task = definition(body.definition)?.to_new_task(body.queue_id);
     check_queue_id(&app.db, &hash, "queues:manage", &task.queue_id).await?;
     let plan = NewPlan {

@@ -8,7 +8,9 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{check_queue_id, present, ApiJson, ApiQuery, Bearer, Data, Page};
+use super::envelope::{
+    check_len, check_queue_id, check_queue_id_len, present, ApiJson, ApiQuery, Bearer, Data, Page,
+};
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
 use crate::db::queues::Queue;
@@ -81,6 +83,7 @@ async fn create_queue(
     Bearer(hash): Bearer,
     ApiJson(body): ApiJson<CreateQueue>,
 ) -> Result<Data<QueueView>, ApiError> {
+    check_len("name", &body.name, 191, "1-191 characters")?;
     let id = crate::auth::new_queue_id();
     let q = app
         .db
@@ -128,8 +131,11 @@ async fn list_queues(
             "limit must be between 1 and 500",
         ));
     }
-    // A cursor is a queue id (ASCII); anything else was never a `next_cursor`.
-    if q.cursor.as_deref().is_some_and(|c| !c.is_ascii()) {
+    // A cursor is a queue id (32 ASCII characters); anything else was never a `next_cursor`.
+    if q.cursor
+        .as_deref()
+        .is_some_and(|c| !c.is_ascii() || c.len() > 32)
+    {
         return Err(ApiError::bad_request(
             Some("cursor"),
             "cursor is not a next_cursor of this list",
@@ -151,10 +157,10 @@ async fn list_queues(
 
 /// Read one queue.
 #[utoipa::path(
-    get, path = "/v1/queues/{id}", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, description = "32 hex digits")),
+    get, path = "/v1/queues/{id}", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, max_length = 32, description = "32 hex digits")),
     responses(
         (status = 200, body = super::openapi::QueueEnvelope),
-        (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
         (status = 503, body = ErrorEnvelope),
     )
 )]
@@ -163,6 +169,7 @@ async fn get_queue(
     Bearer(hash): Bearer,
     Path(id): Path<String>,
 ) -> Result<Data<QueueView>, ApiError> {
+    check_queue_id_len("id", &id)?;
     check_queue_id(&app.db, &hash, "tasks:read", &id).await?;
     Ok(Data(
         StatusCode::OK,
@@ -172,10 +179,10 @@ async fn get_queue(
 
 /// Stop granting tasks from a queue (in-flight attempts continue; nothing is released).
 #[utoipa::path(
-    post, path = "/v1/queues/{id}/pause", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, description = "32 hex digits")),
+    post, path = "/v1/queues/{id}/pause", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, max_length = 32, description = "32 hex digits")),
     responses(
         (status = 200, body = super::openapi::QueueEnvelope),
-        (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
         (status = 503, body = ErrorEnvelope),
     )
 )]
@@ -184,6 +191,7 @@ async fn pause_queue(
     Bearer(hash): Bearer,
     Path(id): Path<String>,
 ) -> Result<Data<QueueView>, ApiError> {
+    check_queue_id_len("id", &id)?;
     check_queue_id(&app.db, &hash, "queues:manage", &id).await?;
     Ok(Data(
         StatusCode::OK,
@@ -193,10 +201,10 @@ async fn pause_queue(
 
 /// Resume granting tasks from a queue.
 #[utoipa::path(
-    post, path = "/v1/queues/{id}/resume", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, description = "32 hex digits")),
+    post, path = "/v1/queues/{id}/resume", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, max_length = 32, description = "32 hex digits")),
     responses(
         (status = 200, body = super::openapi::QueueEnvelope),
-        (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
         (status = 503, body = ErrorEnvelope),
     )
 )]
@@ -205,8 +213,9 @@ async fn resume_queue(
     Bearer(hash): Bearer,
     Path(id): Path<String>,
 ) -> Result<Data<QueueView>, ApiError> {
+    check_queue_id_len("id", &id)?;
     check_queue_id(&app.db, &hash, "queues:manage", &id).await?;
     let q = app.db.queue_set_paused(&hash, &id, false).await?;
-    app.dispatch.notify_any();
+    app.dispatch.notify_queues([q.id.clone()].into());
     Ok(Data(StatusCode::OK, q.into()))
 }

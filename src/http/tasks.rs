@@ -10,7 +10,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::envelope::{
-    check_queue_id, from_value, path_id, present, ApiJson, ApiQuery, Bearer, Data, Page,
+    check_len, check_queue_id, check_queue_id_len, from_value, idempotency_key, path_id, present,
+    valid_idempotency_key, ApiJson, ApiQuery, Bearer, Data, Page,
 };
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
@@ -160,6 +161,46 @@ pub struct TaskDefinition {
 }
 
 impl TaskDefinition {
+    /// Refuses a string longer than its column with a 400 naming `{prefix}{field}`, with the
+    /// procedures' own rule (they check it too, but cannot bind a parameter of 64 KiB or more).
+    pub fn check_lengths(&self, prefix: &str) -> Result<(), ApiError> {
+        let key_max = crate::codegen::CONSTS.key_max_chars as usize;
+        let key_rule = format!("at most {key_max} characters");
+        let fields: [(&str, Option<&str>, usize, &str); 5] = [
+            ("handler", Some(&self.handler), 191, "1-191 characters"),
+            (
+                "handler_version",
+                Some(&self.handler_version),
+                64,
+                "1-64 characters",
+            ),
+            (
+                "payload_version",
+                Some(&self.payload_version),
+                64,
+                "1-64 characters",
+            ),
+            (
+                "business_key",
+                self.business_key.as_deref(),
+                191,
+                "at most 191 characters",
+            ),
+            (
+                "concurrency_key",
+                self.concurrency_key.as_deref(),
+                key_max,
+                &key_rule,
+            ),
+        ];
+        for (name, value, max, rule) in fields {
+            if let Some(value) = value {
+                check_len(&format!("{prefix}{name}"), value, max, rule)?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn to_new_task(&self, queue_id: String) -> NewTask {
         NewTask {
             queue_id,
@@ -249,8 +290,8 @@ struct SubmitBody {
 /// Submit a task (201 first acceptance, 200 replay of the same Idempotency-Key and body).
 #[utoipa::path(
     post, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])),
-    params(("Idempotency-Key" = String, Header, min_length = 1, max_length = 255, pattern = "^[!-~]([\\t -~]*[!-~])?$",
-        description = "One accepted command: same key + same body replays the original receipt. 1-255 visible ASCII characters.")),
+    params(("Idempotency-Key" = String, Header, min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$",
+        description = "One accepted command: same key + same body replays the original receipt. 1-255 visible ASCII characters (0x21-0x7E: no spaces or control characters).")),
     request_body = SubmitTask,
     responses(
         (status = 201, description = "Accepted", body = super::openapi::TaskEnvelope),
@@ -267,21 +308,9 @@ async fn submit_task(
     ApiJson(body): ApiJson<SubmitBody>,
 ) -> Result<Data<TaskView>, ApiError> {
     let task: TaskDefinition = from_value(Value::Object(body.rest), "")?;
-    let key = headers
-        .get("idempotency-key")
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                Some("Idempotency-Key"),
-                "the Idempotency-Key header is required",
-            )
-        })?
-        .to_str()
-        .map_err(|_| {
-            ApiError::bad_request(
-                Some("Idempotency-Key"),
-                "Idempotency-Key must be visible ASCII",
-            )
-        })?;
+    let key = idempotency_key(&headers)?;
+    check_queue_id_len("queue_id", &body.queue_id)?;
+    task.check_lengths("")?;
     check_queue_id(&app.db, &hash, "tasks:submit", &body.queue_id).await?;
     let submitted = app
         .db
@@ -304,7 +333,7 @@ async fn submit_task(
 pub struct BatchTask;
 
 /// The rule of the `Idempotency-Key` header, for the document (header and batch tasks alike).
-const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~]([\\t -~]*[!-~])?$";
+const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~]{1,255}$";
 
 impl utoipa::PartialSchema for BatchTask {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -320,7 +349,7 @@ impl utoipa::PartialSchema for BatchTask {
                         .max_length(Some(255))
                         .pattern(Some(IDEMPOTENCY_KEY_PATTERN))
                         .description(Some(
-                            "This task's Idempotency-Key, with the header's rule: 1-255 visible ASCII characters (inner spaces and tabs allowed).",
+                            "This task's Idempotency-Key, with the header's rule: 1-255 visible ASCII characters (0x21-0x7E: no spaces or control characters).",
                         )),
                 )
                 .required("idempotency_key"),
@@ -375,19 +404,6 @@ impl From<Submitted> for SubmittedView {
     }
 }
 
-/// The Idempotency-Key rule of the header, for keys read from a body: 1-255 visible ASCII
-/// characters, inner spaces and tabs allowed (a header value cannot start or end with them).
-fn valid_idempotency_key(key: &str) -> bool {
-    let visible = |b: &u8| (b'!'..=b'~').contains(b);
-    let bytes = key.as_bytes();
-    (1..=255).contains(&bytes.len())
-        && bytes.first().is_some_and(visible)
-        && bytes.last().is_some_and(visible)
-        && bytes
-            .iter()
-            .all(|b| *b == b'\t' || (b' '..=b'~').contains(b))
-}
-
 /// Submit up to 1000 tasks in one transaction, each with its own `idempotency_key` (201 when at
 /// least one task was created, 200 when every task replays an earlier acceptance).
 ///
@@ -419,11 +435,15 @@ async fn submit_tasks(
         if !valid_idempotency_key(&t.idempotency_key) {
             let field = format!("tasks[{i}].idempotency_key");
             return Err(ApiError::BadRequest {
-                message: format!("{field}: must be 1-255 visible ASCII characters"),
+                message: format!(
+                    "{field} must be 1-255 visible ASCII characters (no spaces or control characters)"
+                ),
                 field: Some(field),
             });
         }
         let task: TaskDefinition = from_value(Value::Object(t.rest), &format!("tasks[{i}]."))?;
+        check_queue_id_len(&format!("tasks[{i}].queue_id"), &t.queue_id)?;
+        task.check_lengths(&format!("tasks[{i}]."))?;
         // Queue ids travel inside the JSON text, not as an ASCII parameter: a non-ASCII id is an
         // unknown queue to the procedure (404), never a conversion error.
         items.push((t.idempotency_key, task.to_new_task(t.queue_id)));
@@ -485,7 +505,20 @@ async fn list_tasks(
             "limit must be between 1 and 500",
         ));
     }
+    if let Some(business_key) = &q.business_key {
+        check_len("business_key", business_key, 191, "at most 191 characters")?;
+    }
+    if let Some(key) = &q.concurrency_key {
+        let max = crate::codegen::CONSTS.key_max_chars as usize;
+        check_len(
+            "concurrency_key",
+            key,
+            max,
+            &format!("at most {max} characters"),
+        )?;
+    }
     if let Some(queue_id) = &q.queue_id {
+        check_queue_id_len("queue_id", queue_id)?;
         check_queue_id(&app.db, &hash, "tasks:read", queue_id).await?;
     }
     let before = q
@@ -540,8 +573,11 @@ async fn cancel_task(
     Bearer(hash): Bearer,
     Path(id): Path<String>,
 ) -> Result<Data<TaskView>, ApiError> {
-    let task = app.db.task_cancel(&hash, path_id(&id, "id")?).await?;
-    app.dispatch.notify_any();
+    let (task, ready) = app
+        .db
+        .task_cancel_and_wake(&hash, path_id(&id, "id")?)
+        .await?;
+    app.dispatch.notify_queues(ready.into_iter().collect());
     Ok(Data(StatusCode::OK, task.into()))
 }
 
@@ -574,10 +610,10 @@ async fn resolve_task(
     ApiJson(body): ApiJson<ResolveTask>,
 ) -> Result<Data<TaskView>, ApiError> {
     let note = body.note.map(|n| n.to_string());
-    let task = app
+    let (task, ready) = app
         .db
-        .task_resolve(&hash, path_id(&id, "id")?, body.resolution, note.as_deref())
+        .task_resolve_and_wake(&hash, path_id(&id, "id")?, body.resolution, note.as_deref())
         .await?;
-    app.dispatch.notify_any();
+    app.dispatch.notify_queues(ready.into_iter().collect());
     Ok(Data(StatusCode::OK, task.into()))
 }

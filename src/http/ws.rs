@@ -341,6 +341,7 @@ impl Session {
 
     async fn run(&mut self) {
         let mut work = self.app.dispatch.subscribe();
+        let mut seen = work.borrow().generation;
         loop {
             let frame = match self.ahead.take() {
                 Some(frame) => frame,
@@ -348,7 +349,9 @@ impl Session {
                     frame = self.socket.recv() => frame,
                     changed = work.changed() => {
                         if changed.is_err() { break }
-                        let concerns = work.borrow_and_update().concerns(&self.queues);
+                        let wake = work.borrow_and_update().clone();
+                        let concerns = wake.concerns(seen, &self.queues);
+                        seen = wake.generation;
                         if concerns && !self.fill().await { break }
                         continue;
                     }
@@ -653,17 +656,23 @@ impl Session {
             })
             .collect();
         let mut refused = refused.into_iter();
+        let mut wake_queues: Vec<String> = Vec::new();
+        let mut closed = false;
         let (answers, grants, no_fill) = if good.is_empty() {
             (Vec::new(), Vec::new(), false)
         } else {
             let claim = self.claim_after(&good);
             match self.app.db.attempt_finish_many(session, &good, claim).await {
-                Ok(f) if f.acks.len() == good.len() => (
-                    f.acks.into_iter().map(FinishAck::into_result).collect(),
-                    f.grants,
-                    claim.max > 0,
-                ),
+                Ok(f) if f.acks.len() == good.len() => {
+                    wake_queues.extend(f.wake_queues);
+                    (
+                        f.acks.into_iter().map(FinishAck::into_result).collect(),
+                        f.grants,
+                        claim.max > 0,
+                    )
+                }
                 Ok(f) => {
+                    wake_queues.extend(f.wake_queues);
                     let e = DbError::Internal(format!(
                         "orbit_attempt_finish answered {} acks for {} results",
                         f.acks.len(),
@@ -690,15 +699,17 @@ impl Session {
                                 )
                                 .await
                             {
-                                Ok(mut f) => f
-                                    .acks
-                                    .pop()
-                                    .ok_or_else(|| {
-                                        DbError::Internal(
-                                            "orbit_attempt_finish returned no ack".into(),
-                                        )
-                                    })
-                                    .and_then(FinishAck::into_result),
+                                Ok(mut f) => {
+                                    wake_queues.append(&mut f.wake_queues);
+                                    f.acks
+                                        .pop()
+                                        .ok_or_else(|| {
+                                            DbError::Internal(
+                                                "orbit_attempt_finish returned no ack".into(),
+                                            )
+                                        })
+                                        .and_then(FinishAck::into_result)
+                                }
                                 Err(e) => Err(e),
                             },
                         );
@@ -706,22 +717,24 @@ impl Session {
                     (answers, Vec::new(), false)
                 }
                 // The call failed as a whole (an unavailable database): a claim would fail too.
+                // A closed session (credential revoked, swept) ends the socket after the answers.
                 Err(e) => (
-                    good.iter().map(|_| Err(e.clone())).collect(),
+                    {
+                        closed = matches!(e, DbError::Unauthenticated(_));
+                        good.iter().map(|_| Err(e.clone())).collect()
+                    },
                     Vec::new(),
                     true,
                 ),
             }
         };
         let mut answers = good.iter().map(|r| r.attempt_id).zip(answers);
-        let mut wake = false;
         for check in &checks {
             let frame = match check {
                 Err(_) => refused.next().expect("one frame per refused result"),
                 Ok(()) => match answers.next().expect("one answer per result") {
                     (attempt_id, Ok(ack)) => {
                         self.in_flight.remove(&attempt_id);
-                        wake |= ack.wake;
                         json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})
                     }
                     (attempt_id, Err(e)) => result_error_frame(self.id, attempt_id, &e),
@@ -731,10 +744,16 @@ impl Session {
                 return false;
             }
         }
-        if wake {
-            // The release made work claimable that this session did not take (a queue it does
-            // not serve, more than it could take, a limit).
-            self.app.dispatch.notify_any();
+        if closed {
+            let _ = self.socket.flush().await;
+            return false;
+        }
+        // The release made work claimable that this session did not take (a queue it does not
+        // serve, more than it could take, a limit): wake the sessions of those queues only.
+        if !wake_queues.is_empty() {
+            self.app
+                .dispatch
+                .notify_queues(wake_queues.into_iter().collect());
         }
         self.assign(grants).await && (no_fill || self.fill().await)
     }
@@ -762,8 +781,9 @@ impl Session {
     }
 
     /// Reports a procedure error; an unavailable database keeps the socket (the worker retries).
+    /// A closed session (its credential revoked, or swept after silence) ends the socket.
     async fn db_error(&mut self, e: DbError) -> bool {
-        self.send(&db_error_frame(self.id, &e)).await
+        self.send(&db_error_frame(self.id, &e)).await && !matches!(e, DbError::Unauthenticated(_))
     }
 
     /// Claims work up to the free capacity and sends the assignments; sends `drained` when a
@@ -815,7 +835,9 @@ impl Session {
     /// after its commit (a killed connection, a failover). Runs with each renewal, well inside
     /// the lease, so such an attempt runs instead of waiting for its lease to run out.
     async fn deliver_lost_grants(&mut self, session: u64) -> bool {
-        match self.app.db.session_attempts(session).await {
+        // Also the heartbeat the sweep of silent sessions reads: recorded at most once per lease.
+        let touch = Some(self.app.lease_seconds * 1000);
+        match self.app.db.session_heartbeat(session, touch).await {
             Ok(held) => {
                 self.dropped
                     .retain(|id| held.iter().any(|g| g.attempt_id == *id));

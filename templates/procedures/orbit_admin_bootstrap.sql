@@ -9,7 +9,7 @@
 --   p_new_queue_id: the id to give the queue if it is created (32 lowercase hex digits; NULL =
 --   derive one); p_token_hash BINARY(32); p_token_hint (first 8 characters of the token);
 --   p_scopes: comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
---   workers:consume; p_label: free text.
+--   workers:consume,metrics:read; p_label: free text.
 -- Result (one row): application_id, environment_id, namespace_id, queue_id, credential_id.
 -- Signals: INVALID_ARGUMENT.
 -- Locks: the four objects' rows (insert or update), the new credential rows.
@@ -46,7 +46,7 @@ BEGIN
     {% call m::raise("INVALID_ARGUMENT", "token_hash must be a 32-byte SHA-256") %};
   END IF;
   IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
-     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume)(,|$))+$' THEN
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume|metrics:read)(,|$))+$' THEN
     {% call m::raise("INVALID_ARGUMENT", "scopes must be a comma-separated list of known scopes") %};
   END IF;
 

@@ -27,8 +27,8 @@
 -- result gets the same answer with duplicate = 1 and releases nothing again. A result arriving
 -- after the attempt already ended another way (lease expiry recovery, cancel) is recorded in
 -- late_result and changes no permit and no other attempt. A result for an attempt that does not
--- exist or belongs to another session changes nothing and is answered with its code; the other
--- results of the call still count.
+-- exist or belongs to another session changes nothing and is answered NOT_FOUND (one answer for
+-- both); the other results of the call still count. A closed session's results are refused.
 -- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
 -- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
 -- with this one commit, and the worker gets the assignment with the acknowledgement instead of
@@ -43,13 +43,16 @@
 --   1000-3600000 (the grants' lease; ignored when p_claim_max = 0).
 -- Result (one row per grant, or one row when nothing was granted): acks, a JSON array with one
 --   object per result in input order {"attempt_id", "task_id", "task_state", "attempt_state",
---   "duplicate" (0/1), "code" ("" or NOT_FOUND / PERMISSION_DENIED; then nothing else is set)};
---   wake TINYINT (1 = these results may have made work claimable for other sessions, which the
---   grant did not take: the caller should wake them), the same in every row; then the grant as
+--   "duplicate" (0/1), "code" ("" or NOT_FOUND; then nothing else is set)};
+--   wake_queues, a JSON array of the queue ids where these results may have made work
+--   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
+--   the caller wakes the sessions that serve them, and no other), the same in every row; then
+--   the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
 --   lease_expires_at, concurrency_token, then the task columns.
--- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), NOT_FOUND (no such
---   session, when granting).
+-- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
+--   such session, or it is closed: its socket went away, the sweep closed it, or its credential
+--   was revoked).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
@@ -92,6 +95,8 @@ BEGIN
   DECLARE v_ended MEDIUMTEXT {{ c.ascii }} DEFAULT '';
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
+  DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
+  DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
@@ -156,6 +161,7 @@ BEGIN
   IF p_claim_max > 0 AND (p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000) THEN
     {% call m::raise("INVALID_ARGUMENT", "lease_ms must be between 1000 and 3600000") %};
   END IF;
+  {% call m::session_open_check("p_session_id", "v_session_state") %};
   {% call m::begin() %};
   IF p_claim_max > 0 THEN
     SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
@@ -249,7 +255,7 @@ BEGIN
     IF v_session_id IS NULL THEN
       SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
+      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_attempt_slot,
                              v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
@@ -301,11 +307,14 @@ BEGIN
   -- left: a ready task of a released key (known above: with a grant, every key released here was
   -- handed off), room under an application quota that was full (conservatively: at most one
   -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
-  -- without backoff), or room under a queue's permit limit. The last two need a statement, run
-  -- only when a task went back to waiting or the session has a queue with a limit: most results
-  -- end their task, and most queues have no limit.
+  -- without backoff), or room under a queue's permit limit. The last two concern only the ended
+  -- attempts' queues, and need a statement, run only when a task went back to waiting or the
+  -- session has a queue with a limit: most results end their task, and most queues have no limit.
+  -- Which sessions to wake: those serving a queue of the application (a key, the quota) or of an
+  -- ended attempt that now has a ready task; never another application's (wake_queues).
   IF v_ended_count > 0 AND (p_claim_max = 0 OR v_key_left OR COALESCE(v_room, 0) <= 1) THEN
     SET v_wake = 1;
+    {% call m::application_ready_queues_into("v_wake_queues", "v_back_application_id") %};
   ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
     -- One statement over the ended list, each lookup an index probe per ended attempt: the
     -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
@@ -320,15 +329,19 @@ BEGIN
                      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
                     WHERE q.max_active_attempts > 0)
       INTO v_wake;
+    IF v_wake THEN
+      {% call m::ready_queues_into("v_wake_queues", "(SELECT DISTINCT CONVERT(e.queue_id USING ascii) COLLATE ascii_bin AS queue_id
+              FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e) w") %};
+    END IF;
   END IF;
   COMMIT;
   -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
   -- order, or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its ORDER BY
   -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
   -- temporary tables hold no BLOB/TEXT), on every result.
-  {% call m::grants_select("CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, ") %}
+  {% call m::grants_select("CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, ") %}
   ELSE
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues,
            {% call m::grant_columns("a", "t") %}
       FROM (SELECT 1 AS one) AS ack
       -- No row has id 0: a primary-key probe that finds nothing (ON FALSE is a full scan).

@@ -9,11 +9,12 @@
 -- answered on its own, in the order given.
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
---   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED
---   (another session's attempt) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
+--   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
+--   another session's: one answer) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
 --   after the call; "" when not found or foreign), "lease_expires_at" (UTC, RFC 3339; null when
 --   not found or foreign), "concurrency_token" (0 when not found or foreign)}.
--- Signals: INVALID_ARGUMENT (p_attempt_ids); none for the answers above (they are not errors).
+-- Signals: INVALID_ARGUMENT (p_attempt_ids), UNAUTHENTICATED (the session is closed: its socket
+--   went away, the sweep closed it, or its credential was revoked); none for the answers above.
 -- Locks, in order, per id: orbit_attempt row, orbit_task row.
 CREATE PROCEDURE orbit_attempt_start(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT {{ c.ascii }})
   MODIFIES SQL DATA
@@ -30,9 +31,11 @@ BEGIN
   DECLARE v_code VARCHAR(32) {{ c.ascii }};
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_answers MEDIUMTEXT {{ c.ascii }} DEFAULT '';
+  DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
   {% call m::rollback_on_error() %};
 
   {% call m::check_id_list("p_attempt_ids", "v_count", "v_i") %}
+  {% call m::session_open_check("p_session_id", "v_session_state") %};
   {% call m::begin() %};
   SET v_i = 0;
   WHILE v_i < v_count DO
@@ -46,7 +49,7 @@ BEGIN
     IF v_session_id IS NULL THEN
       SET v_code = 'NOT_FOUND';
     ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'PERMISSION_DENIED';
+      SET v_code = 'NOT_FOUND';
     ELSEIF v_state = 'RUNNING' THEN
       SET v_code = '';
     ELSEIF v_state <> 'LEASED' THEN
@@ -61,7 +64,7 @@ BEGIN
       VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
       SET v_state = 'RUNNING';
     END IF;
-    IF v_code IN ('NOT_FOUND', 'PERMISSION_DENIED') THEN
+    IF v_code = 'NOT_FOUND' THEN
       SET v_state = '', v_expires = NULL, v_token = 0;
     END IF;
     SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),

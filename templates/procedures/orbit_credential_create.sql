@@ -10,7 +10,7 @@
 --   1000); p_token_hash (the 32 bytes of a SHA-256; BLOB so a wrong length is refused, not
 --   padded); p_token_hint (first 8 characters of the token); p_scopes:
 --   comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
---   workers:consume; p_label: free text (NULL = '').
+--   workers:consume,metrics:read; p_label: free text (NULL = '').
 -- Result (one row): credential_id, application_id, environment_id, namespace_id.
 -- Signals: INVALID_ARGUMENT, NOT_FOUND (application, environment, namespace, or a queue not in
 --   the namespace), STATE_CONFLICT (a credential with this token hash exists).
@@ -47,7 +47,7 @@ BEGIN
     {% call m::raise("INVALID_ARGUMENT", "token_hash must be a 32-byte SHA-256") %};
   END IF;
   IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
-     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume)(,|$))+$' THEN
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume|metrics:read)(,|$))+$' THEN
     {% call m::raise("INVALID_ARGUMENT", "scopes must be a comma-separated list of known scopes") %};
   END IF;
   IF CHAR_LENGTH(COALESCE(p_label, '')) > 191 THEN

@@ -11,14 +11,16 @@ CREATE PROCEDURE orbit_plan_get(IN p_token_hash BINARY(32), IN p_plan_id BIGINT 
 BEGIN
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     {% call m::raise("NOT_FOUND", "plan not found") %};
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   SELECT {% call m::plan_columns("p", "v") %}
     FROM orbit_plan p
     JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version

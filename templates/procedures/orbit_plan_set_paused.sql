@@ -15,7 +15,8 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
   DECLARE v_interval BIGINT;
@@ -23,11 +24,12 @@ BEGIN
   {% call m::rollback_on_error() %};
 
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     {% call m::raise("NOT_FOUND", "plan not found") %};
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_paused IS NULL OR p_paused NOT IN (0, 1) THEN
     {% call m::raise("INVALID_ARGUMENT", "paused must be true or false") %};
   END IF;

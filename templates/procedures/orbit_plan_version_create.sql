@@ -25,17 +25,19 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
   {% call m::rollback_on_error() %};
 
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     {% call m::raise("NOT_FOUND", "plan not found") %};
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
     {% call m::raise("INVALID_ARGUMENT", "interval_seconds must be between 1 and 31536000") %};
   END IF;

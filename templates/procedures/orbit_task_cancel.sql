@@ -9,7 +9,11 @@
 -- Parameters: p_token_hash BINARY(32) (scope tasks:submit on the task's queue); p_task_id.
 -- Result (one row): the task columns:
 {% call m::task_columns_doc() %}
--- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, STATE_CONFLICT.
+--   then wake_queues: a JSON array of the queue ids where the cancel readied work (a key's next
+--   task, room under a queue or application limit): unpaused queues of the task's application
+--   with a ready task; the caller wakes the sessions that serve them.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
+--   or outside the credential's queues: one answer), STATE_CONFLICT.
 -- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
 --   promoted task rows (SKIP LOCKED), the orbit_application_quota slot row the charges go back
 --   to (a waiting task: orbit_task.quota_slot; a leased one: its attempt's, orbit_attempt.quota_slot).
@@ -19,7 +23,8 @@ body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }} DEFAULT '';
@@ -35,14 +40,16 @@ body: BEGIN
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_active_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   DECLARE v_incomplete_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
+  DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
   {% call m::rollback_on_error() %};
 
   SELECT t.queue_id, t.current_attempt_id INTO v_queue_id, v_attempt_id FROM orbit_task t WHERE t.id = p_task_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     {% call m::raise("NOT_FOUND", "task not found") %};
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
 
   {% call m::begin() %};
   -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
@@ -70,6 +77,8 @@ body: BEGIN
                            v_task_state, v_attempt_state, v_key_queues);
     {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
     COMMIT;
+    -- The released key, queue permit and quota may let any queue of the application claim.
+    {% call m::application_ready_queues_into("v_wake_queues", "v_application_id") %};
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN
       SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
@@ -86,6 +95,10 @@ body: BEGIN
        SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
      WHERE q.application_id = v_application_id AND q.slot = v_slot;
     COMMIT;
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      -- The key's next task in this queue.
+      {% call m::ready_queues_into("v_wake_queues", "(SELECT v_queue_id AS queue_id) w") %};
+    END IF;
   ELSE
     ROLLBACK;
     IF v_state = 'RUNNING' THEN
@@ -93,5 +106,5 @@ body: BEGIN
     END IF;
     {% call m::raise("STATE_CONFLICT", "the task has already finished") %};
   END IF;
-  SELECT {% call m::task_columns("t") %} FROM orbit_task t WHERE t.id = p_task_id;
+  SELECT {% call m::task_columns("t") %}, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END

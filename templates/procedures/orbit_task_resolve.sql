@@ -9,7 +9,10 @@
 --   task's output for succeeded, error for failed).
 -- Result (one row): the task columns:
 {% call m::task_columns_doc() %}
--- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT, STATE_CONFLICT (not in
+--   then wake_queues: a JSON array, the task's queue when a requeue left it ready (unpaused),
+--   else empty; the caller wakes the sessions that serve it.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
+--   or outside the credential's queues: one answer), INVALID_ARGUMENT, STATE_CONFLICT (not in
 --   NEEDS_REVIEW).
 -- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
 --   the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
@@ -23,20 +26,23 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_new_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
+  DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
   {% call m::rollback_on_error() %};
 
   SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
-  IF v_queue_id IS NULL THEN
-    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
     {% call m::raise("NOT_FOUND", "task not found") %};
   END IF;
-  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_resolution IS NULL OR p_resolution NOT IN ('succeeded', 'failed', 'requeue') THEN
     {% call m::raise("INVALID_ARGUMENT", "resolution must be succeeded, failed or requeue") %};
   END IF;
@@ -71,5 +77,8 @@ BEGIN
   INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
   VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);
   COMMIT;
-  SELECT {% call m::task_columns("t") %} FROM orbit_task t WHERE t.id = p_task_id;
+  IF p_resolution = 'requeue' AND v_lane = 'ready' THEN
+    {% call m::ready_queues_into("v_wake_queues", "(SELECT v_queue_id AS queue_id) w") %};
+  END IF;
+  SELECT {% call m::task_columns("t") %}, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END

@@ -1,4 +1,6 @@
 -- orbit_session: WebSocket sessions of workers: what they consume and how much.
+-- ix_session_seen serves the sweep of silent sessions (orbit_session_sweep); ix_session_credential
+-- lets a revocation close the credential's sessions (orbit_credential_revoke).
 CREATE TABLE IF NOT EXISTS orbit_session (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'session id',
   worker_row_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_worker.id',
@@ -16,8 +18,10 @@ CREATE TABLE IF NOT EXISTS orbit_session (
   scan_priority TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'with scan_task_id: the last candidate the last scan of that queue took out of its ready lane (see orbit_task_grant)',
   scan_task_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the id of that candidate; 0 = none',
   connected_at DATETIME(6) NOT NULL COMMENT 'UTC hello time',
-  last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last message',
+  last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long',
   closed_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC close time; NULL = open',
   PRIMARY KEY (id),
-  KEY ix_session_worker (worker_row_id, state)
+  KEY ix_session_worker (worker_row_id, state),
+  KEY ix_session_seen (state, last_seen_at),
+  KEY ix_session_credential (credential_id, state)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Worker sessions';

@@ -99,6 +99,20 @@ impl RawWorker {
         }
     }
 
+    /// Whether the server ends the connection (within 20 s) without sending another text frame.
+    pub async fn closed(&mut self) -> bool {
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(20), self.socket.next())
+                .await
+                .expect("the server closes within 20 s")
+            {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return true,
+                Some(Ok(Message::Text(_))) => return false,
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+
     pub async fn close(mut self) {
         let _ = self.socket.close(None).await;
     }
