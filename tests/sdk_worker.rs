@@ -486,3 +486,218 @@ async fn a_start_or_result_answered_with_an_error_frame_is_sent_again() {
     );
     assert_eq!(*runs.lock().unwrap(), 1, "the handler ran once");
 }
+
+/// Polls until the task reaches `state` (20 s at most).
+async fn wait_state(client: &Client, task_id: u64, state: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let t = client.task(task_id).await.unwrap();
+        if t.state == state {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "task {task_id} is {}, not {state}",
+            t.state
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// A handler whose output nests too deep for the server ends its attempt as a permanent failure
+/// carrying the reason, instead of holding the task RUNNING; a good result beside it succeeds.
+#[tokio::test]
+async fn an_output_the_server_cannot_read_ends_the_attempt_failed() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let client = Client::new(&api.server.url, &f.token);
+    let deep = client
+        .submit("deep", &task(&f.queue_id, "object/1", 1))
+        .await
+        .unwrap()
+        .task
+        .id;
+    let fine = client
+        .submit("fine", &task(&f.queue_id, "", 2))
+        .await
+        .unwrap()
+        .task
+        .id;
+    let worker = Worker::new(&api.server.url, &f.token, "deep-output")
+        .capacity(2)
+        .queue(&f.queue_id)
+        .handler("object.update", "v1", |ctx| async move {
+            if ctx.task.payload["n"] == 1 {
+                let mut v = json!("leaf");
+                for _ in 0..30 {
+                    v = json!([v]);
+                }
+                Ok(v)
+            } else {
+                Ok(json!({"ok": true}))
+            }
+        })
+        .start();
+    wait_state(&client, deep, "FAILED").await;
+    wait_state(&client, fine, "SUCCEEDED").await;
+    let attempts = client.attempts(deep).await.unwrap();
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let error = &attempts[0].rest["error"];
+    assert_eq!(error["code"], "INVALID_ARGUMENT", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("output"),
+        "{error}"
+    );
+    let report = worker.drain().await.unwrap();
+    assert_eq!(report.completed, 2, "{report:?}");
+}
+
+/// When the server refuses a result with an error frame naming its attempt, the SDK sends the
+/// attempt's failure with the server's code and message instead of sending the result forever.
+#[tokio::test]
+async fn a_result_refused_by_the_server_is_replaced_by_a_failure() {
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let _hello = ws.next().await;
+        for f in [
+            json!({"type": "welcome", "session_id": 1, "lease_seconds": 30, "renew_interval_seconds": 10, "resumed": []}),
+            assign(None, None),
+        ] {
+            ws.send(Message::Text(f.to_string().into())).await.unwrap();
+        }
+        let mut results = 0;
+        while let Some(Ok(Message::Text(t))) = ws.next().await {
+            let frame: Value = serde_json::from_str(&t).unwrap();
+            let answer = match frame["type"].as_str() {
+                Some("task.start") => {
+                    json!({"type": "task.start.ok", "attempt_id": 7, "lease_expires_at": "2026-01-01T00:00:30Z"})
+                }
+                Some("task.result") => {
+                    results += 1;
+                    let _ = seen_tx.send(frame);
+                    if results == 1 {
+                        json!({"type": "error", "code": "INVALID_ARGUMENT", "message": "output cannot be read", "attempt_id": 7})
+                    } else {
+                        json!({"type": "task.result.ack", "attempt_id": 7, "task_state": "FAILED"})
+                    }
+                }
+                _ => continue,
+            };
+            ws.send(Message::Text(answer.to_string().into()))
+                .await
+                .unwrap();
+        }
+    });
+    let w = Worker::registration(&url, "token", "fake", false)
+        .queue("q")
+        .handler("h", "v1", |_| async {
+            Ok(json!({"fine": "to the worker"}))
+        })
+        .start();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        seen.push(
+            tokio::time::timeout(std::time::Duration::from_secs(10), seen_rx.recv())
+                .await
+                .expect("the failure follows the refusal at once")
+                .unwrap(),
+        );
+    }
+    w.abort();
+    assert_eq!(seen[0]["outcome"], "succeeded", "{:?}", seen[0]);
+    assert_eq!(
+        seen[1],
+        json!({"type": "task.result", "attempt_id": 7, "outcome": "failed", "retryable": false, "output": null,
+               "error": {"code": "INVALID_ARGUMENT", "message": "output cannot be read"}})
+    );
+}
+
+/// An attempt whose lease is lost (moved past its expiry in the database) is cancelled at its
+/// next renewal: the handler observes it, its result is not sent, and the worker's only slot
+/// takes a new task.
+#[tokio::test]
+async fn a_lost_lease_cancels_the_handler_and_frees_its_slot() {
+    let f = orbit::testing::Fixture::new().await;
+    // A 3 s lease: renewals every second.
+    let server = orbit::testing::Server::start_with_args(
+        env!("CARGO_BIN_EXE_orbit"),
+        &f.test_db.dsn,
+        &["--lease-seconds", "3"],
+    )
+    .await;
+    let client = Client::new(&server.url, &f.token);
+    let first = client
+        .submit("lost-1", &task(&f.queue_id, "object/9", 1))
+        .await
+        .unwrap()
+        .task
+        .id;
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (cancelled_tx, mut cancelled_rx) = tokio::sync::mpsc::unbounded_channel();
+    let worker = Worker::new(&server.url, &f.token, "loses-a-lease")
+        .capacity(1)
+        .queue(&f.queue_id)
+        .handler("object.update", "v1", move |ctx| {
+            let (started, cancelled) = (started_tx.clone(), cancelled_tx.clone());
+            async move {
+                started.send((ctx.task.id, ctx.attempt_id)).unwrap();
+                if ctx.task.payload["n"] == 1 {
+                    ctx.cancelled().await;
+                    assert!(ctx.is_cancelled());
+                    cancelled
+                        .send(ctx.cancellation.reason().unwrap_or_default())
+                        .unwrap();
+                    // Returned after the cancellation: never sent.
+                    return Ok(json!({"late": true}));
+                }
+                Ok(json!({"n": ctx.task.payload["n"]}))
+            }
+        })
+        .start();
+    let within = |s| std::time::Duration::from_secs(s);
+    let (task_id, attempt_id) = tokio::time::timeout(within(20), started_rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(task_id, first);
+    f.expire_lease(attempt_id).await;
+    let expired_at = std::time::Instant::now();
+    let reason = tokio::time::timeout(within(5), cancelled_rx.recv())
+        .await
+        .expect("the handler is cancelled within about one renew interval")
+        .unwrap();
+    assert!(
+        expired_at.elapsed() < within(3),
+        "{:?}",
+        expired_at.elapsed()
+    );
+    assert!(reason.contains("lease renewal rejected"), "{reason}");
+    // The slot is free: a new task runs on this capacity-1 worker while the old handler's
+    // attempt is gone.
+    let second = client
+        .submit("lost-2", &task(&f.queue_id, "", 2))
+        .await
+        .unwrap()
+        .task
+        .id;
+    let (task_id, _) = tokio::time::timeout(within(20), started_rx.recv())
+        .await
+        .expect("the freed slot takes a new task")
+        .unwrap();
+    assert_eq!(task_id, second);
+    wait_state(&client, second, "SUCCEEDED").await;
+    assert_ne!(client.task(first).await.unwrap().state, "SUCCEEDED");
+    let attempts = client.attempts(first).await.unwrap();
+    assert_ne!(
+        attempts[0].rest.get("late_result").and_then(|v| v.as_str()),
+        Some("succeeded"),
+        "the cancelled handler's result was not sent: {attempts:?}"
+    );
+    let report = worker.drain().await.unwrap();
+    assert_eq!((report.lost, report.completed), (1, 1), "{report:?}");
+}

@@ -342,3 +342,307 @@ async fn results_sent_back_to_back_are_each_answered_in_order() {
     assert_eq!(answers[3]["code"], "NOT_FOUND");
     w.close().await;
 }
+
+/// The resident memory of a process, in KiB (Linux).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// A renewal naming far more attempts than the session's capacity is refused with an error frame
+/// before any call: it answers at once although a call would wait for a row locked here (so no
+/// call ran), ten of them leave the server's memory where it was, and the session keeps working.
+#[tokio::test]
+async fn a_renewal_over_capacity_is_refused_before_any_call() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    f.submit(&f.queue_id, "").await;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.hello("w1", &[&f.queue_id], true, 2, &[]).await;
+    let held = w.recv_type("task.assign").await["attempt_id"]
+        .as_u64()
+        .unwrap();
+    // Any renewal of `held` would wait on this lock (innodb_lock_wait_timeout, 50 s by default).
+    let mut lock = f.test_db.conn().await;
+    sqlx::query("START TRANSACTION")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    sqlx::query("SELECT id FROM orbit_attempt WHERE id = ? FOR UPDATE")
+        .bind(held)
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let pid = api.server.pid();
+    let before = rss_kib(pid);
+    let mut ids = vec![held];
+    ids.extend(1..100_000u64);
+    let frame = json!({"type": "lease.renew", "attempt_ids": ids});
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        w.send(frame.clone()).await;
+        let refused = tokio::time::timeout(std::time::Duration::from_secs(5), w.recv())
+            .await
+            .expect("an answer at once, not after a call");
+        assert_eq!(refused["type"], "error", "{refused}");
+        assert_eq!(refused["code"], "INVALID_ARGUMENT", "{refused}");
+        let message = refused["message"].as_str().unwrap();
+        assert!(
+            message.contains("attempt_ids") && message.contains("capacity"),
+            "{message}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+    let after = rss_kib(pid);
+    assert!(
+        after < before + 64 * 1024,
+        "serve grew from {before} KiB to {after} KiB"
+    );
+    // Duplicates count against the capacity, too.
+    w.send(json!({"type": "lease.renew", "attempt_ids": [held, held, held]}))
+        .await;
+    assert_eq!(w.recv().await["code"], "INVALID_ARGUMENT");
+    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    w.send(json!({"type": "lease.renew", "attempt_ids": [held, held]}))
+        .await;
+    let renewed = w.recv().await;
+    assert_eq!(renewed["type"], "lease.renewed", "{renewed}");
+    assert!(
+        renewed["attempts"][0]["lease_expires_at"].is_string(),
+        "{renewed}"
+    );
+    w.close().await;
+}
+
+/// A hello that breaks a bound gets an INVALID_ARGUMENT error frame naming the field, then a Close
+/// frame with code 1007; one the credential may not open gets its error and 1008. Never a 1006.
+#[tokio::test]
+async fn a_refused_hello_names_the_field_and_closes_with_a_code() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let long = "x".repeat(64 * 1024);
+    let many_queues: Vec<String> = (0..101).map(|_| f.queue_id.clone()).collect();
+    let many_handlers: Vec<String> = (0..101).map(|i| format!("h{i}")).collect();
+    let hello = |worker_id: &str| json!({"type": "hello", "worker_id": worker_id, "capacity": 2, "queue_ids": [f.queue_id]});
+    let with = |field: &str, value: serde_json::Value| {
+        let mut h = hello("w1");
+        h[field] = value;
+        h
+    };
+    let cases = [
+        (hello(&long), "worker_id"),
+        (hello(""), "worker_id"),
+        (with("capacity", json!(0)), "capacity"),
+        (with("capacity", json!(10_001)), "capacity"),
+        (with("queue_ids", json!([])), "queue_ids"),
+        (with("queue_ids", json!(many_queues)), "queue_ids"),
+        (with("queue_ids", json!([long])), "queue_ids[0]"),
+        (with("handlers", json!(many_handlers)), "handlers"),
+        (with("handlers", json!(["ok", long])), "handlers[1]"),
+        (with("resume", json!([1, 2, 3])), "resume"),
+    ];
+    for (frame, field) in cases {
+        let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+        w.send(frame).await;
+        let refused = w.recv().await;
+        assert_eq!(refused["type"], "error", "{field}: {refused}");
+        assert_eq!(refused["code"], "INVALID_ARGUMENT", "{field}: {refused}");
+        let message = refused["message"].as_str().unwrap();
+        assert!(message.starts_with(field), "{field}: {message}");
+        assert!(message.len() < 200, "{field}: the message stays short");
+        assert_eq!(w.recv_close().await, 1007, "{field}");
+    }
+    // No scope on the queue: a policy refusal.
+    let connect_only = f.credential(&["workers:connect"]).await;
+    let mut w = RawWorker::connect(&api.server.url, &connect_only).await;
+    w.send(hello("w2")).await;
+    let refused = w.recv().await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(w.recv_close().await, 1008, "{refused}");
+    // A registration conflict, too.
+    let mut first = RawWorker::connect(&api.server.url, &f.token).await;
+    assert_eq!(
+        first.hello("w3", &[&f.queue_id], true, 1, &[]).await["type"],
+        "welcome"
+    );
+    let mut again = RawWorker::connect(&api.server.url, &f.token).await;
+    let refused = again.hello("w3", &[&f.queue_id], false, 1, &[]).await;
+    assert_eq!(refused["code"], "STATE_CONFLICT", "{refused}");
+    assert_eq!(again.recv_close().await, 1008);
+}
+
+/// SPEC §5 and §9: a worker written before keys sends no `concurrency_keys` (nor `handlers`,
+/// `start_on_assign`, `resume`); it is welcomed and gets unkeyed tasks, never keyed ones.
+#[tokio::test]
+async fn a_hello_without_concurrency_keys_gets_unkeyed_tasks_only() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    f.submit(&f.queue_id, "k").await;
+    let plain = f.submit(&f.queue_id, "").await;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.send(
+        json!({"type": "hello", "worker_id": "legacy", "capacity": 4, "queue_ids": [f.queue_id]}),
+    )
+    .await;
+    let welcome = w.recv().await;
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    let a = w.recv().await;
+    assert_eq!(a["type"], "task.assign", "{a}");
+    assert_eq!(a["task"]["id"], plain.id, "{a}");
+    assert!(a.get("concurrency_token").is_none(), "{a}");
+    // Nothing else was assigned although capacity is free: the next frame answers the renewal.
+    w.send(json!({"type": "lease.renew", "attempt_ids": [a["attempt_id"]]}))
+        .await;
+    let next = w.recv().await;
+    assert_eq!(next["type"], "lease.renewed", "{next}");
+    w.close().await;
+}
+
+/// A result whose output nests too deep for the database is refused alone, with an error frame
+/// naming its attempt; a good result sent with it is acknowledged; the refused attempt can still
+/// be ended (it does not hold its task).
+#[tokio::test]
+async fn a_result_too_deep_fails_alone_and_names_its_attempt() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let deep_task = f.submit(&f.queue_id, "").await;
+    f.submit(&f.queue_id, "").await;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.hello("w1", &[&f.queue_id], true, 2, &[]).await;
+    let (a, b) = (
+        w.recv_type("task.assign").await,
+        w.recv_type("task.assign").await,
+    );
+    let (deep, good) = if a["task"]["id"] == deep_task.id {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let (deep, good) = (
+        deep["attempt_id"].as_u64().unwrap(),
+        good["attempt_id"].as_u64().unwrap(),
+    );
+    for id in [deep, good] {
+        w.send(json!({"type": "task.start", "attempt_id": id}))
+            .await;
+        w.recv_type("task.start.ok").await;
+    }
+    let mut output = json!("leaf");
+    for _ in 0..30 {
+        output = json!([output]);
+    }
+    // Back to back: the server may take them in one call.
+    w.send(json!({"type": "task.result", "attempt_id": deep, "outcome": "succeeded", "output": output}))
+        .await;
+    w.send(json!({"type": "task.result", "attempt_id": good, "outcome": "succeeded", "output": {"ok": [[1]]}}))
+        .await;
+    let refused = w.recv().await;
+    assert_eq!(
+        (&refused["type"], &refused["code"], &refused["attempt_id"]),
+        (&json!("error"), &json!("INVALID_ARGUMENT"), &json!(deep)),
+        "{refused}"
+    );
+    assert!(
+        refused["message"].as_str().unwrap().contains("output"),
+        "{refused}"
+    );
+    let ack = w.recv().await;
+    assert_eq!(
+        (&ack["type"], &ack["attempt_id"], &ack["task_state"]),
+        (&json!("task.result.ack"), &json!(good), &json!("SUCCEEDED")),
+        "{ack}"
+    );
+    assert_eq!(
+        f.db.task_get(&f.hash, deep_task.id).await.unwrap().state,
+        orbit::db::tasks::TaskState::Running
+    );
+    // An output at the limit is taken.
+    let mut output = json!(1);
+    for _ in 0..orbit::http::ws::MAX_RESULT_DEPTH {
+        output = json!({ "a": output });
+    }
+    w.send(json!({"type": "task.result", "attempt_id": deep, "outcome": "failed", "output": output, "error": {"code": "INVALID_ARGUMENT"}}))
+        .await;
+    let ack = w.recv_type("task.result.ack").await;
+    assert_eq!(
+        (&ack["attempt_id"], &ack["task_state"]),
+        (&json!(deep), &json!("FAILED")),
+        "{ack}"
+    );
+    w.close().await;
+}
+
+/// An attempt whose start or renewal is rejected no longer counts against the session's
+/// capacity: a capacity-1 session gets its next task right after the rejection.
+#[tokio::test]
+async fn a_rejected_start_or_renewal_frees_the_slot() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    f.submit(&f.queue_id, "").await;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.hello("w1", &[&f.queue_id], true, 1, &[]).await;
+    let first = w.recv_type("task.assign").await["attempt_id"]
+        .as_u64()
+        .unwrap();
+    f.expire_lease(first).await;
+    // Waiting work the full session cannot take yet.
+    f.submit(&f.queue_id, "").await;
+    w.send(json!({"type": "task.start", "attempt_id": first}))
+        .await;
+    let rejected = w.recv().await;
+    assert_eq!(rejected["type"], "task.start.rejected", "{rejected}");
+    let second = w.recv().await;
+    assert_eq!(second["type"], "task.assign", "{second}");
+    let second = second["attempt_id"].as_u64().unwrap();
+    assert_ne!(second, first);
+    w.send(json!({"type": "task.start", "attempt_id": second}))
+        .await;
+    w.recv_type("task.start.ok").await;
+    f.expire_lease(second).await;
+    f.submit(&f.queue_id, "").await;
+    w.send(json!({"type": "lease.renew", "attempt_ids": [second]}))
+        .await;
+    let renewed = w.recv().await;
+    assert_eq!(renewed["type"], "lease.renewed", "{renewed}");
+    assert_eq!(
+        renewed["attempts"][0]["rejected"], "LEASE_EXPIRED",
+        "{renewed}"
+    );
+    let third = w.recv().await;
+    assert_eq!(third["type"], "task.assign", "{third}");
+    assert!(![first, second].contains(&third["attempt_id"].as_u64().unwrap()));
+    // The expired attempt is not handed back as a lost grant with later renewals.
+    w.send(json!({"type": "lease.renew", "attempt_ids": [third["attempt_id"]]}))
+        .await;
+    let renewed = w.recv().await;
+    assert_eq!(renewed["type"], "lease.renewed", "{renewed}");
+    w.send(json!({"type": "lease.renew", "attempt_ids": []}))
+        .await;
+    let next = w.recv().await;
+    assert_eq!(next["type"], "lease.renewed", "not a re-delivery: {next}");
+    w.close().await;
+}
+
+/// A frame over the 1 MiB frame limit gets an error frame and a Close frame with 1009, not a
+/// broken connection; the worker's attempts stay its own for a reconnect.
+#[tokio::test]
+async fn a_frame_over_the_limit_is_answered_with_close_1009() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.hello("w1", &[&f.queue_id], true, 1, &[]).await;
+    let big = "x".repeat(orbit::http::ws::MAX_FRAME_BYTES + 1);
+    w.send(json!({"type": "task.result", "attempt_id": 1, "outcome": "succeeded", "output": big}))
+        .await;
+    let refused = w.recv().await;
+    assert_eq!(
+        (&refused["type"], &refused["code"]),
+        (&json!("error"), &json!("INVALID_ARGUMENT")),
+        "{refused}"
+    );
+    assert_eq!(w.recv_close().await, 1009);
+}

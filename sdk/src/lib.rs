@@ -7,7 +7,8 @@
 //!   (a keyed task carries a token and vice versa, tokens are non-zero decimal `u64` strings, a
 //!   repeated assignment never changes its key or token).
 //! - [`worker`]: [`Worker`], which says hello with `concurrency_keys: true`, starts each task before
-//!   its handler runs, renews leases, reports results, reconnects with `resume`, and drains.
+//!   its handler runs, renews leases, reports results, reconnects with `resume`, and drains; it
+//!   cancels a handler whose lease was lost ([`TaskContext::cancelled`], [`Cancellation`]).
 //! - [`fence`]: the resource-side [`Fence`] that rejects stale writes by token, in memory or in
 //!   MySQL/MariaDB (feature `mysql`).
 //! - [`credentials`]: reads the credentials file `orbit admin bootstrap` writes.
@@ -21,4 +22,4 @@ pub mod worker;
 pub use client::{ApiError, Client};
 pub use fence::{Fence, FenceDecision, FenceError, FenceWrite, InMemoryFence};
 pub use protocol::ProtocolError;
-pub use worker::{HandlerError, TaskContext, Worker, WorkerHandle};
+pub use worker::{Cancellation, HandlerError, TaskContext, Worker, WorkerHandle};

@@ -8,6 +8,30 @@ use serde_json::Value;
 
 use crate::client::Task;
 
+/// The largest frame the server reads (its HTTP body limit, 1 MiB); a larger one closes the
+/// connection, so the worker never sends one (a result that would be larger is sent as a failure).
+pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
+
+/// How deeply a result's `output` and `error` may nest arrays and objects (the server's limit; the
+/// database refuses JSON nested 32 deep and a result travels inside two more levels).
+pub const MAX_RESULT_DEPTH: usize = 24;
+
+/// How deeply `v` nests arrays and objects (a scalar is 0).
+pub fn json_depth(v: &Value) -> usize {
+    // Iterative: a handler's value may nest deeper than a recursion should go.
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Value::Object(members) => stack.extend(members.values().map(|m| (m, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// What the SDK refuses from a server.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
@@ -46,13 +70,32 @@ pub enum ServerFrame {
     #[serde(rename = "task.start.rejected")]
     StartRejected { attempt_id: u64, code: String },
     #[serde(rename = "lease.renewed")]
-    Renewed { attempts: Vec<Value> },
+    Renewed { attempts: Vec<RenewAnswer> },
     #[serde(rename = "task.result.ack")]
     ResultAck { attempt_id: u64, task_state: String },
     #[serde(rename = "drained")]
     Drained,
+    /// `attempt_id` is present when the error answers that attempt's `task.result`.
     #[serde(rename = "error")]
-    Error { code: String, message: String },
+    Error {
+        code: String,
+        message: String,
+        #[serde(default)]
+        attempt_id: Option<u64>,
+    },
+}
+
+/// One attempt of a `lease.renewed` frame.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RenewAnswer {
+    pub attempt_id: u64,
+    /// The new expiry when renewed.
+    #[serde(default)]
+    pub lease_expires_at: Option<String>,
+    /// The code when the renewal was refused (`LEASE_EXPIRED`, `STATE_CONFLICT`, `NOT_FOUND`,
+    /// `PERMISSION_DENIED`): the attempt is no longer this worker's.
+    #[serde(default)]
+    pub rejected: Option<String>,
 }
 
 /// A `task.assign` frame before validation.
@@ -111,6 +154,60 @@ pub enum ClientFrame {
     },
     #[serde(rename = "drain")]
     Drain,
+}
+
+impl ClientFrame {
+    /// A `task.result` frame the server can read: when `output` or `error` nests deeper than
+    /// [`MAX_RESULT_DEPTH`] or the frame would exceed [`MAX_FRAME_BYTES`], a permanent failure
+    /// whose error says why, instead (a result the server refuses would hold its attempt).
+    pub fn result(
+        attempt_id: u64,
+        outcome: &'static str,
+        retryable: bool,
+        output: Option<Value>,
+        error: Option<Value>,
+    ) -> ClientFrame {
+        let too_deep = [("output", &output), ("error", &error)]
+            .into_iter()
+            .find_map(|(field, v)| {
+                let depth = v.as_ref().map(json_depth).unwrap_or(0);
+                (depth > MAX_RESULT_DEPTH).then(|| {
+                    format!("{field} nests {depth} levels deep; at most {MAX_RESULT_DEPTH} are accepted")
+                })
+            });
+        let frame = ClientFrame::Result {
+            attempt_id,
+            outcome,
+            retryable,
+            output,
+            error,
+        };
+        let problem = too_deep.or_else(|| {
+            let bytes = serde_json::to_string(&frame)
+                .map(|t| t.len())
+                .unwrap_or(usize::MAX);
+            (bytes > MAX_FRAME_BYTES).then(|| {
+                format!("the result is {bytes} bytes; a frame is limited to {MAX_FRAME_BYTES}")
+            })
+        });
+        match problem {
+            None => frame,
+            Some(message) => ClientFrame::refused_result(attempt_id, "INVALID_ARGUMENT", &message),
+        }
+    }
+
+    /// The permanent failure sent in place of a result the server cannot take: its error carries
+    /// `code` and (at most 1,000 characters of) `message`.
+    pub fn refused_result(attempt_id: u64, code: &str, message: &str) -> ClientFrame {
+        let message: String = message.chars().take(1000).collect();
+        ClientFrame::Result {
+            attempt_id,
+            outcome: "failed",
+            retryable: false,
+            output: None,
+            error: Some(serde_json::json!({"code": code, "message": message})),
+        }
+    }
 }
 
 /// Parses a token: a non-zero decimal `u64` in a JSON string (never a JSON number, which may
@@ -253,6 +350,71 @@ mod tests {
                 .unwrap()
                 .is_some(),
             "unkeyed tasks are fine"
+        );
+    }
+
+    #[test]
+    fn a_result_the_server_cannot_read_becomes_a_failure_with_the_reason() {
+        let mut deep = json!(1);
+        for _ in 0..MAX_RESULT_DEPTH {
+            deep = json!([deep]);
+        }
+        let at_limit = ClientFrame::result(7, "succeeded", false, Some(deep.clone()), None);
+        assert!(
+            matches!(
+                &at_limit,
+                ClientFrame::Result {
+                    outcome: "succeeded",
+                    ..
+                }
+            ),
+            "{at_limit:?}"
+        );
+        let refused = |frame: ClientFrame| match frame {
+            ClientFrame::Result {
+                attempt_id: 7,
+                outcome: "failed",
+                retryable: false,
+                output: None,
+                error: Some(e),
+            } => e,
+            other => panic!("{other:?}"),
+        };
+        let e = refused(ClientFrame::result(
+            7,
+            "succeeded",
+            false,
+            Some(json!([deep])),
+            None,
+        ));
+        assert_eq!(e["code"], "INVALID_ARGUMENT");
+        assert!(
+            e["message"].as_str().unwrap().starts_with("output nests"),
+            "{e}"
+        );
+        let e = refused(ClientFrame::result(
+            7,
+            "failed",
+            true,
+            None,
+            Some(json!({"deep": deep})),
+        ));
+        assert!(
+            e["message"].as_str().unwrap().starts_with("error nests"),
+            "{e}"
+        );
+        let big = json!("x".repeat(MAX_FRAME_BYTES));
+        let e = refused(ClientFrame::result(7, "succeeded", false, Some(big), None));
+        assert!(e["message"].as_str().unwrap().contains("bytes"), "{e}");
+        let e = refused(ClientFrame::refused_result(
+            7,
+            "INVALID_ARGUMENT",
+            &"m".repeat(5000),
+        ));
+        assert_eq!(
+            e["message"].as_str().unwrap().len(),
+            1000,
+            "the reason stays small"
         );
     }
 

@@ -7,11 +7,18 @@
 //! idempotent, so they are sent again after a reconnect), reconnects with `resume` so the same
 //! attempts and tokens continue, and drains on request. An assignment that breaks the protocol
 //! stops the worker with a [`ProtocolError`] before any handler sees it.
+//!
+//! An attempt whose lease renewal the server rejects (its lease ran out) is cancelled at once:
+//! [`TaskContext::cancelled`] completes, the worker stops renewing it, frees its slot, does not
+//! send its result, and logs why. The fencing token keeps guarding the resource until the handler
+//! stops. A result the server cannot read (too deep, too large) is reported as a permanent
+//! failure carrying the reason, so it never holds its task and key.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -34,6 +41,79 @@ pub struct TaskContext {
     /// The fencing token of this grant (present exactly when the task has a key). Pass it to the
     /// resource with every write; the resource rejects tokens older than the highest it saw.
     pub concurrency_token: Option<u64>,
+    /// Fires when this attempt is no longer this worker's (see [`TaskContext::cancelled`]).
+    pub cancellation: Cancellation,
+}
+
+impl TaskContext {
+    /// Completes when the handler should stop: the server refused to renew the attempt's lease
+    /// (it ran out, for example after a pause longer than the lease, and the key may already be
+    /// granted to another worker), or the attempt was gone after a reconnect. The worker has
+    /// then stopped renewing the attempt and freed its slot, and whatever the handler returns
+    /// afterwards is not sent. Until the handler stops, the fencing token still guards the
+    /// resource: a newer holder's writes carry a larger token, and the resource refuses this
+    /// handler's older one. Stop promptly, e.g. `tokio::select!` on this and the work.
+    pub async fn cancelled(&self) {
+        self.cancellation.cancelled().await
+    }
+
+    /// Whether [`TaskContext::cancelled`] has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation.is_cancelled()
+    }
+}
+
+/// A one-way stop signal for one attempt; clones share it. See [`TaskContext::cancelled`].
+#[derive(Clone, Debug, Default)]
+pub struct Cancellation {
+    inner: Arc<CancelState>,
+}
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: AtomicBool,
+    reason: Mutex<Option<String>>,
+    notify: tokio::sync::Notify,
+}
+
+impl Cancellation {
+    pub fn new() -> Cancellation {
+        Cancellation::default()
+    }
+
+    /// Fires the signal (the first reason is kept); later calls change nothing.
+    pub fn cancel(&self, reason: &str) {
+        {
+            let mut r = self.inner.reason.lock().expect("reason lock");
+            if r.is_none() {
+                *r = Some(reason.to_string());
+            }
+        }
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        self.inner.notify.notify_waiters();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Why it fired (e.g. `lease renewal rejected: LEASE_EXPIRED`); `None` until then.
+    pub fn reason(&self) -> Option<String> {
+        self.inner.reason.lock().expect("reason lock").clone()
+    }
+
+    /// Completes once the signal has fired (at once if it already has).
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// How a handler failed.
@@ -70,6 +150,11 @@ pub struct WorkerReport {
     pub drained: bool,
     /// Connections made (1 + reconnects).
     pub connections: u64,
+    /// Attempts whose lease was lost (a renewal was refused, or the attempt was gone after a
+    /// reconnect): their handlers were cancelled and their results not sent.
+    pub lost: u64,
+    /// Results the server refused to read (too deep, for example), sent again as failures.
+    pub refused: u64,
 }
 
 /// A worker definition; [`Worker::start`] runs it.
@@ -222,6 +307,10 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
     let mut in_flight: HashSet<u64> = HashSet::new();
     let mut unacked: HashMap<u64, ClientFrame> = HashMap::new();
     let mut start_waiters: HashMap<u64, oneshot::Sender<bool>> = HashMap::new();
+    // The cancellation of each attempt whose handler has not returned yet.
+    let mut cancels: HashMap<u64, Cancellation> = HashMap::new();
+    // Attempts whose unacknowledged result is already the failure sent in place of a refused one.
+    let mut replaced: HashSet<u64> = HashSet::new();
     let mut draining = false;
     let mut backoff = Duration::from_millis(50);
 
@@ -264,7 +353,13 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
             },
             concurrency_keys: w.concurrency_keys,
             start_on_assign: w.start_on_assign,
-            resume: in_flight.iter().copied().collect(),
+            // Never more than the capacity (the server refuses a longer list); the server never
+            // holds more for this session.
+            resume: in_flight
+                .iter()
+                .copied()
+                .take(w.capacity as usize)
+                .collect(),
         };
         macro_rules! send {
             ($frame:expr) => {
@@ -298,7 +393,17 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                             renew.tick().await;
                             // Attempts the server no longer has for us ended meanwhile (lease expiry).
                             let resumed: HashSet<u64> = resumed.into_iter().collect();
-                            in_flight.retain(|a| resumed.contains(a) || unacked.contains_key(a));
+                            in_flight.retain(|a| {
+                                let keep = resumed.contains(a) || unacked.contains_key(a);
+                                if !keep {
+                                    if let Some(c) = cancels.get(a) {
+                                        tracing::warn!(attempt_id = *a, "the attempt was gone after the reconnect (its lease ran out); cancelling its handler");
+                                        c.cancel("the attempt was gone after a reconnect");
+                                        report.lost += 1;
+                                    }
+                                }
+                                keep
+                            });
                             let mut ok = true;
                             for frame in unacked.values() {
                                 ok &= send!(frame);
@@ -316,6 +421,8 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                             in_flight.insert(a.attempt_id);
                             let handler = w.handlers.get(&(a.task.handler.clone(), a.task.handler_version.clone())).cloned();
                             let events = events_tx.clone();
+                            let cancellation = Cancellation::new();
+                            cancels.insert(a.attempt_id, cancellation.clone());
                             tokio::spawn(async move {
                                 let attempt_id = a.attempt_id;
                                 if !a.started {
@@ -333,6 +440,7 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                                         concurrency_key: a.concurrency_key.clone(),
                                         concurrency_token: a.concurrency_token,
                                         task: a.task,
+                                        cancellation,
                                     }).await,
                                     // The session only receives its handler names; a version it
                                     // does not run is a permanent failure, visible on the task.
@@ -344,7 +452,7 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                                     Err(HandlerError::Permanent(e)) => ("failed", false, None, Some(e)),
                                     Err(HandlerError::Unknown(e)) => ("unknown", false, None, Some(e)),
                                 };
-                                let _ = events.send(Event::Result(attempt_id, ClientFrame::Result { attempt_id, outcome, retryable, output, error }));
+                                let _ = events.send(Event::Result(attempt_id, ClientFrame::result(attempt_id, outcome, retryable, output, error)));
                             });
                         }
                         ServerFrame::StartOk { attempt_id } => {
@@ -354,8 +462,25 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                             tracing::info!(attempt_id, %code, "start rejected; the handler will not run");
                             if let Some(tx) = start_waiters.remove(&attempt_id) { let _ = tx.send(false); }
                         }
-                        ServerFrame::Renewed { .. } => {}
+                        ServerFrame::Renewed { attempts } => {
+                            for a in attempts {
+                                let Some(code) = a.rejected else { continue };
+                                // Not renewed again (the server no longer counts it either). A
+                                // result already sent keeps going until acknowledged (the attempt
+                                // may have ended with it); a running handler lost its lease.
+                                if !in_flight.remove(&a.attempt_id) || unacked.contains_key(&a.attempt_id) {
+                                    continue;
+                                }
+                                report.lost += 1;
+                                tracing::warn!(attempt_id = a.attempt_id, %code, "lease renewal rejected; cancelling the handler and freeing its slot");
+                                if let Some(c) = cancels.get(&a.attempt_id) {
+                                    c.cancel(&format!("lease renewal rejected: {code}"));
+                                }
+                                if let Some(tx) = start_waiters.remove(&a.attempt_id) { let _ = tx.send(false); }
+                            }
+                        }
                         ServerFrame::ResultAck { attempt_id, .. } => {
+                            replaced.remove(&attempt_id);
                             if unacked.remove(&attempt_id).is_some() {
                                 report.completed += 1;
                             }
@@ -366,7 +491,32 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                             let _ = sink.send(Message::Close(None)).await;
                             return Ok(report);
                         }
-                        ServerFrame::Error { code, message } => {
+                        ServerFrame::Error { code, message, attempt_id: Some(attempt_id) } => {
+                            // About a result. UNAVAILABLE or INTERNAL: sent again with the next
+                            // renewal. A result the server cannot read must not hold its attempt:
+                            // it is ended as a permanent failure carrying the server's reason.
+                            if !unacked.contains_key(&attempt_id) {
+                                tracing::warn!(attempt_id, %code, %message, "server error frame");
+                            } else if code == "INVALID_ARGUMENT" && !replaced.contains(&attempt_id) {
+                                tracing::warn!(attempt_id, %code, %message, "the server refused the result; reporting the attempt failed");
+                                report.refused += 1;
+                                let frame = ClientFrame::refused_result(attempt_id, &code, &message);
+                                replaced.insert(attempt_id);
+                                let sent = send!(frame);
+                                unacked.insert(attempt_id, frame);
+                                if !sent { break true; }
+                            } else if matches!(code.as_str(), "INVALID_ARGUMENT" | "NOT_FOUND" | "PERMISSION_DENIED") {
+                                // Not this session's attempt, or even the failure was refused:
+                                // stop sending it (the lease runs out and ends the attempt).
+                                tracing::error!(attempt_id, %code, %message, "the server refused the result; giving it up");
+                                unacked.remove(&attempt_id);
+                                replaced.remove(&attempt_id);
+                                in_flight.remove(&attempt_id);
+                            } else {
+                                tracing::warn!(attempt_id, %code, %message, "server error frame; the result goes again with the next renewal");
+                            }
+                        }
+                        ServerFrame::Error { code, message, attempt_id: None } => {
                             if report.connections == 1 && fatal(&code) && in_flight.is_empty() && unacked.is_empty() {
                                 return Err(WorkerError::Refused { code, message });
                             }
@@ -381,13 +531,23 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                             send!(ClientFrame::Start { attempt_id })
                         }
                         Event::Abandon(attempt_id) => {
+                            cancels.remove(&attempt_id);
                             in_flight.remove(&attempt_id);
                             true
                         }
                         Event::Result(attempt_id, frame) => {
-                            let sent = send!(frame);
-                            unacked.insert(attempt_id, frame);
-                            sent
+                            match cancels.remove(&attempt_id) {
+                                Some(c) if c.is_cancelled() => {
+                                    // The attempt is no longer ours: nothing to report.
+                                    tracing::info!(attempt_id, reason = ?c.reason(), "the handler of a cancelled attempt returned; its result is not sent");
+                                    true
+                                }
+                                _ => {
+                                    let sent = send!(frame);
+                                    unacked.insert(attempt_id, frame);
+                                    sent
+                                }
+                            }
                         }
                     };
                     if !sent { break true; }
@@ -395,7 +555,8 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                 _ = renew.tick() => {
                     // Sent even with nothing in flight: the server answers each renewal with any
                     // grant it made for this session but could not deliver (its answer was lost).
-                    let mut ok = send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().collect() });
+                    // At most the capacity: the server refuses a longer list as a whole.
+                    let mut ok = send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().take(w.capacity as usize).collect() });
                     // A start or result the server could not record (it answered with an error
                     // frame: its database was unavailable) goes again with every renewal until it
                     // is answered; both are idempotent, so a repeat that crosses an answer is harmless.
@@ -417,5 +578,30 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cancellation;
+
+    #[tokio::test]
+    async fn a_cancellation_wakes_every_waiter_and_keeps_its_first_reason() {
+        let c = Cancellation::new();
+        assert!(!c.is_cancelled() && c.reason().is_none());
+        let waiter = {
+            let c = c.clone();
+            tokio::spawn(async move { c.cancelled().await })
+        };
+        tokio::task::yield_now().await;
+        c.cancel("lease renewal rejected: LEASE_EXPIRED");
+        c.cancel("another reason");
+        waiter.await.unwrap();
+        c.cancelled().await; // at once once fired
+        assert!(c.is_cancelled());
+        assert_eq!(
+            c.reason().as_deref(),
+            Some("lease renewal rejected: LEASE_EXPIRED")
+        );
     }
 }

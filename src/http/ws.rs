@@ -23,7 +23,7 @@ use super::envelope::Bearer;
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::TaskView;
 use super::App;
-use crate::db::workers::{AttemptResult, ClaimAfter, Grant, Outcome, SessionOpen};
+use crate::db::workers::{AttemptResult, ClaimAfter, FinishAck, Grant, Outcome, SessionOpen};
 use crate::db::DbError;
 
 /// The default lease granted with each assignment (`serve --lease-seconds`); workers renew every
@@ -31,9 +31,53 @@ use crate::db::DbError;
 pub const LEASE_SECONDS: u32 = 30;
 
 /// At most this many start or result frames go into one call…
-const MAX_FRAMES_PER_CALL: usize = 100;
+pub const MAX_FRAMES_PER_CALL: usize = 100;
 /// …and about this many bytes of them (a result's output and error travel in the call).
-const MAX_BYTES_PER_CALL: usize = 1024 * 1024;
+pub const MAX_BYTES_PER_CALL: usize = 1024 * 1024;
+
+/// The largest frame a worker may send (the HTTP body limit); a larger one closes the socket
+/// with 1009 (message too big).
+pub const MAX_FRAME_BYTES: usize = super::envelope::BODY_LIMIT;
+/// `hello.capacity`: 1 to this many attempts at once (`orbit_session_open`'s bound).
+pub const MAX_CAPACITY: u32 = 10_000;
+/// `hello.queue_ids`: 1 to this many queues (`orbit_session_open`'s bound).
+pub const MAX_QUEUES: usize = 100;
+/// `hello.handlers`: at most this many names…
+pub const MAX_HANDLERS: usize = 100;
+/// …whose list, as JSON, fits the session's `handlers` column (TEXT).
+const MAX_HANDLERS_JSON_BYTES: usize = 65_535;
+/// `worker_id` and each handler name: 1 to this many characters (their columns).
+pub const MAX_NAME_CHARS: usize = 191;
+/// A queue id is 32 characters; a longer one names no queue.
+const QUEUE_ID_CHARS: usize = 32;
+/// How deeply a result's `output` and `error` may nest arrays and objects. MariaDB refuses JSON
+/// documents nested 32 deep, and a result travels to the database inside two more levels (the
+/// results array and the result object); the rest is headroom.
+pub const MAX_RESULT_DEPTH: usize = 24;
+
+/// WebSocket close codes of a refused `hello` (docs/protocol.md).
+pub mod close_code {
+    /// Bad input in the hello (INVALID_ARGUMENT).
+    pub const INVALID_HELLO: u16 = 1007;
+    /// The credential, its scope or a queue refuses the session, or the registration conflicts.
+    pub const POLICY: u16 = 1008;
+    /// A frame larger than [`super::MAX_FRAME_BYTES`].
+    pub const TOO_BIG: u16 = 1009;
+    /// An internal error.
+    pub const INTERNAL: u16 = 1011;
+    /// The database is unavailable: try again later.
+    pub const TRY_AGAIN: u16 = 1013;
+
+    /// The close code for a hello refused with the error `code`.
+    pub fn for_error(code: &str) -> u16 {
+        match code {
+            "INVALID_ARGUMENT" => INVALID_HELLO,
+            "UNAVAILABLE" => TRY_AGAIN,
+            "INTERNAL" => INTERNAL,
+            _ => POLICY,
+        }
+    }
+}
 
 /// How often a worker is asked to renew a lease of `lease_seconds`: three chances per lease.
 pub fn renew_interval(lease_seconds: u32) -> u32 {
@@ -51,6 +95,9 @@ pub enum ClientFrame {
         queue_ids: Vec<String>,
         #[serde(default)]
         handlers: Vec<String>,
+        /// Optional (SPEC §5): a worker written before keys existed omits it and gets unkeyed
+        /// tasks only.
+        #[serde(default)]
         concurrency_keys: bool,
         #[serde(default)]
         start_on_assign: bool,
@@ -141,6 +188,7 @@ pub async fn connect(
             socket,
             id: None,
             in_flight: HashSet::new(),
+            dropped: HashSet::new(),
             queues: Vec::new(),
             capacity: 0,
             draining: false,
@@ -157,6 +205,9 @@ struct Session {
     socket: WebSocket,
     id: Option<u64>,
     in_flight: HashSet<u64>,
+    /// Attempts a renewal rejected (lease run out, ended): no longer in flight, and never
+    /// delivered again as a lost grant while the database still lists them as live.
+    dropped: HashSet<u64>,
     queues: Vec<String>,
     capacity: u32,
     draining: bool,
@@ -167,6 +218,101 @@ struct Session {
 
 fn error_frame(code: &str, message: &str) -> Value {
     json!({"type": "error", "code": code, "message": message})
+}
+
+/// Checks a hello's strings and lists before any call (the procedures' rules, and the bounds on
+/// how much one frame may ask for); the message names the field.
+fn check_hello(
+    worker_id: &str,
+    capacity: u32,
+    queue_ids: &[String],
+    handlers: &[String],
+    resume: &[u64],
+) -> Result<(), String> {
+    if !(1..=MAX_NAME_CHARS).contains(&worker_id.chars().count()) {
+        return Err(format!("worker_id must be 1-{MAX_NAME_CHARS} characters"));
+    }
+    if !(1..=MAX_CAPACITY).contains(&capacity) {
+        return Err(format!("capacity must be between 1 and {MAX_CAPACITY}"));
+    }
+    if queue_ids.is_empty() || queue_ids.len() > MAX_QUEUES {
+        return Err(format!(
+            "queue_ids must list 1-{MAX_QUEUES} queue ids (it lists {})",
+            queue_ids.len()
+        ));
+    }
+    if let Some(i) = queue_ids
+        .iter()
+        .position(|q| q.chars().count() > QUEUE_ID_CHARS)
+    {
+        return Err(format!(
+            "queue_ids[{i}] is not a queue id (at most {QUEUE_ID_CHARS} characters)"
+        ));
+    }
+    if handlers.len() > MAX_HANDLERS {
+        return Err(format!(
+            "handlers must list at most {MAX_HANDLERS} names (it lists {})",
+            handlers.len()
+        ));
+    }
+    if let Some(i) = handlers
+        .iter()
+        .position(|h| !(1..=MAX_NAME_CHARS).contains(&h.chars().count()))
+    {
+        return Err(format!(
+            "handlers[{i}] must be 1-{MAX_NAME_CHARS} characters"
+        ));
+    }
+    let handlers_json = serde_json::to_string(handlers).expect("strings serialise");
+    if handlers_json.len() > MAX_HANDLERS_JSON_BYTES {
+        return Err(format!(
+            "handlers is too long: {} bytes as JSON, at most {MAX_HANDLERS_JSON_BYTES}",
+            handlers_json.len()
+        ));
+    }
+    if resume.len() > capacity as usize {
+        return Err(format!(
+            "resume lists {} attempt ids, more than the capacity ({capacity})",
+            resume.len()
+        ));
+    }
+    Ok(())
+}
+
+/// How deeply `v` nests arrays and objects (a scalar is 0). Parsing already stopped at
+/// serde_json's recursion limit (128), which bounds the recursion here.
+fn json_depth(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        Value::Object(members) => 1 + members.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Checks one result before it goes into a call: what the procedure would refuse for the whole
+/// call is refused here for this result alone.
+fn check_result(r: &AttemptResult) -> Result<(), String> {
+    if r.attempt_id == 0 {
+        return Err("attempt_id must be a positive integer".into());
+    }
+    for (field, value) in [("output", &r.output), ("error", &r.error)] {
+        if let Some(v) = value {
+            let depth = json_depth(v);
+            if depth > MAX_RESULT_DEPTH {
+                return Err(format!(
+                    "{field} nests {depth} levels deep; at most {MAX_RESULT_DEPTH} are accepted"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error frame about one result: it always names the attempt.
+fn result_error_frame(session: Option<u64>, attempt_id: u64, e: &DbError) -> Value {
+    let mut frame = db_error_frame(session, e);
+    frame["attempt_id"] = json!(attempt_id);
+    frame
 }
 
 /// The error frame for a failed call: like the HTTP envelope, an internal error's text (database
@@ -211,7 +357,22 @@ impl Session {
                     }
                 },
             };
-            let Some(Ok(frame)) = frame else { break };
+            let frame = match frame {
+                Some(Ok(frame)) => frame,
+                Some(Err(e)) if e.to_string().contains("too long") => {
+                    // A frame over MAX_FRAME_BYTES: nothing of it was read; say so and close.
+                    let message = format!("a frame is limited to {MAX_FRAME_BYTES} bytes");
+                    if self.feed(&error_frame("INVALID_ARGUMENT", &message)).await {
+                        let close = axum::extract::ws::CloseFrame {
+                            code: close_code::TOO_BIG,
+                            reason: "INVALID_ARGUMENT".into(),
+                        };
+                        let _ = self.socket.send(Message::Close(Some(close))).await;
+                    }
+                    break;
+                }
+                _ => break,
+            };
             let text = match frame {
                 Message::Text(t) => t.to_string(),
                 Message::Binary(_) => {
@@ -263,6 +424,12 @@ impl Session {
                     resume,
                 },
             ) => {
+                if let Err(message) =
+                    check_hello(&worker_id, capacity, &queue_ids, &handlers, &resume)
+                {
+                    self.refuse(error_frame("INVALID_ARGUMENT", &message)).await;
+                    return false;
+                }
                 // Queue ids are ASCII; any other string names no queue (and must not reach the
                 // procedure's ASCII parameter).
                 for q in &queue_ids {
@@ -278,7 +445,7 @@ impl Session {
                             ApiError::Db(e) => db_error_frame(None, &e),
                             _ => error_frame("NOT_FOUND", "queue not found"),
                         };
-                        self.send(&frame).await;
+                        self.refuse(frame).await;
                         return false;
                     }
                 }
@@ -305,7 +472,7 @@ impl Session {
                         self.send(&welcome).await && self.fill().await
                     }
                     Err(e) => {
-                        self.send(&db_error_frame(None, &e)).await;
+                        self.refuse(db_error_frame(None, &e)).await;
                         false
                     }
                 }
@@ -328,39 +495,70 @@ impl Session {
                 });
                 match self.app.db.attempt_start_many(session, &ids).await {
                     Ok(answers) => {
+                        let mut lost = false;
                         for a in answers {
                             let frame = if a.accepted {
                                 json!({"type": "task.start.ok", "attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
                             } else {
+                                // The worker will not run it, and it is not live: its slot is free.
+                                if self.in_flight.remove(&a.attempt_id) {
+                                    self.dropped.insert(a.attempt_id);
+                                    lost = true;
+                                }
                                 json!({"type": "task.start.rejected", "attempt_id": a.attempt_id, "code": a.code})
                             };
                             if !self.send(&frame).await {
                                 return false;
                             }
                         }
-                        true
+                        !lost || self.fill().await
                     }
                     Err(e) => self.db_error(e).await,
                 }
             }
             (Some(session), ClientFrame::Renew { attempt_ids }) => {
+                // A session holds at most `capacity` attempts: a longer list (duplicates count)
+                // is refused before any call, so one frame cannot buy unbounded database work.
+                if attempt_ids.len() > self.capacity as usize {
+                    let message = format!(
+                        "attempt_ids lists {} ids, more than the session's capacity ({})",
+                        attempt_ids.len(),
+                        self.capacity
+                    );
+                    return self.send(&error_frame("INVALID_ARGUMENT", &message)).await;
+                }
                 let mut attempts = Vec::with_capacity(attempt_ids.len());
+                let mut lost = false;
                 // One call per 1,000 ids (the procedure's limit); an idle worker's heartbeat names none.
                 for ids in attempt_ids.chunks(1000) {
-                    match self.app.db.attempt_renew_many(session, ids, self.app.lease_seconds * 1000).await {
-                        Ok(answers) => attempts.extend(answers.into_iter().map(|a| {
-                            if a.accepted {
-                                json!({"attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
-                            } else {
-                                json!({"attempt_id": a.attempt_id, "rejected": a.code})
+                    match self
+                        .app
+                        .db
+                        .attempt_renew_many(session, ids, self.app.lease_seconds * 1000)
+                        .await
+                    {
+                        Ok(answers) => {
+                            for a in answers {
+                                attempts.push(if a.accepted {
+                                    json!({"attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
+                                } else {
+                                    // No longer this session's live attempt (its lease ran out, it
+                                    // ended, or it is not ours): its slot is free again.
+                                    if self.in_flight.remove(&a.attempt_id) {
+                                        self.dropped.insert(a.attempt_id);
+                                        lost = true;
+                                    }
+                                    json!({"attempt_id": a.attempt_id, "rejected": a.code})
+                                });
                             }
-                        })),
+                        }
                         Err(e) => return self.db_error(e).await,
                     }
                 }
                 self.send(&json!({"type": "lease.renewed", "attempts": attempts}))
                     .await
                     && self.deliver_lost_grants(session).await
+                    && (!lost || self.fill().await)
             }
             (
                 Some(session),
@@ -435,42 +633,151 @@ impl Session {
         items
     }
 
-    /// Confirms results in one call: an ack (or an error frame) for each, in order, then the
-    /// assignments the freed capacity was granted in the same transaction.
+    /// Confirms results in one call: an ack (or an error frame naming its attempt) for each, in
+    /// order, then the assignments the freed capacity was granted in the same transaction. A
+    /// result the checks refuse never reaches the call, and one the procedure still refuses is
+    /// retried alone, so one bad result never fails another.
     async fn finish(&mut self, session: u64, results: Vec<AttemptResult>) -> bool {
-        let claim = self.claim_after(&results);
-        let finished = match self
-            .app
-            .db
-            .attempt_finish_many(session, &results, claim)
-            .await
-        {
-            Ok(f) => f,
-            Err(e) => return self.db_error(e).await,
+        let checks: Vec<Result<(), String>> = results.iter().map(check_result).collect();
+        let mut refused = Vec::new();
+        let good: Vec<AttemptResult> = results
+            .into_iter()
+            .zip(&checks)
+            .filter_map(|(r, check)| match check {
+                Ok(()) => Some(r),
+                Err(message) => {
+                    refused.push(result_error_frame(
+                        self.id,
+                        r.attempt_id,
+                        &DbError::InvalidArgument(message.clone()),
+                    ));
+                    None
+                }
+            })
+            .collect();
+        let mut refused = refused.into_iter();
+        let mut wake_queues: Vec<String> = Vec::new();
+        let mut closed = false;
+        let (answers, grants, no_fill) = if good.is_empty() {
+            (Vec::new(), Vec::new(), false)
+        } else {
+            let claim = self.claim_after(&good);
+            match self.app.db.attempt_finish_many(session, &good, claim).await {
+                Ok(f) if f.acks.len() == good.len() => {
+                    wake_queues.extend(f.wake_queues);
+                    (
+                        f.acks.into_iter().map(FinishAck::into_result).collect(),
+                        f.grants,
+                        claim.max > 0,
+                    )
+                }
+                Ok(f) => {
+                    wake_queues.extend(f.wake_queues);
+                    let e = DbError::Internal(format!(
+                        "orbit_attempt_finish answered {} acks for {} results",
+                        f.acks.len(),
+                        good.len()
+                    ));
+                    (
+                        good.iter().map(|_| Err(e.clone())).collect(),
+                        f.grants,
+                        claim.max > 0,
+                    )
+                }
+                Err(DbError::InvalidArgument(_)) if good.len() > 1 => {
+                    // One result the checks above let through: each alone, so it fails alone.
+                    let mut answers = Vec::with_capacity(good.len());
+                    for r in &good {
+                        answers.push(
+                            match self
+                                .app
+                                .db
+                                .attempt_finish_many(
+                                    session,
+                                    std::slice::from_ref(r),
+                                    ClaimAfter::NONE,
+                                )
+                                .await
+                            {
+                                Ok(mut f) => {
+                                    wake_queues.append(&mut f.wake_queues);
+                                    f.acks
+                                        .pop()
+                                        .ok_or_else(|| {
+                                            DbError::Internal(
+                                                "orbit_attempt_finish returned no ack".into(),
+                                            )
+                                        })
+                                        .and_then(FinishAck::into_result)
+                                }
+                                Err(e) => Err(e),
+                            },
+                        );
+                    }
+                    (answers, Vec::new(), false)
+                }
+                // The call failed as a whole (an unavailable database): a claim would fail too.
+                // A closed session (credential revoked, swept) ends the socket after the answers.
+                Err(e) => (
+                    {
+                        closed = matches!(e, DbError::Unauthenticated(_));
+                        good.iter().map(|_| Err(e.clone())).collect()
+                    },
+                    Vec::new(),
+                    true,
+                ),
+            }
         };
-        for ack in finished.acks {
-            let attempt_id = ack.attempt_id;
-            let frame = match ack.into_result() {
-                Ok(ack) => {
-                    self.in_flight.remove(&attempt_id);
-                    json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})
-                }
-                Err(e) => {
-                    let mut frame = db_error_frame(self.id, &e);
-                    frame["attempt_id"] = json!(attempt_id);
-                    frame
-                }
+        let mut answers = good.iter().map(|r| r.attempt_id).zip(answers);
+        for check in &checks {
+            let frame = match check {
+                Err(_) => refused.next().expect("one frame per refused result"),
+                Ok(()) => match answers.next().expect("one answer per result") {
+                    (attempt_id, Ok(ack)) => {
+                        self.in_flight.remove(&attempt_id);
+                        json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})
+                    }
+                    (attempt_id, Err(e)) => result_error_frame(self.id, attempt_id, &e),
+                },
             };
             if !self.feed(&frame).await {
                 return false;
             }
         }
+        if closed {
+            let _ = self.socket.flush().await;
+            return false;
+        }
         // The release made work claimable that this session did not take (a queue it does not
         // serve, more than it could take, a limit): wake the sessions of those queues only.
-        self.app
-            .dispatch
-            .notify_queues(finished.wake_queues.into_iter().collect());
-        self.assign(finished.grants).await && (claim.max > 0 || self.fill().await)
+        if !wake_queues.is_empty() {
+            self.app
+                .dispatch
+                .notify_queues(wake_queues.into_iter().collect());
+        }
+        self.assign(grants).await && (no_fill || self.fill().await)
+    }
+
+    /// Refuses a hello: its error frame, then a Close frame whose code says why
+    /// ([`close_code::for_error`]), then a short wait for the worker's Close.
+    async fn refuse(&mut self, frame: Value) {
+        let code = frame["code"].as_str().unwrap_or("INTERNAL").to_string();
+        let close = axum::extract::ws::CloseFrame {
+            code: close_code::for_error(&code),
+            reason: code.into(),
+        };
+        if !self.feed(&frame).await || self.socket.send(Message::Close(Some(close))).await.is_err()
+        {
+            return;
+        }
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+            while let Some(Ok(m)) = self.socket.recv().await {
+                if matches!(m, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
     }
 
     /// Reports a procedure error; an unavailable database keeps the socket (the worker retries).
@@ -532,9 +839,14 @@ impl Session {
         let touch = Some(self.app.lease_seconds * 1000);
         match self.app.db.session_heartbeat(session, touch).await {
             Ok(held) => {
+                self.dropped
+                    .retain(|id| held.iter().any(|g| g.attempt_id == *id));
                 let lost: Vec<Grant> = held
                     .into_iter()
-                    .filter(|g| !self.in_flight.contains(&g.attempt_id))
+                    .filter(|g| {
+                        !self.in_flight.contains(&g.attempt_id)
+                            && !self.dropped.contains(&g.attempt_id)
+                    })
                     .collect();
                 if !lost.is_empty() {
                     tracing::warn!(

@@ -84,6 +84,21 @@ impl RawWorker {
         self.recv().await
     }
 
+    /// Reads until the server's Close frame and returns its code; panics when the socket ends
+    /// without one (a client would see 1006) or nothing comes within 20 s.
+    pub async fn recv_close(&mut self) -> u16 {
+        loop {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(20), self.socket.next())
+                .await
+                .expect("a Close frame within 20 s")
+                .expect("a Close frame before the socket ends (not 1006)")
+                .expect("a Close frame, not a broken connection (1006)");
+            if let Message::Close(frame) = msg {
+                return frame.expect("the Close frame has a code").code.into();
+            }
+        }
+    }
+
     /// Whether the server ends the connection (within 20 s) without sending another text frame.
     pub async fn closed(&mut self) -> bool {
         loop {
