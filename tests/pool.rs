@@ -154,11 +154,11 @@ async fn a_cancelled_call_closes_its_connection() {
     let mut observer = f.test_db.conn().await;
     let db = db(&f, 2).await;
     call(&db, &f).await;
-    let discarded = orbit::db::DISCARDED.load(std::sync::atomic::Ordering::Relaxed);
+    let discarded = db.discarded();
     let cut = tokio::time::timeout(Duration::from_millis(100), db.sleep_for_tests(1.0)).await;
     assert!(cut.is_err(), "the slow call was cut off");
     assert!(
-        orbit::db::DISCARDED.load(std::sync::atomic::Ordering::Relaxed) > discarded,
+        db.discarded() > discarded,
         "the cut-off call's connection was discarded"
     );
     // The next calls answer their own questions, on another connection.
@@ -190,5 +190,40 @@ async fn a_call_without_an_answer_is_unavailable_within_the_call_timeout() {
     }
     assert!(started.elapsed() < orbit::db::CALL_TIMEOUT + Duration::from_secs(1));
     call(&db, &f).await;
+    db.close().await;
+}
+
+/// An answer this layer cannot read as the procedure's documented result (here a procedure
+/// replaced by one of another shape: what a crossed answer looks like) is an internal error and
+/// closes its connection, and the next call is answered on another connection.
+#[tokio::test]
+async fn an_answer_of_the_wrong_shape_closes_its_connection() {
+    let f = Fixture::new().await;
+    let db = db(&f, 2).await;
+    call(&db, &f).await;
+    sqlx::raw_sql(
+        "DROP PROCEDURE orbit_task_get; \
+         CREATE PROCEDURE orbit_task_get(IN p_hash BINARY(32), IN p_id BIGINT UNSIGNED) \
+           SELECT 'not a task id' AS task_id, NULL AS queue_id",
+    )
+    .execute(&f.test_db.pool)
+    .await
+    .unwrap();
+    let discarded = db.discarded();
+    match db.task_get(&f.hash, 1).await {
+        Err(DbError::Internal(m)) => assert!(m.contains("result column"), "{m}"),
+        other => panic!("expected INTERNAL, got {other:?}"),
+    }
+    assert_eq!(db.discarded(), discarded + 1, "its connection was closed");
+    // A business error (a SIGNAL) leaves the connection in use.
+    match db.credential_check(&[0u8; 32], "tasks:read").await {
+        Err(DbError::Unauthenticated(_)) => {}
+        other => panic!("expected UNAUTHENTICATED, got {other:?}"),
+    }
+    assert_eq!(
+        db.discarded(),
+        discarded + 1,
+        "a SIGNAL keeps the connection"
+    );
     db.close().await;
 }

@@ -114,15 +114,12 @@ impl Db {
         token_hash: &[u8],
         task_id: u64,
     ) -> Result<Vec<Attempt>, DbError> {
-        let rows = self
-            .call(
-                "orbit_attempt_list",
-                &[Arg::Bytes(token_hash), task_id.into()],
-            )
-            .await?;
-        rows.iter()
-            .map(|r| Attempt::read(&mut Cols::new(r)))
-            .collect()
+        self.call(
+            "orbit_attempt_list",
+            &[Arg::Bytes(token_hash), task_id.into()],
+            Attempt::read,
+        )
+        .await
     }
 
     /// `orbit_attempt_get` (NOT_FOUND for an attempt outside the credential's reach).
@@ -131,12 +128,11 @@ impl Db {
         token_hash: &[u8],
         attempt_id: u64,
     ) -> Result<Attempt, DbError> {
-        let row = self
-            .call_one(
-                "orbit_attempt_get",
-                &[Arg::Bytes(token_hash), attempt_id.into()],
-            )
-            .await?;
-        Attempt::read(&mut Cols::new(&row))
+        self.call_one(
+            "orbit_attempt_get",
+            &[Arg::Bytes(token_hash), attempt_id.into()],
+            Attempt::read,
+        )
+        .await
     }
 }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{Arg, Cols, Db, DbError};
+use super::{Arg, Db, DbError};
 
 /// What `orbit_credential_create` creates. Everything named must already exist.
 #[derive(Clone, Debug, Default)]
@@ -43,28 +43,28 @@ impl Db {
     pub async fn credential_create(&self, c: &NewCredential) -> Result<CreatedCredential, DbError> {
         let queues = serde_json::to_string(&c.queue_ids).expect("strings serialise");
         let scopes = c.scopes.join(",");
-        let row = self
-            .call_one(
-                "orbit_credential_create",
-                &[
-                    c.application.as_str().into(),
-                    c.environment.as_str().into(),
-                    c.namespace.as_str().into(),
-                    queues.as_str().into(),
-                    Arg::Bytes(&c.token_hash),
-                    c.token_hint.as_str().into(),
-                    scopes.as_str().into(),
-                    c.label.as_str().into(),
-                ],
-            )
-            .await?;
-        let mut r = Cols::new(&row);
-        Ok(CreatedCredential {
-            credential_id: r.u64()?,
-            application_id: r.u64()?,
-            environment_id: r.u64()?,
-            namespace_id: r.u64()?,
-        })
+        self.call_one(
+            "orbit_credential_create",
+            &[
+                c.application.as_str().into(),
+                c.environment.as_str().into(),
+                c.namespace.as_str().into(),
+                queues.as_str().into(),
+                Arg::Bytes(&c.token_hash),
+                c.token_hint.as_str().into(),
+                scopes.as_str().into(),
+                c.label.as_str().into(),
+            ],
+            |r| {
+                Ok(CreatedCredential {
+                    credential_id: r.u64()?,
+                    application_id: r.u64()?,
+                    environment_id: r.u64()?,
+                    namespace_id: r.u64()?,
+                })
+            },
+        )
+        .await
     }
 
     /// `orbit_credential_revoke` (idempotent).
@@ -72,26 +72,24 @@ impl Db {
         &self,
         credential_id: u64,
     ) -> Result<RevokedCredential, DbError> {
-        let row = self
-            .call_one("orbit_credential_revoke", &[credential_id.into()])
-            .await?;
-        let mut r = Cols::new(&row);
-        Ok(RevokedCredential {
-            credential_id: r.u64()?,
-            revoked_at: r.time()?,
+        self.call_one("orbit_credential_revoke", &[credential_id.into()], |r| {
+            Ok(RevokedCredential {
+                credential_id: r.u64()?,
+                revoked_at: r.time()?,
+            })
         })
+        .await
     }
 }
 
 impl Db {
     /// `orbit_credential_check`: the credential id when the token is active and holds `scope`.
     pub async fn credential_check(&self, token_hash: &[u8], scope: &str) -> Result<u64, DbError> {
-        let row = self
-            .call_one(
-                "orbit_credential_check",
-                &[Arg::Bytes(token_hash), scope.into()],
-            )
-            .await?;
-        Cols::new(&row).u64()
+        self.call_one(
+            "orbit_credential_check",
+            &[Arg::Bytes(token_hash), scope.into()],
+            |c| c.u64(),
+        )
+        .await
     }
 }

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Cols, Db, DbError};
+use super::{Db, DbError};
 
 /// How much one maintenance call did, and when something next falls due (`None` = nothing pending).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,12 +13,13 @@ pub struct Swept {
 
 impl Db {
     async fn sweep(&self, procedure: &str, limit: u32) -> Result<Swept, DbError> {
-        let row = self.call_one(procedure, &[u64::from(limit).into()]).await?;
-        let mut c = Cols::new(&row);
-        Ok(Swept {
-            count: c.u64()?,
-            next_due_at: c.opt_time()?,
+        self.call_one(procedure, &[u64::from(limit).into()], |c| {
+            Ok(Swept {
+                count: c.u64()?,
+                next_due_at: c.opt_time()?,
+            })
         })
+        .await
     }
 
     /// `orbit_lease_recover`: end up to `limit` attempts whose lease ran out.
@@ -40,24 +41,24 @@ impl Db {
 impl Db {
     /// `orbit_task_ready_queues`: unpaused queues that have claimable work.
     pub async fn task_ready_queues(&self, limit: u32) -> Result<Vec<String>, DbError> {
-        let rows = self
-            .call("orbit_task_ready_queues", &[u64::from(limit).into()])
-            .await?;
-        rows.iter().map(|r| Cols::new(r).text()).collect()
+        self.call("orbit_task_ready_queues", &[u64::from(limit).into()], |c| {
+            c.text()
+        })
+        .await
     }
 
     /// `orbit_session_sweep`: close up to `limit` open sessions not heard from for `idle_ms`.
     pub async fn session_sweep(&self, idle_ms: u32, limit: u32) -> Result<Swept, DbError> {
-        let row = self
-            .call_one(
-                "orbit_session_sweep",
-                &[u64::from(idle_ms).into(), u64::from(limit).into()],
-            )
-            .await?;
-        let mut c = Cols::new(&row);
-        Ok(Swept {
-            count: c.u64()?,
-            next_due_at: c.opt_time()?,
-        })
+        self.call_one(
+            "orbit_session_sweep",
+            &[u64::from(idle_ms).into(), u64::from(limit).into()],
+            |c| {
+                Ok(Swept {
+                    count: c.u64()?,
+                    next_due_at: c.opt_time()?,
+                })
+            },
+        )
+        .await
     }
 }

@@ -53,10 +53,6 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 /// The longest the ping of a connection idle for [`crate::migrate::PING_AFTER_IDLE`] may take.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Connections closed because their call did not finish cleanly (cancelled, timed out, lost, or
-/// an answer this layer could not read): none of them is ever used again.
-pub static DISCARDED: AtomicU64 = AtomicU64::new(0);
-
 /// A handle on the database: a connection pool per server, the server in use, and the typed
 /// procedure calls.
 ///
@@ -82,6 +78,9 @@ struct Servers {
     current: AtomicUsize,
     /// A probe of the current server is running (one at a time).
     probing: AtomicBool,
+    /// Connections closed because their call did not finish cleanly (cancelled, timed out,
+    /// lost, or an answer of the wrong shape): none of them was used again.
+    discarded: Arc<AtomicU64>,
 }
 
 /// A connection kept between calls, and when its last call ended.
@@ -103,12 +102,15 @@ enum Conn {
 /// sqlx does not track every answer a connection still owes (a ping's, a prepare's): a
 /// connection reused after an interrupted call can hand that call's late answer to the next
 /// caller, which is how one tenant was once shown another's task (sqlx issue 563).
-struct Checkout(Option<Conn>);
+struct Checkout {
+    conn: Option<Conn>,
+    discarded: Arc<AtomicU64>,
+}
 
 impl Checkout {
     fn conn(&mut self) -> &mut MySqlConnection {
         match self
-            .0
+            .conn
             .as_mut()
             .expect("a checkout holds its connection until given back")
         {
@@ -120,8 +122,8 @@ impl Checkout {
 
 impl Drop for Checkout {
     fn drop(&mut self) {
-        if let Some(conn) = self.0.take() {
-            DISCARDED.fetch_add(1, Ordering::Relaxed);
+        if let Some(conn) = self.conn.take() {
+            self.discarded.fetch_add(1, Ordering::Relaxed);
             match conn {
                 // Detached, the pool may open a replacement; dropped, the socket closes at once
                 // (no QUIT, nothing more read or written on it).
@@ -178,13 +180,6 @@ fn bind<'q>(q: Query<'q, MySql, MySqlArguments>, arg: Arg<'q>) -> Query<'q, MySq
     }
 }
 
-/// How many rows a procedure's header promises.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Rows {
-    Any,
-    One,
-}
-
 /// `ER_SP_DOES_NOT_EXIST`: the procedure is not installed.
 const ER_SP_DOES_NOT_EXIST: u16 = 1305;
 
@@ -203,6 +198,7 @@ impl Db {
                 kept: pools.iter().map(|_| Mutex::default()).collect(),
                 pools,
                 probing: AtomicBool::new(false),
+                discarded: Arc::default(),
             }),
         }
     }
@@ -256,7 +252,7 @@ impl Db {
             let Some(Kept { conn, since }) = kept else {
                 break;
             };
-            let mut out = Checkout(Some(Conn::Kept(conn)));
+            let mut out = self.checked_out(Conn::Kept(conn));
             // As the pool's own check (crate::migrate::pool_options): a ping after a second idle.
             if since.elapsed() < crate::migrate::PING_AFTER_IDLE {
                 return Ok(out);
@@ -267,13 +263,26 @@ impl Db {
             // Dropped: closed (a ping without its answer must never be followed by a call).
         }
         let conn = self.servers.pools[used].acquire().await?;
-        Ok(Checkout(Some(Conn::Pooled(conn))))
+        Ok(self.checked_out(Conn::Pooled(conn)))
+    }
+
+    fn checked_out(&self, conn: Conn) -> Checkout {
+        Checkout {
+            conn: Some(conn),
+            discarded: self.servers.discarded.clone(),
+        }
+    }
+
+    /// Connections this handle closed because their call did not finish cleanly (cancelled,
+    /// timed out, lost, or answered with a result of the wrong shape).
+    pub fn discarded(&self) -> u64 {
+        self.servers.discarded.load(Ordering::Relaxed)
     }
 
     /// Takes back a connection whose call finished cleanly: kept for the next call while fewer
     /// than [`KEPT_PER_SERVER`] are, otherwise returned to its pool.
     fn give_back(&self, used: usize, mut out: Checkout) {
-        let conn = out.0.take().expect("a checkout holds its connection");
+        let conn = out.conn.take().expect("a checkout holds its connection");
         let pool = &self.servers.pools[used];
         let mut kept = self.servers.kept[used].lock().expect("kept connections");
         if pool.is_closed() || kept.len() >= KEPT_PER_SERVER {
@@ -346,25 +355,29 @@ impl Db {
         }
     }
 
-    /// One attempt of a call on server `used`, within [`CALL_TIMEOUT`]. The connection goes back
-    /// for reuse only when the whole answer was read and has the promised shape, or the server
-    /// refused the call cleanly (a SIGNAL, a deadlock); in every other case it is closed.
-    async fn attempt(
+    /// One attempt of a call on server `used`, within [`CALL_TIMEOUT`], its answer read by
+    /// `read` while the connection is still out. The connection goes back for reuse only when the
+    /// whole answer was read and `read` found it of the promised shape, or the server refused the
+    /// call cleanly (a SIGNAL, a deadlock); in every other case it is closed.
+    async fn attempt<T>(
         &self,
         used: usize,
         sql: &str,
         args: &[Arg<'_>],
-        rows: Rows,
-    ) -> Result<Vec<MySqlRow>, Classified> {
+        read: &impl Fn(&[MySqlRow]) -> Result<T, DbError>,
+    ) -> Result<T, Classified> {
         let run = async {
             let mut out = self.checkout(used).await.map_err(classify)?;
             let mut q = sqlx::query(sql);
             for a in args {
                 q = bind(q, *a);
             }
-            let result = q.fetch_all(out.conn()).await.map_err(classify);
+            let result = match q.fetch_all(out.conn()).await {
+                Ok(rows) => read(&rows).map_err(Classified::Fail),
+                Err(e) => Err(classify(e)),
+            };
             let clean = match &result {
-                Ok(found) => rows == Rows::Any || found.len() == 1,
+                Ok(_) => true,
                 Err(Classified::Retry(_)) => true,
                 Err(Classified::Fail(e)) => !matches!(e, DbError::Internal(_)),
                 Err(Classified::Down(_) | Classified::Saturated(_)) => false,
@@ -390,36 +403,57 @@ impl Db {
         }
     }
 
-    /// `CALL procedure(args…)` and return its one result set. A call rolled back by a deadlock or
-    /// lock-wait timeout is repeated (each procedure is one transaction, or a series of
-    /// independent ones, so repeating is safe), up to [`RETRIES`] times with a short backoff.
-    pub(crate) async fn call(
+    /// `CALL procedure(args…)`, each row of its one result set read by `read` (columns in the
+    /// order the procedure's header documents). A call rolled back by a deadlock or lock-wait
+    /// timeout is repeated (each procedure is one transaction, or a series of independent ones,
+    /// so repeating is safe), up to [`RETRIES`] times with a short backoff. A row `read` cannot
+    /// read (an internal error) closes the connection: an answer of the wrong shape may be
+    /// another call's.
+    pub(crate) async fn call<T>(
         &self,
         procedure: &str,
         args: &[Arg<'_>],
-    ) -> Result<Vec<MySqlRow>, DbError> {
-        self.call_rows(procedure, args, Rows::Any).await
+        read: impl Fn(&mut Cols<'_>) -> Result<T, DbError>,
+    ) -> Result<Vec<T>, DbError> {
+        self.call_with(procedure, args, |rows| {
+            rows.iter().map(|row| read(&mut Cols::new(row))).collect()
+        })
+        .await
     }
 
-    async fn call_rows(
+    /// Like [`Db::call`] for procedures documented to return exactly one row; another count
+    /// closes the connection and is an internal error.
+    pub(crate) async fn call_one<T>(
         &self,
         procedure: &str,
         args: &[Arg<'_>],
-        rows: Rows,
-    ) -> Result<Vec<MySqlRow>, DbError> {
+        read: impl Fn(&mut Cols<'_>) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        self.call_with(procedure, args, |rows| match rows {
+            [row] => read(&mut Cols::new(row)),
+            _ => Err(DbError::Internal(format!(
+                "{procedure} returned {} rows where its header promises one",
+                rows.len()
+            ))),
+        })
+        .await
+    }
+
+    /// Like [`Db::call`], the whole result set read at once (by procedures whose rows read
+    /// together: a first row carrying more, a row per input item).
+    pub(crate) async fn call_with<T>(
+        &self,
+        procedure: &str,
+        args: &[Arg<'_>],
+        read: impl Fn(&[MySqlRow]) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
         let placeholders = vec!["?"; args.len()].join(", ");
         let sql = format!("CALL {procedure}({placeholders})");
         let mut attempt = 0;
         loop {
             let used = self.current();
-            match self.attempt(used, &sql, args, rows).await {
-                Ok(found) if rows == Rows::One && found.len() != 1 => {
-                    return Err(DbError::Internal(format!(
-                        "{procedure} returned {} rows where its header promises one",
-                        found.len()
-                    )))
-                }
-                Ok(found) => return Ok(found),
+            match self.attempt(used, &sql, args, &read).await {
+                Ok(answer) => return Ok(answer),
                 Err(Classified::Fail(e)) => return Err(e),
                 Err(failure @ (Classified::Down(_) | Classified::Saturated(_))) => {
                     return Err(self.unavailable(used, failure).await)
@@ -448,23 +482,12 @@ impl Db {
         let used = self.current();
         let seconds = seconds.to_string();
         match self
-            .attempt(used, "SELECT SLEEP(?)", &[Arg::Text(&seconds)], Rows::One)
+            .attempt(used, "SELECT SLEEP(?)", &[Arg::Text(&seconds)], &|_| Ok(()))
             .await
         {
             Ok(_) => Ok(()),
             Err(failure) => Err(self.unavailable(used, failure).await),
         }
-    }
-
-    /// Like [`Db::call`] for procedures documented to return exactly one row; another count
-    /// closes the connection and is an internal error.
-    pub(crate) async fn call_one(
-        &self,
-        procedure: &str,
-        args: &[Arg<'_>],
-    ) -> Result<MySqlRow, DbError> {
-        let mut rows = self.call_rows(procedure, args, Rows::One).await?;
-        Ok(rows.remove(0))
     }
 }
 
@@ -562,8 +585,11 @@ impl<'r> Cols<'r> {
 impl Db {
     /// `orbit_extension_version`: the installed version (0 = not installed).
     pub async fn extension_version(&self) -> Result<u32, DbError> {
-        match self.call_one("orbit_extension_version", &[]).await {
-            Ok(row) => Cols::new(&row).u32(),
+        match self
+            .call_one("orbit_extension_version", &[], |c| c.u32())
+            .await
+        {
+            Ok(version) => Ok(version),
             Err(DbError::Internal(m))
                 if m.starts_with(&format!("database error {ER_SP_DOES_NOT_EXIST}:")) =>
             {

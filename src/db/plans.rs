@@ -94,8 +94,7 @@ impl Plan {
 
 impl Db {
     async fn plan_call(&self, procedure: &str, args: &[Arg<'_>]) -> Result<Plan, DbError> {
-        let row = self.call_one(procedure, args).await?;
-        Plan::read(&mut Cols::new(&row))
+        self.call_one(procedure, args, Plan::read).await
     }
 
     /// `orbit_plan_create`: version 1, first fire at now + interval.
@@ -155,13 +154,12 @@ impl Db {
     /// `orbit_plan_fire_due`: fire up to `limit` due plans (the scheduler loop). `count` is the
     /// number of tasks created, `next_due_at` the earliest next slot of an active plan.
     pub async fn plan_fire_due(&self, limit: u32) -> Result<Swept, DbError> {
-        let row = self
-            .call_one("orbit_plan_fire_due", &[u64::from(limit).into()])
-            .await?;
-        let mut c = Cols::new(&row);
-        Ok(Swept {
-            count: c.u64()?,
-            next_due_at: c.opt_time()?,
+        self.call_one("orbit_plan_fire_due", &[u64::from(limit).into()], |c| {
+            Ok(Swept {
+                count: c.u64()?,
+                next_due_at: c.opt_time()?,
+            })
         })
+        .await
     }
 }

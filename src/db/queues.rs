@@ -87,30 +87,30 @@ impl Db {
     /// `orbit_admin_bootstrap`.
     pub async fn admin_bootstrap(&self, b: &Bootstrap) -> Result<Bootstrapped, DbError> {
         let scopes = b.scopes.join(",");
-        let row = self
-            .call_one(
-                "orbit_admin_bootstrap",
-                &[
-                    b.application.as_str().into(),
-                    b.environment.as_str().into(),
-                    b.namespace.as_str().into(),
-                    b.queue.as_str().into(),
-                    b.new_queue_id.as_deref().into(),
-                    Arg::Bytes(&b.token_hash),
-                    b.token_hint.as_str().into(),
-                    scopes.as_str().into(),
-                    b.label.as_str().into(),
-                ],
-            )
-            .await?;
-        let mut c = Cols::new(&row);
-        Ok(Bootstrapped {
-            application_id: c.u64()?,
-            environment_id: c.u64()?,
-            namespace_id: c.u64()?,
-            queue_id: c.text()?,
-            credential_id: c.u64()?,
-        })
+        self.call_one(
+            "orbit_admin_bootstrap",
+            &[
+                b.application.as_str().into(),
+                b.environment.as_str().into(),
+                b.namespace.as_str().into(),
+                b.queue.as_str().into(),
+                b.new_queue_id.as_deref().into(),
+                Arg::Bytes(&b.token_hash),
+                b.token_hint.as_str().into(),
+                scopes.as_str().into(),
+                b.label.as_str().into(),
+            ],
+            |c| {
+                Ok(Bootstrapped {
+                    application_id: c.u64()?,
+                    environment_id: c.u64()?,
+                    namespace_id: c.u64()?,
+                    queue_id: c.text()?,
+                    credential_id: c.u64()?,
+                })
+            },
+        )
+        .await
     }
 
     /// `orbit_queue_create`.
@@ -122,19 +122,18 @@ impl Db {
         max_active_attempts: Option<i64>,
         new_queue_id: Option<&str>,
     ) -> Result<Queue, DbError> {
-        let row = self
-            .call_one(
-                "orbit_queue_create",
-                &[
-                    Arg::Bytes(token_hash),
-                    namespace_id.map_or(Arg::Null, Arg::U64),
-                    name.into(),
-                    max_active_attempts.into(),
-                    new_queue_id.into(),
-                ],
-            )
-            .await?;
-        Queue::read(&mut Cols::new(&row))
+        self.call_one(
+            "orbit_queue_create",
+            &[
+                Arg::Bytes(token_hash),
+                namespace_id.map_or(Arg::Null, Arg::U64),
+                name.into(),
+                max_active_attempts.into(),
+                new_queue_id.into(),
+            ],
+            Queue::read,
+        )
+        .await
     }
 
     /// `orbit_queue_list`: up to `limit` (1-1000) queues in the credential's scope, in id order,
@@ -145,30 +144,26 @@ impl Db {
         limit: u32,
         after_id: Option<&str>,
     ) -> Result<Vec<Queue>, DbError> {
-        let rows = self
-            .call(
-                "orbit_queue_list",
-                &[
-                    Arg::Bytes(token_hash),
-                    u64::from(limit).into(),
-                    after_id.into(),
-                ],
-            )
-            .await?;
-        rows.iter()
-            .map(|r| Queue::read(&mut Cols::new(r)))
-            .collect()
+        self.call(
+            "orbit_queue_list",
+            &[
+                Arg::Bytes(token_hash),
+                u64::from(limit).into(),
+                after_id.into(),
+            ],
+            Queue::read,
+        )
+        .await
     }
 
     /// `orbit_queue_get`: NOT_FOUND for a queue outside the credential's scope.
     pub async fn queue_get(&self, token_hash: &[u8], queue_id: &str) -> Result<Queue, DbError> {
-        let row = self
-            .call_one(
-                "orbit_queue_get",
-                &[Arg::Bytes(token_hash), queue_id.into()],
-            )
-            .await?;
-        Queue::read(&mut Cols::new(&row))
+        self.call_one(
+            "orbit_queue_get",
+            &[Arg::Bytes(token_hash), queue_id.into()],
+            Queue::read,
+        )
+        .await
     }
 
     /// `orbit_queue_set_paused`.
@@ -178,12 +173,11 @@ impl Db {
         queue_id: &str,
         paused: bool,
     ) -> Result<Queue, DbError> {
-        let row = self
-            .call_one(
-                "orbit_queue_set_paused",
-                &[Arg::Bytes(token_hash), queue_id.into(), paused.into()],
-            )
-            .await?;
-        Queue::read(&mut Cols::new(&row))
+        self.call_one(
+            "orbit_queue_set_paused",
+            &[Arg::Bytes(token_hash), queue_id.into(), paused.into()],
+            Queue::read,
+        )
+        .await
     }
 }

@@ -244,24 +244,24 @@ impl Db {
         idempotency_key: &str,
         t: &NewTask,
     ) -> Result<Submitted, DbError> {
-        let row = self
-            .call_one(
-                "orbit_task_submit",
-                &[
-                    Arg::Bytes(token_hash),
-                    Arg::Bytes(idempotency_key.as_bytes()),
-                    t.queue_id.as_str().into(),
-                ]
-                .into_iter()
-                .chain(t.definition_args())
-                .collect::<Vec<_>>(),
-            )
-            .await?;
-        let mut c = Cols::new(&row);
-        Ok(Submitted {
-            replayed: c.bool()?,
-            task: Task::read(&mut c)?,
-        })
+        self.call_one(
+            "orbit_task_submit",
+            &[
+                Arg::Bytes(token_hash),
+                Arg::Bytes(idempotency_key.as_bytes()),
+                t.queue_id.as_str().into(),
+            ]
+            .into_iter()
+            .chain(t.definition_args())
+            .collect::<Vec<_>>(),
+            |c| {
+                Ok(Submitted {
+                    replayed: c.bool()?,
+                    task: Task::read(c)?,
+                })
+            },
+        )
+        .await
     }
 
     /// `orbit_task_submit_many`: up to 1000 tasks, each with its own Idempotency-Key, in one
@@ -273,43 +273,47 @@ impl Db {
     ) -> Result<Vec<Submitted>, DbError> {
         let tasks =
             serde_json::Value::Array(items.iter().map(|(key, t)| t.batch_item(key)).collect());
-        let rows = self
-            .call(
-                "orbit_task_submit_many",
-                &[Arg::Bytes(token_hash), Arg::Text(&tasks.to_string())],
-            )
-            .await?;
-        if rows.len() != items.len() {
-            return Err(DbError::Internal(format!(
-                "orbit_task_submit_many returned {} rows for {} tasks",
-                rows.len(),
-                items.len()
-            )));
-        }
-        rows.iter()
-            .enumerate()
-            .map(|(i, row)| {
-                let mut c = Cols::new(row);
-                let item = c.u64()?;
-                if item != i as u64 {
+        let tasks = tasks.to_string();
+        self.call_with(
+            "orbit_task_submit_many",
+            &[Arg::Bytes(token_hash), Arg::Text(&tasks)],
+            |rows| {
+                if rows.len() != items.len() {
                     return Err(DbError::Internal(format!(
-                        "orbit_task_submit_many returned item {item} in row {i}"
+                        "orbit_task_submit_many returned {} rows for {} tasks",
+                        rows.len(),
+                        items.len()
                     )));
                 }
-                Ok(Submitted {
-                    replayed: c.bool()?,
-                    task: Task::read(&mut c)?,
-                })
-            })
-            .collect()
+                rows.iter()
+                    .enumerate()
+                    .map(|(i, row)| {
+                        let mut c = Cols::new(row);
+                        let item = c.u64()?;
+                        if item != i as u64 {
+                            return Err(DbError::Internal(format!(
+                                "orbit_task_submit_many returned item {item} in row {i}"
+                            )));
+                        }
+                        Ok(Submitted {
+                            replayed: c.bool()?,
+                            task: Task::read(&mut c)?,
+                        })
+                    })
+                    .collect()
+            },
+        )
+        .await
     }
 
     /// `orbit_task_get`.
     pub async fn task_get(&self, token_hash: &[u8], task_id: u64) -> Result<Task, DbError> {
-        let row = self
-            .call_one("orbit_task_get", &[Arg::Bytes(token_hash), task_id.into()])
-            .await?;
-        Task::read(&mut Cols::new(&row))
+        self.call_one(
+            "orbit_task_get",
+            &[Arg::Bytes(token_hash), task_id.into()],
+            Task::read,
+        )
+        .await
     }
 
     /// `orbit_task_list`: up to `limit` (1-1000) tasks newest first, only ids below `before_id`
@@ -321,24 +325,23 @@ impl Db {
         limit: u32,
         before_id: Option<u64>,
     ) -> Result<Vec<Task>, DbError> {
-        let rows = self
-            .call(
-                "orbit_task_list",
-                &[
-                    Arg::Bytes(token_hash),
-                    filter.queue_id.as_deref().into(),
-                    filter.state.map(TaskState::as_str).into(),
-                    filter.business_key.as_deref().into(),
-                    filter
-                        .concurrency_key
-                        .as_deref()
-                        .map_or(Arg::Null, |k| Arg::Bytes(k.as_bytes())),
-                    u64::from(limit).into(),
-                    before_id.map_or(Arg::Null, Arg::U64),
-                ],
-            )
-            .await?;
-        rows.iter().map(|r| Task::read(&mut Cols::new(r))).collect()
+        self.call(
+            "orbit_task_list",
+            &[
+                Arg::Bytes(token_hash),
+                filter.queue_id.as_deref().into(),
+                filter.state.map(TaskState::as_str).into(),
+                filter.business_key.as_deref().into(),
+                filter
+                    .concurrency_key
+                    .as_deref()
+                    .map_or(Arg::Null, |k| Arg::Bytes(k.as_bytes())),
+                u64::from(limit).into(),
+                before_id.map_or(Arg::Null, Arg::U64),
+            ],
+            Task::read,
+        )
+        .await
     }
 
     /// `orbit_task_cancel`.
@@ -353,17 +356,12 @@ impl Db {
         token_hash: &[u8],
         task_id: u64,
     ) -> Result<(Task, Vec<String>), DbError> {
-        let row = self
-            .call_one(
-                "orbit_task_cancel",
-                &[Arg::Bytes(token_hash), task_id.into()],
-            )
-            .await?;
-        let mut c = Cols::new(&row);
-        Ok((
-            Task::read(&mut c)?,
-            wake_queues(&mut c, "orbit_task_cancel")?,
-        ))
+        self.call_one(
+            "orbit_task_cancel",
+            &[Arg::Bytes(token_hash), task_id.into()],
+            |c| Ok((Task::read(c)?, wake_queues(c, "orbit_task_cancel")?)),
+        )
+        .await
     }
 
     /// `orbit_task_resolve`.
@@ -389,22 +387,17 @@ impl Db {
         resolution: Resolution,
         note: Option<&str>,
     ) -> Result<(Task, Vec<String>), DbError> {
-        let row = self
-            .call_one(
-                "orbit_task_resolve",
-                &[
-                    Arg::Bytes(token_hash),
-                    task_id.into(),
-                    resolution.as_str().into(),
-                    note.into(),
-                ],
-            )
-            .await?;
-        let mut c = Cols::new(&row);
-        Ok((
-            Task::read(&mut c)?,
-            wake_queues(&mut c, "orbit_task_resolve")?,
-        ))
+        self.call_one(
+            "orbit_task_resolve",
+            &[
+                Arg::Bytes(token_hash),
+                task_id.into(),
+                resolution.as_str().into(),
+                note.into(),
+            ],
+            |c| Ok((Task::read(c)?, wake_queues(c, "orbit_task_resolve")?)),
+        )
+        .await
     }
 }
 

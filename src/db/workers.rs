@@ -190,10 +190,10 @@ impl From<RenewAnswer> for LeaseAnswer {
 
 /// Reads the `answers` JSON column of a procedure that answers each of many ids.
 fn answers<T: serde::de::DeserializeOwned>(
-    row: &sqlx::mysql::MySqlRow,
+    c: &mut Cols<'_>,
     procedure: &str,
 ) -> Result<Vec<T>, DbError> {
-    serde_json::from_str(&Cols::new(row).text()?)
+    serde_json::from_str(&c.text()?)
         .map_err(|e| DbError::Internal(format!("{procedure} answers: {e}")))
 }
 
@@ -246,42 +246,49 @@ impl Db {
         let handlers = json_strings(&s.handlers);
         let queues = json_strings(&s.queue_ids);
         let resume = serde_json::to_string(&s.resume).expect("ids serialise");
-        let row = self
-            .call_one(
-                "orbit_session_open",
-                &[
-                    Arg::Bytes(token_hash),
-                    s.worker_id.as_str().into(),
-                    s.node.as_str().into(),
-                    u64::from(s.capacity).into(),
-                    s.concurrency_keys.into(),
-                    s.start_on_assign.into(),
-                    handlers.as_str().into(),
-                    queues.as_str().into(),
-                    resume.as_str().into(),
-                ],
-            )
-            .await?;
-        let mut c = Cols::new(&row);
-        let (session_id, worker_row_id, concurrency_keys) = (c.u64()?, c.u64()?, c.bool()?);
-        let resumed: Vec<u64> = serde_json::from_str(&c.text()?)
-            .map_err(|e| DbError::Internal(format!("orbit_session_open resumed: {e}")))?;
-        Ok(Session {
-            session_id,
-            worker_row_id,
-            concurrency_keys,
-            resumed,
-        })
+        self.call_one(
+            "orbit_session_open",
+            &[
+                Arg::Bytes(token_hash),
+                s.worker_id.as_str().into(),
+                s.node.as_str().into(),
+                u64::from(s.capacity).into(),
+                s.concurrency_keys.into(),
+                s.start_on_assign.into(),
+                handlers.as_str().into(),
+                queues.as_str().into(),
+                resume.as_str().into(),
+            ],
+            |c| {
+                let (session_id, worker_row_id, concurrency_keys) = (c.u64()?, c.u64()?, c.bool()?);
+                let resumed: Vec<u64> = serde_json::from_str(&c.text()?)
+                    .map_err(|e| DbError::Internal(format!("orbit_session_open resumed: {e}")))?;
+                Ok(Session {
+                    session_id,
+                    worker_row_id,
+                    concurrency_keys,
+                    resumed,
+                })
+            },
+        )
+        .await
     }
 
     /// `orbit_session_close` with state `draining` or `closed`; returns attempts still in flight.
     pub async fn session_close(&self, session_id: u64, draining: bool) -> Result<u64, DbError> {
         let state = if draining { "draining" } else { "closed" };
-        let row = self
-            .call_one("orbit_session_close", &[session_id.into(), state.into()])
-            .await?;
-        let mut c = Cols::at(&row, 2);
-        c.u64()
+        self.call_with(
+            "orbit_session_close",
+            &[session_id.into(), state.into()],
+            |rows| match rows {
+                [row] => Cols::at(row, 2).u64(),
+                _ => Err(DbError::Internal(format!(
+                    "orbit_session_close returned {} rows where its header promises one",
+                    rows.len()
+                ))),
+            },
+        )
+        .await
     }
 
     /// `orbit_task_claim`: up to `max` grants with a lease of `lease_ms`.
@@ -293,19 +300,16 @@ impl Db {
     ) -> Result<Vec<Grant>, DbError> {
         // What a wake-up costs: one claim per woken session with free capacity.
         ::metrics::counter!("orbit_worker_claims_total").increment(1);
-        let rows = self
-            .call(
-                "orbit_task_claim",
-                &[
-                    session_id.into(),
-                    u64::from(max).into(),
-                    u64::from(lease_ms).into(),
-                ],
-            )
-            .await?;
-        rows.iter()
-            .map(|row| Grant::read(&mut Cols::new(row)))
-            .collect()
+        self.call(
+            "orbit_task_claim",
+            &[
+                session_id.into(),
+                u64::from(max).into(),
+                u64::from(lease_ms).into(),
+            ],
+            Grant::read,
+        )
+        .await
     }
 
     /// `orbit_session_attempts`: the session's live attempts, as grants.
@@ -322,18 +326,15 @@ impl Db {
         session_id: u64,
         touch_after_ms: Option<u32>,
     ) -> Result<Vec<Grant>, DbError> {
-        let rows = self
-            .call(
-                "orbit_session_attempts",
-                &[
-                    session_id.into(),
-                    touch_after_ms.map_or(super::Arg::Null, |ms| u64::from(ms).into()),
-                ],
-            )
-            .await?;
-        rows.iter()
-            .map(|row| Grant::read(&mut Cols::new(row)))
-            .collect()
+        self.call(
+            "orbit_session_attempts",
+            &[
+                session_id.into(),
+                touch_after_ms.map_or(super::Arg::Null, |ms| u64::from(ms).into()),
+            ],
+            Grant::read,
+        )
+        .await
     }
 
     /// `orbit_attempt_start` for one attempt.
@@ -352,14 +353,13 @@ impl Db {
         attempt_ids: &[u64],
     ) -> Result<Vec<LeaseAnswer>, DbError> {
         let ids = serde_json::to_string(attempt_ids).expect("ids serialise");
-        let row = self
-            .call_one(
-                "orbit_attempt_start",
-                &[session_id.into(), ids.as_str().into()],
-            )
-            .await?;
-        answers::<StartAnswer>(&row, "orbit_attempt_start")
-            .map(|a| a.into_iter().map(LeaseAnswer::from).collect())
+        self.call_one(
+            "orbit_attempt_start",
+            &[session_id.into(), ids.as_str().into()],
+            |c| answers::<StartAnswer>(c, "orbit_attempt_start"),
+        )
+        .await
+        .map(|a| a.into_iter().map(LeaseAnswer::from).collect())
     }
 
     /// `orbit_attempt_renew` for one attempt.
@@ -383,18 +383,17 @@ impl Db {
         lease_ms: u32,
     ) -> Result<Vec<LeaseAnswer>, DbError> {
         let ids = serde_json::to_string(attempt_ids).expect("ids serialise");
-        let row = self
-            .call_one(
-                "orbit_attempt_renew",
-                &[
-                    session_id.into(),
-                    ids.as_str().into(),
-                    u64::from(lease_ms).into(),
-                ],
-            )
-            .await?;
-        answers::<RenewAnswer>(&row, "orbit_attempt_renew")
-            .map(|a| a.into_iter().map(LeaseAnswer::from).collect())
+        self.call_one(
+            "orbit_attempt_renew",
+            &[
+                session_id.into(),
+                ids.as_str().into(),
+                u64::from(lease_ms).into(),
+            ],
+            |c| answers::<RenewAnswer>(c, "orbit_attempt_renew"),
+        )
+        .await
+        .map(|a| a.into_iter().map(LeaseAnswer::from).collect())
     }
 
     /// `orbit_attempt_finish` for one result, without grants.
@@ -465,17 +464,24 @@ impl Db {
         claim: ClaimAfter,
     ) -> Result<Finished, DbError> {
         let results = serde_json::to_string(results).expect("results serialise");
-        let rows = self
-            .call(
-                "orbit_attempt_finish",
-                &[
-                    session_id.into(),
-                    results.as_str().into(),
-                    u64::from(claim.max).into(),
-                    u64::from(claim.lease_ms).into(),
-                ],
-            )
-            .await?;
+        self.call_with(
+            "orbit_attempt_finish",
+            &[
+                session_id.into(),
+                results.as_str().into(),
+                u64::from(claim.max).into(),
+                u64::from(claim.lease_ms).into(),
+            ],
+            read_finished,
+        )
+        .await
+    }
+}
+
+/// Reads `orbit_attempt_finish`'s rows: the acknowledgements and woken queues in the first, a
+/// grant (or none) in each.
+fn read_finished(rows: &[sqlx::mysql::MySqlRow]) -> Result<Finished, DbError> {
+    {
         let first = rows
             .first()
             .ok_or_else(|| DbError::Internal("orbit_attempt_finish returned no row".into()))?;
@@ -488,7 +494,7 @@ impl Db {
             ack.wake = !wake_queues.is_empty();
         }
         let mut grants = Vec::new();
-        for row in &rows {
+        for row in rows {
             // The row of no grant has a NULL attempt_id (read as 0).
             if Cols::at(row, FINISH_ACK_COLUMNS).u64()? != 0 {
                 grants.push(Grant::read(&mut Cols::at(row, FINISH_ACK_COLUMNS))?);
