@@ -146,12 +146,14 @@ CREATE TABLE IF NOT EXISTS orbit_environment (
 -- orbit_extension: The extension catalog: the installed version and a checksum per migration and per object.
 -- One row per installed thing. `kind` = 'extension' (name 'orbit': the installed version),
 -- 'migration' (one per applied migration file, checksum of its body), 'table' or 'procedure'
--- (checksum of the object's file under generated-sql/). Written last by every migration, so a
--- script that fails part-way never claims its version.
+-- (checksum of the object's file under generated-sql/). An upgrade rewrites the rows of the
+-- objects it adds or changes (their `version` becomes its own), deletes those of the objects it
+-- drops and leaves the others as they were. Written last by every migration, so a script that
+-- fails part-way never claims its version.
 CREATE TABLE IF NOT EXISTS orbit_extension (
   kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'extension, migration, table or procedure',
   name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'object, migration or extension name',
-  version INT UNSIGNED NOT NULL COMMENT 'extension version that installed this row',
+  version INT UNSIGNED NOT NULL COMMENT 'extension version that last created or changed the object (migration: its own version)',
   checksum CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'lowercase hex SHA-256 of the file (objects) or migration body',
   installed_at DATETIME(6) NOT NULL COMMENT 'UTC time the row was last written',
   PRIMARY KEY (kind, name)
@@ -697,9 +699,9 @@ DELIMITER ;
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
 --   the same row; then, for each released key the grant did not take and with blocked tasks in
 --   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED).
---   (The tasks' charges used to go back to the slots that accepted them: every session's results
---   then queued on the few slot rows of the connections that accepted the tasks, 15.8 ms per
---   give-back in orbit bench e2e.)
+--   Charges go back to the session's own slot, not to the slots that accepted the tasks: those
+--   are the few slots of the connections that submitted, and every session's results would
+--   queue on their row locks.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
@@ -881,8 +883,8 @@ BEGIN
         FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
         STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
-      -- The group's history, one insert (one at a time, each waited on the AUTO-INC lock of the
-      -- grants' bulk inserts: 146 us apiece in orbit bench e2e).
+      -- The group's history, one insert (one at a time, each would wait on the AUTO-INC lock of
+      -- the grants' bulk inserts).
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
       SELECT e.task_id, e.attempt_id, 'attempt_succeeded', e.from_state, 'SUCCEEDED', e.token,
              'attempt SUCCEEDED; permits released', v_now
@@ -1777,10 +1779,10 @@ body: BEGIN
   -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
   -- Plain reads, then one lock below: locking reads here, which would also lock and pass over
   -- the entries the key's last hand-offs moved out of the lane and purge has not removed yet,
-  -- measured slower in orbit bench hotkey than the lock they save. FORCE INDEX, as in every probe
+  -- cost more than the lock they save (BENCHMARKS.md, hotkey). FORCE INDEX, as in every probe
   -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
-  -- queue_id or lane as well (five of them, two B-tree dives each), which cost more than the probe
-  -- (85 us of a 1.95 ms hand-off, measured with a loop of orbit_attempt_finish calls).
+  -- queue_id or lane as well (five of them, two B-tree dives each), which costs more than the
+  -- probe.
   heads: LOOP
     SET v_head = NULL;
     SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head
@@ -3416,8 +3418,8 @@ DELIMITER ;
 -- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
 -- other work is kept.
 -- Where a scan starts: tasks leave the front of a ready lane, and their index entries stay there,
--- delete-marked, until purge removes them; a locking scan passes over each (about 1 us apiece,
--- several hundred per scan in orbit bench e2e). So with p_hinted, a scan of the queue the session
+-- delete-marked, until purge removes them; a locking scan passes over each, and a busy queue
+-- has hundreds of them. So with p_hinted, a scan of the queue the session
 -- scanned last starts past the last candidate that scan took, within its priority: worse
 -- priorities are scanned whole, and a better one found ready makes the scan start at the front.
 -- It goes on from the front when it comes up short, and every 16th grant of a session
@@ -3520,8 +3522,8 @@ body: BEGIN
   DECLARE v_better TINYINT;
   -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
   -- is planned, and the optimizer otherwise estimates the range in each index that starts with
-  -- queue_id or lane (four of them, two B-tree dives each); 57 us of a 1.94 ms hand-off for this
-  -- and the visit's probe below (a loop of orbit_attempt_finish calls on one key).
+  -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
+  -- below.
   DECLARE c_candidates CURSOR FOR
     SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority
       FROM orbit_task t FORCE INDEX (ix_task_dispatch)
@@ -3568,8 +3570,7 @@ body: BEGIN
     -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
     -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
     -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
-    -- of it, which the probe would pass over as the cursor does (615 us a probe in orbit bench
-    -- e2e).
+    -- of it, which the probe would pass over as the cursor does, and then the scan again.
     -- A scan from where the session's last one stopped (see the header) first needs to know that
     -- no better priority is ready: probed downwards from that priority, because a probe upwards
     -- from the front would pass over the entries the scan is to skip.
@@ -4557,8 +4558,8 @@ body: BEGIN
   -- The tasks the batch's insert created, in input order (their ids' order). A consistent read:
   -- a key is unique to its application and this call holds its row, so one task matches. The
   -- new rows (ids from v_first on) are read first and each probes the batch's keys, materialised
-  -- once (LIMIT: not merged) with an index: joined the other way round, every pair compared
-  -- the keys' JSON expressions, 3.8 ms a batch of 100.
+  -- once (LIMIT: not merged) with an index: joined the other way round, every pair would
+  -- compare the keys' JSON expressions.
   DECLARE c_created CURSOR FOR
     SELECT o.id
       FROM orbit_task o
@@ -4857,8 +4858,8 @@ body: BEGIN
     -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
     -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
-    -- lock for the statement; measured against an INSERT ... VALUES a task (which does not), this
-    -- was still the faster: about 10 % less mariadbd CPU a task (BENCHMARKS.md, session 7).
+    -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
+    -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                             payload, business_key, concurrency_key, resource_id, state, lane, priority,
                             max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
@@ -5118,7 +5119,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 1, 'f68b7ad98dd126859fc07f4cf8ee28b595eeb467f798556a1babb2fead69e2db', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_idempotency', 1, '39f63ce90ae9847dee9c49a012379485803406b77048cfdd176bd087c9756a1b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_permit', 1, 'f3405c5f50efd8c316c630d53d531995349982caf6087fa19eb7383f97d7f3e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_namespace', 1, 'd741e13933f4df14231f86faf60e59282dd22d3d5a7dbdd0ecf25d15e3e1691a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5135,7 +5136,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c4b19259446acaf1c7bb6e320c5d46216ccda6bac442aaa78f8cd9e0b531f33a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '63b3f366d08dcde1584e78380152744ecc2414880f988b2bda1e9ee9de44ca4f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '55dba1234446def1810ee8ee35561325d30e141078f57de34bc4284d0dd460e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5149,7 +5150,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, '0de6f4b5de5bdd8c7facda17317b94ddde43ce5a81f759e88bf4b3b6727baecd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '3231f014ae3e5727c17e470e23d9a12bb24d392416154b614f5c8b46e680103f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5172,14 +5173,15 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '9a62b9640abd275e84942f08db6b3019bbe066568e5eec5302fa11544477710e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '7ae4010bc8e226fa8c8e28f3e5f993a2fb2f0f68627e887126dcf561f4068f3e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '2d70fe27ae8f537ace031abbb245a166f5105e8b9d5592cb4724d0361e79485d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'f2ebe354f67eeb5435c76648f3f9475243e761c84eb6996d815f4c4755c30cf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'f2ebe354f67eeb5435c76648f3f9475243e761c84eb6996d815f4c4755c30cf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

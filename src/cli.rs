@@ -13,7 +13,7 @@ use crate::{bench, codegen, migrate};
 #[derive(Parser, Debug)]
 #[command(
     name = "orbit",
-    version,
+    version = codegen::VERSION_LINE,
     about = "Durable keyed-concurrency tasks on MySQL/MariaDB stored procedures"
 )]
 pub struct Cli {

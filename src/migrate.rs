@@ -54,10 +54,16 @@ impl Migration {
 
 /// The migrations compiled into this binary (the committed `migrations/` folder).
 pub fn embedded() -> Vec<Migration> {
-    [(
-        "000001_install.sql",
-        include_str!("../migrations/000001_install.sql"),
-    )]
+    [
+        (
+            "000001_install.sql",
+            include_str!("../migrations/000001_install.sql"),
+        ),
+        (
+            "000002_upgrade.sql",
+            include_str!("../migrations/000002_upgrade.sql"),
+        ),
+    ]
     .into_iter()
     .map(|(file, text)| {
         Migration::parse(file, text.to_string()).expect("embedded migration names are valid")

@@ -34,8 +34,8 @@
 
 {#- The rows of the grant orbit_task_grant just made (its p_granted, p_attempt_id and p_seq in
     v_granted, v_granted_id and v_seq), each led by the `lead` columns: a grant of one (every
-    hand-off of a hot key) by its attempt's primary key, which cost 0.13 ms less a hand-off than
-    the ix_attempt_session lookup (a loop of orbit_attempt_finish calls); several in attempt order
+    hand-off of a hot key) by its attempt's primary key, cheaper than the ix_attempt_session
+    lookup; several in attempt order
     (ix_attempt_session's order: no sort). Opens an IF: the caller adds its ELSE for no grant and
     the END IF. -#}
 {% macro grants_select(lead) %}IF v_granted = 1 THEN

@@ -165,3 +165,149 @@ fn every_generated_file_carries_the_generated_header() {
             .contains(&format!("templates/{}", o.template)));
     }
 }
+
+#[test]
+fn a_changed_release_migration_is_refused_and_never_rewritten() {
+    let t = tree_copy();
+    let frozen = t.path().join("migrations/000001_install.sql");
+    let original = std::fs::read(&frozen).unwrap();
+    let mut edited = original.clone();
+    edited.extend_from_slice(b"-- an edit\n");
+    std::fs::write(&frozen, &edited).unwrap();
+    let root = t.path().to_str().unwrap();
+    let (code, _, err) = orbit(&["gen", "--check", "--root", root], &repo());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("frozen:  migrations/000001_install.sql") && err.contains("0.1.0"),
+        "{err}"
+    );
+    // `gen` refuses too, and leaves the file as it found it.
+    let (code, _, err) = orbit(&["gen", "--root", root], &repo());
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("migrations/000001_install.sql"), "{err}");
+    assert_eq!(std::fs::read(&frozen).unwrap(), edited);
+    // Removed, it is reported missing and not rendered again.
+    std::fs::remove_file(&frozen).unwrap();
+    let (code, _, err) = orbit(&["gen", "--check", "--root", root], &repo());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("missing: migrations/000001_install.sql"),
+        "{err}"
+    );
+    let (code, _, _) = orbit(&["gen", "--root", root], &repo());
+    assert_ne!(code, 0);
+    assert!(!frozen.exists());
+}
+
+#[test]
+fn the_release_baseline_is_the_frozen_000001() {
+    use orbit::codegen::upgrade;
+    let base = upgrade::baseline().expect("the compiled-in 000001 is the released one");
+    assert_eq!(base.version, 1);
+    let objects = orbit::codegen::render_objects().unwrap();
+    let extension = objects
+        .iter()
+        .filter(|o| o.set == orbit::codegen::Set::Extension)
+        .count();
+    assert_eq!(
+        base.objects.len(),
+        extension,
+        "0.1.0 had every object of today"
+    );
+    assert_eq!(base.migrations.len(), 1);
+}
+
+/// The upgrade plan of a changed set of objects (as if the templates had changed).
+fn plan_of(
+    objects: Vec<orbit::codegen::Object>,
+) -> Result<orbit::codegen::upgrade::Upgrade, String> {
+    let base = orbit::codegen::upgrade::baseline().unwrap();
+    orbit::codegen::upgrade::plan(&objects, &base)
+        .map(|u| u.expect("extension 2 has an upgrade"))
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_upgrade_recreates_changed_procedures_and_lists_them() {
+    let objects = orbit::codegen::render_objects().unwrap();
+    let up = plan_of(objects.clone()).unwrap();
+    assert!(up.changed.contains(&"orbit_task_grant".to_string()));
+    assert_eq!(up.altered, ["orbit_extension"]);
+    assert!(up.added.is_empty() && up.dropped.is_empty());
+    let text = orbit::codegen::upgrade::script(&objects, &up, "0.1.0");
+    assert!(text.contains("DROP PROCEDURE IF EXISTS orbit_task_grant;"));
+    assert!(text.contains("CREATE PROCEDURE orbit_task_grant("));
+    // An unchanged procedure is left alone.
+    assert!(!text.contains("CREATE PROCEDURE orbit_task_get("));
+    assert!(text.contains("VALUES ('procedure', 'orbit_task_grant', 2,"));
+    assert!(!text.contains("'orbit_task_get'"));
+}
+
+#[test]
+fn the_upgrade_drops_removed_procedures_and_creates_new_ones() {
+    let mut objects = orbit::codegen::render_objects().unwrap();
+    let at = objects
+        .iter()
+        .position(|o| o.name == "orbit_task_get")
+        .unwrap();
+    let mut added = objects.remove(at);
+    added.name = "orbit_task_fetch".into();
+    added.sql = added.sql.replace("orbit_task_get", "orbit_task_fetch");
+    objects.push(added);
+    let up = plan_of(objects.clone()).unwrap();
+    assert_eq!(up.added, ["orbit_task_fetch"]);
+    assert_eq!(up.dropped.len(), 1);
+    assert_eq!(up.dropped[0].1, "orbit_task_get");
+    let text = orbit::codegen::upgrade::script(&objects, &up, "0.1.0");
+    assert!(text.contains("DROP PROCEDURE IF EXISTS orbit_task_get;"));
+    assert!(text.contains("CREATE PROCEDURE orbit_task_fetch("));
+    assert!(text.contains(
+        "DELETE FROM orbit_extension WHERE kind = 'procedure' AND name = 'orbit_task_get';"
+    ));
+}
+
+#[test]
+fn a_table_change_without_its_alter_in_the_upgrade_template_is_refused() {
+    let mut objects = orbit::codegen::render_objects().unwrap();
+    let task = objects.iter_mut().find(|o| o.name == "orbit_task").unwrap();
+    task.sql = task.sql.replacen(
+        "CREATE TABLE IF NOT EXISTS orbit_task (",
+        "CREATE TABLE IF NOT EXISTS orbit_task (\n  extra INT NOT NULL DEFAULT 0 COMMENT 'x',",
+        1,
+    );
+    let err = plan_of(objects.clone()).err().expect("refused");
+    assert!(err.contains("ALTER TABLE orbit_task"), "{err}");
+    assert!(err.contains("templates/upgrades/000002.sql"), "{err}");
+    // A table's doc comment alone (not installed) needs no ALTER.
+    let mut objects = orbit::codegen::render_objects().unwrap();
+    let task = objects.iter_mut().find(|o| o.name == "orbit_task").unwrap();
+    task.sql = format!("-- more words\n{}", task.sql);
+    let up = plan_of(objects).unwrap();
+    assert!(up.changed.contains(&"orbit_task".to_string()));
+    assert!(!up.altered.contains(&"orbit_task".to_string()));
+    // A dropped table must be dropped by the template, saying where its data went.
+    let mut objects = orbit::codegen::render_objects().unwrap();
+    objects.retain(|o| o.name != "orbit_plan_fire");
+    let err = plan_of(objects).err().expect("refused");
+    assert!(
+        err.contains("DROP TABLE IF EXISTS orbit_plan_fire"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_release_build_has_every_migration_frozen() {
+    // The crate version carries `-dev` while the newest migration is unreleased; dropping it
+    // (releasing) requires adding that migration to upgrade::FROZEN.
+    let released = !env!("CARGO_PKG_VERSION").contains('-');
+    let frozen = orbit::codegen::upgrade::FROZEN.len() as u32;
+    if released {
+        assert_eq!(
+            frozen,
+            orbit::codegen::EXTENSION_VERSION,
+            "freeze the release's migration"
+        );
+    } else {
+        assert_eq!(frozen + 1, orbit::codegen::EXTENSION_VERSION);
+    }
+}

@@ -23,7 +23,7 @@ async fn up_installs_everything_then_is_a_noop() {
     let applied = migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {})
         .await
         .unwrap();
-    assert_eq!(applied, ["000001_install"]);
+    assert_eq!(applied, ["000001_install", "000002_upgrade"]);
     let again = migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {})
         .await
         .unwrap();
@@ -75,10 +75,11 @@ async fn catalog_checksums_match_the_files() {
         .iter()
         .filter(|o| o.set == orbit::codegen::Set::Extension)
         .count();
+    let migrations = migrate::embedded();
     assert_eq!(
         rows.len(),
-        extension + 2,
-        "one row per object, the migration and the extension"
+        extension + migrations.len() + 1,
+        "one row per object, per migration and the extension"
     );
     for row in &rows {
         let (kind, name, checksum) = (text(row, "kind"), text(row, "name"), text(row, "checksum"));
@@ -86,8 +87,12 @@ async fn catalog_checksums_match_the_files() {
             "table" => repo().join(format!("generated-sql/tables/{name}.sql")),
             "procedure" => repo().join(format!("generated-sql/procedures/{name}.sql")),
             "migration" | "extension" => {
-                let m =
-                    std::fs::read_to_string(repo().join("migrations/000001_install.sql")).unwrap();
+                // A migration's row, or the extension's: the newest migration's body.
+                let file = match kind.as_str() {
+                    "migration" => format!("migrations/{name}.sql"),
+                    _ => format!("migrations/{}.sql", migrations.last().unwrap().name),
+                };
+                let m = std::fs::read_to_string(repo().join(&file)).unwrap();
                 assert_eq!(
                     checksum,
                     orbit::codegen::migration_checksum(&m),
@@ -131,11 +136,11 @@ async fn a_failing_migration_names_file_and_line_and_claims_no_version() {
     let db = TestDb::installed().await;
     let mut migrations = migrate::embedded();
     migrations.push(Migration {
-        version: 2,
-        name: "000002_broken".into(),
+        version: 3,
+        name: "000003_broken".into(),
         text: "CREATE TABLE IF NOT EXISTS orbit_probe (id INT PRIMARY KEY COMMENT 'x') COMMENT='x';\n\
                SELEC broken syntax here;\n\
-               INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension','orbit',2,'x',NOW(6)) ON DUPLICATE KEY UPDATE version = 2;\n"
+               INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension','orbit',3,'x',NOW(6)) ON DUPLICATE KEY UPDATE version = 3;\n"
             .into(),
     });
     let mut conn = db.conn().await;
@@ -144,17 +149,17 @@ async fn a_failing_migration_names_file_and_line_and_claims_no_version() {
         .unwrap_err();
     match &err {
         MigrateError::Statement { name, line, .. } => {
-            assert_eq!(name, "000002_broken");
+            assert_eq!(name, "000003_broken");
             assert_eq!(*line, 2);
         }
         other => panic!("expected a statement error, got {other}"),
     }
     let status = migrate::status(&mut conn, &migrations).await.unwrap();
     assert_eq!(
-        status.version, 1,
+        status.version, 2,
         "the catalog must not claim the failed version"
     );
-    assert_eq!(status.pending, ["000002_broken"]);
+    assert_eq!(status.pending, ["000003_broken"]);
 }
 
 #[tokio::test]

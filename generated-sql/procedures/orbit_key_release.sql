@@ -60,10 +60,10 @@ body: BEGIN
   -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
   -- Plain reads, then one lock below: locking reads here, which would also lock and pass over
   -- the entries the key's last hand-offs moved out of the lane and purge has not removed yet,
-  -- measured slower in orbit bench hotkey than the lock they save. FORCE INDEX, as in every probe
+  -- cost more than the lock they save (BENCHMARKS.md, hotkey). FORCE INDEX, as in every probe
   -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
-  -- queue_id or lane as well (five of them, two B-tree dives each), which cost more than the probe
-  -- (85 us of a 1.95 ms hand-off, measured with a loop of orbit_attempt_finish calls).
+  -- queue_id or lane as well (five of them, two B-tree dives each), which costs more than the
+  -- probe.
   heads: LOOP
     SET v_head = NULL;
     SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head

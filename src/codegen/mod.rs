@@ -7,6 +7,7 @@
 
 pub mod lint;
 mod templates;
+pub mod upgrade;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,14 @@ use sha2::{Digest, Sha256};
 pub use templates::{Consts, CONSTS};
 
 /// The extension version this build renders and installs; `migrations/` holds one file per version.
-pub const EXTENSION_VERSION: u32 = 1;
+/// It is the number of the newest migration. Each orbit release `0.N.0` ships extension version N
+/// (0.1.0 shipped 1); a patch release never changes an installed object. While the crate version
+/// carries a pre-release suffix (`0.2.0-dev`), the newest migration is unreleased: `gen` still
+/// renders it, and releasing freezes it (see [`upgrade::FROZEN`]).
+pub const EXTENSION_VERSION: u32 = 2;
+
+/// What `orbit --version` prints after the program name: the crate and extension versions.
+pub const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (extension 2)");
 
 /// The line that separates a migration's body from its catalog section. A migration's checksum is
 /// the SHA-256 of everything before this line, so the catalog can record it from inside the file.
@@ -131,6 +139,9 @@ pub enum GenError {
     Shape { template: String, message: String },
     #[error("lint failed:\n{}", .0.iter().map(|v| format!("  - {v}")).collect::<Vec<_>>().join("\n"))]
     Lint(Vec<lint::Violation>),
+    /// A released migration was edited or removed: only a human can restore it.
+    #[error("{0}")]
+    Frozen(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -238,39 +249,38 @@ pub fn render_objects() -> Result<Vec<Object>, GenError> {
         .collect()
 }
 
-/// The install body shared by `generated-sql/install.sql` and the version's migration: session
-/// settings, every table, every procedure, then the catalog rows that record what was installed.
-/// `migrations` are the (name, checksum) rows to record; `None` for a name means "this script's own
-/// body", which only the script itself can know.
-fn install_script(objects: &[Object], header: &str, migrations: &[(&str, Option<&str>)]) -> String {
+/// `generated-sql/install.sql`: the full install of the current version in one script (session
+/// settings, every table, every procedure), then exactly the catalog rows that applying every
+/// migration in order leaves: each object with the version that last created or changed it, each
+/// migration with its checksum, and the extension row of the newest migration.
+fn install_script(
+    objects: &[Object],
+    header: &str,
+    base: &upgrade::Baseline,
+    migrations: &[(String, u32, String)],
+) -> String {
     let objects: Vec<&Object> = objects.iter().filter(|o| o.set == Set::Extension).collect();
     let mut body = String::from(header);
     push_session_settings(&mut body);
     push_objects(&mut body, &objects);
-    let own = sha256_hex(&body);
     let mut text = body;
     text.push_str(CATALOG_MARKER);
     text.push_str(
         "\n-- The catalog rows come last: a script that stops early never claims its version.\n",
     );
-    let version = EXTENSION_VERSION;
     for o in objects {
         text.push_str(&catalog_row(
             o.kind.catalog_kind(),
             &o.name,
-            version,
+            upgrade::object_version(base, o),
             &sha256_hex(&o.file_text()),
         ));
     }
-    for (name, checksum) in migrations {
-        text.push_str(&catalog_row(
-            "migration",
-            name,
-            version,
-            checksum.unwrap_or(&own),
-        ));
+    for (name, version, checksum) in migrations {
+        text.push_str(&catalog_row("migration", name, *version, checksum));
     }
-    text.push_str(&catalog_row("extension", "orbit", version, &own));
+    let (_, version, checksum) = migrations.last().expect("at least one migration");
+    text.push_str(&catalog_row("extension", "orbit", *version, checksum));
     text
 }
 
@@ -331,7 +341,11 @@ pub fn migration_checksum(text: &str) -> String {
     sha256_hex(body)
 }
 
-fn readme(objects: &[Object], unparsed: &[lint::Unparsed]) -> String {
+fn readme(
+    objects: &[Object],
+    unparsed: &[lint::Unparsed],
+    upgrade: Option<&upgrade::Upgrade>,
+) -> String {
     let mut md = String::from(
         "<!-- GENERATED FILE: do not edit. Rendered by `orbit gen` from the templates it lists. -->\n\
          # Orbit SQL objects\n\n\
@@ -341,6 +355,7 @@ fn readme(objects: &[Object], unparsed: &[lint::Unparsed]) -> String {
          scripts that `orbit migrate up` (or the plain `mariadb` client) applies.\n\n",
     );
     md.push_str(&format!("Extension version: **{EXTENSION_VERSION}**.\n\n"));
+    md.push_str(&readme_upgrades(upgrade));
     for (kind, title) in [(Kind::Table, "Tables"), (Kind::Procedure, "Procedures")] {
         md.push_str(&format!(
             "## {title}\n\n| object | purpose |\n| --- | --- |\n"
@@ -376,6 +391,78 @@ fn readme(objects: &[Object], unparsed: &[lint::Unparsed]) -> String {
     md
 }
 
+/// The README's section per migration: what each release's migration adds, changes and drops.
+fn readme_upgrades(up: Option<&upgrade::Upgrade>) -> String {
+    let mut md = String::from(
+        "## Migrations\n\n\
+         `orbit migrate up` applies these in order, on a fresh database as on an upgraded one, so both\n\
+         end with the same schema and catalog; `install.sql` is that same end state in one script.\n\
+         A released migration is frozen byte for byte (`gen --check` fails if it changes); every later\n\
+         change to an installed object ships in the next migration. How to upgrade: docs/upgrading.md.\n\n",
+    );
+    for f in upgrade::FROZEN {
+        md.push_str(&format!(
+            "### `{}` (orbit {}, extension {}, frozen)\n\n",
+            f.file, f.release, f.version
+        ));
+        if f.version == 1 {
+            md.push_str("The first release: installs every table and procedure.\n\n");
+        }
+    }
+    let Some(up) = up else {
+        return md;
+    };
+    md.push_str(&format!(
+        "### `{}.sql` (extension {} from {}, unreleased: rendered from the templates)\n\n\
+         Rendered by `gen` from the difference between the templates and the last release, plus the\n\
+         reviewed [`templates/{}`](../templates/{}).\n\n",
+        up.name, up.to, up.from, up.template, up.template
+    ));
+    let list = |names: Vec<String>| {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let is_table = |n: &String| up.altered.contains(n) || up.tables_changed.contains(n);
+    let procedures: Vec<String> = up
+        .changed
+        .iter()
+        .filter(|n| !is_table(n))
+        .cloned()
+        .collect();
+    let doc_only: Vec<String> = up
+        .tables_changed
+        .iter()
+        .filter(|n| !up.altered.contains(n))
+        .cloned()
+        .collect();
+    md.push_str(&format!("- Added: {}\n", list(up.added.clone())));
+    md.push_str(&format!(
+        "- Tables altered (by the reviewed template): {}\n",
+        list(up.altered.clone())
+    ));
+    md.push_str(&format!(
+        "- Tables whose documentation alone changed (catalog row only): {}\n",
+        list(doc_only)
+    ));
+    md.push_str(&format!(
+        "- Procedures re-created (DROP + CREATE): {}\n",
+        list(procedures)
+    ));
+    md.push_str(&format!(
+        "- Dropped: {}\n\n",
+        list(up.dropped.iter().map(|(_, n)| n.clone()).collect())
+    ));
+    md.push_str(&format!("```text\n{}\n```\n\n", up.doc));
+    md
+}
+
 /// Renders and lints everything `gen` writes.
 pub fn render() -> Result<Rendered, GenError> {
     let objects = render_objects()?;
@@ -387,34 +474,46 @@ pub fn render() -> Result<Rendered, GenError> {
     for o in &objects {
         files.insert(PathBuf::from("generated-sql").join(o.file()), o.file_text());
     }
-    // Until the first release, version 1 is the only migration and installs everything; a later
-    // version adds an upgrade script here and freezes the earlier files.
-    let migration = migration_file_name(EXTENSION_VERSION, "install");
-    let migration_name = migration.trim_end_matches(".sql").to_string();
-    let migration_text = install_script(
-        &objects,
-        &generated_header(&format!(
-            "every template under templates/ (migration {EXTENSION_VERSION}: install)"
-        )),
-        &[(&migration_name, None)],
-    );
-    let migration_sum = migration_checksum(&migration_text);
+    // The released migrations are frozen (never rendered, see upgrade::FROZEN); the current
+    // version's upgrade is rendered from the difference with the last release.
+    let base = upgrade::baseline()?;
+    let up = upgrade::plan(&objects, &base)?;
+    let mut migrations: Vec<(String, u32, String)> = Vec::new();
+    for f in upgrade::FROZEN {
+        let name = f.file.trim_end_matches(".sql").to_string();
+        let sum = base
+            .migrations
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| s.clone())
+            .expect("the baseline records every frozen migration");
+        migrations.push((name, f.version, sum));
+    }
+    if let Some(up) = &up {
+        let release = upgrade::FROZEN.last().map_or("", |f| f.release);
+        let text = upgrade::script(&objects, up, release);
+        migrations.push((up.name.clone(), up.to, migration_checksum(&text)));
+        files.insert(
+            PathBuf::from("migrations").join(format!("{}.sql", up.name)),
+            text,
+        );
+    }
     files.insert(
         PathBuf::from("generated-sql/install.sql"),
         install_script(
             &objects,
             &generated_header("every template under templates/ (the full install of this version)"),
-            &[(&migration_name, Some(&migration_sum))],
+            &base,
+            &migrations,
         ),
     );
-    files.insert(PathBuf::from("migrations").join(&migration), migration_text);
     files.insert(
         PathBuf::from("generated-sql/fence/install.sql"),
         fence_script(&objects),
     );
     files.insert(
         PathBuf::from("generated-sql/README.md"),
-        readme(&objects, &report.unparsed),
+        readme(&objects, &report.unparsed, up.as_ref()),
     );
     Ok(Rendered {
         objects,
@@ -457,6 +556,12 @@ pub enum Drift {
     Differs(PathBuf),
     Missing(PathBuf),
     Extra(PathBuf),
+    /// A released migration whose bytes differ from the release: `gen` never rewrites it.
+    Frozen {
+        path: PathBuf,
+        release: &'static str,
+        sha256: &'static str,
+    },
 }
 
 impl std::fmt::Display for Drift {
@@ -474,6 +579,17 @@ impl std::fmt::Display for Drift {
             Drift::Differs(p) => write!(f, "differs: {}", p.display()),
             Drift::Missing(p) => write!(f, "missing: {}", p.display()),
             Drift::Extra(p) => write!(f, "extra:   {}", p.display()),
+            Drift::Frozen {
+                path,
+                release,
+                sha256,
+            } => write!(
+                f,
+                "frozen:  {} was released in orbit {release} and must never change (SHA-256 {sha256}); \
+                 restore it (git checkout -- {}) and ship the change in the next migration",
+                path.display(),
+                path.display()
+            ),
         }
     }
 }
@@ -481,10 +597,26 @@ impl std::fmt::Display for Drift {
 /// Compares the rendered files with the tree under `root`.
 pub fn check(rendered: &Rendered, root: &Path) -> Vec<Drift> {
     let mut drift = Vec::new();
-    for t in templates::REGISTRY {
-        let template = Path::new("templates").join(t.template);
-        if std::fs::read_to_string(root.join(&template)).is_ok_and(|disk| disk != t.source) {
-            let generated = Path::new("generated-sql").join(t.template);
+    let sources = templates::REGISTRY
+        .iter()
+        .map(|t| {
+            (
+                t.template,
+                t.source,
+                Path::new("generated-sql").join(t.template),
+            )
+        })
+        .chain(templates::UPGRADES.iter().map(|u| {
+            let migration = format!("{:06}_upgrade.sql", u.version);
+            (
+                u.template,
+                u.source,
+                Path::new("migrations").join(migration),
+            )
+        }));
+    for (t_template, t_source, generated) in sources {
+        let template = Path::new("templates").join(t_template);
+        if std::fs::read_to_string(root.join(&template)).is_ok_and(|disk| disk != t_source) {
             drift.push(Drift::TemplateChanged {
                 template,
                 generated,
@@ -498,9 +630,24 @@ pub fn check(rendered: &Rendered, root: &Path) -> Vec<Drift> {
             Err(_) => drift.push(Drift::Missing(path.clone())),
         }
     }
+    let frozen: Vec<PathBuf> = upgrade::FROZEN
+        .iter()
+        .map(|f| Path::new("migrations").join(f.file))
+        .collect();
+    for (f, path) in upgrade::FROZEN.iter().zip(&frozen) {
+        match std::fs::read(root.join(path)) {
+            Ok(disk) if hex::encode(Sha256::digest(&disk)) == f.sha256 => {}
+            Ok(_) => drift.push(Drift::Frozen {
+                path: path.clone(),
+                release: f.release,
+                sha256: f.sha256,
+            }),
+            Err(_) => drift.push(Drift::Missing(path.clone())),
+        }
+    }
     for dir in OWNED_DIRS {
         for path in list_files(root, dir) {
-            if !rendered.files.contains_key(&path) {
+            if !rendered.files.contains_key(&path) && !frozen.contains(&path) {
                 drift.push(Drift::Extra(path));
             }
         }
@@ -525,6 +672,16 @@ pub fn write(rendered: &Rendered, root: &Path) -> Result<Vec<PathBuf>, GenError>
                     message: "changed since this binary was built; run `cargo run -- gen` to rebuild and render".into(),
                 })
             }
+            d @ Drift::Frozen { .. } => {
+                return Err(GenError::Frozen(d.to_string()));
+            }
+            Drift::Missing(p) if !rendered.files.contains_key(&p) => {
+                return Err(GenError::Frozen(format!(
+                    "missing: {} is a released migration; restore it (git checkout -- {})",
+                    p.display(),
+                    p.display()
+                )));
+            }
             Drift::Extra(p) => {
                 std::fs::remove_file(root.join(&p)).map_err(io(&p))?;
                 changed.push(p);
@@ -547,10 +704,20 @@ pub fn write(rendered: &Rendered, root: &Path) -> Result<Vec<PathBuf>, GenError>
 pub fn unregistered_templates(root: &Path) -> Result<(), String> {
     let registered: Vec<&str> = templates::REGISTRY.iter().map(|t| t.template).collect();
     let mut missing = Vec::new();
-    for dir in ["tables", "procedures", "fence/tables", "fence/procedures"] {
+    let upgrades: Vec<&str> = templates::UPGRADES.iter().map(|u| u.template).collect();
+    for dir in [
+        "tables",
+        "procedures",
+        "fence/tables",
+        "fence/procedures",
+        "upgrades",
+    ] {
         for path in list_files(&root.join("templates"), dir) {
             let rel = path.to_string_lossy().replace('\\', "/");
-            if rel.ends_with(".sql") && !registered.contains(&rel.as_str()) {
+            if rel.ends_with(".sql")
+                && !registered.contains(&rel.as_str())
+                && !upgrades.contains(&rel.as_str())
+            {
                 missing.push(rel);
             }
         }

@@ -156,3 +156,41 @@ registry! {
     Procedure orbit_task_submit_many => "procedures/orbit_task_submit_many.sql",
     Procedure orbit_task_validate => "procedures/orbit_task_validate.sql",
 }
+
+/// One registered upgrade template: the reviewed table changes and data migrations of the
+/// migration to `version` (see [`super::upgrade`]).
+pub struct RegisteredUpgrade {
+    pub version: u32,
+    pub template: &'static str,
+    pub render: fn(&Consts) -> askama::Result<String>,
+    pub source: &'static str,
+}
+
+macro_rules! upgrades {
+    ($( $version:literal $name:ident => $path:literal ),* $(,)?) => {
+        $(
+            #[allow(non_camel_case_types, dead_code)]
+            #[derive(Template)]
+            #[template(path = $path, escape = "none")]
+            struct $name<'a> {
+                c: &'a Consts,
+            }
+        )*
+
+        /// Every upgrade template, in version order.
+        pub static UPGRADES: &[RegisteredUpgrade] = &[
+            $(
+                RegisteredUpgrade {
+                    version: $version,
+                    template: $path,
+                    render: |c| $name { c }.render(),
+                    source: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/", $path)),
+                },
+            )*
+        ];
+    };
+}
+
+upgrades! {
+    2 upgrade_000002 => "upgrades/000002.sql",
+}

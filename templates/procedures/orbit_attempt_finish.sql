@@ -62,9 +62,9 @@
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
 --   the same row; then, for each released key the grant did not take and with blocked tasks in
 --   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED).
---   (The tasks' charges used to go back to the slots that accepted them: every session's results
---   then queued on the few slot rows of the connections that accepted the tasks, 15.8 ms per
---   give-back in orbit bench e2e.)
+--   Charges go back to the session's own slot, not to the slots that accepted the tasks: those
+--   are the few slots of the connections that submitted, and every session's results would
+--   queue on their row locks.
 CREATE PROCEDURE orbit_attempt_finish(
   IN p_session_id BIGINT UNSIGNED,
   IN p_results MEDIUMTEXT {{ c.utf8 }},
@@ -224,8 +224,8 @@ BEGIN
       DELETE p
         FROM {% call results() %}
         STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
-      -- The group's history, one insert (one at a time, each waited on the AUTO-INC lock of the
-      -- grants' bulk inserts: 146 us apiece in orbit bench e2e).
+      -- The group's history, one insert (one at a time, each would wait on the AUTO-INC lock of
+      -- the grants' bulk inserts).
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
       SELECT e.task_id, e.attempt_id, 'attempt_succeeded', e.from_state, 'SUCCEEDED', e.token,
              'attempt SUCCEEDED; permits released', v_now

@@ -21,8 +21,8 @@
 -- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
 -- other work is kept.
 -- Where a scan starts: tasks leave the front of a ready lane, and their index entries stay there,
--- delete-marked, until purge removes them; a locking scan passes over each (about 1 us apiece,
--- several hundred per scan in orbit bench e2e). So with p_hinted, a scan of the queue the session
+-- delete-marked, until purge removes them; a locking scan passes over each, and a busy queue
+-- has hundreds of them. So with p_hinted, a scan of the queue the session
 -- scanned last starts past the last candidate that scan took, within its priority: worse
 -- priorities are scanned whole, and a better one found ready makes the scan start at the front.
 -- It goes on from the front when it comes up short, and every {{ c.scan_restart_every }}th grant of a session
@@ -123,8 +123,8 @@ body: BEGIN
   DECLARE v_better TINYINT;
   -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
   -- is planned, and the optimizer otherwise estimates the range in each index that starts with
-  -- queue_id or lane (four of them, two B-tree dives each); 57 us of a 1.94 ms hand-off for this
-  -- and the visit's probe below (a loop of orbit_attempt_finish calls on one key).
+  -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
+  -- below.
   DECLARE c_candidates CURSOR FOR
     SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority
       FROM orbit_task t FORCE INDEX (ix_task_dispatch)
@@ -171,8 +171,7 @@ body: BEGIN
     -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
     -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
     -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
-    -- of it, which the probe would pass over as the cursor does (615 us a probe in orbit bench
-    -- e2e).
+    -- of it, which the probe would pass over as the cursor does, and then the scan again.
     -- A scan from where the session's last one stopped (see the header) first needs to know that
     -- no better priority is ready: probed downwards from that priority, because a probe upwards
     -- from the front would pass over the entries the scan is to skip.

@@ -156,8 +156,8 @@ body: BEGIN
   -- The tasks the batch's insert created, in input order (their ids' order). A consistent read:
   -- a key is unique to its application and this call holds its row, so one task matches. The
   -- new rows (ids from v_first on) are read first and each probes the batch's keys, materialised
-  -- once (LIMIT: not merged) with an index: joined the other way round, every pair compared
-  -- the keys' JSON expressions, 3.8 ms a batch of 100.
+  -- once (LIMIT: not merged) with an index: joined the other way round, every pair would
+  -- compare the keys' JSON expressions.
   DECLARE c_created CURSOR FOR
     SELECT o.id
       FROM orbit_task o
@@ -269,8 +269,8 @@ body: BEGIN
     -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
     -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
-    -- lock for the statement; measured against an INSERT ... VALUES a task (which does not), this
-    -- was still the faster: about 10 % less mariadbd CPU a task (BENCHMARKS.md, session 7).
+    -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
+    -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                             payload, business_key, concurrency_key, resource_id, state, lane, priority,
                             max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,

@@ -1,0 +1,1605 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/upgrades/000002.sql and the templates of every object added or changed since extension 1.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- Upgrade from extension 1 (orbit 0.1.0) to extension 2. Stop every writer, run
+-- `orbit migrate up`, then start the new servers (docs/upgrading.md). Every statement is safe
+-- to run again: a run that stopped part-way is completed by running `orbit migrate up` again.
+
+SET NAMES utf8mb4;
+SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
+
+-- ==== Table changes and data migrations (reviewed, from templates/upgrades/000002.sql) ====
+-- 000002: orbit 0.2 (extension 2), upgrading orbit 0.1.0 (extension 1).
+--
+-- Data rewritten: none. Every task, attempt, permit, session, plan, idempotency receipt and
+-- credential keeps its row as it is; only the orbit_extension catalog rows of the changed objects
+-- are rewritten (by the migration's catalog section, which gen writes).
+--
+-- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
+-- is completed by running it again):
+-- - orbit_extension.version: the column comment now says what the value means once upgrades
+--   exist: the extension version that last created or changed the object, not the one that first
+--   installed it. A comment change only: no row is copied and nothing waits on it.
+--
+-- Procedures re-created (gen lists them from the templates' difference; no signature changes):
+-- their SQL comments no longer carry benchmark timings or development history. BENCHMARKS.md holds
+-- the figures.
+--
+-- Rules for this file: one statement per change, each idempotent as written (ALTER TABLE ...
+-- MODIFY with the full new definition, CREATE ... IF NOT EXISTS, data rewrites whose WHERE skips
+-- rows already rewritten); a comment before each saying why; no DROP of data without saying where
+-- it went.
+
+-- The column's definition exactly as templates/tables/orbit_extension.sql now writes it.
+ALTER TABLE orbit_extension
+  MODIFY version INT UNSIGNED NOT NULL COMMENT 'extension version that last created or changed the object (migration: its own version)';
+
+-- ==== Procedures re-created (their text changed since extension 1) ====
+-- ---- orbit_attempt_finish (from templates/procedures/orbit_attempt_finish.sql) ----
+-- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
+--
+-- A worker's results that arrive together are confirmed together: one CALL, one commit, one
+-- grant for the capacity they free (SPEC §10: fewer than two durable commits per task). Each
+-- attempt is still confirmed on its own, in the order given: the first result ends the attempt
+-- (see orbit_attempt_end for what each outcome does to the task and the permits); a repeated
+-- result gets the same answer with duplicate = 1 and releases nothing again. A result arriving
+-- after the attempt already ended another way (lease expiry recovery, cancel) is recorded in
+-- late_result and changes no permit and no other attempt. A result for an attempt that does not
+-- exist or belongs to another session changes nothing and is answered NOT_FOUND (one answer for
+-- both); the other results of the call still count. A closed session's results are refused.
+-- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
+-- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
+-- with this one commit, and the worker gets the assignment with the acknowledgement instead of
+-- after a claim of its own (the hand-off the SPEC's hot-key target asks for). Such a release
+-- readies only the key's next task, the best head over its queues (priority, then age;
+-- orbit_key_release with p_hand_off = 1); a key the grant did not take is then readied in every
+-- queue with blocked tasks of it, as any other release leaves it (orbit_key_promote_all).
+-- Parameters: p_session_id; p_results: a JSON array of 1-1000 results
+--   {"attempt_id": N, "outcome": "succeeded" | "failed" | "unknown", "retryable": true/false
+--   (failed only; default false), "output": JSON or null, "error": JSON or null}; p_claim_max
+--   0-1000 (the session's free capacity after these results; 0 = grant nothing); p_lease_ms
+--   1000-3600000 (the grants' lease; ignored when p_claim_max = 0).
+-- Result (one row per grant, or one row when nothing was granted): acks, a JSON array with one
+--   object per result in input order {"attempt_id", "task_id", "task_state", "attempt_state",
+--   "duplicate" (0/1), "code" ("" or NOT_FOUND; then nothing else is set)};
+--   wake_queues, a JSON array of the queue ids where these results may have made work
+--   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
+--   the caller wakes the sessions that serve them, and no other), the same in every row; then
+--   the grant as
+--   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
+--   lease_expires_at, concurrency_token, then the task columns.
+-- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
+--   such session, or it is closed: its socket went away, the sweep closed it, or its credential
+--   was revoked).
+-- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
+--   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
+--   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
+--   unkeyed attempts its orbit_task row and, after the group, the group's orbit_queue_permit
+--   rows; then the quota slot row of the ended attempts, the session's own (their active
+--   attempts and their tasks' incomplete charges go back there, in one statement, before the
+--   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
+--   the same row; then, for each released key the grant did not take and with blocked tasks in
+--   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED).
+--   Charges go back to the session's own slot, not to the slots that accepted the tasks: those
+--   are the few slots of the connections that submitted, and every session's results would
+--   queue on their row locks.
+DROP PROCEDURE IF EXISTS orbit_attempt_finish;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_finish(
+  IN p_session_id BIGINT UNSIGNED,
+  IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_claim_max INT,
+  IN p_lease_ms INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_count INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_path VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_outcome_in VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_retryable TINYINT;
+  DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_session_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_duplicate TINYINT;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+  DECLARE v_ended MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_ended_count INT DEFAULT 0;
+  DECLARE v_wake TINYINT DEFAULT 0;
+  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
+  -- The application's room for more active attempts after the grant (from orbit_task_grant).
+  DECLARE v_room BIGINT;
+  DECLARE v_queue_limited TINYINT DEFAULT 1;
+  -- The granted attempt when v_granted = 1 (from orbit_task_grant).
+  DECLARE v_granted_id BIGINT UNSIGNED;
+  -- What the releases may have left for other sessions (see the wake check at the end): a task
+  -- back in the WAITING or RETRY_WAIT state; a released key the grant did not take, with a ready
+  -- task.
+  DECLARE v_requeued TINYINT DEFAULT 0;
+  DECLARE v_key_left TINYINT DEFAULT 0;
+  DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
+  DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
+  -- 1 while the results may be ended as a group (see below).
+  DECLARE v_group TINYINT DEFAULT 0;
+  -- The group's history rows, [task_id, attempt_id, from_state, token] (comma-separated),
+  -- inserted together.
+  DECLARE v_events MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  -- The keys the per-result path handed off, [resource id, queues with a next task] pairs
+  -- (comma-separated), for after the grant.
+  DECLARE v_keys TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_key_queues INT;
+  DECLARE v_held INT;
+  DECLARE v_attempt_slot TINYINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_ord INT;
+  -- The group's attempts in input order, as they were before (each is checked again where locked).
+  DECLARE c_group CURSOR FOR
+    SELECT r.ord, a.id, a.task_id, a.queue_id, a.application_id, a.quota_slot, a.state, a.concurrency_token
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r
+      STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
+     ORDER BY r.ord;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
+     OR JSON_LENGTH(p_results) NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: results must be a JSON array of 1-1000 results';
+  END IF;
+  SET v_count = JSON_LENGTH(p_results);
+  -- Every result is checked before anything is written.
+  WHILE v_i < v_count DO
+    SET v_path = CONCAT('$[', v_i, ']');
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+       OR JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')) < 1 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_id must be a positive integer';
+    END IF;
+    IF COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))), '') NOT IN ('succeeded', 'failed', 'unknown') THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: outcome must be succeeded, failed or unknown';
+    END IF;
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))), 'BOOLEAN') NOT IN ('BOOLEAN', 'NULL') THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retryable must be true or false';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+  IF p_claim_max IS NULL OR p_claim_max NOT BETWEEN 0 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: claim_max must be between 0 and 1000';
+  END IF;
+  IF p_claim_max > 0 AND (p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
+  END IF;
+  SET v_session_state = NULL;
+  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  IF p_claim_max > 0 THEN
+    SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
+  END IF;
+  -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
+  -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
+  -- 'attempt_succeeded' event, the charges given back below) but without its call and its
+  -- reads, and the group's queue permits deleted by one statement. Each attempt is checked where
+  -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
+  -- group back to its savepoint, and every result takes the per-result path.
+  -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
+  -- group path would only find out in its first update and roll back.) A single result always
+  -- takes the per-result path: it writes the same four statements there, without this check,
+  -- the cursor and the JSON tables (every hand-off of a hot key is one result).
+  IF v_count > 1 THEN
+    SELECT COUNT(DISTINCT r.attempt_id) = v_count AND MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
+      INTO v_group
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r
+      LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
+  END IF;
+  IF v_group THEN
+    SAVEPOINT orbit_finish_group;
+    SET v_i = 0;
+    OPEN c_group;
+    WHILE v_group AND v_i < v_count DO
+      -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
+      fetch_group: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_queue_id, v_application_id, v_attempt_slot, v_state, v_token;
+      END fetch_group;
+      SET v_group = v_group AND v_ord = v_i + 1;
+      IF v_group THEN
+        SET v_path = CONCAT('$[', v_i, ']');
+        SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
+        UPDATE orbit_attempt a
+           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
+               a.output = v_output, a.error = v_error, a.released_at = v_now
+         WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
+           AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
+        SET v_group = ROW_COUNT() = 1;
+      END IF;
+      IF v_group THEN
+        -- An active attempt's task is in the attempt's state.
+        UPDATE orbit_task t
+           SET t.state = 'SUCCEEDED', t.lane = 'none', t.output = v_output, t.finished_at = v_now, t.updated_at = v_now
+         WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
+        SET v_group = ROW_COUNT() = 1;
+      END IF;
+      IF v_group THEN
+        SET v_events = CONCAT(v_events, IF(v_i > 0, ',', ''), '[', v_task_id, ',', v_attempt_id, ',"', v_state, '",', v_token, ']'),
+            v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+                          JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                      'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
+                                      'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
+            v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
+            v_ended_count = v_ended_count + 1,
+            v_active_back = JSON_SET(v_active_back, CONCAT('$[', v_attempt_slot, ']'),
+                                 CAST(JSON_VALUE(v_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
+            v_incomplete_back = JSON_SET(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']'),
+                                 CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
+            v_i = v_i + 1;
+      END IF;
+    END WHILE;
+    CLOSE c_group;
+    IF v_group THEN
+      DELETE p
+        FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r
+        STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
+      -- The group's history, one insert (one at a time, each would wait on the AUTO-INC lock of
+      -- the grants' bulk inserts).
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      SELECT e.task_id, e.attempt_id, 'attempt_succeeded', e.from_state, 'SUCCEEDED', e.token,
+             'attempt SUCCEEDED; permits released', v_now
+        FROM JSON_TABLE(CONCAT('[', v_events, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]', attempt_id BIGINT UNSIGNED PATH '$[1]',
+                                                  from_state VARCHAR(16) PATH '$[2]', token BIGINT UNSIGNED PATH '$[3]')) e;
+      SET v_back_application_id = v_application_id;
+    ELSE
+      ROLLBACK TO SAVEPOINT orbit_finish_group;
+      SET v_acks = '', v_ended = '', v_ended_count = 0,
+          v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
+    END IF;
+  END IF;
+  SET v_i = IF(v_group, v_count, 0);
+  WHILE v_i < v_count DO
+    SET v_path = CONCAT('$[', v_i, ']');
+    SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
+        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
+        v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
+    SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id,
+           a.concurrency_token, a.quota_slot
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id,
+           v_token, v_attempt_slot
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_session_id IS NULL THEN
+      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
+    ELSEIF v_session_id <> p_session_id THEN
+      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
+    ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
+      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_attempt_slot,
+                             v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
+                             v_active_back, v_incomplete_back, v_task_state, v_state, v_key_queues);
+      -- A session's attempts all belong to its application.
+      SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
+            v_ended_count = v_ended_count + 1,
+          v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
+      IF v_key_queues > 0 THEN
+        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), '[', v_resource_id, ',', v_key_queues, ']');
+      END IF;
+    ELSE
+      SET v_duplicate = 1;
+      IF v_outcome <> v_outcome_in THEN
+        -- Ended another way first (recovery, cancel): keep the report, act on nothing.
+        UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
+      END IF;
+      SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
+    END IF;
+    SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+                          JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
+                                      'task_state', v_task_state, 'attempt_state', v_state,
+                                      'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code)),
+        v_i = v_i + 1;
+  END WHILE;
+  IF v_ended_count > 0 THEN
+    UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+         q.updated_at = v_now
+   WHERE q.application_id = v_back_application_id
+     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+  END IF;
+  IF p_claim_max > 0 THEN
+    -- Scans start where the session's last one stopped unless these results readied tasks (a
+    -- key's next task, a retry), which may sit behind that point.
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_keys = '' AND NOT v_requeued,
+                          v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+    -- The keys handed off above made only their next task ready (orbit_key_release). A key the
+    -- grant did not take leaves that task ready for other sessions, and gets a ready task in
+    -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
+    -- exact: we hold the resource rows.)
+    SET v_i = 0, v_keys = CONCAT('[', v_keys, ']');
+    WHILE v_i < JSON_LENGTH(v_keys) DO
+      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][0]')),
+          v_key_queues = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][1]')),
+          v_i = v_i + 1;
+      SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+      IF v_held = 0 THEN
+        SET v_key_left = 1;
+        IF v_key_queues > 1 THEN
+          CALL orbit_key_promote_all(v_resource_id, v_now);
+        END IF;
+      END IF;
+    END WHILE;
+  END IF;
+  -- Other sessions need waking only for what these releases made claimable and the grant above
+  -- left: a ready task of a released key (known above: with a grant, every key released here was
+  -- handed off), room under an application quota that was full (conservatively: at most one
+  -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
+  -- without backoff), or room under a queue's permit limit. The last two concern only the ended
+  -- attempts' queues, and need a statement, run only when a task went back to waiting or the
+  -- session has a queue with a limit: most results end their task, and most queues have no limit.
+  -- Which sessions to wake: those serving a queue of the application (a key, the quota) or of an
+  -- ended attempt that now has a ready task; never another application's (wake_queues).
+  IF v_ended_count > 0 AND (p_claim_max = 0 OR v_key_left OR COALESCE(v_room, 0) <= 1) THEN
+    SET v_wake = 1;
+    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM orbit_queue q FORCE INDEX (ix_queue_application)
+     WHERE q.application_id = v_back_application_id AND q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+  ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
+    -- One statement over the ended list, each lookup an index probe per ended attempt: the
+    -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
+    -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
+    -- on every result. (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
+    SELECT EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]')) e
+                     STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
+                    WHERE t.lane = 'ready')
+        OR EXISTS (SELECT 1
+                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e
+                     STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
+                    WHERE q.max_active_attempts > 0)
+      INTO v_wake;
+    IF v_wake THEN
+      SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM (SELECT DISTINCT CONVERT(e.queue_id USING ascii) COLLATE ascii_bin AS queue_id
+              FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e) w
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
+     WHERE q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+    END IF;
+  END IF;
+  COMMIT;
+  -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
+  -- order, or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its ORDER BY
+  -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
+  -- temporary tables hold no BLOB/TEXT), on every result.
+  IF v_granted = 1 THEN
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.id = v_granted_id;
+  ELSEIF v_granted > 1 THEN
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+     ORDER BY a.id;
+  ELSE
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues,
+           a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM (SELECT 1 AS one) AS ack
+      -- No row has id 0: a primary-key probe that finds nothing (ON FALSE is a full scan).
+      LEFT JOIN orbit_attempt a ON a.id = 0
+      LEFT JOIN orbit_task t ON t.id = 0;
+  END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
+-- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
+--
+-- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
+-- advances the resource row's version (the caller records it as the attempt's release_version,
+-- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
+-- caller's transaction:
+--   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
+--     (orbit_key_promote_all);
+--   p_hand_off = 1: only the key's next task, the best queue head (priority, then age) over those
+--     queues. For a caller that grants in the same transaction (orbit_attempt_finish): promoting
+--     in every queue, then demoting the heads the grant did not take because it took the key,
+--     cost a promotion and a demotion per extra queue on every hand-off. The caller must call
+--     orbit_key_promote_all after its grant if the key is still free and p_queues > 1.
+-- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
+-- are blocked.
+-- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1); OUT p_queues: with
+--   p_hand_off = 1, how many queues have a blocked task of the key that a grant may take (the
+--   promoted head's among them); otherwise, or when this attempt held no permit, 0; OUT
+--   p_release_version: the resource row's version this release wrote, for the caller to record
+--   as the attempt's release_version (0 when this attempt held no permit: nothing written).
+-- Result: none. Signals: none.
+-- Locks: this attempt's orbit_key_permit row (deleted), the orbit_resource row (updated), then
+--   the promoted task rows (SKIP LOCKED).
+DROP PROCEDURE IF EXISTS orbit_key_release;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
+                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_release_version BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_priority INT;
+  DECLARE v_head BIGINT UNSIGNED;
+  DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_best_priority INT;
+  DECLARE v_best BIGINT UNSIGNED;
+  SET p_queues = 0, p_release_version = 0;
+  -- The permit first: nothing waits for a permit row while holding the resource row (a grant or
+  -- a placement reads permits without locking them), so this order cannot deadlock, and a
+  -- release of no permit writes nothing. Those plain reads stay exact: the deletion commits only
+  -- after the resource row lock below is taken.
+  DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
+  IF ROW_COUNT() = 0 THEN
+    LEAVE body;
+  END IF;
+  -- The version written, read back without a statement: LAST_INSERT_ID(expr) returns expr and
+  -- keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
+  UPDATE orbit_resource r
+     SET r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+   WHERE r.id = p_resource_id;
+  SET p_release_version = LAST_INSERT_ID();
+  IF NOT p_hand_off THEN
+    CALL orbit_key_promote_all(p_resource_id, p_now);
+    LEAVE body;
+  END IF;
+  -- Each queue's head, in queue id order: ix_task_key's order, so each probe reads one entry
+  -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
+  -- Plain reads, then one lock below: locking reads here, which would also lock and pass over
+  -- the entries the key's last hand-offs moved out of the lane and purge has not removed yet,
+  -- cost more than the lock they save (BENCHMARKS.md, hotkey). FORCE INDEX, as in every probe
+  -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
+  -- queue_id or lane as well (five of them, two B-tree dives each), which costs more than the
+  -- probe.
+  heads: LOOP
+    SET v_head = NULL;
+    SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
+       AND t.blocked_reason = ''
+     ORDER BY t.queue_id, t.priority, t.id
+     LIMIT 1;
+    IF v_head IS NULL THEN
+      LEAVE heads;
+    END IF;
+    SET p_queues = p_queues + 1;
+    IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
+      SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
+    END IF;
+  END LOOP heads;
+  IF v_best IS NOT NULL THEN
+    -- Promoted here rather than by orbit_key_promote, whose checks hold already (this release
+    -- freed the key, and a held key has no ready task): the head row itself, unless someone else
+    -- holds it (a cancel or expiry is never waited for: then the queue's next task, as usual).
+    SET v_lock = NULL;
+    SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_best AND t.lane = 'blocked' FOR UPDATE SKIP LOCKED;
+    IF v_lock IS NULL THEN
+      CALL orbit_key_promote(p_resource_id, v_best_queue_id, p_now);
+    ELSE
+      UPDATE orbit_task t SET t.lane = 'ready', t.updated_at = p_now WHERE t.id = v_best;
+    END IF;
+  END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_grant (from templates/procedures/orbit_task_grant.sql) ----
+-- orbit_task_grant: Internal: grant up to p_max ready tasks to a worker session, in the caller's transaction.
+--
+-- The claim itself, shared by orbit_task_claim (a claim on its own) and orbit_attempt_finish (the
+-- releasing transaction grants the session its next tasks, so a hot key is handed on with the
+-- result, in one commit). For each task granted: reserves the application's active-attempt quota
+-- (once per attempt), the queue permit and, for a keyed task, the key permit with token
+-- highest_token + 1 (the resource row's version advances); creates the attempt (LEASED until
+-- p_now + lease; RUNNING at once for a start_on_assign session, see orbit_session_open).
+-- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
+-- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
+-- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
+-- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
+-- priority (0 first), then age, orders each queue. Skipped: paused queues, queues at their permit
+-- limit, keyed tasks for a session that did not register concurrency_keys, handlers the session
+-- does not run. A ready task found past its deadline is expired here. A key whose token space is
+-- exhausted (2^64-1) is refused, never wrapped: its task stays WAITING with blocked_reason
+-- TOKEN_EXHAUSTED. Never commits: when nothing was granted, expired or moved back to the blocked
+-- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
+-- other work is kept.
+-- Where a scan starts: tasks leave the front of a ready lane, and their index entries stay there,
+-- delete-marked, until purge removes them; a locking scan passes over each, and a busy queue
+-- has hundreds of them. So with p_hinted, a scan of the queue the session
+-- scanned last starts past the last candidate that scan took, within its priority: worse
+-- priorities are scanned whole, and a better one found ready makes the scan start at the front.
+-- It goes on from the front when it comes up short, and every 16th grant of a session
+-- starts at the front: a task readied behind that point (a promoted key's task, a retry, a submit
+-- that committed late) is passed over by at most that many of the session's grants, and a scan
+-- from the front (a claim) takes it at once (the SPEC promises no FIFO order; priority orders
+-- every scan).
+-- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
+--   p_now; p_hinted: 1 = scans may start where the session's last one stopped (see above; a
+--   caller that has just readied tasks of its own passes 0); OUT p_seq: the session's claim_seq
+--   recorded on the granted attempts (0 = nothing written); OUT p_granted: how many attempts it
+--   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
+--   application's room for more active attempts after the grant, as read at its start less what
+--   it granted (NULL: no quota rows); OUT p_queue_limited: 1 when one of the session's queues
+--   has a permit limit, and whenever the grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
+--   statement of its own, whether its releases may have left work for other sessions. OUT
+--   p_attempt_id: the last attempt granted (the only one when p_granted = 1), NULL when none:
+--   callers read a grant of one by primary key.
+-- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
+--   credential, gets nothing.
+-- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
+--   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
+--   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
+--   fits its share and nothing expired, otherwise every slot of the application in ascending slot
+--   order (one locking read), the exact total checked and the grants charged to the lowest slots
+--   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
+--   and history.
+DROP PROCEDURE IF EXISTS orbit_task_grant;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
+                                  IN p_now DATETIME(6), IN p_hinted TINYINT, OUT p_seq BIGINT UNSIGNED,
+                                  OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
+                                  OUT p_attempt_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_keys TINYINT;
+  DECLARE v_start TINYINT;
+  DECLARE v_handlers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_any_handler TINYINT;
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_credential_ok TINYINT DEFAULT 0;
+  DECLARE v_key_held TINYINT;
+  DECLARE v_seq BIGINT UNSIGNED;
+  DECLARE v_queue_count INT DEFAULT 0;
+  DECLARE v_budget BIGINT DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_expired INT DEFAULT 0;
+  DECLARE v_demoted INT DEFAULT 0;
+  DECLARE v_visit INT DEFAULT 0;
+  DECLARE v_position INT;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_paused TINYINT;
+  DECLARE v_queue_max INT UNSIGNED;
+  DECLARE v_queue_room BIGINT;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_deadline DATETIME(6);
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_highest BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_attempt_no INT UNSIGNED;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  DECLARE v_last_attempt_id BIGINT UNSIGNED;
+  DECLARE v_last_task_id BIGINT UNSIGNED;
+  DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_last_token BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
+  DECLARE v_task_slot TINYINT UNSIGNED;
+  DECLARE v_charge_slot TINYINT UNSIGNED;
+  DECLARE v_charged INT DEFAULT 0;
+  DECLARE v_limit BIGINT UNSIGNED;
+  DECLARE v_total BIGINT UNSIGNED;
+  DECLARE v_over INT;
+  DECLARE v_checked TINYINT;
+  -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
+  DECLARE v_expired_slots TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_no_attempts TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  -- Candidates are locked a batch at a time: as many as the room left (v_want), in one scan of
+  -- the queue's ready lane; v_fetched counts what the scan found.
+  DECLARE v_want BIGINT;
+  DECLARE v_fetched INT;
+  DECLARE v_any_ready TINYINT;
+  -- 1 once a visited queue has a permit limit (for p_queue_limited).
+  DECLARE v_limited TINYINT DEFAULT 0;
+  -- Where the session's last scan stopped (orbit_session.scan_*), and where this visit's scan
+  -- starts: past (v_from_priority, v_from_task_id); v_from_task_id 0 = from the front.
+  DECLARE v_scan_position INT UNSIGNED;
+  DECLARE v_scan_priority TINYINT UNSIGNED;
+  DECLARE v_scan_task_id BIGINT UNSIGNED;
+  DECLARE v_from_priority TINYINT UNSIGNED;
+  DECLARE v_from_task_id BIGINT UNSIGNED;
+  DECLARE v_priority TINYINT UNSIGNED;
+  DECLARE v_hinted TINYINT;
+  DECLARE v_better TINYINT;
+  -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
+  -- is planned, and the optimizer otherwise estimates the range in each index that starts with
+  -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
+  -- below.
+  DECLARE c_candidates CURSOR FOR
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority
+      FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+     WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
+       AND (v_from_task_id = 0 OR t.priority > v_from_priority
+            OR (t.priority = v_from_priority AND t.id > v_from_task_id))
+       AND (v_keys OR t.resource_id = 0)
+       AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
+     ORDER BY t.priority, t.id
+     LIMIT v_want
+       FOR UPDATE SKIP LOCKED;
+
+  SET p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
+  SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
+  SAVEPOINT orbit_task_grant;
+  SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
+         s.state, s.claim_seq + 1, s.scan_position, s.scan_priority, s.scan_task_id
+    INTO v_application_id, v_credential_id, v_worker_id, v_keys, v_start, v_handlers, v_session_state, v_seq,
+         v_scan_position, v_scan_priority, v_scan_task_id
+    FROM orbit_session s
+   WHERE s.id = p_session_id
+     FOR UPDATE;
+  IF v_application_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: session not found';
+  END IF;
+  -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
+  -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
+  -- The credential, the quota's room and the session's queue count: one statement.
+  SELECT (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = v_credential_id AND c.revoked_at IS NULL),
+         (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
+            FROM orbit_application_quota q WHERE q.application_id = v_application_id),
+         (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
+    INTO v_credential_ok, v_budget, v_queue_count;
+  SET p_room = v_budget, v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
+  IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
+    LEAVE body;
+  END IF;
+  SET v_any_handler = (v_handlers = '[]');
+
+  queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
+    -- Visit the session's queues from a rotating start position: visit v takes the queue at
+    -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
+    -- of ux_session_queue_position, no sort.
+    -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
+    -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
+    -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
+    -- of it, which the probe would pass over as the cursor does, and then the scan again.
+    -- A scan from where the session's last one stopped (see the header) first needs to know that
+    -- no better priority is ready: probed downwards from that priority, because a probe upwards
+    -- from the front would pass over the entries the scan is to skip.
+    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
+        v_hinted = p_hinted AND v_scan_task_id > 0 AND v_position = v_scan_position
+                   AND v_seq % 16 <> 0;
+    SELECT sq.queue_id, q.paused, q.max_active_attempts,
+           IF(v_queue_count > 1,
+              EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                       WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
+           IF(v_hinted,
+              (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
+                ORDER BY t.priority DESC, t.id DESC
+                LIMIT 1) IS NOT NULL, 1)
+      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better
+      FROM orbit_session_queue sq
+      JOIN orbit_queue q ON q.id = sq.queue_id
+     WHERE sq.session_id = p_session_id AND sq.position = v_position;
+    SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
+    IF v_queue_id IS NULL OR v_paused THEN
+      ITERATE queues;
+    END IF;
+    SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
+        v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
+    IF v_queue_max > 0 AND v_any_ready THEN
+      SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
+      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
+    END IF;
+
+    -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
+    -- and the entries they just moved out of the lane, so one per batch, not one per task); a
+    -- batch that grants less than it found (expired, demoted, refused) is followed by another.
+    candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
+      SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
+      OPEN c_candidates;
+      batch: LOOP
+        SET v_task_id = NULL;
+        fetch_one: BEGIN
+          -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
+          DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
+          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
+        END fetch_one;
+        IF v_task_id IS NULL THEN
+          LEAVE batch;
+        END IF;
+        -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
+        SET v_fetched = v_fetched + 1,
+            v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
+
+        IF v_resource_id <> 0 THEN
+          SELECT r.highest_token, r.version INTO v_highest, v_version
+            FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+        END IF;
+        IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
+          UPDATE orbit_task t
+             SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
+           WHERE t.id = v_task_id;
+          INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+          VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
+          SET v_expired = v_expired + 1,
+              v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
+                                 CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+          IF v_resource_id <> 0 THEN
+            CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
+          END IF;
+          ITERATE batch;
+        END IF;
+        IF v_resource_id <> 0 THEN
+          SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+          IF v_key_held > 0 THEN
+            -- A head left ready when another queue's task took the key: demote it now.
+            UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
+            SET v_demoted = v_demoted + 1;
+            ITERATE batch;
+          END IF;
+          IF v_highest = 18446744073709551615 THEN
+            UPDATE orbit_task t
+               SET t.lane = 'blocked', t.updated_at = p_now,
+                   t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
+             WHERE t.id = v_task_id;
+            INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+            VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', p_now);
+            SET v_demoted = v_demoted + 1;
+            ITERATE batch;
+          END IF;
+          SET v_token = v_highest + 1, v_version = v_version + 1;
+          UPDATE orbit_resource r
+             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
+           WHERE r.id = v_resource_id;
+        ELSE
+          SET v_token = 0, v_version = 0;
+        END IF;
+
+        INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
+                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
+                                   state, granted_at, started_at, lease_expires_at)
+        VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
+                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
+                p_now, IF(v_start, p_now, NULL), v_expires);
+        SET v_attempt_id = LAST_INSERT_ID();
+        IF v_resource_id <> 0 THEN
+          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
+          VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
+        END IF;
+        UPDATE orbit_task t
+           SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
+               t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
+         WHERE t.id = v_task_id;
+        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
+            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
+      END LOOP batch;
+      CLOSE c_candidates;
+      IF v_fetched < v_want THEN
+        IF v_from_task_id > 0 THEN
+          -- A scan from the session's last stop came up short: the rest from the front, which
+          -- also finds what was readied behind that stop.
+          SET v_from_task_id = 0;
+          ITERATE candidates;
+        END IF;
+        -- The scan found fewer than it asked for: the queue has nothing more for this session.
+        LEAVE candidates;
+      END IF;
+    END WHILE candidates;
+  END WHILE queues;
+  SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
+  -- The claim_seq step and where the scan stopped (undone below when nothing was written).
+  UPDATE orbit_session s
+     SET s.claim_seq = v_seq,
+         s.scan_position = v_scan_position, s.scan_priority = v_scan_priority, s.scan_task_id = v_scan_task_id
+   WHERE s.id = p_session_id;
+
+  IF v_granted = 0 AND v_expired = 0 THEN
+    IF v_demoted = 0 THEN
+      -- Nothing granted, expired or demoted: undo the claim_seq step (a caller with nothing else
+      -- to commit then writes nothing).
+      ROLLBACK TO SAVEPOINT orbit_task_grant;
+      LEAVE body;
+    END IF;
+    SET p_seq = v_seq;
+    LEAVE body;
+  END IF;
+  IF v_expired = 0 THEN
+    -- The common case: the whole grant fits the session's slot (the attempts recorded it).
+    UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
+   WHERE q.application_id = v_application_id AND q.slot = v_slot
+     AND q.checked_max_active_attempts = q.max_active_attempts
+     AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+    SET v_charged = ROW_COUNT();
+  END IF;
+  IF v_charged = 0 THEN
+    -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
+    -- released the session's slot if the update above did not match it), check the total.
+    SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
+           MIN(q.checked_max_active_attempts = q.max_active_attempts)
+      INTO v_limit, v_total, v_checked
+      FROM orbit_application_quota q
+     WHERE q.application_id = v_application_id
+       FOR UPDATE;
+    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
+      -- Concurrent claims used the quota first: grant nothing this time.
+      ROLLBACK TO SAVEPOINT orbit_task_grant;
+      LEAVE body;
+    ELSE
+      IF v_expired > 0 THEN
+        UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS SIGNED),
+         q.updated_at = p_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+      END IF;
+      IF v_granted > 0 THEN
+        -- The lowest slot that takes the whole grant within its share, if one does.
+        SET v_charge_slot = NULL;
+        SELECT q.slot INTO v_charge_slot
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+         ORDER BY q.slot
+         LIMIT 1;
+        IF v_charge_slot IS NOT NULL THEN
+          UPDATE orbit_application_quota q
+             SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
+           WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+          IF v_charge_slot <> v_slot THEN
+            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
+             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+          END IF;
+          SET v_charged = v_granted;
+        END IF;
+      END IF;
+      -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
+      -- while the total is below the limit) and record that slot on the attempt.
+      SET v_attempt_id = 0;
+      charge: WHILE v_charged < v_granted DO
+        SELECT a.id INTO v_attempt_id
+          FROM orbit_attempt a
+         WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
+         ORDER BY a.id
+         LIMIT 1;
+        SELECT q.slot INTO v_charge_slot
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           AND q.active_attempts < (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+         ORDER BY q.slot
+         LIMIT 1;
+        UPDATE orbit_application_quota q
+           SET q.active_attempts = q.active_attempts + 1, q.updated_at = p_now
+         WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
+        UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
+        SET v_charged = v_charged + 1;
+      END WHILE charge;
+      IF v_checked = 0 THEN
+        SELECT COUNT(*) INTO v_over
+          FROM orbit_application_quota q
+         WHERE q.application_id = v_application_id
+           AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+        IF v_over = 0 THEN
+          -- Every slot is within its share of the current limit: one-slot charges may resume.
+          UPDATE orbit_application_quota q
+             SET q.checked_max_active_attempts = q.max_active_attempts
+           WHERE q.application_id = v_application_id;
+        END IF;
+      END IF;
+    END IF;
+  END IF;
+  -- The granted attempts' queue permits and history, one statement each for the whole grant
+  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
+  IF v_granted = 1 THEN
+    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
+    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
+    -- (a temporary table), the largest statement of a hand-off's grant.
+    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+    VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
+    IF v_start THEN
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
+             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
+    ELSE
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
+    END IF;
+  ELSEIF v_granted > 1 THEN
+    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
+    SELECT a.id, a.queue_id, a.application_id, v_expires
+      FROM orbit_attempt a
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
+    -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
+    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
+    -- the grant of one above.
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
+           IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
+      FROM orbit_attempt a
+      JOIN (SELECT 1 AS step, 'granted' AS event, 'WAITING' AS from_state, 'LEASED' AS to_state
+            UNION ALL
+            SELECT 2, 'started', 'LEASED', 'RUNNING') e ON e.step = 1 OR v_start
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+     ORDER BY a.id, e.step;
+  END IF;
+  SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_submit_many (from templates/procedures/orbit_task_submit_many.sql) ----
+-- orbit_task_submit_many: Accept many tasks in one transaction, each once per its own Idempotency-Key.
+--
+-- All or nothing: every task is read, authorised and validated before anything is written, then
+-- one transaction gives each task, in input order, exactly what orbit_task_submit gives it: the
+-- same key with the same request (hashed exactly as orbit_task_submit hashes it, so a single
+-- submit and a batch task replay each other) returns the original task, replayed = 1; with any
+-- other field it is an IDEMPOTENCY_CONFLICT, which fails the whole call. A key used twice in one
+-- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
+-- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
+-- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
+-- insert and one update; when no task of it names a concurrency key, its tasks and their events
+-- are created by one insert each (the rows orbit_task_create writes for an unkeyed task),
+-- otherwise each task is created by orbit_task_create. Keyed tasks behind a
+-- held key (including one taken by an earlier task of the same call) wait, as with single
+-- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
+-- and one round trip for up to 1000 tasks.
+-- Parameters:
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on every queue)
+--   p_tasks                   a JSON array of 1-1000 task objects, each with the members
+--     idempotency_key         string, 1-255 bytes
+--     queue_id                string, CHAR(32)
+--     handler, handler_version, payload_version, business_key, concurrency_key: strings, and
+--     priority, max_attempts, retry_base_ms, retry_max_ms, deadline_seconds: integers, and
+--     retry_unknown: true/false, with the rules and defaults of the p_ parameters below;
+--     payload                 a string holding the payload's JSON text (e.g. "{\"n\":1}"): the
+--                             text is stored and hashed byte for byte, as orbit_task_submit does
+--                             with p_payload (the server's JSON functions would reformat a value)
+--   A missing member or JSON null takes the default; a missing concurrency_key is '' (none), a
+--   null one is invalid (as in orbit_task_submit); no other member is allowed.
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result: one row per task, in input order: item INT (0-based index in p_tasks), replayed TINYINT
+--   (0 = created now, 1 = the original), then the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
+--   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
+--   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
+--   must be 1-191 characters".
+-- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
+--   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
+--   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
+--   insert or FOR UPDATE), or for a batch without keys the AUTO-INC locks of orbit_task and
+--   orbit_task_event, each for one statement; then, once for the batch, the connection's orbit_application_quota slot
+--   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
+--   share keys in different orders can deadlock; the loser is rolled back whole and retried by
+--   the caller.
+DROP PROCEDURE IF EXISTS orbit_task_submit_many;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_submit_many(
+  IN p_token_hash BINARY(32),
+  IN p_tasks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_i INT DEFAULT 0;
+  -- The first task that breaks a field rule (v_count + 1 when none), and the rule's message.
+  DECLARE v_bad_item INT;
+  DECLARE v_bad VARCHAR(132) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  -- The batch's least and greatest queue id (equal: one queue).
+  DECLARE v_queue_least VARBINARY(255);
+  DECLARE v_queue_greatest VARBINARY(255);
+  DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_idempotency_key BLOB;
+  DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_last_queue TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_concurrency_key BLOB;
+  DECLARE v_priority INT;
+  DECLARE v_max_attempts INT;
+  DECLARE v_retry_base_ms BIGINT;
+  DECLARE v_retry_max_ms BIGINT;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_hash BINARY(32);
+  DECLARE v_existing_hash BINARY(32);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  -- The first id of a batch insert, and how many tasks of the batch name a concurrency key.
+  DECLARE v_first BIGINT UNSIGNED;
+  DECLARE v_keyed INT;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
+  -- idempotency path on its own.
+  DECLARE v_one_by_one TINYINT;
+  DECLARE v_replayed TINYINT;
+  DECLARE v_created INT DEFAULT 0;
+  DECLARE v_charged TINYINT;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  -- [[item, replayed, task_id], ...], closed after the write loop.
+  DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  -- The queues of the tasks before the first bad one, each once, in order of first use (read to
+  -- its end by a FETCH with its own NOT FOUND handler, scoped to the FETCH alone: a handler over
+  -- the loop would also catch an empty SELECT ... INTO in a nested call). The tasks' loop runs
+  -- p_tasks' length, so its FETCH never runs past the end.
+  DECLARE c_queues CURSOR FOR
+    SELECT MIN(t.queue_id), MIN(t.item)
+      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   0) AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+     WHERE t.item < v_bad_item
+     GROUP BY CAST(t.queue_id AS BINARY)
+     ORDER BY MIN(t.item);
+  -- The tasks the batch's insert created, in input order (their ids' order). A consistent read:
+  -- a key is unique to its application and this call holds its row, so one task matches. The
+  -- new rows (ids from v_first on) are read first and each probes the batch's keys, materialised
+  -- once (LIMIT: not merged) with an index: joined the other way round, every pair would
+  -- compare the keys' JSON expressions.
+  DECLARE c_created CURSOR FOR
+    SELECT o.id
+      FROM orbit_task o
+      STRAIGHT_JOIN (SELECT t.idempotency_key FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   0) AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t LIMIT 1000) b
+        ON b.idempotency_key = o.idempotency_key
+     WHERE o.id >= v_first AND o.application_id = v_application_id
+     ORDER BY o.id;
+  DECLARE c_tasks CURSOR FOR
+    SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
+           t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
+           t.retry_unknown, t.deadline_seconds, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+                 HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
+                 t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+                 t.deadline_seconds), 256))
+      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   0) AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+     ORDER BY t.item;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  -- The token and the scope first, as for a single submit; queues are checked below.
+  CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_environment_id, v_credential_id);
+  IF p_tasks IS NULL OR NOT JSON_VALID(p_tasks) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: tasks must be a JSON array of 1-1000 tasks';
+  END IF;
+  SET v_count = IF(JSON_TYPE(p_tasks) = 'ARRAY', JSON_LENGTH(p_tasks), 0);
+  IF v_count NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: tasks must be a JSON array of 1-1000 tasks';
+  END IF;
+
+  -- Checks, nothing written, reported in input order as a task-by-task check would: the first
+  -- task whose fields break a rule, then the queue of each task before it (once per queue); a
+  -- queue refused before that task is the error, else its rule. One statement over the whole
+  -- batch finds the first bad task (its item, 4 digits, before its message: the least such
+  -- string is the first), and also counts the keyed tasks and the least and greatest queue.
+  SELECT MIN(IF(b.bad IS NULL, NULL, CONCAT(LPAD(b.item, 4, '0'), b.bad))), SUM(b.concurrency_key <> ''),
+         MIN(CAST(b.queue_id AS BINARY)), MAX(CAST(b.queue_id AS BINARY))
+    INTO v_bad, v_keyed, v_queue_least, v_queue_greatest
+    FROM (SELECT t.item, t.queue_id, t.concurrency_key,
+                 CASE
+                   WHEN JSON_TYPE(t.task) <> 'OBJECT' THEN 'a task must be a JSON object'
+                   WHEN NOT COALESCE(LENGTH(t.idempotency_key) BETWEEN 1 AND 255, 0)
+                     THEN 'idempotency_key must be a string of 1-255 bytes'
+                   WHEN COALESCE(JSON_TYPE(t.j_queue_id), '') <> 'STRING' THEN 'queue_id must be a string'
+                   WHEN NOT (t.j_handler IS NULL OR JSON_TYPE(t.j_handler) IN ('NULL', 'STRING')) THEN 'handler must be a string'
+                   WHEN NOT (t.j_handler_version IS NULL OR JSON_TYPE(t.j_handler_version) IN ('NULL', 'STRING')) THEN 'handler_version must be a string'
+                   WHEN NOT (t.j_payload_version IS NULL OR JSON_TYPE(t.j_payload_version) IN ('NULL', 'STRING')) THEN 'payload_version must be a string'
+                   WHEN NOT (t.j_payload IS NULL OR JSON_TYPE(t.j_payload) IN ('NULL', 'STRING')) THEN 'payload must be a string holding the JSON text'
+                   WHEN NOT (t.j_business_key IS NULL OR JSON_TYPE(t.j_business_key) IN ('NULL', 'STRING')) THEN 'business_key must be a string'
+                   WHEN NOT (t.j_concurrency_key IS NULL OR JSON_TYPE(t.j_concurrency_key) IN ('NULL', 'STRING')) THEN 'concurrency_key must be a string'
+                   WHEN NOT (t.j_priority IS NULL OR JSON_TYPE(t.j_priority) = 'NULL' OR t.j_priority REGEXP '^-?[0-9]+$') THEN 'priority must be an integer'
+                   WHEN NOT (t.j_max_attempts IS NULL OR JSON_TYPE(t.j_max_attempts) = 'NULL' OR t.j_max_attempts REGEXP '^-?[0-9]+$') THEN 'max_attempts must be an integer'
+                   WHEN NOT (t.j_retry_base_ms IS NULL OR JSON_TYPE(t.j_retry_base_ms) = 'NULL' OR t.j_retry_base_ms REGEXP '^-?[0-9]+$') THEN 'retry_base_ms must be an integer'
+                   WHEN NOT (t.j_retry_max_ms IS NULL OR JSON_TYPE(t.j_retry_max_ms) = 'NULL' OR t.j_retry_max_ms REGEXP '^-?[0-9]+$') THEN 'retry_max_ms must be an integer'
+                   WHEN NOT (t.j_retry_unknown IS NULL OR JSON_TYPE(t.j_retry_unknown) IN ('NULL', 'BOOLEAN')) THEN 'retry_unknown must be true or false'
+                   WHEN NOT (t.j_deadline_seconds IS NULL OR JSON_TYPE(t.j_deadline_seconds) = 'NULL' OR t.j_deadline_seconds REGEXP '^-?[0-9]+$') THEN 'deadline_seconds must be an integer'
+                   WHEN JSON_LENGTH(t.task) <> (t.j_idempotency_key IS NOT NULL) + (t.j_queue_id IS NOT NULL)
+                          + (t.j_handler IS NOT NULL) + (t.j_handler_version IS NOT NULL) + (t.j_payload_version IS NOT NULL)
+                          + (t.j_payload IS NOT NULL) + (t.j_business_key IS NOT NULL) + (t.j_concurrency_key IS NOT NULL)
+                          + (t.j_priority IS NOT NULL) + (t.j_max_attempts IS NOT NULL) + (t.j_retry_base_ms IS NOT NULL)
+                          + (t.j_retry_max_ms IS NOT NULL) + (t.j_retry_unknown IS NOT NULL) + (t.j_deadline_seconds IS NOT NULL)
+                     THEN 'the task has a member that is not a field of a submit'
+                   ELSE CASE
+       WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
+         THEN 'handler must be 1-191 characters'
+       WHEN t.handler_version IS NULL OR CHAR_LENGTH(t.handler_version) NOT BETWEEN 1 AND 64
+         THEN 'handler_version must be 1-64 characters'
+       WHEN t.payload_version IS NULL OR CHAR_LENGTH(t.payload_version) NOT BETWEEN 1 AND 64
+         THEN 'payload_version must be 1-64 characters'
+       WHEN t.payload IS NULL OR NOT JSON_VALID(t.payload) THEN 'payload must be valid JSON'
+       WHEN CHAR_LENGTH(t.business_key) > 191 THEN 'business_key must be at most 191 characters'
+       WHEN (CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN t.concurrency_key = '' THEN NULL
+       WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(t.concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(t.concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END) IS NOT NULL
+         THEN CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN t.concurrency_key = '' THEN NULL
+       WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(t.concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(t.concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END
+       WHEN t.priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
+       WHEN t.max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
+       WHEN t.retry_base_ms NOT BETWEEN 0 AND 86400000 OR t.retry_max_ms NOT BETWEEN 0 AND 604800000
+         THEN 'retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000'
+       WHEN t.retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
+       WHEN t.deadline_seconds NOT BETWEEN 0 AND 315360000
+         THEN 'deadline_seconds must be between 1 and 315360000'
+  END
+                 END AS bad
+            FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   0) AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t) b;
+  SET v_bad_item = COALESCE(CAST(LEFT(v_bad, 4) AS UNSIGNED), v_count + 1), v_bad = SUBSTRING(v_bad, 5);
+  queues: BEGIN
+    DECLARE EXIT HANDLER FOR SQLSTATE '45000'
+    BEGIN
+      GET DIAGNOSTICS CONDITION 1 v_message = MESSAGE_TEXT;
+      SET v_message = LEFT(CONCAT(SUBSTRING_INDEX(v_message, ': ', 1), ': tasks[', v_i - 1, ']: ',
+                                  SUBSTRING(v_message, LOCATE(': ', v_message) + 2)), 128);
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    END;
+    -- The usual batch, all valid on one queue, needs no list of its queues.
+    IF v_bad IS NULL AND v_queue_least = v_queue_greatest THEN
+      SET v_i = 1, v_queue_id = v_queue_least;
+      CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
+                                  v_credential_id);
+      SET v_last_queue = v_queue_id;
+      LEAVE queues;
+    END IF;
+    OPEN c_queues;
+    each_queue: LOOP
+      SET v_queue_id = NULL;
+      fetch_queue: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_queue_id = NULL;
+        FETCH c_queues INTO v_queue_id, v_i;
+      END fetch_queue;
+      IF v_queue_id IS NULL THEN
+        LEAVE each_queue;
+      END IF;
+      CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id,
+                                  v_credential_id);
+      SET v_last_queue = v_queue_id;
+    END LOOP each_queue;
+    CLOSE c_queues;
+  END queues;
+  IF v_bad IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: tasks[', v_bad_item - 1, ']: ', v_bad);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+
+  -- One transaction. Every key at once first: the insert waits for a concurrent first submit of
+  -- any of them, and fails whole (nothing inserted) when one exists or repeats in the batch.
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+  SELECT v_application_id, t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+                 HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
+                 t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+                 t.deadline_seconds), 256)), 0, v_now
+    FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   0) AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t;
+  SET v_one_by_one = v_duplicate, v_i = 0;
+  IF NOT v_one_by_one AND v_keyed = 0 THEN
+    -- New keys and no concurrency key: every task is new and due now, so the batch is created by
+    -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
+    -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
+    -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
+    -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
+    -- a task, which does not (BENCHMARKS.md).
+    INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
+                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                            deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+    SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
+           t.payload, t.business_key, '', 0, 'WAITING', 'ready', t.priority,
+           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, v_now,
+           IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
+           t.idempotency_key, 0, 0, v_slot, v_now, v_now
+      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
+            AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   0) AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+      JOIN orbit_queue q ON q.id = t.queue_id
+     ORDER BY t.item;
+    SET v_first = LAST_INSERT_ID(), v_created = v_count;
+    OPEN c_created;
+    WHILE v_i < v_count DO
+      FETCH c_created INTO v_task_id;
+      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
+    END WHILE;
+    CLOSE c_created;
+    INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
+    SELECT r.task_id, 'submitted', 'WAITING', 'lane ready', v_now
+      FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
+     ORDER BY r.task_id;
+  ELSE
+    OPEN c_tasks;
+    WHILE v_i < v_count DO
+      FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
+                         v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
+                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_hash;
+      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0;
+      -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
+      -- v_namespace_id still hold the last queue checked).
+      IF v_queue_id <> v_last_queue THEN
+        SELECT q.namespace_id, q.id INTO v_namespace_id, v_last_queue
+          FROM orbit_queue q
+         WHERE q.id = v_queue_id;
+      END IF;
+      -- One by one, as orbit_task_submit: the same key with the same request is a replay.
+      IF v_one_by_one THEN
+        INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+        VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
+        IF v_duplicate THEN
+          SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+            FROM orbit_idempotency i
+           WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+             FOR UPDATE;
+          IF v_existing_hash <> v_hash THEN
+            ROLLBACK;
+            SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
+                                   ']: this idempotency_key was used with a different request');
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+          END IF;
+          SET v_replayed = 1;
+        END IF;
+      END IF;
+      IF NOT v_replayed THEN
+        CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                               v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                               v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                               v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
+        SET v_created = v_created + 1;
+        IF v_one_by_one THEN
+          UPDATE orbit_idempotency i SET i.task_id = v_task_id
+           WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+        END IF;
+      END IF;
+      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
+    END WHILE;
+    CLOSE c_tasks;
+  END IF;
+  SET v_results = CONCAT(v_results, ']');
+  -- Keys inserted at once get their tasks at once (each task row carries its key).
+  IF NOT v_one_by_one THEN
+    UPDATE orbit_idempotency i
+      JOIN JSON_TABLE(v_results, '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
+      JOIN orbit_task t ON t.id = r.task_id
+       SET i.task_id = t.id
+     WHERE i.application_id = v_application_id AND i.idempotency_key = t.idempotency_key;
+  END IF;
+  -- The incomplete-task quota, last and once: the whole batch on the connection's slot when it
+  -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
+  -- and the first that does not fit fails the call.
+  IF v_created > 0 THEN
+    UPDATE orbit_application_quota q
+     SET q.incomplete_tasks = q.incomplete_tasks + v_created, q.updated_at = v_now
+   WHERE q.application_id = v_application_id AND q.slot = v_slot
+     AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+     AND q.incomplete_tasks + v_created <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+    IF ROW_COUNT() = 0 THEN
+      SET v_i = 0;
+      WHILE v_i < v_count DO
+        SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
+            v_i = v_i + 1, v_charged = 1;
+        IF NOT v_replayed THEN
+          CALL orbit_task_charge(v_application_id, v_now, v_charged);
+        END IF;
+        IF NOT v_charged THEN
+          ROLLBACK;
+          SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_i - 1,
+                                 ']: the application has reached its incomplete-task quota');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+      END WHILE;
+    END IF;
+  END IF;
+  COMMIT;
+
+  SELECT r.item, r.replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM JSON_TABLE(v_results, '$[*]'
+                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]')) r
+    JOIN orbit_task t ON t.id = r.task_id
+   ORDER BY r.item;
+END$$
+DELIMITER ;
+
+-- orbit:catalog
+-- The catalog rows come last: a script that stops early never claims its version.
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'f2ebe354f67eeb5435c76648f3f9475243e761c84eb6996d815f4c4755c30cf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'f2ebe354f67eeb5435c76648f3f9475243e761c84eb6996d815f4c4755c30cf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

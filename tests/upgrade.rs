@@ -1,0 +1,633 @@
+//! The upgrade from release 0.1.0, proven on live data (SPEC §9): a database installed from the
+//! frozen `migrations/000001_install.sql` and holding work in every state is upgraded with the
+//! `orbit migrate up` binary while no writer runs; then it must equal a fresh install (schema,
+//! routines, catalog), keep every row, replay old receipts and let the old key holder finish;
+//! a new server refuses it until then. A migrate stopped part-way completes when run again.
+//!
+//! The 0.1.0 data is written through the same stored procedures the 0.1.0 server calls. This
+//! crate's `orbit::db` layer calls them with 0.1.0's signatures as long as no migration changes a
+//! procedure's parameters; a migration that does must write this setup with 0.1.0's CALLs.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use orbit::db::tasks::{NewTask, TaskState};
+use orbit::db::workers::{Outcome, SessionOpen};
+use orbit::db::Db;
+use orbit::migrate;
+use orbit::testing::{Fixture, Server, TestDb, ALL_SCOPES};
+use serde_json::{json, Value};
+use sqlx::{MySqlPool, Row};
+
+const BIN: &str = env!("CARGO_BIN_EXE_orbit");
+
+/// Runs the orbit binary; returns (exit code, stdout, stderr).
+fn orbit(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("ORBIT_MYSQL_DSN")
+        .output()
+        .expect("run orbit");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn migrate_up(dsn: &str) -> String {
+    let (code, out, err) = orbit(&["migrate", "up", "--dsn", dsn]);
+    assert_eq!(code, 0, "orbit migrate up failed:\n{out}{err}");
+    out
+}
+
+/// A database with release 0.1.0 installed from the frozen 000001 alone.
+async fn release_0_1_0() -> TestDb {
+    let db = TestDb::empty().await;
+    let first = &migrate::embedded()[..1];
+    assert_eq!(first[0].name, "000001_install");
+    let frozen = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/000001_install.sql"),
+    )
+    .unwrap();
+    assert_eq!(
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&frozen)),
+        orbit::codegen::upgrade::FROZEN[0].sha256,
+        "000001 is the released file"
+    );
+    let mut conn = db.conn().await;
+    migrate::up(&mut conn, first, |_, _, _| {}).await.unwrap();
+    assert_eq!(version(&db.pool).await, 1);
+    db
+}
+
+/// A tenant (application, namespace, queue, credential of every scope) in `db`.
+async fn tenant(test_db: TestDb) -> Fixture {
+    let db = Db::new(test_db.pool.clone());
+    let (bootstrap, token) = orbit::db::queues::Bootstrap::with_new_token(
+        "app",
+        "test",
+        "default",
+        "q1",
+        &ALL_SCOPES,
+        "upgrade",
+    );
+    let hash = orbit::auth::token_hash(&token);
+    let b = db.admin_bootstrap(&bootstrap).await.expect("bootstrap");
+    Fixture {
+        test_db,
+        db,
+        token,
+        hash,
+        queue_id: b.queue_id,
+        namespace_id: b.namespace_id,
+        application_id: b.application_id,
+    }
+}
+
+async fn version(pool: &MySqlPool) -> u64 {
+    sqlx::query("CALL orbit_extension_version()")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Everything information_schema says about the extension's objects, one text line per fact
+/// (the resource-side fence, installed in the same database here, is not the extension's).
+async fn schema(pool: &MySqlPool) -> BTreeMap<&'static str, Vec<String>> {
+    let not_fence = |col: &str| format!("{col} NOT LIKE 'orbit\\_fence\\_%'");
+    let queries: Vec<(&'static str, String)> = vec![
+        ("tables", format!(
+            "SELECT CONCAT_WS(' | ', table_name, table_type, engine, row_format, table_collation, create_options, table_comment)
+               FROM information_schema.tables WHERE table_schema = DATABASE() AND {}", not_fence("table_name"))),
+        ("columns", format!(
+            "SELECT CONCAT_WS(' | ', table_name, column_name, ordinal_position, COALESCE(column_default, 'NULL'), is_nullable,
+                    column_type, COALESCE(character_set_name, '-'), COALESCE(collation_name, '-'), column_key, extra,
+                    column_comment, COALESCE(generation_expression, '-'))
+               FROM information_schema.columns WHERE table_schema = DATABASE() AND {}", not_fence("table_name"))),
+        ("indexes", format!(
+            "SELECT CONCAT_WS(' | ', table_name, index_name, seq_in_index, column_name, non_unique, COALESCE(sub_part, '-'),
+                    index_type, COALESCE(collation, '-'), index_comment)
+               FROM information_schema.statistics WHERE table_schema = DATABASE() AND {}", not_fence("table_name"))),
+        ("constraints", format!(
+            "SELECT CONCAT_WS(' | ', table_name, constraint_name, constraint_type)
+               FROM information_schema.table_constraints WHERE table_schema = DATABASE() AND {}", not_fence("table_name"))),
+        ("checks", format!(
+            "SELECT CONCAT_WS(' | ', table_name, constraint_name, check_clause)
+               FROM information_schema.check_constraints WHERE constraint_schema = DATABASE() AND {}", not_fence("table_name"))),
+        ("routines", format!(
+            "SELECT CONCAT_WS(' | ', routine_name, routine_type, COALESCE(data_type, '-'), is_deterministic, sql_data_access,
+                    security_type, sql_mode, routine_comment, character_set_client, collation_connection, database_collation,
+                    routine_definition)
+               FROM information_schema.routines WHERE routine_schema = DATABASE() AND {}", not_fence("routine_name"))),
+        ("parameters", format!(
+            "SELECT CONCAT_WS(' | ', specific_name, ordinal_position, COALESCE(parameter_mode, '-'), COALESCE(parameter_name, '-'), dtd_identifier)
+               FROM information_schema.parameters WHERE specific_schema = DATABASE() AND {}", not_fence("specific_name"))),
+        ("triggers", "SELECT CONCAT_WS(' | ', trigger_name, event_object_table, action_statement)
+               FROM information_schema.triggers WHERE trigger_schema = DATABASE()".into()),
+        ("views", "SELECT CONCAT_WS(' | ', table_name, view_definition)
+               FROM information_schema.views WHERE table_schema = DATABASE()".into()),
+        ("events", "SELECT CONCAT_WS(' | ', event_name, event_definition)
+               FROM information_schema.events WHERE event_schema = DATABASE()".into()),
+        ("catalog", "SELECT CONCAT_WS(' | ', kind, name, version, checksum) FROM orbit_extension".into()),
+    ];
+    let mut out = BTreeMap::new();
+    for (what, sql) in queries {
+        let rows: Vec<Vec<u8>> = sqlx::query_scalar(&sql).fetch_all(pool).await.unwrap();
+        let mut lines: Vec<String> = rows
+            .into_iter()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .collect();
+        lines.sort();
+        out.insert(what, lines);
+    }
+    out
+}
+
+/// Asserts two schemas are equal, naming the first differing facts of each kind.
+fn assert_same_schema(
+    got: &BTreeMap<&str, Vec<String>>,
+    want: &BTreeMap<&str, Vec<String>>,
+    what: &str,
+) {
+    for (kind, lines) in want {
+        let have = &got[kind];
+        let missing: Vec<&String> = lines.iter().filter(|l| !have.contains(l)).collect();
+        let extra: Vec<&String> = have.iter().filter(|l| !lines.contains(l)).collect();
+        let cut = |v: Vec<&String>| {
+            v.iter()
+                .take(3)
+                .map(|l| l.chars().take(300).collect::<String>())
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{what}: {kind} differ\n  expected but absent: {:?}\n  present but unexpected: {:?}",
+            cut(missing),
+            cut(extra)
+        );
+    }
+    assert!(
+        want["tables"].len() > 20 && want["routines"].len() > 40 && want["catalog"].len() > 60,
+        "the comparison saw the objects"
+    );
+}
+
+/// The full install of the current version from generated-sql/install.sql, statement by statement
+/// as `migrate up` sends them (the mariadb client strips comments from routine bodies by default).
+async fn squashed_install() -> TestDb {
+    let db = TestDb::empty().await;
+    let script = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("generated-sql/install.sql"),
+    )
+    .unwrap();
+    let mut conn = db.conn().await;
+    for s in orbit::sqlscript::split(&script) {
+        sqlx::raw_sql(&s.sql)
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("install.sql line {}: {e}", s.line));
+    }
+    db
+}
+
+/// Installs the resource-side fence into the same database (a resource that shares it).
+async fn install_fence(pool: &MySqlPool) {
+    let script = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("generated-sql/fence/install.sql"),
+    )
+    .unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    for s in orbit::sqlscript::split(&script) {
+        sqlx::raw_sql(&s.sql).execute(&mut *conn).await.unwrap();
+    }
+}
+
+async fn fence_write(pool: &MySqlPool, token: u64, op: &str) -> String {
+    let row = sqlx::query("CALL orbit_fence_write('default', 'k1', ?, ?, 'upgrade-test', 'v')")
+        .bind(token)
+        .bind(op)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&row.try_get::<Vec<u8>, _>(0).unwrap()).into_owned()
+}
+
+/// Every row of every table (except the catalog, which the upgrade rewrites), as checksums.
+async fn table_checksums(pool: &MySqlPool) -> BTreeMap<String, (i64, String)> {
+    let tables: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name <> 'orbit_extension'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut out = BTreeMap::new();
+    for t in tables {
+        let t = String::from_utf8(t).unwrap();
+        let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {t}"))
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        let row = sqlx::query(&format!("CHECKSUM TABLE {t} EXTENDED"))
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        let sum: Option<i64> = row.try_get(1).ok();
+        out.insert(t, (n, format!("{sum:?}")));
+    }
+    out
+}
+
+fn task(f: &Fixture, queue_id: &str, key: Option<&str>) -> NewTask {
+    NewTask {
+        concurrency_key: Some(key.unwrap_or("").to_string()),
+        ..f.task(queue_id, "")
+    }
+}
+
+/// The tasks' ids and states, and the largest token ever granted.
+async fn tasks(pool: &MySqlPool) -> Vec<(u64, String)> {
+    sqlx::query("SELECT id, CAST(state AS BINARY) FROM orbit_task ORDER BY id")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.get::<u64, _>(0),
+                String::from_utf8(r.get::<Vec<u8>, _>(1)).unwrap(),
+            )
+        })
+        .collect()
+}
+
+async fn max_token(pool: &MySqlPool) -> u64 {
+    sqlx::query_scalar(
+        "SELECT CAST(COALESCE(MAX(concurrency_token), 0) AS UNSIGNED) FROM orbit_attempt",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_install() {
+    // --- Release 0.1.0 with work in every state. ---
+    let f = tenant(release_0_1_0().await).await;
+    let pool = f.test_db.pool.clone();
+    install_fence(&pool).await;
+    let q1 = f.queue_id.clone();
+    let q2 = f.queue("q2").await;
+    let worker =
+        f.db.session_open(
+            &f.hash,
+            &SessionOpen {
+                worker_id: "w-old".into(),
+                node: "old-server".into(),
+                capacity: 100,
+                concurrency_keys: true,
+                queue_ids: vec![q1.clone(), q2.clone()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .session_id;
+    let lease_ms = 600_000;
+    // One task at a time is ready, so each claim takes the task just submitted.
+    let claim_next = async |t: NewTask| {
+        let id = f.submit_task(&t).await.id;
+        let grants = f.db.task_claim(worker, 1, lease_ms).await.unwrap();
+        assert_eq!(grants.len(), 1);
+        assert_eq!(grants[0].task.id, id);
+        grants.into_iter().next().unwrap()
+    };
+    let succeeded = claim_next(task(&f, &q1, None)).await;
+    f.db.attempt_start(worker, succeeded.attempt_id)
+        .await
+        .unwrap();
+    f.db.attempt_finish(
+        worker,
+        succeeded.attempt_id,
+        Outcome::Succeeded,
+        false,
+        Some("{\"ok\":1}"),
+        None,
+    )
+    .await
+    .unwrap();
+    let review = claim_next(task(&f, &q1, None)).await;
+    f.db.attempt_finish(
+        worker,
+        review.attempt_id,
+        Outcome::Unknown,
+        false,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let retry = claim_next(NewTask {
+        retry_base_ms: Some(3_600_000),
+        retry_max_ms: Some(3_600_000),
+        ..task(&f, &q1, None)
+    })
+    .await;
+    f.db.attempt_finish(
+        worker,
+        retry.attempt_id,
+        Outcome::Failed,
+        true,
+        None,
+        Some("{\"e\":1}"),
+    )
+    .await
+    .unwrap();
+    // The key k1's holder: RUNNING, and a task blocked behind it.
+    let holder = claim_next(task(&f, &q2, Some("k1"))).await;
+    f.db.attempt_start(worker, holder.attempt_id).await.unwrap();
+    assert!(holder.concurrency_token > 0);
+    assert_eq!(
+        fence_write(&pool, holder.concurrency_token, "op-1").await,
+        "accepted"
+    );
+    let blocked = f.submit_task(&task(&f, &q1, Some("k1"))).await;
+    let leased = claim_next(task(&f, &q1, None)).await;
+    let cancelled = f.submit_task(&task(&f, &q1, None)).await;
+    f.db.task_cancel(&f.hash, cancelled.id).await.unwrap();
+    // A receipt to replay: its request exactly as the HTTP body below spells it.
+    let receipt_task = NewTask {
+        queue_id: q1.clone(),
+        handler: "h".into(),
+        handler_version: "v1".into(),
+        payload_version: "v1".into(),
+        payload: "{\"n\":1}".into(),
+        // What the HTTP body's omitted key means.
+        concurrency_key: Some(String::new()),
+        ..Default::default()
+    };
+    let waiting =
+        f.db.task_submit(&f.hash, "receipt-1", &receipt_task)
+            .await
+            .unwrap()
+            .task;
+    let plan =
+        f.db.plan_create(
+            &f.hash,
+            &orbit::db::plans::NewPlan {
+                name: "nightly".into(),
+                interval_seconds: 86_400,
+                task: task(&f, &q2, None),
+            },
+        )
+        .await
+        .unwrap();
+    let before = tasks(&pool).await;
+    let states: BTreeMap<u64, &str> = before.iter().map(|(i, s)| (*i, s.as_str())).collect();
+    for (id, state) in [
+        (succeeded.task.id, TaskState::Succeeded),
+        (review.task.id, TaskState::NeedsReview),
+        (retry.task.id, TaskState::RetryWait),
+        (holder.task.id, TaskState::Running),
+        (blocked.id, TaskState::Waiting),
+        (leased.task.id, TaskState::Leased),
+        (cancelled.id, TaskState::Cancelled),
+        (waiting.id, TaskState::Waiting),
+    ] {
+        assert_eq!(states[&id], state.as_str(), "task {id} before the upgrade");
+    }
+    assert_eq!(f.lane(blocked.id).await, "blocked");
+    let token_before = max_token(&pool).await;
+    let rows_before = table_checksums(&pool).await;
+    assert!(rows_before["orbit_idempotency"].0 >= 8 && rows_before["orbit_session"].0 == 1);
+
+    // --- A 0.2 server refuses the 0.1 database, and says what to do. ---
+    let refused = Server::try_start(BIN, &f.test_db.dsn)
+        .await
+        .err()
+        .expect("the new server must refuse a 0.1 database");
+    assert!(
+        refused.contains("extension version 1")
+            && refused.contains(&format!(
+                "serves version {}",
+                orbit::codegen::EXTENSION_VERSION
+            ))
+            && refused.contains("orbit migrate up"),
+        "{refused}"
+    );
+
+    // --- Writers stopped (nothing runs against the database): migrate with the binary. ---
+    let out = migrate_up(&f.test_db.dsn);
+    assert!(out.contains("000002_upgrade"), "{out}");
+    assert_eq!(
+        version(&pool).await,
+        u64::from(orbit::codegen::EXTENSION_VERSION)
+    );
+
+    // --- The schema equals a fresh install's: `migrate up` on an empty database, and install.sql. ---
+    let upgraded = schema(&pool).await;
+    let fresh = TestDb::installed().await;
+    assert_same_schema(
+        &upgraded,
+        &schema(&fresh.pool).await,
+        "upgraded vs migrate up",
+    );
+    let squashed = squashed_install().await;
+    assert_same_schema(
+        &upgraded,
+        &schema(&squashed.pool).await,
+        "upgraded vs generated-sql/install.sql",
+    );
+
+    // --- Nothing lost: every row of every table as it was; every task keeps its id and state. ---
+    assert_eq!(table_checksums(&pool).await, rows_before);
+    assert_eq!(tasks(&pool).await, before);
+
+    // --- The new server serves the upgraded database. ---
+    let server = Server::start(BIN, &f.test_db.dsn).await;
+    let http = reqwest::Client::new();
+    for (id, state) in &before {
+        let r = http
+            .get(format!("{}/v1/tasks/{id}", server.url))
+            .bearer_auth(&f.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["data"]["id"], json!(id), "{body}");
+        assert_eq!(body["data"]["state"], json!(state), "{body}");
+    }
+    // Replaying the old Idempotency-Key returns the original receipt.
+    let r = http
+        .post(format!("{}/v1/tasks", server.url))
+        .bearer_auth(&f.token)
+        .header("Idempotency-Key", "receipt-1")
+        .json(&json!({"queue_id": q1, "handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {"n": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "a replay, not a new acceptance");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["data"]["id"], json!(waiting.id), "{body}");
+    // The plan is still there.
+    let r = http
+        .get(format!("{}/v1/plans/{}", server.url, plan.id))
+        .bearer_auth(&f.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+
+    // The key's old holder finishes; the key goes on with a larger token than any before.
+    let ack =
+        f.db.attempt_finish(
+            worker,
+            holder.attempt_id,
+            Outcome::Succeeded,
+            false,
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ack.task_state, "SUCCEEDED");
+    assert!(!ack.duplicate);
+    let next = f.db.task_claim(worker, 10, lease_ms).await.unwrap();
+    let granted = next
+        .iter()
+        .find(|g| g.task.id == blocked.id)
+        .expect("the blocked task is granted once its key is released");
+    assert!(
+        granted.concurrency_token > token_before,
+        "token {} after the upgrade, {} before",
+        granted.concurrency_token,
+        token_before
+    );
+    // The fence (left alone by the upgrade) accepts the new token and refuses the old one.
+    assert_eq!(
+        fence_write(&pool, granted.concurrency_token, "op-2").await,
+        "accepted"
+    );
+    assert_eq!(
+        fence_write(&pool, holder.concurrency_token, "op-3").await,
+        "stale"
+    );
+    // The leased task from before the upgrade can still be finished by its holder.
+    let ack =
+        f.db.attempt_finish(
+            worker,
+            leased.attempt_id,
+            Outcome::Succeeded,
+            false,
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ack.task_state, "SUCCEEDED");
+    // Running it again changes nothing.
+    let out = migrate_up(&f.test_db.dsn);
+    assert!(out.contains("nothing to do"), "{out}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_migrate_stopped_part_way_completes_when_run_again() {
+    let f = tenant(release_0_1_0().await).await;
+    let pool = f.test_db.pool.clone();
+    let keyed = f.submit(&f.queue_id, "k1").await;
+    let upgrade = migrate::embedded()
+        .into_iter()
+        .find(|m| m.name == "000002_upgrade")
+        .unwrap();
+    let statements = orbit::sqlscript::split(&upgrade.text);
+    // Stop right after the first re-created procedure was dropped, before it is created again
+    // (MySQL commits each DDL statement: this is what a killed `migrate up` leaves).
+    let cut = statements
+        .iter()
+        .position(|s| {
+            s.sql.contains("DROP PROCEDURE IF EXISTS") && !s.sql.contains("CREATE PROCEDURE")
+        })
+        .expect("000002 re-creates a procedure");
+    let dropped = statements[cut]
+        .sql
+        .lines()
+        .find_map(|l| l.strip_prefix("DROP PROCEDURE IF EXISTS "))
+        .unwrap()
+        .trim()
+        .trim_end_matches(';')
+        .to_string();
+    let mut conn = f.test_db.conn().await;
+    for s in &statements[..=cut] {
+        sqlx::raw_sql(&s.sql).execute(&mut conn).await.unwrap();
+    }
+    let exists: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() AND routine_name = ?",
+    )
+    .bind(&dropped)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(exists, 0, "{dropped} is gone half-way");
+    assert_eq!(
+        version(&pool).await,
+        1,
+        "a half-applied migration never claims its version"
+    );
+    let status = migrate::status(&mut conn, &migrate::embedded())
+        .await
+        .unwrap();
+    assert_eq!(status.pending, ["000002_upgrade"]);
+    // Run again: it completes.
+    let out = migrate_up(&f.test_db.dsn);
+    assert!(out.contains("applied 000002_upgrade"), "{out}");
+    assert_eq!(version(&pool).await, 2);
+    let fresh = TestDb::installed().await;
+    assert_same_schema(
+        &schema(&pool).await,
+        &schema(&fresh.pool).await,
+        "resumed vs fresh",
+    );
+    assert_eq!(tasks(&pool).await, vec![(keyed.id, "WAITING".to_string())]);
+}
+
+#[tokio::test]
+async fn the_version_is_the_same_in_the_binary_and_the_catalog() {
+    let (code, out, _) = orbit(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out.trim(),
+        format!(
+            "orbit {} (extension {})",
+            env!("CARGO_PKG_VERSION"),
+            orbit::codegen::EXTENSION_VERSION
+        )
+    );
+    let db = TestDb::installed().await;
+    assert_eq!(
+        version(&db.pool).await,
+        u64::from(orbit::codegen::EXTENSION_VERSION)
+    );
+    // The newest migration's number is the extension version.
+    assert_eq!(
+        migrate::embedded().last().unwrap().version,
+        orbit::codegen::EXTENSION_VERSION
+    );
+}
+
+#[tokio::test]
+async fn the_schema_comparison_sees_what_000002_changes() {
+    // Guards the comparison itself: 0.1.0 and a fresh install must differ exactly where 000002
+    // changes something (a column comment, re-created routine bodies), so an upgrade that
+    // skipped a change would fail the tests above.
+    let old = release_0_1_0().await;
+    let new = squashed_install().await;
+    let (old, new) = (schema(&old.pool).await, schema(&new.pool).await);
+    let differs = |kind: &str| old[kind] != new[kind];
+    assert!(differs("columns"), "orbit_extension.version's comment");
+    assert!(differs("routines"), "the re-created procedures' bodies");
+    assert!(differs("catalog"));
+    assert!(!differs("indexes") && !differs("tables"));
+}
