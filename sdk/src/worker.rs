@@ -28,7 +28,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::Task;
-use crate::protocol::{AssignmentCheck, ClientFrame, ProtocolError, ServerFrame};
+use crate::protocol::{AssignmentCheck, ClientFrame, Outcome, ProtocolError, ServerFrame};
 
 /// What a handler sees.
 #[derive(Clone, Debug)]
@@ -447,15 +447,15 @@ async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerRep
                                     None => Err(HandlerError::Permanent(serde_json::json!({"code": "NO_HANDLER_VERSION"}))),
                                 };
                                 let (outcome, retryable, output, error) = match result {
-                                    Ok(v) => ("succeeded", false, Some(v), None),
-                                    Err(HandlerError::Retryable(e)) => ("failed", true, None, Some(e)),
-                                    Err(HandlerError::Permanent(e)) => ("failed", false, None, Some(e)),
-                                    Err(HandlerError::Unknown(e)) => ("unknown", false, None, Some(e)),
+                                    Ok(v) => (Outcome::Succeeded, false, Some(v), None),
+                                    Err(HandlerError::Retryable(e)) => (Outcome::Failed, true, None, Some(e)),
+                                    Err(HandlerError::Permanent(e)) => (Outcome::Failed, false, None, Some(e)),
+                                    Err(HandlerError::Unknown(e)) => (Outcome::Unknown, false, None, Some(e)),
                                 };
                                 let _ = events.send(Event::Result(attempt_id, ClientFrame::result(attempt_id, outcome, retryable, output, error)));
                             });
                         }
-                        ServerFrame::StartOk { attempt_id } => {
+                        ServerFrame::StartOk { attempt_id, .. } => {
                             if let Some(tx) = start_waiters.remove(&attempt_id) { let _ = tx.send(true); }
                         }
                         ServerFrame::StartRejected { attempt_id, code } => {

@@ -15,15 +15,17 @@ use std::collections::HashSet;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
+use chrono::{DateTime, Utc};
 use futures_util::{FutureExt, SinkExt};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use orbit_sdk::protocol::{json_depth, RawAssign, RenewAnswer, ServerFrame};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::envelope::Bearer;
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::TaskView;
 use super::App;
-use crate::db::workers::{AttemptResult, ClaimAfter, FinishAck, Grant, Outcome, SessionOpen};
+use crate::db::workers::{AttemptResult, ClaimAfter, FinishAck, Grant, SessionOpen};
 use crate::db::DbError;
 
 /// The default lease granted with each assignment (`serve --lease-seconds`); workers renew every
@@ -53,7 +55,22 @@ const QUEUE_ID_CHARS: usize = 32;
 /// How deeply a result's `output` and `error` may nest arrays and objects. MariaDB refuses JSON
 /// documents nested 32 deep, and a result travels to the database inside two more levels (the
 /// results array and the result object); the rest is headroom.
-pub const MAX_RESULT_DEPTH: usize = 24;
+pub const MAX_RESULT_DEPTH: usize = orbit_sdk::protocol::MAX_RESULT_DEPTH;
+
+// The SDK never sends a frame the server would refuse for its size.
+const _: () = assert!(MAX_FRAME_BYTES == orbit_sdk::protocol::MAX_FRAME_BYTES);
+
+/// The frames a worker sends, as the SDK defines them (one definition for both sides).
+pub use orbit_sdk::protocol::ClientFrame;
+
+/// The frames this server sends: the SDK's, with the task as [`TaskView`].
+pub type Frame = ServerFrame<TaskView>;
+
+/// A timestamp as the frames carry it: RFC 3339 in UTC with a `Z` and only the fractional
+/// digits it needs (as the HTTP API writes them).
+pub fn wire_time(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
 
 /// WebSocket close codes of a refused `hello` (docs/protocol.md).
 pub mod close_code {
@@ -84,75 +101,19 @@ pub fn renew_interval(lease_seconds: u32) -> u32 {
     (lease_seconds / 3).max(1)
 }
 
-/// Frames a worker sends.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", deny_unknown_fields)]
-pub enum ClientFrame {
-    #[serde(rename = "hello")]
-    Hello {
-        worker_id: String,
-        capacity: u32,
-        queue_ids: Vec<String>,
-        #[serde(default)]
-        handlers: Vec<String>,
-        /// Optional (SPEC §5): a worker written before keys existed omits it and gets unkeyed
-        /// tasks only.
-        #[serde(default)]
-        concurrency_keys: bool,
-        #[serde(default)]
-        start_on_assign: bool,
-        #[serde(default)]
-        resume: Vec<u64>,
-    },
-    #[serde(rename = "task.start")]
-    Start { attempt_id: u64 },
-    #[serde(rename = "lease.renew")]
-    Renew { attempt_ids: Vec<u64> },
-    #[serde(rename = "task.result")]
-    Result {
-        attempt_id: u64,
-        outcome: Outcome,
-        #[serde(default)]
-        retryable: bool,
-        #[serde(default)]
-        output: Option<Value>,
-        #[serde(default)]
-        error: Option<Value>,
-    },
-    #[serde(rename = "drain")]
-    Drain,
-}
-
-/// The `task.assign` frame.
-#[derive(Debug, Serialize)]
-pub struct Assign {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub attempt_id: u64,
-    pub attempt_no: u32,
-    pub lease_expires_at: chrono::DateTime<chrono::Utc>,
-    pub task: TaskView,
-    /// Decimal string, present exactly when the task has a key (never a JSON number).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concurrency_token: Option<String>,
-    /// The attempt is already RUNNING (a `start_on_assign` session): run it without `task.start`.
-    pub started: bool,
-}
-
-impl From<Grant> for Assign {
-    fn from(g: Grant) -> Self {
-        let keyed = g.task.concurrency_key.is_some();
-        let started = g.task.state == crate::db::tasks::TaskState::Running;
-        Assign {
-            started,
-            kind: "task.assign",
-            attempt_id: g.attempt_id,
-            attempt_no: g.attempt_no,
-            lease_expires_at: g.lease_expires_at,
-            concurrency_token: keyed.then(|| g.concurrency_token.to_string()),
-            task: g.task.into(),
-        }
-    }
+/// The `task.assign` frame of a grant.
+pub fn assign_frame(g: Grant) -> Frame {
+    let keyed = g.task.concurrency_key.is_some();
+    let started = g.task.state == crate::db::tasks::TaskState::Running;
+    ServerFrame::Assign(RawAssign {
+        attempt_id: g.attempt_id,
+        attempt_no: g.attempt_no,
+        lease_expires_at: wire_time(&g.lease_expires_at),
+        // Decimal string, present exactly when the task has a key (never a JSON number).
+        concurrency_token: keyed.then(|| Value::String(g.concurrency_token.to_string())),
+        started,
+        task: g.task.into(),
+    })
 }
 
 /// Open a worker session (WebSocket upgrade; scope workers:connect, and workers:consume on the queues).
@@ -216,8 +177,8 @@ struct Session {
     ahead: Option<Option<Result<Message, axum::Error>>>,
 }
 
-fn error_frame(code: &str, message: &str) -> Value {
-    json!({"type": "error", "code": code, "message": message})
+fn error_frame(code: &str, message: &str) -> Frame {
+    Frame::error(code, message)
 }
 
 /// Checks a hello's strings and lists before any call (the procedures' rules, and the bounds on
@@ -279,16 +240,6 @@ fn check_hello(
     Ok(())
 }
 
-/// How deeply `v` nests arrays and objects (a scalar is 0). Parsing already stopped at
-/// serde_json's recursion limit (128), which bounds the recursion here.
-fn json_depth(v: &Value) -> usize {
-    match v {
-        Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
-        Value::Object(members) => 1 + members.values().map(json_depth).max().unwrap_or(0),
-        _ => 0,
-    }
-}
-
 /// Checks one result before it goes into a call: what the procedure would refuse for the whole
 /// call is refused here for this result alone.
 fn check_result(r: &AttemptResult) -> Result<(), String> {
@@ -309,15 +260,20 @@ fn check_result(r: &AttemptResult) -> Result<(), String> {
 }
 
 /// The error frame about one result: it always names the attempt.
-fn result_error_frame(session: Option<u64>, attempt_id: u64, e: &DbError) -> Value {
-    let mut frame = db_error_frame(session, e);
-    frame["attempt_id"] = json!(attempt_id);
-    frame
+fn result_error_frame(session: Option<u64>, attempt_id: u64, e: &DbError) -> Frame {
+    match db_error_frame(session, e) {
+        ServerFrame::Error { code, message, .. } => ServerFrame::Error {
+            code,
+            message,
+            attempt_id: Some(attempt_id),
+        },
+        other => other,
+    }
 }
 
 /// The error frame for a failed call: like the HTTP envelope, an internal error's text (database
 /// error numbers, column names, input) goes to the log, not to the worker.
-fn db_error_frame(session: Option<u64>, e: &DbError) -> Value {
+fn db_error_frame(session: Option<u64>, e: &DbError) -> Frame {
     match e {
         DbError::Internal(detail) => {
             tracing::error!(session_id = ?session, error = %detail, "worker session call failed");
@@ -465,10 +421,12 @@ impl Session {
                         self.id = Some(s.session_id);
                         self.capacity = capacity;
                         self.in_flight = s.resumed.iter().copied().collect();
-                        let welcome = json!({
-                            "type": "welcome", "session_id": s.session_id, "lease_seconds": self.app.lease_seconds,
-                            "renew_interval_seconds": renew_interval(self.app.lease_seconds), "resumed": s.resumed,
-                        });
+                        let welcome: Frame = ServerFrame::Welcome {
+                            session_id: s.session_id,
+                            lease_seconds: self.app.lease_seconds.into(),
+                            renew_interval_seconds: renew_interval(self.app.lease_seconds).into(),
+                            resumed: s.resumed,
+                        };
                         self.send(&welcome).await && self.fill().await
                     }
                     Err(e) => {
@@ -497,15 +455,21 @@ impl Session {
                     Ok(answers) => {
                         let mut lost = false;
                         for a in answers {
-                            let frame = if a.accepted {
-                                json!({"type": "task.start.ok", "attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
+                            let frame: Frame = if a.accepted {
+                                ServerFrame::StartOk {
+                                    attempt_id: a.attempt_id,
+                                    lease_expires_at: a.lease_expires_at.as_ref().map(wire_time),
+                                }
                             } else {
                                 // The worker will not run it, and it is not live: its slot is free.
                                 if self.in_flight.remove(&a.attempt_id) {
                                     self.dropped.insert(a.attempt_id);
                                     lost = true;
                                 }
-                                json!({"type": "task.start.rejected", "attempt_id": a.attempt_id, "code": a.code})
+                                ServerFrame::StartRejected {
+                                    attempt_id: a.attempt_id,
+                                    code: a.code,
+                                }
                             };
                             if !self.send(&frame).await {
                                 return false;
@@ -540,7 +504,14 @@ impl Session {
                         Ok(answers) => {
                             for a in answers {
                                 attempts.push(if a.accepted {
-                                    json!({"attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
+                                    RenewAnswer {
+                                        attempt_id: a.attempt_id,
+                                        lease_expires_at: a
+                                            .lease_expires_at
+                                            .as_ref()
+                                            .map(wire_time),
+                                        rejected: None,
+                                    }
                                 } else {
                                     // No longer this session's live attempt (its lease ran out, it
                                     // ended, or it is not ours): its slot is free again.
@@ -548,15 +519,18 @@ impl Session {
                                         self.dropped.insert(a.attempt_id);
                                         lost = true;
                                     }
-                                    json!({"attempt_id": a.attempt_id, "rejected": a.code})
+                                    RenewAnswer {
+                                        attempt_id: a.attempt_id,
+                                        lease_expires_at: None,
+                                        rejected: Some(a.code),
+                                    }
                                 });
                             }
                         }
                         Err(e) => return self.db_error(e).await,
                     }
                 }
-                self.send(&json!({"type": "lease.renewed", "attempts": attempts}))
-                    .await
+                self.send(&Frame::Renewed { attempts }).await
                     && self.deliver_lost_grants(session).await
                     && (!lost || self.fill().await)
             }
@@ -735,7 +709,10 @@ impl Session {
                 Ok(()) => match answers.next().expect("one answer per result") {
                     (attempt_id, Ok(ack)) => {
                         self.in_flight.remove(&attempt_id);
-                        json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})
+                        ServerFrame::ResultAck {
+                            attempt_id,
+                            task_state: ack.task_state,
+                        }
                     }
                     (attempt_id, Err(e)) => result_error_frame(self.id, attempt_id, &e),
                 },
@@ -760,8 +737,11 @@ impl Session {
 
     /// Refuses a hello: its error frame, then a Close frame whose code says why
     /// ([`close_code::for_error`]), then a short wait for the worker's Close.
-    async fn refuse(&mut self, frame: Value) {
-        let code = frame["code"].as_str().unwrap_or("INTERNAL").to_string();
+    async fn refuse(&mut self, frame: Frame) {
+        let code = match &frame {
+            ServerFrame::Error { code, .. } => code.clone(),
+            _ => "INTERNAL".to_string(),
+        };
         let close = axum::extract::ws::CloseFrame {
             code: close_code::for_error(&code),
             reason: code.into(),
@@ -793,7 +773,7 @@ impl Session {
         if self.draining {
             if self.in_flight.is_empty() && !self.drained_sent {
                 self.drained_sent = true;
-                return self.send(&json!({"type": "drained"})).await;
+                return self.send(&Frame::Drained).await;
             }
             return true;
         }
@@ -866,10 +846,35 @@ impl Session {
     async fn assign(&mut self, grants: Vec<Grant>) -> bool {
         for g in grants {
             self.in_flight.insert(g.attempt_id);
-            if !self.feed(&Assign::from(g)).await {
+            if !self.feed(&assign_frame(g)).await {
                 return false;
             }
         }
         self.socket.flush().await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wire_time;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn frames_write_timestamps_as_the_http_api_does() {
+        for t in [
+            Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 30).unwrap(),
+            Utc.timestamp_opt(1_796_212_830, 250_000_000).unwrap(),
+            Utc.timestamp_opt(1_796_212_830, 123_456).unwrap(),
+            Utc.timestamp_opt(1_796_212_830, 7).unwrap(),
+        ] {
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                serde_json::Value::String(wire_time(&t)),
+            );
+        }
+        assert_eq!(
+            wire_time(&Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 30).unwrap()),
+            "2026-12-02T12:00:30Z"
+        );
     }
 }
