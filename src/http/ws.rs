@@ -368,73 +368,7 @@ impl Session {
             }
         };
         match (self.id, frame) {
-            (
-                None,
-                ClientFrame::Hello {
-                    worker_id,
-                    capacity,
-                    queue_ids,
-                    handlers,
-                    concurrency_keys,
-                    start_on_assign,
-                    resume,
-                },
-            ) => {
-                if let Err(message) =
-                    check_hello(&worker_id, capacity, &queue_ids, &handlers, &resume)
-                {
-                    self.refuse(error_frame("INVALID_ARGUMENT", &message)).await;
-                    return false;
-                }
-                // Queue ids are ASCII; any other string names no queue (and must not reach the
-                // procedure's ASCII parameter).
-                for q in &queue_ids {
-                    if let Err(e) = super::envelope::check_queue_id(
-                        &self.app.db,
-                        &self.hash,
-                        "workers:consume",
-                        q,
-                    )
-                    .await
-                    {
-                        let frame = match e {
-                            ApiError::Db(e) => db_error_frame(None, &e),
-                            _ => error_frame("NOT_FOUND", "queue not found"),
-                        };
-                        self.refuse(frame).await;
-                        return false;
-                    }
-                }
-                self.queues = queue_ids.clone();
-                let open = SessionOpen {
-                    worker_id,
-                    node: self.app.node.clone(),
-                    capacity,
-                    concurrency_keys,
-                    start_on_assign,
-                    handlers,
-                    queue_ids,
-                    resume,
-                };
-                match self.app.db.session_open(&self.hash, &open).await {
-                    Ok(s) => {
-                        self.id = Some(s.session_id);
-                        self.capacity = capacity;
-                        self.in_flight = s.resumed.iter().copied().collect();
-                        let welcome: Frame = ServerFrame::Welcome {
-                            session_id: s.session_id,
-                            lease_seconds: self.app.lease_seconds.into(),
-                            renew_interval_seconds: renew_interval(self.app.lease_seconds).into(),
-                            resumed: s.resumed,
-                        };
-                        self.send(&welcome).await && self.fill().await
-                    }
-                    Err(e) => {
-                        self.refuse(db_error_frame(None, &e)).await;
-                        false
-                    }
-                }
-            }
+            (None, hello @ ClientFrame::Hello { .. }) => self.on_hello(hello).await,
             (None, _) => {
                 self.send(&error_frame(
                     "INVALID_ARGUMENT",
@@ -447,92 +381,10 @@ impl Session {
                     .await
             }
             (Some(session), ClientFrame::Start { attempt_id }) => {
-                let ids = self.gather(attempt_id, text.len(), |f| match f {
-                    ClientFrame::Start { attempt_id } => Some(attempt_id),
-                    _ => None,
-                });
-                match self.app.db.attempt_start_many(session, &ids).await {
-                    Ok(answers) => {
-                        let mut lost = false;
-                        for a in answers {
-                            let frame: Frame = if a.accepted {
-                                ServerFrame::StartOk {
-                                    attempt_id: a.attempt_id,
-                                    lease_expires_at: a.lease_expires_at.as_ref().map(wire_time),
-                                }
-                            } else {
-                                // The worker will not run it, and it is not live: its slot is free.
-                                if self.in_flight.remove(&a.attempt_id) {
-                                    self.dropped.insert(a.attempt_id);
-                                    lost = true;
-                                }
-                                ServerFrame::StartRejected {
-                                    attempt_id: a.attempt_id,
-                                    code: a.code,
-                                }
-                            };
-                            if !self.send(&frame).await {
-                                return false;
-                            }
-                        }
-                        !lost || self.fill().await
-                    }
-                    Err(e) => self.db_error(e).await,
-                }
+                self.on_start(session, attempt_id, text.len()).await
             }
             (Some(session), ClientFrame::Renew { attempt_ids }) => {
-                // A session holds at most `capacity` attempts: a longer list (duplicates count)
-                // is refused before any call, so one frame cannot buy unbounded database work.
-                if attempt_ids.len() > self.capacity as usize {
-                    let message = format!(
-                        "attempt_ids lists {} ids, more than the session's capacity ({})",
-                        attempt_ids.len(),
-                        self.capacity
-                    );
-                    return self.send(&error_frame("INVALID_ARGUMENT", &message)).await;
-                }
-                let mut attempts = Vec::with_capacity(attempt_ids.len());
-                let mut lost = false;
-                // One call per 1,000 ids (the procedure's limit); an idle worker's heartbeat names none.
-                for ids in attempt_ids.chunks(1000) {
-                    match self
-                        .app
-                        .db
-                        .attempt_renew_many(session, ids, self.app.lease_seconds * 1000)
-                        .await
-                    {
-                        Ok(answers) => {
-                            for a in answers {
-                                attempts.push(if a.accepted {
-                                    RenewAnswer {
-                                        attempt_id: a.attempt_id,
-                                        lease_expires_at: a
-                                            .lease_expires_at
-                                            .as_ref()
-                                            .map(wire_time),
-                                        rejected: None,
-                                    }
-                                } else {
-                                    // No longer this session's live attempt (its lease ran out, it
-                                    // ended, or it is not ours): its slot is free again.
-                                    if self.in_flight.remove(&a.attempt_id) {
-                                        self.dropped.insert(a.attempt_id);
-                                        lost = true;
-                                    }
-                                    RenewAnswer {
-                                        attempt_id: a.attempt_id,
-                                        lease_expires_at: None,
-                                        rejected: Some(a.code),
-                                    }
-                                });
-                            }
-                        }
-                        Err(e) => return self.db_error(e).await,
-                    }
-                }
-                self.send(&Frame::Renewed { attempts }).await
-                    && self.deliver_lost_grants(session).await
-                    && (!lost || self.fill().await)
+                self.on_renew(session, attempt_ids).await
             }
             (
                 Some(session),
@@ -551,32 +403,197 @@ impl Session {
                     output,
                     error,
                 };
-                let results = self.gather(first, text.len(), |f| match f {
-                    ClientFrame::Result {
-                        attempt_id,
-                        outcome,
-                        retryable,
-                        output,
-                        error,
-                    } => Some(AttemptResult {
-                        attempt_id,
-                        outcome,
-                        retryable,
-                        output,
-                        error,
-                    }),
-                    _ => None,
-                });
-                self.finish(session, results).await
+                self.on_results(session, first, text.len()).await
             }
-            (Some(session), ClientFrame::Drain) => {
-                self.draining = true;
-                if let Err(e) = self.app.db.session_close(session, true).await {
-                    return self.db_error(e).await;
-                }
-                self.fill().await
+            (Some(session), ClientFrame::Drain) => self.on_drain(session).await,
+        }
+    }
+
+    /// `hello`: checks it, checks each queue against the credential, opens the session, sends
+    /// `welcome` and claims work. A refused hello closes the socket with its close code.
+    async fn on_hello(&mut self, hello: ClientFrame) -> bool {
+        let ClientFrame::Hello {
+            worker_id,
+            capacity,
+            queue_ids,
+            handlers,
+            concurrency_keys,
+            start_on_assign,
+            resume,
+        } = hello
+        else {
+            unreachable!("on_hello is called with a hello")
+        };
+        if let Err(message) = check_hello(&worker_id, capacity, &queue_ids, &handlers, &resume) {
+            self.refuse(error_frame("INVALID_ARGUMENT", &message)).await;
+            return false;
+        }
+        // Queue ids are ASCII; any other string names no queue (and must not reach the
+        // procedure's ASCII parameter).
+        for q in &queue_ids {
+            if let Err(e) =
+                super::envelope::check_queue_id(&self.app.db, &self.hash, "workers:consume", q)
+                    .await
+            {
+                let frame = match e {
+                    ApiError::Db(e) => db_error_frame(None, &e),
+                    _ => error_frame("NOT_FOUND", "queue not found"),
+                };
+                self.refuse(frame).await;
+                return false;
             }
         }
+        self.queues = queue_ids.clone();
+        let open = SessionOpen {
+            worker_id,
+            node: self.app.node.clone(),
+            capacity,
+            concurrency_keys,
+            start_on_assign,
+            handlers,
+            queue_ids,
+            resume,
+        };
+        match self.app.db.session_open(&self.hash, &open).await {
+            Ok(s) => {
+                self.id = Some(s.session_id);
+                self.capacity = capacity;
+                self.in_flight = s.resumed.iter().copied().collect();
+                let welcome: Frame = ServerFrame::Welcome {
+                    session_id: s.session_id,
+                    lease_seconds: self.app.lease_seconds.into(),
+                    renew_interval_seconds: renew_interval(self.app.lease_seconds).into(),
+                    resumed: s.resumed,
+                };
+                self.send(&welcome).await && self.fill().await
+            }
+            Err(e) => {
+                self.refuse(db_error_frame(None, &e)).await;
+                false
+            }
+        }
+    }
+
+    /// `task.start`, with the starts sent right after it: one call, one answer per start.
+    async fn on_start(&mut self, session: u64, attempt_id: u64, bytes: usize) -> bool {
+        let ids = self.gather(attempt_id, bytes, |f| match f {
+            ClientFrame::Start { attempt_id } => Some(attempt_id),
+            _ => None,
+        });
+        let answers = match self.app.db.attempt_start_many(session, &ids).await {
+            Ok(answers) => answers,
+            Err(e) => return self.db_error(e).await,
+        };
+        let mut lost = false;
+        for a in answers {
+            let frame: Frame = if a.accepted {
+                ServerFrame::StartOk {
+                    attempt_id: a.attempt_id,
+                    lease_expires_at: a.lease_expires_at.as_ref().map(wire_time),
+                }
+            } else {
+                // The worker will not run it, and it is not live: its slot is free.
+                lost |= self.drop_attempt(a.attempt_id);
+                ServerFrame::StartRejected {
+                    attempt_id: a.attempt_id,
+                    code: a.code,
+                }
+            };
+            if !self.send(&frame).await {
+                return false;
+            }
+        }
+        !lost || self.fill().await
+    }
+
+    /// `lease.renew`: renews the named attempts, answers `lease.renewed`, delivers grants whose
+    /// answer was lost, and claims for the capacity rejected attempts freed.
+    async fn on_renew(&mut self, session: u64, attempt_ids: Vec<u64>) -> bool {
+        // A session holds at most `capacity` attempts: a longer list (duplicates count)
+        // is refused before any call, so one frame cannot buy unbounded database work.
+        if attempt_ids.len() > self.capacity as usize {
+            let message = format!(
+                "attempt_ids lists {} ids, more than the session's capacity ({})",
+                attempt_ids.len(),
+                self.capacity
+            );
+            return self.send(&error_frame("INVALID_ARGUMENT", &message)).await;
+        }
+        let mut attempts = Vec::with_capacity(attempt_ids.len());
+        let mut lost = false;
+        // One call per 1,000 ids (the procedure's limit); an idle worker's heartbeat names none.
+        for ids in attempt_ids.chunks(1000) {
+            let answers = match self
+                .app
+                .db
+                .attempt_renew_many(session, ids, self.app.lease_seconds * 1000)
+                .await
+            {
+                Ok(answers) => answers,
+                Err(e) => return self.db_error(e).await,
+            };
+            for a in answers {
+                attempts.push(if a.accepted {
+                    RenewAnswer {
+                        attempt_id: a.attempt_id,
+                        lease_expires_at: a.lease_expires_at.as_ref().map(wire_time),
+                        rejected: None,
+                    }
+                } else {
+                    // No longer this session's live attempt (its lease ran out, it ended, or it
+                    // is not ours): its slot is free again.
+                    lost |= self.drop_attempt(a.attempt_id);
+                    RenewAnswer {
+                        attempt_id: a.attempt_id,
+                        lease_expires_at: None,
+                        rejected: Some(a.code),
+                    }
+                });
+            }
+        }
+        self.send(&Frame::Renewed { attempts }).await
+            && self.deliver_lost_grants(session).await
+            && (!lost || self.fill().await)
+    }
+
+    /// `task.result`, with the results sent right after it: confirmed together ([`Self::finish`]).
+    async fn on_results(&mut self, session: u64, first: AttemptResult, bytes: usize) -> bool {
+        let results = self.gather(first, bytes, |f| match f {
+            ClientFrame::Result {
+                attempt_id,
+                outcome,
+                retryable,
+                output,
+                error,
+            } => Some(AttemptResult {
+                attempt_id,
+                outcome,
+                retryable,
+                output,
+                error,
+            }),
+            _ => None,
+        });
+        self.finish(session, results).await
+    }
+
+    /// `drain`: no new grants; `drained` once nothing is in flight.
+    async fn on_drain(&mut self, session: u64) -> bool {
+        self.draining = true;
+        if let Err(e) = self.app.db.session_close(session, true).await {
+            return self.db_error(e).await;
+        }
+        self.fill().await
+    }
+
+    /// An attempt that is no longer this session's live attempt: it stops counting against the
+    /// capacity and is never delivered again as a lost grant. True when it was in flight.
+    fn drop_attempt(&mut self, attempt_id: u64) -> bool {
+        let was = self.in_flight.remove(&attempt_id);
+        if was {
+            self.dropped.insert(attempt_id);
+        }
+        was
     }
 
     /// The frames of `first`'s kind the worker has already sent after it, up to one call's worth:
