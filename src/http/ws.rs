@@ -160,6 +160,21 @@ pub async fn connect(
     }))
 }
 
+/// What confirming a group of results answered.
+#[derive(Default)]
+struct Finished {
+    /// One per result that passed the checks, in order.
+    answers: Vec<Result<FinishAck, DbError>>,
+    /// Assignments granted in the same transaction.
+    grants: Vec<Grant>,
+    /// No claim after it: the call already granted the freed capacity, or a claim would fail.
+    no_fill: bool,
+    /// Queues whose other sessions should be woken.
+    wake_queues: Vec<String>,
+    /// The session is closed: end the socket after the answers.
+    closed: bool,
+}
+
 struct Session {
     app: App,
     hash: [u8; 32],
@@ -647,77 +662,16 @@ impl Session {
             })
             .collect();
         let mut refused = refused.into_iter();
-        let mut wake_queues: Vec<String> = Vec::new();
-        let mut closed = false;
-        let (answers, grants, no_fill) = if good.is_empty() {
-            (Vec::new(), Vec::new(), false)
+        let Finished {
+            answers,
+            grants,
+            no_fill,
+            wake_queues,
+            closed,
+        } = if good.is_empty() {
+            Finished::default()
         } else {
-            let claim = self.claim_after(&good);
-            match self.app.db.attempt_finish_many(session, &good, claim).await {
-                Ok(f) if f.acks.len() == good.len() => {
-                    wake_queues.extend(f.wake_queues);
-                    (
-                        f.acks.into_iter().map(FinishAck::into_result).collect(),
-                        f.grants,
-                        claim.max > 0,
-                    )
-                }
-                Ok(f) => {
-                    wake_queues.extend(f.wake_queues);
-                    let e = DbError::Internal(format!(
-                        "orbit_attempt_finish answered {} acks for {} results",
-                        f.acks.len(),
-                        good.len()
-                    ));
-                    (
-                        good.iter().map(|_| Err(e.clone())).collect(),
-                        f.grants,
-                        claim.max > 0,
-                    )
-                }
-                Err(DbError::InvalidArgument(_)) if good.len() > 1 => {
-                    // One result the checks above let through: each alone, so it fails alone.
-                    let mut answers = Vec::with_capacity(good.len());
-                    for r in &good {
-                        answers.push(
-                            match self
-                                .app
-                                .db
-                                .attempt_finish_many(
-                                    session,
-                                    std::slice::from_ref(r),
-                                    ClaimAfter::NONE,
-                                )
-                                .await
-                            {
-                                Ok(mut f) => {
-                                    wake_queues.append(&mut f.wake_queues);
-                                    f.acks
-                                        .pop()
-                                        .ok_or_else(|| {
-                                            DbError::Internal(
-                                                "orbit_attempt_finish returned no ack".into(),
-                                            )
-                                        })
-                                        .and_then(FinishAck::into_result)
-                                }
-                                Err(e) => Err(e),
-                            },
-                        );
-                    }
-                    (answers, Vec::new(), false)
-                }
-                // The call failed as a whole (an unavailable database): a claim would fail too.
-                // A closed session (credential revoked, swept) ends the socket after the answers.
-                Err(e) => (
-                    {
-                        closed = matches!(e, DbError::Unauthenticated(_));
-                        good.iter().map(|_| Err(e.clone())).collect()
-                    },
-                    Vec::new(),
-                    true,
-                ),
-            }
+            self.finish_call(session, &good).await
         };
         let mut answers = good.iter().map(|r| r.attempt_id).zip(answers);
         for check in &checks {
@@ -750,6 +704,73 @@ impl Session {
                 .notify_queues(wake_queues.into_iter().collect());
         }
         self.assign(grants).await && (no_fill || self.fill().await)
+    }
+
+    /// One `orbit_attempt_finish` call for results that passed the checks, granting the
+    /// capacity they free in the same transaction.
+    async fn finish_call(&mut self, session: u64, good: &[AttemptResult]) -> Finished {
+        let claim = self.claim_after(good);
+        match self.app.db.attempt_finish_many(session, good, claim).await {
+            Ok(f) if f.acks.len() == good.len() => Finished {
+                answers: f.acks.into_iter().map(FinishAck::into_result).collect(),
+                grants: f.grants,
+                no_fill: claim.max > 0,
+                wake_queues: f.wake_queues,
+                closed: false,
+            },
+            Ok(f) => {
+                let e = DbError::Internal(format!(
+                    "orbit_attempt_finish answered {} acks for {} results",
+                    f.acks.len(),
+                    good.len()
+                ));
+                Finished {
+                    answers: good.iter().map(|_| Err(e.clone())).collect(),
+                    grants: f.grants,
+                    no_fill: claim.max > 0,
+                    wake_queues: f.wake_queues,
+                    closed: false,
+                }
+            }
+            // One result the checks let through: each alone, so it fails alone.
+            Err(DbError::InvalidArgument(_)) if good.len() > 1 => {
+                self.finish_each(session, good).await
+            }
+            // The call failed as a whole (an unavailable database): a claim would fail too.
+            // A closed session (credential revoked, swept) ends the socket after the answers.
+            Err(e) => Finished {
+                closed: matches!(e, DbError::Unauthenticated(_)),
+                answers: good.iter().map(|_| Err(e.clone())).collect(),
+                grants: Vec::new(),
+                no_fill: true,
+                wake_queues: Vec::new(),
+            },
+        }
+    }
+
+    /// Each result in a call of its own, granting nothing (a claim follows).
+    async fn finish_each(&mut self, session: u64, good: &[AttemptResult]) -> Finished {
+        let mut done = Finished::default();
+        for r in good {
+            let finished = self
+                .app
+                .db
+                .attempt_finish_many(session, std::slice::from_ref(r), ClaimAfter::NONE)
+                .await;
+            done.answers.push(match finished {
+                Ok(mut f) => {
+                    done.wake_queues.append(&mut f.wake_queues);
+                    f.acks
+                        .pop()
+                        .ok_or_else(|| {
+                            DbError::Internal("orbit_attempt_finish returned no ack".into())
+                        })
+                        .and_then(FinishAck::into_result)
+                }
+                Err(e) => Err(e),
+            });
+        }
+        done
     }
 
     /// Refuses a hello: its error frame, then a Close frame whose code says why
