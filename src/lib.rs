@@ -17,6 +17,8 @@
 //! - [`http`]: `orbit serve`, the axum façade — one router module per resource, one error type
 //!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers.
 //! - [`scheduler`]: the serve loop that recovers leases, promotes retries and expires deadlines.
+//! - [`dispatch`]: wake-ups of this process's worker sessions, signalled by the handlers, the
+//!   sessions and the scheduler (which imports nothing from [`http`]).
 //! - [`auth`]: bearer tokens (random, stored only as SHA-256).
 //! - [`dev`]: `orbit dev` — a private MariaDB/MySQL from the machine's server binary for local use.
 //! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline.
@@ -32,6 +34,7 @@ pub mod cli;
 pub mod codegen;
 pub mod db;
 pub mod dev;
+pub mod dispatch;
 pub mod http;
 pub mod migrate;
 pub mod scheduler;

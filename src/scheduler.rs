@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::Utc;
 
 use crate::db::Db;
-use crate::http::Dispatch;
+use crate::dispatch::Dispatch;
 
 /// The longest the loop sleeps: the bound on how late this server notices work accepted or
 /// released by another server on the same database (the dispatch probe), and on how late an

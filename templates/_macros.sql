@@ -17,7 +17,7 @@
 {% macro begin() %}SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION{% endmacro %}
 
-{#- The task columns every task-returning procedure ends with, in this order (src/db/task.rs
+{#- The task columns every task-returning procedure ends with, in this order (src/db/tasks.rs
     reads them by position). -#}
 {% macro task_columns(t) %}{{ t }}.id AS task_id, {{ t }}.queue_id, {{ t }}.namespace_id, {{ t }}.state,
          {{ t }}.handler, {{ t }}.handler_version, {{ t }}.payload_version, {{ t }}.payload,
@@ -58,7 +58,7 @@
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.{% endmacro %}
 
-{#- The queue columns every queue-returning procedure ends with (src/db/queue.rs reads them by
+{#- The queue columns every queue-returning procedure ends with (src/db/queues.rs reads them by
     position). -#}
 {% macro queue_columns(q) %}{{ q }}.id AS queue_id, {{ q }}.namespace_id, {{ q }}.name, {{ q }}.paused,
          {{ q }}.max_active_attempts, {{ q }}.created_at, {{ q }}.updated_at{% endmacro %}

@@ -214,6 +214,9 @@ const WORKERS: usize = 4;
 const SUBMITTERS: usize = 4;
 /// Pause between two submits of one submitter (about 40 submits/s in all).
 const SUBMIT_EVERY: Duration = Duration::from_millis(100);
+/// Tasks the survivors finish after the first one past the kill before submitting stops (at
+/// about 40 submits/s, some ten seconds of workload).
+const AFTER_KILL_TASKS: i64 = 400;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts a three-node Galera cluster; run with --include-ignored"]
@@ -296,11 +299,22 @@ async fn writer_node_killed_under_keyed_workload() {
         }));
     }
 
-    // Warm up, then find the writer and kill it.
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let writer = writer_node(&cluster)
-        .await
-        .expect("the façade holds connections");
+    // Warm up until the workload runs (tasks accepted, and finished as seen on a survivor),
+    // then find the writer and kill it.
+    let warm_up = Instant::now();
+    let writer = loop {
+        if !submits.lock().unwrap().accepted.is_empty() {
+            if let Some(writer) = writer_node(&cluster).await {
+                break writer;
+            }
+        }
+        assert!(
+            warm_up.elapsed() < Duration::from_secs(60),
+            "no task accepted within 60 s; serve log:\n{}",
+            std::fs::read_to_string(&server.log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let survivor = (writer + 1) % cluster.nodes.len();
     let survivor_pool: MySqlPool = migrate::connect_pool(&cluster.nodes[survivor].dsn(DATABASE), 2)
         .await
@@ -310,7 +324,13 @@ async fn writer_node_killed_under_keyed_workload() {
             .fetch_one(&survivor_pool)
             .await
     };
-    let before_kill = succeeded().await.unwrap();
+    let before_kill = loop {
+        let n = succeeded().await.unwrap();
+        if n > 0 || warm_up.elapsed() > Duration::from_secs(60) {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let accepted_before = submits.lock().unwrap().accepted.len();
     assert!(
         accepted_before > 0 && before_kill > 0,
@@ -337,8 +357,21 @@ async fn writer_node_killed_under_keyed_workload() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    // Keep the workload going on the survivors for a while, then stop submitting.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Keep the workload going on the survivors until they have finished a good number more
+    // (AFTER_KILL_TASKS), then stop submitting.
+    let resumed_at = succeeded().await.unwrap_or(before_kill);
+    loop {
+        if let Ok(n) = succeeded().await {
+            if n >= resumed_at + AFTER_KILL_TASKS {
+                break;
+            }
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(180),
+            "the survivors finished fewer than {AFTER_KILL_TASKS} tasks within 180 s of the kill"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for s in submitters {
         s.await.unwrap();

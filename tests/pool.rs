@@ -52,6 +52,31 @@ async fn connections(observer: &mut sqlx::MySqlConnection) -> i64 {
     .unwrap()
 }
 
+/// Waits until the server has ended every connection of `ids` (a KILL takes effect
+/// asynchronously), then for [`migrate::PING_AFTER_IDLE`]: the killed connections have been idle
+/// at least that long, so their next use pings them first.
+async fn gone_then_idle(observer: &mut sqlx::MySqlConnection, ids: &[i64]) {
+    let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ids.is_empty() {
+        let alive: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({list})"
+        ))
+        .fetch_one(&mut *observer)
+        .await
+        .unwrap();
+        if alive == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "killed connections {list} still listed after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(migrate::PING_AFTER_IDLE).await;
+}
+
 /// Many more concurrent calls than connections all get one, none waits out the pool's timeout,
 /// and the server never sees more than the pool's size plus the kept connections.
 #[tokio::test]
@@ -99,7 +124,7 @@ async fn a_connection_dropped_while_idle_is_replaced_before_its_next_call() {
         .execute(&f.test_db.pool)
         .await
         .unwrap();
-    tokio::time::sleep(migrate::PING_AFTER_IDLE + Duration::from_millis(200)).await;
+    gone_then_idle(&mut f.test_db.conn().await, &[first as i64]).await;
     let second: u64 = sqlx::query_scalar(connection_id)
         .fetch_one(&pool)
         .await
@@ -121,12 +146,12 @@ async fn a_kept_connection_dropped_while_idle_is_replaced_before_its_next_call()
     .unwrap();
     // Every other connection to the database, the kept one among them (the fixture's own pool
     // reconnects on its next use).
-    for id in ids {
+    for id in &ids {
         let _ = sqlx::query(&format!("KILL CONNECTION {id}"))
             .execute(&f.test_db.pool)
             .await;
     }
-    tokio::time::sleep(migrate::PING_AFTER_IDLE + Duration::from_millis(200)).await;
+    gone_then_idle(&mut f.test_db.conn().await, &ids).await;
     call(&db, &f).await;
     db.close().await;
 }

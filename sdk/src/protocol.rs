@@ -51,10 +51,31 @@ pub enum ProtocolError {
     Unreadable(String),
 }
 
-/// Frames the server sends.
-#[derive(Debug, Clone, Deserialize)]
+/// A worker's reported outcome of an attempt (`task.result.outcome`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl Outcome {
+    /// The wire name: `succeeded`, `failed` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Unknown => "unknown",
+        }
+    }
+}
+
+/// Frames the server sends (docs/protocol.md, "Server frames"). The server writes them with the
+/// task as its own view (`T`); a worker reads the task as a [`Task`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
-pub enum ServerFrame {
+pub enum ServerFrame<T = Task> {
     #[serde(rename = "welcome")]
     Welcome {
         session_id: u64,
@@ -64,9 +85,14 @@ pub enum ServerFrame {
         resumed: Vec<u64>,
     },
     #[serde(rename = "task.assign")]
-    Assign(RawAssign),
+    Assign(RawAssign<T>),
     #[serde(rename = "task.start.ok")]
-    StartOk { attempt_id: u64 },
+    StartOk {
+        attempt_id: u64,
+        /// The lease's expiry after the start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease_expires_at: Option<String>,
+    },
     #[serde(rename = "task.start.rejected")]
     StartRejected { attempt_id: u64, code: String },
     #[serde(rename = "lease.renewed")]
@@ -80,33 +106,46 @@ pub enum ServerFrame {
     Error {
         code: String,
         message: String,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         attempt_id: Option<u64>,
     },
 }
 
-/// One attempt of a `lease.renewed` frame.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+impl<T> ServerFrame<T> {
+    /// An `error` frame about the session or a frame (no attempt named).
+    pub fn error(code: &str, message: &str) -> Self {
+        ServerFrame::Error {
+            code: code.to_string(),
+            message: message.to_string(),
+            attempt_id: None,
+        }
+    }
+}
+
+/// One attempt of a `lease.renewed` frame: exactly one of `lease_expires_at` and `rejected`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RenewAnswer {
     pub attempt_id: u64,
     /// The new expiry when renewed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_expires_at: Option<String>,
     /// The code when the renewal was refused (`LEASE_EXPIRED`, `STATE_CONFLICT`, `NOT_FOUND`,
     /// `PERMISSION_DENIED`): the attempt is no longer this worker's.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<String>,
 }
 
-/// A `task.assign` frame before validation.
-#[derive(Debug, Clone, Deserialize)]
-pub struct RawAssign {
+/// A `task.assign` frame before validation ([`AssignmentCheck`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawAssign<T = Task> {
     pub attempt_id: u64,
     pub attempt_no: u32,
     pub lease_expires_at: String,
-    pub task: Task,
-    /// Kept raw: a JSON number here is a protocol error, not something to convert.
-    #[serde(default)]
+    /// The task as `GET /v1/tasks/{id}` returns it.
+    pub task: T,
+    /// A decimal string, present exactly when the task has a key. Kept raw: a JSON number here
+    /// is a protocol error, not something to convert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_token: Option<Value>,
     /// Already RUNNING (the session declared `start_on_assign`): no `task.start`.
     #[serde(default)]
@@ -126,18 +165,25 @@ pub struct Assignment {
     pub started: bool,
 }
 
-/// Frames the worker sends.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "type")]
+/// Frames the worker sends (docs/protocol.md, "Worker frames"). The server reads them with
+/// these defaults and refuses unknown fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
 pub enum ClientFrame {
     #[serde(rename = "hello")]
     Hello {
         worker_id: String,
         capacity: u32,
         queue_ids: Vec<String>,
+        #[serde(default)]
         handlers: Vec<String>,
+        /// Optional (SPEC §5): a worker written before keys existed omits it and gets unkeyed
+        /// tasks only.
+        #[serde(default)]
         concurrency_keys: bool,
+        #[serde(default)]
         start_on_assign: bool,
+        #[serde(default)]
         resume: Vec<u64>,
     },
     #[serde(rename = "task.start")]
@@ -147,9 +193,12 @@ pub enum ClientFrame {
     #[serde(rename = "task.result")]
     Result {
         attempt_id: u64,
-        outcome: &'static str,
+        outcome: Outcome,
+        #[serde(default)]
         retryable: bool,
+        #[serde(default)]
         output: Option<Value>,
+        #[serde(default)]
         error: Option<Value>,
     },
     #[serde(rename = "drain")]
@@ -162,7 +211,7 @@ impl ClientFrame {
     /// whose error says why, instead (a result the server refuses would hold its attempt).
     pub fn result(
         attempt_id: u64,
-        outcome: &'static str,
+        outcome: Outcome,
         retryable: bool,
         output: Option<Value>,
         error: Option<Value>,
@@ -202,7 +251,7 @@ impl ClientFrame {
         let message: String = message.chars().take(1000).collect();
         ClientFrame::Result {
             attempt_id,
-            outcome: "failed",
+            outcome: Outcome::Failed,
             retryable: false,
             output: None,
             error: Some(serde_json::json!({"code": code, "message": message})),
@@ -359,12 +408,12 @@ mod tests {
         for _ in 0..MAX_RESULT_DEPTH {
             deep = json!([deep]);
         }
-        let at_limit = ClientFrame::result(7, "succeeded", false, Some(deep.clone()), None);
+        let at_limit = ClientFrame::result(7, Outcome::Succeeded, false, Some(deep.clone()), None);
         assert!(
             matches!(
                 &at_limit,
                 ClientFrame::Result {
-                    outcome: "succeeded",
+                    outcome: Outcome::Succeeded,
                     ..
                 }
             ),
@@ -373,7 +422,7 @@ mod tests {
         let refused = |frame: ClientFrame| match frame {
             ClientFrame::Result {
                 attempt_id: 7,
-                outcome: "failed",
+                outcome: Outcome::Failed,
                 retryable: false,
                 output: None,
                 error: Some(e),
@@ -382,7 +431,7 @@ mod tests {
         };
         let e = refused(ClientFrame::result(
             7,
-            "succeeded",
+            Outcome::Succeeded,
             false,
             Some(json!([deep])),
             None,
@@ -394,7 +443,7 @@ mod tests {
         );
         let e = refused(ClientFrame::result(
             7,
-            "failed",
+            Outcome::Failed,
             true,
             None,
             Some(json!({"deep": deep})),
@@ -404,7 +453,13 @@ mod tests {
             "{e}"
         );
         let big = json!("x".repeat(MAX_FRAME_BYTES));
-        let e = refused(ClientFrame::result(7, "succeeded", false, Some(big), None));
+        let e = refused(ClientFrame::result(
+            7,
+            Outcome::Succeeded,
+            false,
+            Some(big),
+            None,
+        ));
         assert!(e["message"].as_str().unwrap().contains("bytes"), "{e}");
         let e = refused(ClientFrame::refused_result(
             7,

@@ -28,7 +28,9 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::Task;
-use crate::protocol::{AssignmentCheck, ClientFrame, ProtocolError, ServerFrame};
+use crate::protocol::{
+    Assignment, AssignmentCheck, ClientFrame, Outcome, ProtocolError, RenewAnswer, ServerFrame,
+};
 
 /// What a handler sees.
 #[derive(Clone, Debug)]
@@ -300,285 +302,441 @@ fn fatal(code: &str) -> bool {
     )
 }
 
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Sink = futures_util::stream::SplitSink<Socket, Message>;
+type Stream = futures_util::stream::SplitStream<Socket>;
+
+/// Writes one frame; false when the connection is gone.
+async fn send(sink: &mut Sink, frame: &ClientFrame) -> bool {
+    let text = serde_json::to_string(frame).expect("frames serialise");
+    sink.send(Message::Text(text.into())).await.is_ok()
+}
+
+/// How a connection ended.
+enum Ended {
+    /// The socket closed or a write failed: reconnect after the backoff.
+    Lost,
+    /// The server confirmed the drain: the worker is done.
+    Drained,
+}
+
+/// The worker's state, kept across connections.
+struct Runner {
+    w: Worker,
+    events: mpsc::UnboundedSender<Event>,
+    report: WorkerReport,
+    check: AssignmentCheck,
+    in_flight: HashSet<u64>,
+    unacked: HashMap<u64, ClientFrame>,
+    start_waiters: HashMap<u64, oneshot::Sender<bool>>,
+    /// The cancellation of each attempt whose handler has not returned yet.
+    cancels: HashMap<u64, Cancellation>,
+    /// Attempts whose unacknowledged result is already the failure sent in place of a refused one.
+    replaced: HashSet<u64>,
+    draining: bool,
+    backoff: Duration,
+}
+
 async fn run(w: Worker, mut drain_rx: oneshot::Receiver<()>) -> Result<WorkerReport, WorkerError> {
     let (events_tx, mut events) = mpsc::unbounded_channel::<Event>();
-    let mut report = WorkerReport::default();
-    let mut check = AssignmentCheck::new(w.concurrency_keys);
-    let mut in_flight: HashSet<u64> = HashSet::new();
-    let mut unacked: HashMap<u64, ClientFrame> = HashMap::new();
-    let mut start_waiters: HashMap<u64, oneshot::Sender<bool>> = HashMap::new();
-    // The cancellation of each attempt whose handler has not returned yet.
-    let mut cancels: HashMap<u64, Cancellation> = HashMap::new();
-    // Attempts whose unacknowledged result is already the failure sent in place of a refused one.
-    let mut replaced: HashSet<u64> = HashSet::new();
-    let mut draining = false;
-    let mut backoff = Duration::from_millis(50);
-
+    let mut r = Runner {
+        check: AssignmentCheck::new(w.concurrency_keys),
+        w,
+        events: events_tx,
+        report: WorkerReport::default(),
+        in_flight: HashSet::new(),
+        unacked: HashMap::new(),
+        start_waiters: HashMap::new(),
+        cancels: HashMap::new(),
+        replaced: HashSet::new(),
+        draining: false,
+        backoff: Duration::from_millis(50),
+    };
     loop {
-        let mut request = ws_url(&w.base_url)
+        let Some(socket) = r.connect().await? else {
+            continue;
+        };
+        r.report.connections += 1;
+        let (mut sink, mut stream) = socket.split();
+        if !send(&mut sink, &r.hello()).await {
+            continue;
+        }
+        match r
+            .session(&mut sink, &mut stream, &mut events, &mut drain_rx)
+            .await?
+        {
+            Ended::Drained => return Ok(r.report),
+            Ended::Lost => r.wait_backoff().await,
+        }
+    }
+}
+
+impl Runner {
+    /// Opens the WebSocket; `None` after a failed attempt (waited out, try again). Fails when
+    /// the very first connection cannot be made after several tries.
+    async fn connect(&mut self) -> Result<Option<Socket>, WorkerError> {
+        let mut request = ws_url(&self.w.base_url)
             .into_client_request()
             .map_err(|e| WorkerError::Connect(e.to_string()))?;
         request.headers_mut().insert(
             "authorization",
-            format!("Bearer {}", w.token)
+            format!("Bearer {}", self.w.token)
                 .parse()
                 .map_err(|_| WorkerError::Connect("bad token".into()))?,
         );
         // Nagle off: results and starts are small frames whose latency is the key's hand-off time.
-        let (socket, _) =
-            match tokio_tungstenite::connect_async_with_config(request, None, true).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(error = %e, "worker connect failed; retrying");
-                    if report.connections == 0 && backoff > Duration::from_secs(5) {
-                        return Err(WorkerError::Connect(e.to_string()));
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                    continue;
+        match tokio_tungstenite::connect_async_with_config(request, None, true).await {
+            Ok((socket, _)) => Ok(Some(socket)),
+            Err(e) => {
+                tracing::debug!(error = %e, "worker connect failed; retrying");
+                if self.report.connections == 0 && self.backoff > Duration::from_secs(5) {
+                    return Err(WorkerError::Connect(e.to_string()));
                 }
-            };
-        report.connections += 1;
-        let (mut sink, mut stream) = socket.split();
-        let hello = ClientFrame::Hello {
-            worker_id: w.worker_id.clone(),
-            capacity: w.capacity,
-            queue_ids: w.queue_ids.clone(),
-            handlers: {
-                let mut names: Vec<String> =
-                    w.handlers.keys().map(|(name, _)| name.clone()).collect();
-                names.sort();
-                names.dedup();
-                names
-            },
-            concurrency_keys: w.concurrency_keys,
-            start_on_assign: w.start_on_assign,
+                self.wait_backoff().await;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn wait_backoff(&mut self) {
+        tokio::time::sleep(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(Duration::from_secs(2));
+    }
+
+    /// The hello of a new connection: it resumes what is still in flight.
+    fn hello(&self) -> ClientFrame {
+        let mut handlers: Vec<String> = self.w.handlers.keys().map(|(n, _)| n.clone()).collect();
+        handlers.sort();
+        handlers.dedup();
+        ClientFrame::Hello {
+            worker_id: self.w.worker_id.clone(),
+            capacity: self.w.capacity,
+            queue_ids: self.w.queue_ids.clone(),
+            handlers,
+            concurrency_keys: self.w.concurrency_keys,
+            start_on_assign: self.w.start_on_assign,
             // Never more than the capacity (the server refuses a longer list); the server never
             // holds more for this session.
-            resume: in_flight
+            resume: self
+                .in_flight
                 .iter()
                 .copied()
-                .take(w.capacity as usize)
+                .take(self.w.capacity as usize)
                 .collect(),
-        };
-        macro_rules! send {
-            ($frame:expr) => {
-                sink.send(Message::Text(
-                    serde_json::to_string(&$frame)
-                        .expect("frames serialise")
-                        .into(),
-                ))
-                .await
-                .is_ok()
-            };
         }
-        if !send!(hello) {
-            continue;
-        }
+    }
+
+    /// One connection's loop: server frames, handler events, renewals and the drain request.
+    async fn session(
+        &mut self,
+        sink: &mut Sink,
+        stream: &mut Stream,
+        events: &mut mpsc::UnboundedReceiver<Event>,
+        drain_rx: &mut oneshot::Receiver<()>,
+    ) -> Result<Ended, WorkerError> {
         let mut renew = tokio::time::interval(Duration::from_secs(10));
         renew.tick().await;
-        let connected = loop {
-            tokio::select! {
+        loop {
+            let ok = tokio::select! {
                 frame = stream.next() => {
                     let text = match frame {
                         Some(Ok(Message::Text(t))) => t.to_string(),
-                        Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
+                        Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return Ok(Ended::Lost),
                         Some(Ok(_)) => continue,
                     };
-                    let frame: ServerFrame = serde_json::from_str(&text).map_err(|e| ProtocolError::Unreadable(format!("{e}: {text}")))?;
-                    match frame {
-                        ServerFrame::Welcome { renew_interval_seconds, resumed, .. } => {
-                            backoff = Duration::from_millis(50);
-                            renew = tokio::time::interval(Duration::from_secs(renew_interval_seconds.max(1)));
-                            renew.tick().await;
-                            // Attempts the server no longer has for us ended meanwhile (lease expiry).
-                            let resumed: HashSet<u64> = resumed.into_iter().collect();
-                            in_flight.retain(|a| {
-                                let keep = resumed.contains(a) || unacked.contains_key(a);
-                                if !keep {
-                                    if let Some(c) = cancels.get(a) {
-                                        tracing::warn!(attempt_id = *a, "the attempt was gone after the reconnect (its lease ran out); cancelling its handler");
-                                        c.cancel("the attempt was gone after a reconnect");
-                                        report.lost += 1;
-                                    }
-                                }
-                                keep
-                            });
-                            let mut ok = true;
-                            for frame in unacked.values() {
-                                ok &= send!(frame);
-                            }
-                            for attempt_id in start_waiters.keys() {
-                                ok &= send!(ClientFrame::Start { attempt_id: *attempt_id });
-                            }
-                            if draining {
-                                ok &= send!(ClientFrame::Drain);
-                            }
-                            if !ok { break true; }
-                        }
-                        ServerFrame::Assign(raw) => {
-                            let Some(a) = check.check(raw)? else { continue };
-                            in_flight.insert(a.attempt_id);
-                            let handler = w.handlers.get(&(a.task.handler.clone(), a.task.handler_version.clone())).cloned();
-                            let events = events_tx.clone();
-                            let cancellation = Cancellation::new();
-                            cancels.insert(a.attempt_id, cancellation.clone());
-                            tokio::spawn(async move {
-                                let attempt_id = a.attempt_id;
-                                if !a.started {
-                                    let (tx, rx) = oneshot::channel();
-                                    if events.send(Event::Start(attempt_id, tx)).is_err() { return }
-                                    if !rx.await.unwrap_or(false) {
-                                        let _ = events.send(Event::Abandon(attempt_id));
-                                        return;
-                                    }
-                                }
-                                let result = match handler {
-                                    Some(h) => h(TaskContext {
-                                        attempt_id,
-                                        attempt_no: a.attempt_no,
-                                        concurrency_key: a.concurrency_key.clone(),
-                                        concurrency_token: a.concurrency_token,
-                                        task: a.task,
-                                        cancellation,
-                                    }).await,
-                                    // The session only receives its handler names; a version it
-                                    // does not run is a permanent failure, visible on the task.
-                                    None => Err(HandlerError::Permanent(serde_json::json!({"code": "NO_HANDLER_VERSION"}))),
-                                };
-                                let (outcome, retryable, output, error) = match result {
-                                    Ok(v) => ("succeeded", false, Some(v), None),
-                                    Err(HandlerError::Retryable(e)) => ("failed", true, None, Some(e)),
-                                    Err(HandlerError::Permanent(e)) => ("failed", false, None, Some(e)),
-                                    Err(HandlerError::Unknown(e)) => ("unknown", false, None, Some(e)),
-                                };
-                                let _ = events.send(Event::Result(attempt_id, ClientFrame::result(attempt_id, outcome, retryable, output, error)));
-                            });
-                        }
-                        ServerFrame::StartOk { attempt_id } => {
-                            if let Some(tx) = start_waiters.remove(&attempt_id) { let _ = tx.send(true); }
-                        }
-                        ServerFrame::StartRejected { attempt_id, code } => {
-                            tracing::info!(attempt_id, %code, "start rejected; the handler will not run");
-                            if let Some(tx) = start_waiters.remove(&attempt_id) { let _ = tx.send(false); }
-                        }
-                        ServerFrame::Renewed { attempts } => {
-                            for a in attempts {
-                                let Some(code) = a.rejected else { continue };
-                                // Not renewed again (the server no longer counts it either). A
-                                // result already sent keeps going until acknowledged (the attempt
-                                // may have ended with it); a running handler lost its lease.
-                                if !in_flight.remove(&a.attempt_id) || unacked.contains_key(&a.attempt_id) {
-                                    continue;
-                                }
-                                report.lost += 1;
-                                tracing::warn!(attempt_id = a.attempt_id, %code, "lease renewal rejected; cancelling the handler and freeing its slot");
-                                if let Some(c) = cancels.get(&a.attempt_id) {
-                                    c.cancel(&format!("lease renewal rejected: {code}"));
-                                }
-                                if let Some(tx) = start_waiters.remove(&a.attempt_id) { let _ = tx.send(false); }
-                            }
-                        }
-                        ServerFrame::ResultAck { attempt_id, .. } => {
-                            replaced.remove(&attempt_id);
-                            if unacked.remove(&attempt_id).is_some() {
-                                report.completed += 1;
-                            }
-                            in_flight.remove(&attempt_id);
-                        }
-                        ServerFrame::Drained => {
-                            report.drained = true;
-                            let _ = sink.send(Message::Close(None)).await;
-                            return Ok(report);
-                        }
-                        ServerFrame::Error { code, message, attempt_id: Some(attempt_id) } => {
-                            // About a result. UNAVAILABLE or INTERNAL: sent again with the next
-                            // renewal. A result the server cannot read must not hold its attempt:
-                            // it is ended as a permanent failure carrying the server's reason.
-                            if !unacked.contains_key(&attempt_id) {
-                                tracing::warn!(attempt_id, %code, %message, "server error frame");
-                            } else if code == "INVALID_ARGUMENT" && !replaced.contains(&attempt_id) {
-                                tracing::warn!(attempt_id, %code, %message, "the server refused the result; reporting the attempt failed");
-                                report.refused += 1;
-                                let frame = ClientFrame::refused_result(attempt_id, &code, &message);
-                                replaced.insert(attempt_id);
-                                let sent = send!(frame);
-                                unacked.insert(attempt_id, frame);
-                                if !sent { break true; }
-                            } else if matches!(code.as_str(), "INVALID_ARGUMENT" | "NOT_FOUND" | "PERMISSION_DENIED") {
-                                // Not this session's attempt, or even the failure was refused:
-                                // stop sending it (the lease runs out and ends the attempt).
-                                tracing::error!(attempt_id, %code, %message, "the server refused the result; giving it up");
-                                unacked.remove(&attempt_id);
-                                replaced.remove(&attempt_id);
-                                in_flight.remove(&attempt_id);
-                            } else {
-                                tracing::warn!(attempt_id, %code, %message, "server error frame; the result goes again with the next renewal");
-                            }
-                        }
-                        ServerFrame::Error { code, message, attempt_id: None } => {
-                            if report.connections == 1 && fatal(&code) && in_flight.is_empty() && unacked.is_empty() {
-                                return Err(WorkerError::Refused { code, message });
-                            }
-                            tracing::warn!(%code, %message, "server error frame");
-                        }
+                    let frame: ServerFrame = serde_json::from_str(&text)
+                        .map_err(|e| ProtocolError::Unreadable(format!("{e}: {text}")))?;
+                    match self.on_frame(frame, sink, &mut renew).await? {
+                        Some(ended) => return Ok(ended),
+                        None => true,
                     }
                 }
-                Some(event) = events.recv() => {
-                    let sent = match event {
-                        Event::Start(attempt_id, tx) => {
-                            start_waiters.insert(attempt_id, tx);
-                            send!(ClientFrame::Start { attempt_id })
-                        }
-                        Event::Abandon(attempt_id) => {
-                            cancels.remove(&attempt_id);
-                            in_flight.remove(&attempt_id);
-                            true
-                        }
-                        Event::Result(attempt_id, frame) => {
-                            match cancels.remove(&attempt_id) {
-                                Some(c) if c.is_cancelled() => {
-                                    // The attempt is no longer ours: nothing to report.
-                                    tracing::info!(attempt_id, reason = ?c.reason(), "the handler of a cancelled attempt returned; its result is not sent");
-                                    true
-                                }
-                                _ => {
-                                    let sent = send!(frame);
-                                    unacked.insert(attempt_id, frame);
-                                    sent
-                                }
-                            }
-                        }
-                    };
-                    if !sent { break true; }
+                Some(event) = events.recv() => self.on_event(event, sink).await,
+                _ = renew.tick() => self.renew(sink).await,
+                _ = &mut *drain_rx, if !self.draining => {
+                    self.draining = true;
+                    send(sink, &ClientFrame::Drain).await
                 }
-                _ = renew.tick() => {
-                    // Sent even with nothing in flight: the server answers each renewal with any
-                    // grant it made for this session but could not deliver (its answer was lost).
-                    // At most the capacity: the server refuses a longer list as a whole.
-                    let mut ok = send!(ClientFrame::Renew { attempt_ids: in_flight.iter().copied().take(w.capacity as usize).collect() });
-                    // A start or result the server could not record (it answered with an error
-                    // frame: its database was unavailable) goes again with every renewal until it
-                    // is answered; both are idempotent, so a repeat that crosses an answer is harmless.
-                    for frame in unacked.values() {
-                        ok &= send!(frame);
-                    }
-                    for attempt_id in start_waiters.keys() {
-                        ok &= send!(ClientFrame::Start { attempt_id: *attempt_id });
-                    }
-                    if !ok { break true; }
-                }
-                _ = &mut drain_rx, if !draining => {
-                    draining = true;
-                    if !send!(ClientFrame::Drain) { break true; }
-                }
+            };
+            if !ok {
+                return Ok(Ended::Lost);
             }
-        };
-        if connected {
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     }
+
+    /// Handles one server frame; `Some` when the connection ended with it.
+    async fn on_frame(
+        &mut self,
+        frame: ServerFrame,
+        sink: &mut Sink,
+        renew: &mut tokio::time::Interval,
+    ) -> Result<Option<Ended>, WorkerError> {
+        let ok = match frame {
+            ServerFrame::Welcome {
+                renew_interval_seconds,
+                resumed,
+                ..
+            } => {
+                self.backoff = Duration::from_millis(50);
+                *renew = tokio::time::interval(Duration::from_secs(renew_interval_seconds.max(1)));
+                renew.tick().await;
+                self.on_welcome(resumed.into_iter().collect(), sink).await
+            }
+            ServerFrame::Assign(raw) => {
+                if let Some(a) = self.check.check(raw)? {
+                    self.spawn_handler(a);
+                }
+                true
+            }
+            ServerFrame::StartOk { attempt_id, .. } => {
+                self.answer_start(attempt_id, true);
+                true
+            }
+            ServerFrame::StartRejected { attempt_id, code } => {
+                tracing::info!(attempt_id, %code, "start rejected; the handler will not run");
+                self.answer_start(attempt_id, false);
+                true
+            }
+            ServerFrame::Renewed { attempts } => {
+                self.on_renewed(attempts);
+                true
+            }
+            ServerFrame::ResultAck { attempt_id, .. } => {
+                self.replaced.remove(&attempt_id);
+                if self.unacked.remove(&attempt_id).is_some() {
+                    self.report.completed += 1;
+                }
+                self.in_flight.remove(&attempt_id);
+                true
+            }
+            ServerFrame::Drained => {
+                self.report.drained = true;
+                let _ = sink.send(Message::Close(None)).await;
+                return Ok(Some(Ended::Drained));
+            }
+            ServerFrame::Error {
+                code,
+                message,
+                attempt_id: Some(attempt_id),
+            } => self.on_result_error(attempt_id, code, message, sink).await,
+            ServerFrame::Error {
+                code,
+                message,
+                attempt_id: None,
+            } => {
+                let idle = self.in_flight.is_empty() && self.unacked.is_empty();
+                if self.report.connections == 1 && fatal(&code) && idle {
+                    return Err(WorkerError::Refused { code, message });
+                }
+                tracing::warn!(%code, %message, "server error frame");
+                true
+            }
+        };
+        Ok((!ok).then_some(Ended::Lost))
+    }
+
+    /// After a (re)connect: attempts the server no longer has for this worker ended meanwhile
+    /// (lease expiry) and their handlers are cancelled; what is pending goes again.
+    async fn on_welcome(&mut self, resumed: HashSet<u64>, sink: &mut Sink) -> bool {
+        let (unacked, cancels, report) = (&self.unacked, &self.cancels, &mut self.report);
+        self.in_flight.retain(|a| {
+            let keep = resumed.contains(a) || unacked.contains_key(a);
+            if !keep {
+                if let Some(c) = cancels.get(a) {
+                    tracing::warn!(attempt_id = *a, "the attempt was gone after the reconnect (its lease ran out); cancelling its handler");
+                    c.cancel("the attempt was gone after a reconnect");
+                    report.lost += 1;
+                }
+            }
+            keep
+        });
+        let mut ok = self.resend_pending(sink).await;
+        if self.draining {
+            ok &= send(sink, &ClientFrame::Drain).await;
+        }
+        ok
+    }
+
+    /// Results not yet acknowledged and starts not yet answered, sent again: both are
+    /// idempotent, so a repeat that crosses an answer is harmless.
+    async fn resend_pending(&self, sink: &mut Sink) -> bool {
+        let mut ok = true;
+        for frame in self.unacked.values() {
+            ok &= send(sink, frame).await;
+        }
+        for attempt_id in self.start_waiters.keys() {
+            ok &= send(
+                sink,
+                &ClientFrame::Start {
+                    attempt_id: *attempt_id,
+                },
+            )
+            .await;
+        }
+        ok
+    }
+
+    fn answer_start(&mut self, attempt_id: u64, started: bool) {
+        if let Some(tx) = self.start_waiters.remove(&attempt_id) {
+            let _ = tx.send(started);
+        }
+    }
+
+    /// Runs an assignment's handler in its own task: `task.start` first unless the server
+    /// already started it, then the handler, then its result as an event.
+    fn spawn_handler(&mut self, a: Assignment) {
+        self.in_flight.insert(a.attempt_id);
+        let handler = self
+            .w
+            .handlers
+            .get(&(a.task.handler.clone(), a.task.handler_version.clone()))
+            .cloned();
+        let events = self.events.clone();
+        let cancellation = Cancellation::new();
+        self.cancels.insert(a.attempt_id, cancellation.clone());
+        tokio::spawn(async move {
+            let attempt_id = a.attempt_id;
+            if !a.started {
+                let (tx, rx) = oneshot::channel();
+                if events.send(Event::Start(attempt_id, tx)).is_err() {
+                    return;
+                }
+                if !rx.await.unwrap_or(false) {
+                    let _ = events.send(Event::Abandon(attempt_id));
+                    return;
+                }
+            }
+            let result = match handler {
+                Some(h) => {
+                    h(TaskContext {
+                        attempt_id,
+                        attempt_no: a.attempt_no,
+                        concurrency_key: a.concurrency_key.clone(),
+                        concurrency_token: a.concurrency_token,
+                        task: a.task,
+                        cancellation,
+                    })
+                    .await
+                }
+                // The session only receives its handler names; a version it does not run is a
+                // permanent failure, visible on the task.
+                None => Err(HandlerError::Permanent(
+                    serde_json::json!({"code": "NO_HANDLER_VERSION"}),
+                )),
+            };
+            let _ = events.send(Event::Result(attempt_id, result_frame(attempt_id, result)));
+        });
+    }
+
+    /// Renewals the server refused: the attempt is no longer this worker's.
+    fn on_renewed(&mut self, attempts: Vec<RenewAnswer>) {
+        for a in attempts {
+            let Some(code) = a.rejected else { continue };
+            // Not renewed again (the server no longer counts it either). A result already sent
+            // keeps going until acknowledged (the attempt may have ended with it); a running
+            // handler lost its lease.
+            if !self.in_flight.remove(&a.attempt_id) || self.unacked.contains_key(&a.attempt_id) {
+                continue;
+            }
+            self.report.lost += 1;
+            tracing::warn!(attempt_id = a.attempt_id, %code, "lease renewal rejected; cancelling the handler and freeing its slot");
+            if let Some(c) = self.cancels.get(&a.attempt_id) {
+                c.cancel(&format!("lease renewal rejected: {code}"));
+            }
+            self.answer_start(a.attempt_id, false);
+        }
+    }
+
+    /// An error frame about a result. UNAVAILABLE or INTERNAL: sent again with the next renewal.
+    /// A result the server cannot read must not hold its attempt: it is ended as a permanent
+    /// failure carrying the server's reason.
+    async fn on_result_error(
+        &mut self,
+        attempt_id: u64,
+        code: String,
+        message: String,
+        sink: &mut Sink,
+    ) -> bool {
+        if !self.unacked.contains_key(&attempt_id) {
+            tracing::warn!(attempt_id, %code, %message, "server error frame");
+        } else if code == "INVALID_ARGUMENT" && !self.replaced.contains(&attempt_id) {
+            tracing::warn!(attempt_id, %code, %message, "the server refused the result; reporting the attempt failed");
+            self.report.refused += 1;
+            let frame = ClientFrame::refused_result(attempt_id, &code, &message);
+            self.replaced.insert(attempt_id);
+            let sent = send(sink, &frame).await;
+            self.unacked.insert(attempt_id, frame);
+            return sent;
+        } else if matches!(
+            code.as_str(),
+            "INVALID_ARGUMENT" | "NOT_FOUND" | "PERMISSION_DENIED"
+        ) {
+            // Not this session's attempt, or even the failure was refused: stop sending it (the
+            // lease runs out and ends the attempt).
+            tracing::error!(attempt_id, %code, %message, "the server refused the result; giving it up");
+            self.unacked.remove(&attempt_id);
+            self.replaced.remove(&attempt_id);
+            self.in_flight.remove(&attempt_id);
+        } else {
+            tracing::warn!(attempt_id, %code, %message, "server error frame; the result goes again with the next renewal");
+        }
+        true
+    }
+
+    /// A handler task's event: a start to send, an attempt abandoned, or a result to send.
+    async fn on_event(&mut self, event: Event, sink: &mut Sink) -> bool {
+        match event {
+            Event::Start(attempt_id, tx) => {
+                self.start_waiters.insert(attempt_id, tx);
+                send(sink, &ClientFrame::Start { attempt_id }).await
+            }
+            Event::Abandon(attempt_id) => {
+                self.cancels.remove(&attempt_id);
+                self.in_flight.remove(&attempt_id);
+                true
+            }
+            Event::Result(attempt_id, frame) => match self.cancels.remove(&attempt_id) {
+                Some(c) if c.is_cancelled() => {
+                    // The attempt is no longer ours: nothing to report.
+                    tracing::info!(attempt_id, reason = ?c.reason(), "the handler of a cancelled attempt returned; its result is not sent");
+                    true
+                }
+                _ => {
+                    let sent = send(sink, &frame).await;
+                    self.unacked.insert(attempt_id, frame);
+                    sent
+                }
+            },
+        }
+    }
+
+    /// The periodic renewal. Sent even with nothing in flight: the server answers each renewal
+    /// with any grant it made for this session but could not deliver (its answer was lost). At
+    /// most the capacity: the server refuses a longer list as a whole. A start or result the
+    /// server could not record (it answered with an error frame: its database was unavailable)
+    /// goes again with every renewal until it is answered.
+    async fn renew(&mut self, sink: &mut Sink) -> bool {
+        let attempt_ids = self
+            .in_flight
+            .iter()
+            .copied()
+            .take(self.w.capacity as usize)
+            .collect();
+        let ok = send(sink, &ClientFrame::Renew { attempt_ids }).await;
+        self.resend_pending(sink).await && ok
+    }
+}
+
+/// The `task.result` frame of a handler's return.
+fn result_frame(attempt_id: u64, result: Result<Value, HandlerError>) -> ClientFrame {
+    let (outcome, retryable, output, error) = match result {
+        Ok(v) => (Outcome::Succeeded, false, Some(v), None),
+        Err(HandlerError::Retryable(e)) => (Outcome::Failed, true, None, Some(e)),
+        Err(HandlerError::Permanent(e)) => (Outcome::Failed, false, None, Some(e)),
+        Err(HandlerError::Unknown(e)) => (Outcome::Unknown, false, None, Some(e)),
+    };
+    ClientFrame::result(attempt_id, outcome, retryable, output, error)
 }
 
 #[cfg(test)]

@@ -327,3 +327,215 @@ fn the_assignment_generator_covers_accepted_and_refused() {
         "accepted {accepted}, refused {refused}, unreadable {unreadable}"
     );
 }
+
+/// The frames of docs/protocol.md, read and written back with the one definition the server and
+/// the SDK share (`orbit_sdk::protocol`): the server parses [`ClientFrame`] and writes
+/// [`ServerFrame`] with these types, the worker does the reverse.
+mod round_trip {
+    use orbit_sdk::protocol::{ClientFrame, Outcome, RawAssign, RenewAnswer, ServerFrame};
+    use serde_json::{json, Value};
+
+    /// Reads `wire` as a frame of type `F`, writes it back, and reads that again: both reads
+    /// give the same frame, and the written JSON is `written`.
+    fn round_trip<F>(wire: Value, written: Value) -> F
+    where
+        F: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let frame: F =
+            serde_json::from_value(wire.clone()).unwrap_or_else(|e| panic!("{wire}: {e}"));
+        let text = serde_json::to_string(&frame).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap(),
+            written,
+            "{wire}"
+        );
+        let again: F = serde_json::from_str(&text).unwrap();
+        assert_eq!(again, frame);
+        frame
+    }
+
+    fn same<F>(wire: Value) -> F
+    where
+        F: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        round_trip(wire.clone(), wire)
+    }
+
+    #[test]
+    fn every_worker_frame_reads_and_writes_back_unchanged() {
+        let hello = json!({"type":"hello","worker_id":"billing-7f3a","capacity":4,"queue_ids":["q1"],
+            "handlers":["object.update"],"concurrency_keys":true,"start_on_assign":true,"resume":[7]});
+        assert_eq!(
+            same::<ClientFrame>(hello),
+            ClientFrame::Hello {
+                worker_id: "billing-7f3a".into(),
+                capacity: 4,
+                queue_ids: vec!["q1".into()],
+                handlers: vec!["object.update".into()],
+                concurrency_keys: true,
+                start_on_assign: true,
+                resume: vec![7],
+            }
+        );
+        assert_eq!(
+            same::<ClientFrame>(json!({"type":"task.start","attempt_id":812})),
+            ClientFrame::Start { attempt_id: 812 }
+        );
+        assert_eq!(
+            same::<ClientFrame>(json!({"type":"lease.renew","attempt_ids":[812,813]})),
+            ClientFrame::Renew {
+                attempt_ids: vec![812, 813]
+            }
+        );
+        for (name, outcome) in [
+            ("succeeded", Outcome::Succeeded),
+            ("failed", Outcome::Failed),
+            ("unknown", Outcome::Unknown),
+        ] {
+            let frame = same::<ClientFrame>(json!({"type":"task.result","attempt_id":812,
+                "outcome":name,"retryable":true,"output":null,"error":{"reason":"timeout"}}));
+            assert!(
+                matches!(frame, ClientFrame::Result { outcome: o, retryable: true, .. } if o == outcome),
+                "{frame:?}"
+            );
+            assert_eq!(outcome.as_str(), name);
+        }
+        assert_eq!(
+            same::<ClientFrame>(json!({"type":"drain"})),
+            ClientFrame::Drain
+        );
+    }
+
+    #[test]
+    fn a_worker_frame_gets_the_documented_defaults_and_nothing_unknown() {
+        // docs/protocol.md: handlers, concurrency_keys, start_on_assign and resume are optional.
+        round_trip::<ClientFrame>(
+            json!({"type":"hello","worker_id":"w","capacity":1,"queue_ids":["q"]}),
+            json!({"type":"hello","worker_id":"w","capacity":1,"queue_ids":["q"],"handlers":[],
+                "concurrency_keys":false,"start_on_assign":false,"resume":[]}),
+        );
+        round_trip::<ClientFrame>(
+            json!({"type":"task.result","attempt_id":1,"outcome":"succeeded"}),
+            json!({"type":"task.result","attempt_id":1,"outcome":"succeeded","retryable":false,
+                "output":null,"error":null}),
+        );
+        for refused in [
+            json!({"type":"task.start","attempt_id":1,"extra":true}),
+            json!({"type":"task.result","attempt_id":1,"outcome":"SUCCEEDED"}),
+            json!({"type":"task.result","attempt_id":1,"outcome":"done"}),
+            json!({"type":"task.start","attempt_id":-1}),
+            json!({"type":"welcome","session_id":1,"lease_seconds":30,"renew_interval_seconds":10}),
+            json!({"attempt_id":1}),
+        ] {
+            assert!(
+                serde_json::from_value::<ClientFrame>(refused.clone()).is_err(),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_server_frame_reads_and_writes_back_unchanged() {
+        assert_eq!(
+            same::<ServerFrame>(json!({"type":"welcome","session_id":41,"lease_seconds":30,
+                "renew_interval_seconds":10,"resumed":[812]})),
+            ServerFrame::Welcome {
+                session_id: 41,
+                lease_seconds: 30,
+                renew_interval_seconds: 10,
+                resumed: vec![812],
+            }
+        );
+        same::<ServerFrame>(
+            json!({"type":"task.start.ok","attempt_id":812,"lease_expires_at":"2026-12-02T12:00:30Z"}),
+        );
+        same::<ServerFrame>(
+            json!({"type":"task.start.rejected","attempt_id":812,"code":"LEASE_EXPIRED"}),
+        );
+        let renewed = same::<ServerFrame>(json!({"type":"lease.renewed","attempts":[
+            {"attempt_id":812,"lease_expires_at":"2026-12-02T12:00:30.25Z"},
+            {"attempt_id":813,"rejected":"NOT_FOUND"}]}));
+        assert_eq!(
+            renewed,
+            ServerFrame::Renewed {
+                attempts: vec![
+                    RenewAnswer {
+                        attempt_id: 812,
+                        lease_expires_at: Some("2026-12-02T12:00:30.25Z".into()),
+                        rejected: None,
+                    },
+                    RenewAnswer {
+                        attempt_id: 813,
+                        lease_expires_at: None,
+                        rejected: Some("NOT_FOUND".into()),
+                    },
+                ],
+            }
+        );
+        same::<ServerFrame>(
+            json!({"type":"task.result.ack","attempt_id":812,"task_state":"RETRY_WAIT"}),
+        );
+        assert_eq!(
+            same::<ServerFrame>(json!({"type":"drained"})),
+            ServerFrame::Drained
+        );
+        // An error names an attempt only when it answers that attempt's result.
+        same::<ServerFrame>(
+            json!({"type":"error","code":"INVALID_ARGUMENT","message":"m","attempt_id":812}),
+        );
+        let plain = ServerFrame::<Value>::error("STATE_CONFLICT", "hello was already received");
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            json!({"type":"error","code":"STATE_CONFLICT","message":"hello was already received"})
+        );
+    }
+
+    #[test]
+    fn an_assignment_the_server_writes_is_the_one_the_worker_reads() {
+        // The server writes its own task view (here: the JSON of docs/protocol.md's example).
+        let task = json!({"id":90,"queue_id":"q","state":"LEASED","handler":"object.update",
+            "handler_version":"v1","payload_version":"v1","payload":{"object_ref":"objects/42"},
+            "concurrency_key":"object/42","priority":5,"max_attempts":3,"attempt_count":1,
+            "retry_base_ms":1000,"retry_max_ms":300000,"retry_unknown":false});
+        let written: ServerFrame<Value> = ServerFrame::Assign(RawAssign {
+            attempt_id: 812,
+            attempt_no: 1,
+            lease_expires_at: "2026-12-02T12:00:30Z".into(),
+            task: task.clone(),
+            concurrency_token: Some(json!("17")),
+            started: false,
+        });
+        let wire = serde_json::to_value(&written).unwrap();
+        assert_eq!(
+            wire,
+            json!({"type":"task.assign","attempt_id":812,"attempt_no":1,
+                "lease_expires_at":"2026-12-02T12:00:30Z","task":task,"concurrency_token":"17",
+                "started":false})
+        );
+        assert_eq!(same::<ServerFrame<Value>>(wire.clone()), written);
+        // The worker reads it with its Task type and the protocol's checks.
+        let ServerFrame::Assign(raw) = serde_json::from_value::<ServerFrame>(wire).unwrap() else {
+            panic!("not an assignment");
+        };
+        assert_eq!(raw.task.concurrency_key.as_deref(), Some("object/42"));
+        assert_eq!(raw.task.rest["retry_base_ms"], json!(1000));
+        let a = orbit_sdk::protocol::AssignmentCheck::new(true)
+            .check(raw)
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.concurrency_token, Some(17));
+        // An unkeyed task's assignment carries no token at all.
+        let unkeyed: ServerFrame<Value> = ServerFrame::Assign(RawAssign {
+            attempt_id: 9,
+            attempt_no: 2,
+            lease_expires_at: "2026-12-02T12:00:30Z".into(),
+            task: json!({}),
+            concurrency_token: None,
+            started: true,
+        });
+        assert!(serde_json::to_value(&unkeyed)
+            .unwrap()
+            .get("concurrency_token")
+            .is_none());
+    }
+}

@@ -52,24 +52,8 @@ pub struct LeaseAnswer {
     pub lease_expires_at: Option<DateTime<Utc>>,
 }
 
-/// A worker's reported outcome.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Succeeded,
-    Failed,
-    Unknown,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Failed => "failed",
-            Outcome::Unknown => "unknown",
-        }
-    }
-}
+/// A worker's reported outcome: the wire protocol's one definition (`orbit_sdk::protocol`).
+pub use orbit_sdk::protocol::Outcome;
 
 /// The columns that open every row of `orbit_attempt_finish`: acks, wake_queues.
 const FINISH_ACK_COLUMNS: usize = 2;

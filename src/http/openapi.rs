@@ -1,13 +1,9 @@
 //! The OpenAPI document, generated from the handlers' annotations (utoipa) and served at
-//! `/v1/openapi.json`. The envelope types below exist for the document: each names the concrete
-//! `{"data": …, "request_id": …}` shape a route returns.
+//! `/v1/openapi.json`. The routes' modules name their own envelope types (the concrete
+//! `{"data": …, "request_id": …}` shape a route returns) and import nothing from here.
 
-use serde::Serialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
-
-use super::queues::QueueView;
-use super::tasks::{SubmittedView, TaskView};
+use utoipa::{Modify, OpenApi};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -35,41 +31,4 @@ impl Modify for BearerAuth {
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
     }
-}
-
-/// `{"data": Task, "request_id"}`.
-#[derive(Serialize, ToSchema)]
-pub struct TaskEnvelope {
-    pub data: TaskView,
-    pub request_id: String,
-}
-
-/// `{"data": [{"replayed", "task"}], "request_id"}`: a batch submit's tasks, in request order.
-#[derive(Serialize, ToSchema)]
-pub struct SubmittedList {
-    pub data: Vec<SubmittedView>,
-    pub request_id: String,
-}
-
-/// `{"data": [Task], "next_cursor", "request_id"}`.
-#[derive(Serialize, ToSchema)]
-pub struct TaskList {
-    pub data: Vec<TaskView>,
-    pub next_cursor: Option<String>,
-    pub request_id: String,
-}
-
-/// `{"data": Queue, "request_id"}`.
-#[derive(Serialize, ToSchema)]
-pub struct QueueEnvelope {
-    pub data: QueueView,
-    pub request_id: String,
-}
-
-/// `{"data": [Queue], "next_cursor", "request_id"}`.
-#[derive(Serialize, ToSchema)]
-pub struct QueueList {
-    pub data: Vec<QueueView>,
-    pub next_cursor: Option<String>,
-    pub request_id: String,
 }

@@ -72,7 +72,7 @@ pub struct CreateQueue {
 #[utoipa::path(
     post, path = "/v1/queues", tag = "queues", security(("bearer" = [])), request_body = CreateQueue,
     responses(
-        (status = 201, body = super::openapi::QueueEnvelope),
+        (status = 201, body = QueueEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "STATE_CONFLICT: name taken", body = ErrorEnvelope),
         (status = 413, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
@@ -114,7 +114,7 @@ pub struct QueueListQuery {
 #[utoipa::path(
     get, path = "/v1/queues", tag = "queues", security(("bearer" = [])), params(QueueListQuery),
     responses(
-        (status = 200, body = super::openapi::QueueList),
+        (status = 200, body = QueueList),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 503, body = ErrorEnvelope),
     )
@@ -159,7 +159,7 @@ async fn list_queues(
 #[utoipa::path(
     get, path = "/v1/queues/{id}", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, max_length = 32, description = "32 hex digits")),
     responses(
-        (status = 200, body = super::openapi::QueueEnvelope),
+        (status = 200, body = QueueEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
         (status = 503, body = ErrorEnvelope),
     )
@@ -181,7 +181,7 @@ async fn get_queue(
 #[utoipa::path(
     post, path = "/v1/queues/{id}/pause", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, max_length = 32, description = "32 hex digits")),
     responses(
-        (status = 200, body = super::openapi::QueueEnvelope),
+        (status = 200, body = QueueEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
         (status = 503, body = ErrorEnvelope),
     )
@@ -203,7 +203,7 @@ async fn pause_queue(
 #[utoipa::path(
     post, path = "/v1/queues/{id}/resume", tag = "queues", security(("bearer" = [])), params(("id" = String, Path, max_length = 32, description = "32 hex digits")),
     responses(
-        (status = 200, body = super::openapi::QueueEnvelope),
+        (status = 200, body = QueueEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
         (status = 503, body = ErrorEnvelope),
     )
@@ -218,4 +218,21 @@ async fn resume_queue(
     let q = app.db.queue_set_paused(&hash, &id, false).await?;
     app.dispatch.notify_queues([q.id.clone()].into());
     Ok(Data(StatusCode::OK, q.into()))
+}
+
+// Envelopes for the OpenAPI document: each names the concrete shape a route returns.
+
+/// `{"data": Queue, "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct QueueEnvelope {
+    pub data: QueueView,
+    pub request_id: String,
+}
+
+/// `{"data": [Queue], "next_cursor", "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct QueueList {
+    pub data: Vec<QueueView>,
+    pub next_cursor: Option<String>,
+    pub request_id: String,
 }

@@ -294,8 +294,8 @@ struct SubmitBody {
         description = "One accepted command: same key + same body replays the original receipt. 1-255 visible ASCII characters (0x21-0x7E: no spaces or control characters).")),
     request_body = SubmitTask,
     responses(
-        (status = 201, description = "Accepted", body = super::openapi::TaskEnvelope),
-        (status = 200, description = "Replay of the original acceptance", body = super::openapi::TaskEnvelope),
+        (status = 201, description = "Accepted", body = TaskEnvelope),
+        (status = 200, description = "Replay of the original acceptance", body = TaskEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_CONFLICT", body = ErrorEnvelope),
         (status = 413, body = ErrorEnvelope), (status = 429, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
@@ -417,8 +417,8 @@ impl From<Submitted> for SubmittedView {
     post, path = "/v1/tasks/batch", tag = "tasks", security(("bearer" = [])),
     request_body = SubmitBatch,
     responses(
-        (status = 201, description = "Accepted: at least one task was created", body = super::openapi::SubmittedList),
-        (status = 200, description = "Every task replays its original acceptance", body = super::openapi::SubmittedList),
+        (status = 201, description = "Accepted: at least one task was created", body = SubmittedList),
+        (status = 200, description = "Every task replays its original acceptance", body = SubmittedList),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_CONFLICT", body = ErrorEnvelope),
         (status = 413, body = ErrorEnvelope), (status = 429, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
@@ -488,7 +488,7 @@ pub struct ListQuery {
 #[utoipa::path(
     get, path = "/v1/tasks", tag = "tasks", security(("bearer" = [])), params(ListQuery),
     responses(
-        (status = 200, body = super::openapi::TaskList),
+        (status = 200, body = TaskList),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
     )
@@ -544,7 +544,7 @@ async fn list_tasks(
 #[utoipa::path(
     get, path = "/v1/tasks/{id}", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
-        (status = 200, body = super::openapi::TaskEnvelope),
+        (status = 200, body = TaskEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
     )
@@ -562,7 +562,7 @@ async fn get_task(
 #[utoipa::path(
     post, path = "/v1/tasks/{id}/cancel", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
-        (status = 200, body = super::openapi::TaskEnvelope),
+        (status = 200, body = TaskEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "STATE_CONFLICT: running or finished", body = ErrorEnvelope),
         (status = 503, body = ErrorEnvelope),
@@ -597,7 +597,7 @@ pub struct ResolveTask {
     post, path = "/v1/tasks/{id}/resolve", tag = "tasks", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     request_body = ResolveTask,
     responses(
-        (status = 200, body = super::openapi::TaskEnvelope),
+        (status = 200, body = TaskEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "STATE_CONFLICT: not in NEEDS_REVIEW", body = ErrorEnvelope),
         (status = 413, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
@@ -616,4 +616,28 @@ async fn resolve_task(
         .await?;
     app.dispatch.notify_queues(ready.into_iter().collect());
     Ok(Data(StatusCode::OK, task.into()))
+}
+
+// Envelopes for the OpenAPI document: each names the concrete shape a route returns.
+
+/// `{"data": Task, "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct TaskEnvelope {
+    pub data: TaskView,
+    pub request_id: String,
+}
+
+/// `{"data": [{"replayed", "task"}], "request_id"}`: a batch submit's tasks, in request order.
+#[derive(Serialize, ToSchema)]
+pub struct SubmittedList {
+    pub data: Vec<SubmittedView>,
+    pub request_id: String,
+}
+
+/// `{"data": [Task], "next_cursor", "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct TaskList {
+    pub data: Vec<TaskView>,
+    pub next_cursor: Option<String>,
+    pub request_id: String,
 }

@@ -15,15 +15,17 @@ use std::collections::HashSet;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
+use chrono::{DateTime, Utc};
 use futures_util::{FutureExt, SinkExt};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use orbit_sdk::protocol::{json_depth, RawAssign, RenewAnswer, ServerFrame};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::envelope::Bearer;
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::TaskView;
 use super::App;
-use crate::db::workers::{AttemptResult, ClaimAfter, FinishAck, Grant, Outcome, SessionOpen};
+use crate::db::workers::{AttemptResult, ClaimAfter, FinishAck, Grant, SessionOpen};
 use crate::db::DbError;
 
 /// The default lease granted with each assignment (`serve --lease-seconds`); workers renew every
@@ -53,7 +55,22 @@ const QUEUE_ID_CHARS: usize = 32;
 /// How deeply a result's `output` and `error` may nest arrays and objects. MariaDB refuses JSON
 /// documents nested 32 deep, and a result travels to the database inside two more levels (the
 /// results array and the result object); the rest is headroom.
-pub const MAX_RESULT_DEPTH: usize = 24;
+pub const MAX_RESULT_DEPTH: usize = orbit_sdk::protocol::MAX_RESULT_DEPTH;
+
+// The SDK never sends a frame the server would refuse for its size.
+const _: () = assert!(MAX_FRAME_BYTES == orbit_sdk::protocol::MAX_FRAME_BYTES);
+
+/// The frames a worker sends, as the SDK defines them (one definition for both sides).
+pub use orbit_sdk::protocol::ClientFrame;
+
+/// The frames this server sends: the SDK's, with the task as [`TaskView`].
+pub type Frame = ServerFrame<TaskView>;
+
+/// A timestamp as the frames carry it: RFC 3339 in UTC with a `Z` and only the fractional
+/// digits it needs (as the HTTP API writes them).
+pub fn wire_time(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
 
 /// WebSocket close codes of a refused `hello` (docs/protocol.md).
 pub mod close_code {
@@ -84,75 +101,19 @@ pub fn renew_interval(lease_seconds: u32) -> u32 {
     (lease_seconds / 3).max(1)
 }
 
-/// Frames a worker sends.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", deny_unknown_fields)]
-pub enum ClientFrame {
-    #[serde(rename = "hello")]
-    Hello {
-        worker_id: String,
-        capacity: u32,
-        queue_ids: Vec<String>,
-        #[serde(default)]
-        handlers: Vec<String>,
-        /// Optional (SPEC §5): a worker written before keys existed omits it and gets unkeyed
-        /// tasks only.
-        #[serde(default)]
-        concurrency_keys: bool,
-        #[serde(default)]
-        start_on_assign: bool,
-        #[serde(default)]
-        resume: Vec<u64>,
-    },
-    #[serde(rename = "task.start")]
-    Start { attempt_id: u64 },
-    #[serde(rename = "lease.renew")]
-    Renew { attempt_ids: Vec<u64> },
-    #[serde(rename = "task.result")]
-    Result {
-        attempt_id: u64,
-        outcome: Outcome,
-        #[serde(default)]
-        retryable: bool,
-        #[serde(default)]
-        output: Option<Value>,
-        #[serde(default)]
-        error: Option<Value>,
-    },
-    #[serde(rename = "drain")]
-    Drain,
-}
-
-/// The `task.assign` frame.
-#[derive(Debug, Serialize)]
-pub struct Assign {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub attempt_id: u64,
-    pub attempt_no: u32,
-    pub lease_expires_at: chrono::DateTime<chrono::Utc>,
-    pub task: TaskView,
-    /// Decimal string, present exactly when the task has a key (never a JSON number).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concurrency_token: Option<String>,
-    /// The attempt is already RUNNING (a `start_on_assign` session): run it without `task.start`.
-    pub started: bool,
-}
-
-impl From<Grant> for Assign {
-    fn from(g: Grant) -> Self {
-        let keyed = g.task.concurrency_key.is_some();
-        let started = g.task.state == crate::db::tasks::TaskState::Running;
-        Assign {
-            started,
-            kind: "task.assign",
-            attempt_id: g.attempt_id,
-            attempt_no: g.attempt_no,
-            lease_expires_at: g.lease_expires_at,
-            concurrency_token: keyed.then(|| g.concurrency_token.to_string()),
-            task: g.task.into(),
-        }
-    }
+/// The `task.assign` frame of a grant.
+pub fn assign_frame(g: Grant) -> Frame {
+    let keyed = g.task.concurrency_key.is_some();
+    let started = g.task.state == crate::db::tasks::TaskState::Running;
+    ServerFrame::Assign(RawAssign {
+        attempt_id: g.attempt_id,
+        attempt_no: g.attempt_no,
+        lease_expires_at: wire_time(&g.lease_expires_at),
+        // Decimal string, present exactly when the task has a key (never a JSON number).
+        concurrency_token: keyed.then(|| Value::String(g.concurrency_token.to_string())),
+        started,
+        task: g.task.into(),
+    })
 }
 
 /// Open a worker session (WebSocket upgrade; scope workers:connect, and workers:consume on the queues).
@@ -199,6 +160,21 @@ pub async fn connect(
     }))
 }
 
+/// What confirming a group of results answered.
+#[derive(Default)]
+struct Finished {
+    /// One per result that passed the checks, in order.
+    answers: Vec<Result<FinishAck, DbError>>,
+    /// Assignments granted in the same transaction.
+    grants: Vec<Grant>,
+    /// No claim after it: the call already granted the freed capacity, or a claim would fail.
+    no_fill: bool,
+    /// Queues whose other sessions should be woken.
+    wake_queues: Vec<String>,
+    /// The session is closed: end the socket after the answers.
+    closed: bool,
+}
+
 struct Session {
     app: App,
     hash: [u8; 32],
@@ -216,8 +192,8 @@ struct Session {
     ahead: Option<Option<Result<Message, axum::Error>>>,
 }
 
-fn error_frame(code: &str, message: &str) -> Value {
-    json!({"type": "error", "code": code, "message": message})
+fn error_frame(code: &str, message: &str) -> Frame {
+    Frame::error(code, message)
 }
 
 /// Checks a hello's strings and lists before any call (the procedures' rules, and the bounds on
@@ -279,16 +255,6 @@ fn check_hello(
     Ok(())
 }
 
-/// How deeply `v` nests arrays and objects (a scalar is 0). Parsing already stopped at
-/// serde_json's recursion limit (128), which bounds the recursion here.
-fn json_depth(v: &Value) -> usize {
-    match v {
-        Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
-        Value::Object(members) => 1 + members.values().map(json_depth).max().unwrap_or(0),
-        _ => 0,
-    }
-}
-
 /// Checks one result before it goes into a call: what the procedure would refuse for the whole
 /// call is refused here for this result alone.
 fn check_result(r: &AttemptResult) -> Result<(), String> {
@@ -309,15 +275,20 @@ fn check_result(r: &AttemptResult) -> Result<(), String> {
 }
 
 /// The error frame about one result: it always names the attempt.
-fn result_error_frame(session: Option<u64>, attempt_id: u64, e: &DbError) -> Value {
-    let mut frame = db_error_frame(session, e);
-    frame["attempt_id"] = json!(attempt_id);
-    frame
+fn result_error_frame(session: Option<u64>, attempt_id: u64, e: &DbError) -> Frame {
+    match db_error_frame(session, e) {
+        ServerFrame::Error { code, message, .. } => ServerFrame::Error {
+            code,
+            message,
+            attempt_id: Some(attempt_id),
+        },
+        other => other,
+    }
 }
 
 /// The error frame for a failed call: like the HTTP envelope, an internal error's text (database
 /// error numbers, column names, input) goes to the log, not to the worker.
-fn db_error_frame(session: Option<u64>, e: &DbError) -> Value {
+fn db_error_frame(session: Option<u64>, e: &DbError) -> Frame {
     match e {
         DbError::Internal(detail) => {
             tracing::error!(session_id = ?session, error = %detail, "worker session call failed");
@@ -412,71 +383,7 @@ impl Session {
             }
         };
         match (self.id, frame) {
-            (
-                None,
-                ClientFrame::Hello {
-                    worker_id,
-                    capacity,
-                    queue_ids,
-                    handlers,
-                    concurrency_keys,
-                    start_on_assign,
-                    resume,
-                },
-            ) => {
-                if let Err(message) =
-                    check_hello(&worker_id, capacity, &queue_ids, &handlers, &resume)
-                {
-                    self.refuse(error_frame("INVALID_ARGUMENT", &message)).await;
-                    return false;
-                }
-                // Queue ids are ASCII; any other string names no queue (and must not reach the
-                // procedure's ASCII parameter).
-                for q in &queue_ids {
-                    if let Err(e) = super::envelope::check_queue_id(
-                        &self.app.db,
-                        &self.hash,
-                        "workers:consume",
-                        q,
-                    )
-                    .await
-                    {
-                        let frame = match e {
-                            ApiError::Db(e) => db_error_frame(None, &e),
-                            _ => error_frame("NOT_FOUND", "queue not found"),
-                        };
-                        self.refuse(frame).await;
-                        return false;
-                    }
-                }
-                self.queues = queue_ids.clone();
-                let open = SessionOpen {
-                    worker_id,
-                    node: self.app.node.clone(),
-                    capacity,
-                    concurrency_keys,
-                    start_on_assign,
-                    handlers,
-                    queue_ids,
-                    resume,
-                };
-                match self.app.db.session_open(&self.hash, &open).await {
-                    Ok(s) => {
-                        self.id = Some(s.session_id);
-                        self.capacity = capacity;
-                        self.in_flight = s.resumed.iter().copied().collect();
-                        let welcome = json!({
-                            "type": "welcome", "session_id": s.session_id, "lease_seconds": self.app.lease_seconds,
-                            "renew_interval_seconds": renew_interval(self.app.lease_seconds), "resumed": s.resumed,
-                        });
-                        self.send(&welcome).await && self.fill().await
-                    }
-                    Err(e) => {
-                        self.refuse(db_error_frame(None, &e)).await;
-                        false
-                    }
-                }
-            }
+            (None, hello @ ClientFrame::Hello { .. }) => self.on_hello(hello).await,
             (None, _) => {
                 self.send(&error_frame(
                     "INVALID_ARGUMENT",
@@ -489,76 +396,10 @@ impl Session {
                     .await
             }
             (Some(session), ClientFrame::Start { attempt_id }) => {
-                let ids = self.gather(attempt_id, text.len(), |f| match f {
-                    ClientFrame::Start { attempt_id } => Some(attempt_id),
-                    _ => None,
-                });
-                match self.app.db.attempt_start_many(session, &ids).await {
-                    Ok(answers) => {
-                        let mut lost = false;
-                        for a in answers {
-                            let frame = if a.accepted {
-                                json!({"type": "task.start.ok", "attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
-                            } else {
-                                // The worker will not run it, and it is not live: its slot is free.
-                                if self.in_flight.remove(&a.attempt_id) {
-                                    self.dropped.insert(a.attempt_id);
-                                    lost = true;
-                                }
-                                json!({"type": "task.start.rejected", "attempt_id": a.attempt_id, "code": a.code})
-                            };
-                            if !self.send(&frame).await {
-                                return false;
-                            }
-                        }
-                        !lost || self.fill().await
-                    }
-                    Err(e) => self.db_error(e).await,
-                }
+                self.on_start(session, attempt_id, text.len()).await
             }
             (Some(session), ClientFrame::Renew { attempt_ids }) => {
-                // A session holds at most `capacity` attempts: a longer list (duplicates count)
-                // is refused before any call, so one frame cannot buy unbounded database work.
-                if attempt_ids.len() > self.capacity as usize {
-                    let message = format!(
-                        "attempt_ids lists {} ids, more than the session's capacity ({})",
-                        attempt_ids.len(),
-                        self.capacity
-                    );
-                    return self.send(&error_frame("INVALID_ARGUMENT", &message)).await;
-                }
-                let mut attempts = Vec::with_capacity(attempt_ids.len());
-                let mut lost = false;
-                // One call per 1,000 ids (the procedure's limit); an idle worker's heartbeat names none.
-                for ids in attempt_ids.chunks(1000) {
-                    match self
-                        .app
-                        .db
-                        .attempt_renew_many(session, ids, self.app.lease_seconds * 1000)
-                        .await
-                    {
-                        Ok(answers) => {
-                            for a in answers {
-                                attempts.push(if a.accepted {
-                                    json!({"attempt_id": a.attempt_id, "lease_expires_at": a.lease_expires_at})
-                                } else {
-                                    // No longer this session's live attempt (its lease ran out, it
-                                    // ended, or it is not ours): its slot is free again.
-                                    if self.in_flight.remove(&a.attempt_id) {
-                                        self.dropped.insert(a.attempt_id);
-                                        lost = true;
-                                    }
-                                    json!({"attempt_id": a.attempt_id, "rejected": a.code})
-                                });
-                            }
-                        }
-                        Err(e) => return self.db_error(e).await,
-                    }
-                }
-                self.send(&json!({"type": "lease.renewed", "attempts": attempts}))
-                    .await
-                    && self.deliver_lost_grants(session).await
-                    && (!lost || self.fill().await)
+                self.on_renew(session, attempt_ids).await
             }
             (
                 Some(session),
@@ -577,32 +418,197 @@ impl Session {
                     output,
                     error,
                 };
-                let results = self.gather(first, text.len(), |f| match f {
-                    ClientFrame::Result {
-                        attempt_id,
-                        outcome,
-                        retryable,
-                        output,
-                        error,
-                    } => Some(AttemptResult {
-                        attempt_id,
-                        outcome,
-                        retryable,
-                        output,
-                        error,
-                    }),
-                    _ => None,
-                });
-                self.finish(session, results).await
+                self.on_results(session, first, text.len()).await
             }
-            (Some(session), ClientFrame::Drain) => {
-                self.draining = true;
-                if let Err(e) = self.app.db.session_close(session, true).await {
-                    return self.db_error(e).await;
-                }
-                self.fill().await
+            (Some(session), ClientFrame::Drain) => self.on_drain(session).await,
+        }
+    }
+
+    /// `hello`: checks it, checks each queue against the credential, opens the session, sends
+    /// `welcome` and claims work. A refused hello closes the socket with its close code.
+    async fn on_hello(&mut self, hello: ClientFrame) -> bool {
+        let ClientFrame::Hello {
+            worker_id,
+            capacity,
+            queue_ids,
+            handlers,
+            concurrency_keys,
+            start_on_assign,
+            resume,
+        } = hello
+        else {
+            unreachable!("on_hello is called with a hello")
+        };
+        if let Err(message) = check_hello(&worker_id, capacity, &queue_ids, &handlers, &resume) {
+            self.refuse(error_frame("INVALID_ARGUMENT", &message)).await;
+            return false;
+        }
+        // Queue ids are ASCII; any other string names no queue (and must not reach the
+        // procedure's ASCII parameter).
+        for q in &queue_ids {
+            if let Err(e) =
+                super::envelope::check_queue_id(&self.app.db, &self.hash, "workers:consume", q)
+                    .await
+            {
+                let frame = match e {
+                    ApiError::Db(e) => db_error_frame(None, &e),
+                    _ => error_frame("NOT_FOUND", "queue not found"),
+                };
+                self.refuse(frame).await;
+                return false;
             }
         }
+        self.queues = queue_ids.clone();
+        let open = SessionOpen {
+            worker_id,
+            node: self.app.node.clone(),
+            capacity,
+            concurrency_keys,
+            start_on_assign,
+            handlers,
+            queue_ids,
+            resume,
+        };
+        match self.app.db.session_open(&self.hash, &open).await {
+            Ok(s) => {
+                self.id = Some(s.session_id);
+                self.capacity = capacity;
+                self.in_flight = s.resumed.iter().copied().collect();
+                let welcome: Frame = ServerFrame::Welcome {
+                    session_id: s.session_id,
+                    lease_seconds: self.app.lease_seconds.into(),
+                    renew_interval_seconds: renew_interval(self.app.lease_seconds).into(),
+                    resumed: s.resumed,
+                };
+                self.send(&welcome).await && self.fill().await
+            }
+            Err(e) => {
+                self.refuse(db_error_frame(None, &e)).await;
+                false
+            }
+        }
+    }
+
+    /// `task.start`, with the starts sent right after it: one call, one answer per start.
+    async fn on_start(&mut self, session: u64, attempt_id: u64, bytes: usize) -> bool {
+        let ids = self.gather(attempt_id, bytes, |f| match f {
+            ClientFrame::Start { attempt_id } => Some(attempt_id),
+            _ => None,
+        });
+        let answers = match self.app.db.attempt_start_many(session, &ids).await {
+            Ok(answers) => answers,
+            Err(e) => return self.db_error(e).await,
+        };
+        let mut lost = false;
+        for a in answers {
+            let frame: Frame = if a.accepted {
+                ServerFrame::StartOk {
+                    attempt_id: a.attempt_id,
+                    lease_expires_at: a.lease_expires_at.as_ref().map(wire_time),
+                }
+            } else {
+                // The worker will not run it, and it is not live: its slot is free.
+                lost |= self.drop_attempt(a.attempt_id);
+                ServerFrame::StartRejected {
+                    attempt_id: a.attempt_id,
+                    code: a.code,
+                }
+            };
+            if !self.send(&frame).await {
+                return false;
+            }
+        }
+        !lost || self.fill().await
+    }
+
+    /// `lease.renew`: renews the named attempts, answers `lease.renewed`, delivers grants whose
+    /// answer was lost, and claims for the capacity rejected attempts freed.
+    async fn on_renew(&mut self, session: u64, attempt_ids: Vec<u64>) -> bool {
+        // A session holds at most `capacity` attempts: a longer list (duplicates count)
+        // is refused before any call, so one frame cannot buy unbounded database work.
+        if attempt_ids.len() > self.capacity as usize {
+            let message = format!(
+                "attempt_ids lists {} ids, more than the session's capacity ({})",
+                attempt_ids.len(),
+                self.capacity
+            );
+            return self.send(&error_frame("INVALID_ARGUMENT", &message)).await;
+        }
+        let mut attempts = Vec::with_capacity(attempt_ids.len());
+        let mut lost = false;
+        // One call per 1,000 ids (the procedure's limit); an idle worker's heartbeat names none.
+        for ids in attempt_ids.chunks(1000) {
+            let answers = match self
+                .app
+                .db
+                .attempt_renew_many(session, ids, self.app.lease_seconds * 1000)
+                .await
+            {
+                Ok(answers) => answers,
+                Err(e) => return self.db_error(e).await,
+            };
+            for a in answers {
+                attempts.push(if a.accepted {
+                    RenewAnswer {
+                        attempt_id: a.attempt_id,
+                        lease_expires_at: a.lease_expires_at.as_ref().map(wire_time),
+                        rejected: None,
+                    }
+                } else {
+                    // No longer this session's live attempt (its lease ran out, it ended, or it
+                    // is not ours): its slot is free again.
+                    lost |= self.drop_attempt(a.attempt_id);
+                    RenewAnswer {
+                        attempt_id: a.attempt_id,
+                        lease_expires_at: None,
+                        rejected: Some(a.code),
+                    }
+                });
+            }
+        }
+        self.send(&Frame::Renewed { attempts }).await
+            && self.deliver_lost_grants(session).await
+            && (!lost || self.fill().await)
+    }
+
+    /// `task.result`, with the results sent right after it: confirmed together ([`Self::finish`]).
+    async fn on_results(&mut self, session: u64, first: AttemptResult, bytes: usize) -> bool {
+        let results = self.gather(first, bytes, |f| match f {
+            ClientFrame::Result {
+                attempt_id,
+                outcome,
+                retryable,
+                output,
+                error,
+            } => Some(AttemptResult {
+                attempt_id,
+                outcome,
+                retryable,
+                output,
+                error,
+            }),
+            _ => None,
+        });
+        self.finish(session, results).await
+    }
+
+    /// `drain`: no new grants; `drained` once nothing is in flight.
+    async fn on_drain(&mut self, session: u64) -> bool {
+        self.draining = true;
+        if let Err(e) = self.app.db.session_close(session, true).await {
+            return self.db_error(e).await;
+        }
+        self.fill().await
+    }
+
+    /// An attempt that is no longer this session's live attempt: it stops counting against the
+    /// capacity and is never delivered again as a lost grant. True when it was in flight.
+    fn drop_attempt(&mut self, attempt_id: u64) -> bool {
+        let was = self.in_flight.remove(&attempt_id);
+        if was {
+            self.dropped.insert(attempt_id);
+        }
+        was
     }
 
     /// The frames of `first`'s kind the worker has already sent after it, up to one call's worth:
@@ -656,77 +662,16 @@ impl Session {
             })
             .collect();
         let mut refused = refused.into_iter();
-        let mut wake_queues: Vec<String> = Vec::new();
-        let mut closed = false;
-        let (answers, grants, no_fill) = if good.is_empty() {
-            (Vec::new(), Vec::new(), false)
+        let Finished {
+            answers,
+            grants,
+            no_fill,
+            wake_queues,
+            closed,
+        } = if good.is_empty() {
+            Finished::default()
         } else {
-            let claim = self.claim_after(&good);
-            match self.app.db.attempt_finish_many(session, &good, claim).await {
-                Ok(f) if f.acks.len() == good.len() => {
-                    wake_queues.extend(f.wake_queues);
-                    (
-                        f.acks.into_iter().map(FinishAck::into_result).collect(),
-                        f.grants,
-                        claim.max > 0,
-                    )
-                }
-                Ok(f) => {
-                    wake_queues.extend(f.wake_queues);
-                    let e = DbError::Internal(format!(
-                        "orbit_attempt_finish answered {} acks for {} results",
-                        f.acks.len(),
-                        good.len()
-                    ));
-                    (
-                        good.iter().map(|_| Err(e.clone())).collect(),
-                        f.grants,
-                        claim.max > 0,
-                    )
-                }
-                Err(DbError::InvalidArgument(_)) if good.len() > 1 => {
-                    // One result the checks above let through: each alone, so it fails alone.
-                    let mut answers = Vec::with_capacity(good.len());
-                    for r in &good {
-                        answers.push(
-                            match self
-                                .app
-                                .db
-                                .attempt_finish_many(
-                                    session,
-                                    std::slice::from_ref(r),
-                                    ClaimAfter::NONE,
-                                )
-                                .await
-                            {
-                                Ok(mut f) => {
-                                    wake_queues.append(&mut f.wake_queues);
-                                    f.acks
-                                        .pop()
-                                        .ok_or_else(|| {
-                                            DbError::Internal(
-                                                "orbit_attempt_finish returned no ack".into(),
-                                            )
-                                        })
-                                        .and_then(FinishAck::into_result)
-                                }
-                                Err(e) => Err(e),
-                            },
-                        );
-                    }
-                    (answers, Vec::new(), false)
-                }
-                // The call failed as a whole (an unavailable database): a claim would fail too.
-                // A closed session (credential revoked, swept) ends the socket after the answers.
-                Err(e) => (
-                    {
-                        closed = matches!(e, DbError::Unauthenticated(_));
-                        good.iter().map(|_| Err(e.clone())).collect()
-                    },
-                    Vec::new(),
-                    true,
-                ),
-            }
+            self.finish_call(session, &good).await
         };
         let mut answers = good.iter().map(|r| r.attempt_id).zip(answers);
         for check in &checks {
@@ -735,7 +680,10 @@ impl Session {
                 Ok(()) => match answers.next().expect("one answer per result") {
                     (attempt_id, Ok(ack)) => {
                         self.in_flight.remove(&attempt_id);
-                        json!({"type": "task.result.ack", "attempt_id": attempt_id, "task_state": ack.task_state})
+                        ServerFrame::ResultAck {
+                            attempt_id,
+                            task_state: ack.task_state,
+                        }
                     }
                     (attempt_id, Err(e)) => result_error_frame(self.id, attempt_id, &e),
                 },
@@ -758,10 +706,80 @@ impl Session {
         self.assign(grants).await && (no_fill || self.fill().await)
     }
 
+    /// One `orbit_attempt_finish` call for results that passed the checks, granting the
+    /// capacity they free in the same transaction.
+    async fn finish_call(&mut self, session: u64, good: &[AttemptResult]) -> Finished {
+        let claim = self.claim_after(good);
+        match self.app.db.attempt_finish_many(session, good, claim).await {
+            Ok(f) if f.acks.len() == good.len() => Finished {
+                answers: f.acks.into_iter().map(FinishAck::into_result).collect(),
+                grants: f.grants,
+                no_fill: claim.max > 0,
+                wake_queues: f.wake_queues,
+                closed: false,
+            },
+            Ok(f) => {
+                let e = DbError::Internal(format!(
+                    "orbit_attempt_finish answered {} acks for {} results",
+                    f.acks.len(),
+                    good.len()
+                ));
+                Finished {
+                    answers: good.iter().map(|_| Err(e.clone())).collect(),
+                    grants: f.grants,
+                    no_fill: claim.max > 0,
+                    wake_queues: f.wake_queues,
+                    closed: false,
+                }
+            }
+            // One result the checks let through: each alone, so it fails alone.
+            Err(DbError::InvalidArgument(_)) if good.len() > 1 => {
+                self.finish_each(session, good).await
+            }
+            // The call failed as a whole (an unavailable database): a claim would fail too.
+            // A closed session (credential revoked, swept) ends the socket after the answers.
+            Err(e) => Finished {
+                closed: matches!(e, DbError::Unauthenticated(_)),
+                answers: good.iter().map(|_| Err(e.clone())).collect(),
+                grants: Vec::new(),
+                no_fill: true,
+                wake_queues: Vec::new(),
+            },
+        }
+    }
+
+    /// Each result in a call of its own, granting nothing (a claim follows).
+    async fn finish_each(&mut self, session: u64, good: &[AttemptResult]) -> Finished {
+        let mut done = Finished::default();
+        for r in good {
+            let finished = self
+                .app
+                .db
+                .attempt_finish_many(session, std::slice::from_ref(r), ClaimAfter::NONE)
+                .await;
+            done.answers.push(match finished {
+                Ok(mut f) => {
+                    done.wake_queues.append(&mut f.wake_queues);
+                    f.acks
+                        .pop()
+                        .ok_or_else(|| {
+                            DbError::Internal("orbit_attempt_finish returned no ack".into())
+                        })
+                        .and_then(FinishAck::into_result)
+                }
+                Err(e) => Err(e),
+            });
+        }
+        done
+    }
+
     /// Refuses a hello: its error frame, then a Close frame whose code says why
     /// ([`close_code::for_error`]), then a short wait for the worker's Close.
-    async fn refuse(&mut self, frame: Value) {
-        let code = frame["code"].as_str().unwrap_or("INTERNAL").to_string();
+    async fn refuse(&mut self, frame: Frame) {
+        let code = match &frame {
+            ServerFrame::Error { code, .. } => code.clone(),
+            _ => "INTERNAL".to_string(),
+        };
         let close = axum::extract::ws::CloseFrame {
             code: close_code::for_error(&code),
             reason: code.into(),
@@ -793,7 +811,7 @@ impl Session {
         if self.draining {
             if self.in_flight.is_empty() && !self.drained_sent {
                 self.drained_sent = true;
-                return self.send(&json!({"type": "drained"})).await;
+                return self.send(&Frame::Drained).await;
             }
             return true;
         }
@@ -866,10 +884,35 @@ impl Session {
     async fn assign(&mut self, grants: Vec<Grant>) -> bool {
         for g in grants {
             self.in_flight.insert(g.attempt_id);
-            if !self.feed(&Assign::from(g)).await {
+            if !self.feed(&assign_frame(g)).await {
                 return false;
             }
         }
         self.socket.flush().await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wire_time;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn frames_write_timestamps_as_the_http_api_does() {
+        for t in [
+            Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 30).unwrap(),
+            Utc.timestamp_opt(1_796_212_830, 250_000_000).unwrap(),
+            Utc.timestamp_opt(1_796_212_830, 123_456).unwrap(),
+            Utc.timestamp_opt(1_796_212_830, 7).unwrap(),
+        ] {
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                serde_json::Value::String(wire_time(&t)),
+            );
+        }
+        assert_eq!(
+            wire_time(&Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 30).unwrap()),
+            "2026-12-02T12:00:30Z"
+        );
     }
 }
