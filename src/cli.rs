@@ -340,6 +340,21 @@ pub enum MigrateAction {
         after_help = "Example:\n  orbit migrate status --dsn mysql://root@127.0.0.1:3306/orbit"
     )]
     Status(MigrateArgs),
+    /// Compare every installed table, index and procedure with the catalog and this binary's
+    /// definitions; exit 1 naming each one that is missing or changed.
+    #[command(
+        after_help = "Example:\n  orbit migrate verify --dsn mysql://root@127.0.0.1:3306/orbit\n\n\
+Exit codes: 0 the install matches; 1 something is missing or changed (each printed);\n\
+2 bad DSN; 3 database error. `orbit serve` runs the same check at start."
+    )]
+    Verify(VerifyArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// Database DSN, e.g. mysql://root@127.0.0.1:3306/orbit.
+    #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+    pub dsn: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -477,6 +492,7 @@ async fn migrate_cmd(action: MigrateAction) -> Result<ExitCode, migrate::Migrate
     let (args, is_up) = match action {
         MigrateAction::Up(a) => (a, true),
         MigrateAction::Status(a) => (a, false),
+        MigrateAction::Verify(a) => return verify_cmd(a).await,
     };
     let migrations = match &args.dir {
         Some(dir) => migrate::from_dir(dir)?,
@@ -533,6 +549,34 @@ async fn migrate_cmd(action: MigrateAction) -> Result<ExitCode, migrate::Migrate
         } else {
             ExitCode::from(1)
         })
+    }
+}
+
+async fn verify_cmd(args: VerifyArgs) -> Result<ExitCode, migrate::MigrateError> {
+    let dsn = args.dsn.ok_or(migrate::MigrateError::NoDsn)?;
+    let mut conn = migrate::connect(&dsn).await?;
+    let report = crate::verify::verify(&mut conn).await?;
+    for line in crate::verify::describe(&report) {
+        println!("{line}");
+    }
+    if report.ok() && report.limits.is_empty() {
+        println!(
+            "migrate verify: version {}, {} tables and procedures match their definitions",
+            report.version, report.checked
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "migrate verify: {} problem(s) in the install of version {}{}",
+            report.problems.len(),
+            report.version,
+            if report.limits.is_empty() {
+                ""
+            } else {
+                "; this account cannot see everything: run it as the account that ran `migrate up`"
+            }
+        );
+        Ok(ExitCode::from(1))
     }
 }
 
@@ -724,13 +768,15 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
 }
 
 /// 2 for a bad DSN, an address that cannot be bound (in use) or a database at another extension
-/// version (run `migrate up`); 3 when the database fails.
+/// version (run `migrate up`); 1 for a damaged install (see [`crate::verify`]); 3 when the
+/// database fails.
 fn serve_exit_code(e: &crate::http::ServeError) -> u8 {
     use crate::http::ServeError;
     match e {
         ServeError::Connect(e) if e.is_usage() => 2,
         ServeError::Connect(_) | ServeError::Version(_) => 3,
         ServeError::WrongVersion { .. } | ServeError::Bind { .. } => 2,
+        ServeError::Damaged { .. } => 1,
     }
 }
 

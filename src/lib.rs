@@ -23,6 +23,8 @@
 //! - [`chaos`]: `orbit chaos` — keyed worker processes under injected faults (kills, pauses,
 //!   façade and database restarts) and the invariant checker that reads the history afterwards.
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
+//! - [`verify`]: `orbit migrate verify` and serve's start-up check: the installed objects against
+//!   the catalog and this binary's definitions.
 //! - [`cli`]: the `orbit` command line.
 
 pub mod auth;
@@ -37,3 +39,4 @@ pub mod migrate;
 pub mod scheduler;
 pub mod sqlscript;
 pub mod testing;
+pub mod verify;

@@ -29,6 +29,7 @@ fn every_subcommand_has_help_with_an_example() {
         vec!["gen"],
         vec!["migrate", "up"],
         vec!["migrate", "status"],
+        vec!["migrate", "verify"],
         vec!["dev"],
         vec!["serve"],
         vec!["admin", "bootstrap"],

@@ -205,6 +205,12 @@ pub enum ServeError {
         expected: u32,
         hint: &'static str,
     },
+    #[error(
+        "the Orbit install in this database is damaged: {}. Restore the objects by loading this \
+         release's generated-sql/install.sql again (idempotent), then check with `orbit migrate verify`",
+        problems.join("; ")
+    )]
+    Damaged { problems: Vec<String> },
     #[error("cannot read the extension version: {0}")]
     Version(crate::db::DbError),
     #[error("cannot listen on {addr}: {source}")]
@@ -291,6 +297,7 @@ pub async fn serve_with(
             hint,
         });
     }
+    check_install(&db).await?;
     let dispatch = Arc::new(Dispatch::default());
     let app = router_with(db.clone(), dispatch.clone(), cfg.lease_seconds, &cfg.limits);
     let listener = TcpListener::bind(&cfg.addr)
@@ -316,6 +323,31 @@ pub async fn serve_with(
     scheduler.abort();
     db.close().await;
     Ok(())
+}
+
+/// `serve`'s start-up check ([`crate::verify`]): refuses an install with a missing or changed
+/// table, index or procedure, naming each.
+async fn check_install(db: &Db) -> Result<(), ServeError> {
+    let mut conn = db.pool().acquire().await.map_err(|e| {
+        ServeError::Connect(crate::migrate::MigrateError::Database {
+            doing: "verifying the install",
+            reason: crate::migrate::describe(&e),
+        })
+    })?;
+    let report = crate::verify::verify(&mut *conn).await?;
+    for note in &report.notes {
+        tracing::warn!(%note, "install check");
+    }
+    for limit in &report.limits {
+        tracing::warn!(%limit, "install check: run `orbit migrate verify` as the migrating account");
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(ServeError::Damaged {
+            problems: report.problems.iter().map(|p| p.to_string()).collect(),
+        })
+    }
 }
 
 /// Accepts connections until `shutdown`, then lets in-flight requests finish. At most
