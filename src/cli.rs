@@ -181,6 +181,9 @@ pub struct DevArgs {
     /// Where the private database and the credentials file live.
     #[arg(long, default_value = ".orbit/dev")]
     pub dir: PathBuf,
+    /// Log format on stderr (filter with RUST_LOG, default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -671,12 +674,15 @@ async fn bench_cmd(args: BenchArgs) -> ExitCode {
     }
 }
 
-/// Logs to stderr, filtered by RUST_LOG (default `info`).
+/// Logs to stderr, filtered by RUST_LOG (default `info`); ANSI colours only when stderr is a
+/// terminal (never in a log file or a pipe).
 pub fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal as _;
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -1067,7 +1073,7 @@ fn open_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
 }
 
 async fn dev_cmd(args: DevArgs) -> ExitCode {
-    init_logging(LogFormat::Text);
+    init_logging(args.log_format);
     // Everything the operator passed is checked before a database is built or started.
     let target = match args.dsn.as_deref().map(migrate::dsn_target).transpose() {
         Ok(t) => t,

@@ -117,6 +117,8 @@ pub struct App {
     pub openapi: Arc<String>,
     /// Lease granted with each assignment, in seconds.
     pub lease_seconds: u32,
+    /// Token hash → credential id, for the access log.
+    pub credential_ids: Arc<ops::CredentialIds>,
 }
 
 /// One Prometheus recorder per process.
@@ -174,11 +176,12 @@ pub fn router_with(
         node: format!("{}:{}", hostname(), std::process::id()),
         openapi: Arc::new(doc.to_json().expect("the OpenAPI document serialises")),
         lease_seconds,
+        credential_ids: Arc::new(ops::CredentialIds::default()),
     };
     routes
         .fallback(|| async { error::ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed })
-        .with_state(app)
+        .with_state(app.clone())
         .layer(DefaultBodyLimit::max(envelope::BODY_READ_CAP))
         .layer(axum::middleware::from_fn_with_state(
             envelope::Timeouts {
@@ -187,8 +190,24 @@ pub fn router_with(
             },
             envelope::request_timeout,
         ))
-        .layer(axum::middleware::from_fn(ops::record))
-        .layer(axum::middleware::from_fn(envelope::request_id))
+        .layer(axum::middleware::from_fn_with_state(app, ops::observe))
+        .layer(axum::middleware::from_fn(envelope::request_scope))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(envelope::RequestSpan)
+                .on_request(())
+                .on_response(ops::AccessLog)
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
+        .layer(tower_http::request_id::PropagateRequestIdLayer::x_request_id())
+        .layer(tower_http::request_id::SetRequestIdLayer::x_request_id(
+            envelope::MakeId,
+        ))
+        .layer(tower::util::MapRequestLayer::new(
+            envelope::screen_request_id::<Body>,
+        ))
 }
 
 /// Why `serve` could not start.
