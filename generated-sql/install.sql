@@ -1937,15 +1937,19 @@ DELIMITER ;
 -- ---- orbit_metrics_snapshot (from templates/procedures/orbit_metrics_snapshot.sql) ----
 -- orbit_metrics_snapshot: Gauges for operators and GET /metrics, read in one statement (one snapshot).
 --
--- Operator entry point: it takes no token (the façade decides who may scrape). Counting tasks by
--- state scans an index of orbit_task, so its cost grows with the table: scrape every few seconds,
--- not per request.
+-- Operator entry point: it takes no token (the façade decides who may scrape). Its cost grows
+-- with the number of queues, sessions and applications and with the unfinished tasks, never
+-- with the finished ones: each queue's count of a live state is one range of ix_task_list
+-- (queue_id, state), permits are counted from their own small tables, and the applications'
+-- counters are read from orbit_application_quota. Finished tasks are not counted here: the
+-- server counts results as they happen (orbit_task_results_total).
 -- Parameters: none.
--- Result (one row per gauge, ordered by metric then label): metric VARCHAR, label VARCHAR,
---   value BIGINT:
---   tasks / each of the nine task states (zeros included); queue_permits / ''; key_permits / '';
---   resources / ''; sessions / each session state (active, draining, closed; zeros included);
---   application_active_attempts / each application name.
+-- Result (one row per gauge, ordered by metric, queue, label): metric VARCHAR, queue_id VARCHAR
+--   ('' when the gauge is not per queue), label VARCHAR, value BIGINT:
+--   tasks / queue / each live state (WAITING, LEASED, RUNNING, RETRY_WAIT, NEEDS_REVIEW; zeros
+--   included); queue_paused / queue / the queue's name / 0 or 1; queue_permits / queue / '';
+--   key_permits / '' / ''; sessions / '' / active or draining (zeros included);
+--   application_active_attempts and application_incomplete_tasks / '' / each application name.
 -- Signals: none.
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_metrics_snapshot;
@@ -1953,29 +1957,36 @@ DELIMITER $$
 CREATE PROCEDURE orbit_metrics_snapshot()
   READS SQL DATA
 BEGIN
-  SELECT 'tasks' AS metric, s.label, CAST(COALESCE(n.value, 0) AS SIGNED) AS value
-    FROM (SELECT 'WAITING' AS label UNION ALL SELECT 'LEASED' UNION ALL SELECT 'RUNNING'
-          UNION ALL SELECT 'RETRY_WAIT' UNION ALL SELECT 'SUCCEEDED' UNION ALL SELECT 'FAILED'
-          UNION ALL SELECT 'CANCELLED' UNION ALL SELECT 'NEEDS_REVIEW' UNION ALL SELECT 'EXPIRED') s
-    LEFT JOIN (SELECT CAST(t.state AS CHAR) AS state, COUNT(*) AS value FROM orbit_task t GROUP BY t.state) n
-      ON n.state = s.label
+  SELECT 'tasks' AS metric, q.id AS queue_id, s.label,
+         CAST((SELECT COUNT(*) FROM orbit_task t
+                WHERE t.queue_id = q.id AND t.state = s.label) AS SIGNED) AS value
+    FROM orbit_queue q
+    CROSS JOIN (SELECT 'WAITING' AS label UNION ALL SELECT 'LEASED' UNION ALL SELECT 'RUNNING'
+                UNION ALL SELECT 'RETRY_WAIT' UNION ALL SELECT 'NEEDS_REVIEW') s
   UNION ALL
-  SELECT 'queue_permits', '', CAST((SELECT COUNT(*) FROM orbit_queue_permit) AS SIGNED)
+  SELECT 'queue_paused', q.id, q.name, CAST(q.paused AS SIGNED)
+    FROM orbit_queue q
   UNION ALL
-  SELECT 'key_permits', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
+  SELECT 'queue_permits', q.id, '',
+         CAST((SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = q.id) AS SIGNED)
+    FROM orbit_queue q
   UNION ALL
-  SELECT 'resources', '', CAST((SELECT COUNT(*) FROM orbit_resource) AS SIGNED)
+  SELECT 'key_permits', '', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
   UNION ALL
-  SELECT 'sessions', s.label, CAST(COALESCE(n.value, 0) AS SIGNED)
-    FROM (SELECT 'active' AS label UNION ALL SELECT 'draining' UNION ALL SELECT 'closed') s
-    LEFT JOIN (SELECT CAST(x.state AS CHAR) AS state, COUNT(*) AS value FROM orbit_session x GROUP BY x.state) n
-      ON n.state = s.label
+  SELECT 'sessions', '', s.label,
+         CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)
+    FROM (SELECT 'active' AS label UNION ALL SELECT 'draining') s
   UNION ALL
-  SELECT 'application_active_attempts', a.name, CAST(q.active_attempts AS SIGNED)
+  SELECT 'application_active_attempts', '', a.name, CAST(c.active_attempts AS SIGNED)
     FROM orbit_application a
     JOIN (SELECT x.application_id, SUM(x.active_attempts) AS active_attempts
-            FROM orbit_application_quota x GROUP BY x.application_id) q ON q.application_id = a.id
-   ORDER BY metric, label;
+            FROM orbit_application_quota x GROUP BY x.application_id) c ON c.application_id = a.id
+  UNION ALL
+  SELECT 'application_incomplete_tasks', '', a.name, CAST(c.incomplete_tasks AS SIGNED)
+    FROM orbit_application a
+    JOIN (SELECT x.application_id, SUM(x.incomplete_tasks) AS incomplete_tasks
+            FROM orbit_application_quota x GROUP BY x.application_id) c ON c.application_id = a.id
+   ORDER BY metric, queue_id, label;
 END$$
 DELIMITER ;
 
@@ -5152,7 +5163,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 1, '0de6f4b5de5bdd8c7facda17317b94ddde43ce5a81f759e88bf4b3b6727baecd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '3231f014ae3e5727c17e470e23d9a12bb24d392416154b614f5c8b46e680103f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'c2934bb60c138c682c9d1385d67148557ec4cf8eccf74706592208198142c639', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5181,5 +5192,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '2d70fe27ae8f537ace031abbb245a166f5105e8b9d5592cb4724d0361e79485d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7d436f065227351cd93bb4ea5e8ad2aa7a513e6374e2465fe0be9155d671eaf2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'fba4c9c3dfc168d95f749623ce225c5a74173373c34de4d12a47d9de21fb896b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

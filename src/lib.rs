@@ -22,6 +22,7 @@
 //! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline.
 //! - [`chaos`]: `orbit chaos` — keyed worker processes under injected faults (kills, pauses,
 //!   façade and database restarts) and the invariant checker that reads the history afterwards.
+//! - [`telemetry`]: the Prometheus metrics `/metrics` exports, declared once with their help.
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
 //! - [`verify`]: `orbit migrate verify` and serve's start-up check: the installed objects against
 //!   the catalog and this binary's definitions.
@@ -38,5 +39,6 @@ pub mod http;
 pub mod migrate;
 pub mod scheduler;
 pub mod sqlscript;
+pub mod telemetry;
 pub mod testing;
 pub mod verify;

@@ -258,10 +258,14 @@ impl Db {
             )
             .await?;
         let mut c = Cols::new(&row);
-        Ok(Submitted {
+        let submitted = Submitted {
             replayed: c.bool()?,
             task: Task::read(&mut c)?,
-        })
+        };
+        if !submitted.replayed {
+            crate::telemetry::submitted(&submitted.task.queue_id, 1);
+        }
+        Ok(submitted)
     }
 
     /// `orbit_task_submit_many`: up to 1000 tasks, each with its own Idempotency-Key, in one
@@ -286,7 +290,8 @@ impl Db {
                 items.len()
             )));
         }
-        rows.iter()
+        let submitted = rows
+            .iter()
             .enumerate()
             .map(|(i, row)| {
                 let mut c = Cols::new(row);
@@ -301,7 +306,11 @@ impl Db {
                     task: Task::read(&mut c)?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, DbError>>()?;
+        for s in submitted.iter().filter(|s| !s.replayed) {
+            crate::telemetry::submitted(&s.task.queue_id, 1);
+        }
+        Ok(submitted)
     }
 
     /// `orbit_task_get`.

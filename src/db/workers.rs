@@ -293,6 +293,7 @@ impl Db {
     ) -> Result<Vec<Grant>, DbError> {
         // What a wake-up costs: one claim per woken session with free capacity.
         ::metrics::counter!("orbit_worker_claims_total").increment(1);
+        let started = std::time::Instant::now();
         let rows = self
             .call(
                 "orbit_task_claim",
@@ -303,9 +304,12 @@ impl Db {
                 ],
             )
             .await?;
-        rows.iter()
+        let grants = rows
+            .iter()
             .map(|row| Grant::read(&mut Cols::new(row)))
-            .collect()
+            .collect::<Result<Vec<_>, DbError>>()?;
+        crate::telemetry::claimed(started.elapsed(), &grants);
+        Ok(grants)
     }
 
     /// `orbit_session_attempts`: the session's live attempts, as grants.
@@ -464,6 +468,8 @@ impl Db {
         results: &[AttemptResult],
         claim: ClaimAfter,
     ) -> Result<Finished, DbError> {
+        let started = std::time::Instant::now();
+        let input = results;
         let results = serde_json::to_string(results).expect("results serialise");
         let rows = self
             .call(
@@ -494,6 +500,7 @@ impl Db {
                 grants.push(Grant::read(&mut Cols::at(row, FINISH_ACK_COLUMNS))?);
             }
         }
+        crate::telemetry::finished(started.elapsed(), input, &acks, &grants);
         Ok(Finished {
             acks,
             grants,

@@ -16,7 +16,7 @@ use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -121,19 +121,6 @@ pub struct App {
     pub credential_ids: Arc<ops::CredentialIds>,
 }
 
-/// One Prometheus recorder per process.
-fn metrics_handle() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
-            let handle = recorder.handle();
-            let _ = metrics::set_global_recorder(recorder);
-            handle
-        })
-        .clone()
-}
-
 /// Every route with its OpenAPI description.
 fn api() -> OpenApiRouter<App> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
@@ -172,7 +159,7 @@ pub fn router_with(
     let app = App {
         db,
         dispatch,
-        metrics: metrics_handle(),
+        metrics: crate::telemetry::handle(),
         node: format!("{}:{}", hostname(), std::process::id()),
         openapi: Arc::new(doc.to_json().expect("the OpenAPI document serialises")),
         lease_seconds,

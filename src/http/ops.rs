@@ -74,8 +74,9 @@ async fn readyz(State(app): State<App>) -> Result<Data<Health>, ApiError> {
     ))
 }
 
-/// Prometheus text: HTTP requests and latencies by route, plus task, permit and session gauges
-/// read from the database at scrape time. The gauges name every application of the database, so
+/// Prometheus text (every family in [`crate::telemetry::FAMILIES`], with HELP and TYPE): HTTP,
+/// claim, hand-off and result counters and histograms, plus task, permit and session gauges read
+/// from the database at scrape time. The gauges name every application of the database, so
 /// this needs a token whose credential holds the `metrics:read` scope (an operator's credential).
 #[utoipa::path(
     get, path = "/metrics", tag = "operations", security(("bearer" = [])),
@@ -87,30 +88,7 @@ async fn readyz(State(app): State<App>) -> Result<Data<Health>, ApiError> {
 )]
 async fn metrics_text(State(app): State<App>, Bearer(hash): Bearer) -> Result<Response, ApiError> {
     app.db.credential_check(&hash, "metrics:read").await?;
-    let mut text = app.metrics.render();
-    match app.db.metrics_snapshot().await {
-        Ok(rows) => {
-            let mut last = String::new();
-            for (metric, label, value) in rows {
-                let name = format!("orbit_{metric}");
-                if name != last {
-                    text.push_str(&format!("# TYPE {name} gauge\n"));
-                    last = name.clone();
-                }
-                let label = label
-                    .replace('\\', "\\\\")
-                    .replace('"', "\\\"")
-                    .replace('\n', "\\n");
-                if label.is_empty() {
-                    text.push_str(&format!("{name} {value}\n"));
-                } else {
-                    text.push_str(&format!("{name}{{label=\"{label}\"}} {value}\n"));
-                }
-            }
-            text.push_str("# TYPE orbit_database_up gauge\norbit_database_up 1\n");
-        }
-        Err(_) => text.push_str("# TYPE orbit_database_up gauge\norbit_database_up 0\n"),
-    }
+    let text = crate::telemetry::scrape(&app.db).await;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
