@@ -1584,6 +1584,49 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_credential_list (from templates/procedures/orbit_credential_list.sql) ----
+-- orbit_credential_list: List credentials for operators, in id order, a page at a time.
+--
+-- Operator entry point, not reachable over HTTP: it takes no token (like orbit_credential_create).
+-- Never returns a token or its hash: only the 8-character hint the token starts with. Keyset
+-- pagination: pass the last credential_id of a page as p_after_id for the next one; reads the
+-- primary key in order (ix_credential_application when an application is named).
+-- Parameters: p_application (NULL = every application; a name that does not exist lists nothing);
+--   p_include_revoked 0/1; p_limit 1-1000; p_after_id (NULL = from the first).
+-- Result (0..p_limit rows): credential_id, application, environment, label, token_hint, scopes
+--   (comma-separated), namespaces (comma-separated names of the namespaces it reaches), queue_ids
+--   (comma-separated; '' = every queue of those namespaces), created_at, revoked_at (NULL =
+--   active).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_credential_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_list(IN p_application VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_include_revoked TINYINT, IN p_limit INT, IN p_after_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+  SELECT c.id AS credential_id, a.name AS application, e.name AS environment, c.label,
+         c.token_hint, CAST(c.scopes AS CHAR) AS scopes,
+         (SELECT GROUP_CONCAT(DISTINCT n.name ORDER BY n.name SEPARATOR ',')
+            FROM orbit_credential_scope s JOIN orbit_namespace n ON n.id = s.namespace_id
+           WHERE s.credential_id = c.id) AS namespaces,
+         (SELECT COALESCE(GROUP_CONCAT(s.queue_id ORDER BY s.queue_id SEPARATOR ','), '')
+            FROM orbit_credential_scope s
+           WHERE s.credential_id = c.id AND s.queue_id <> '') AS queue_ids,
+         c.created_at, c.revoked_at
+    FROM orbit_credential c
+    JOIN orbit_application a ON a.id = c.application_id
+    JOIN orbit_environment e ON e.id = c.environment_id
+   WHERE c.id > COALESCE(p_after_id, 0)
+     AND (p_application IS NULL OR a.name = p_application)
+     AND (p_include_revoked = 1 OR c.revoked_at IS NULL)
+   ORDER BY c.id
+   LIMIT p_limit;
+END$$
+DELIMITER ;
+
 -- ---- orbit_credential_revoke (from templates/procedures/orbit_credential_revoke.sql) ----
 -- orbit_credential_revoke: Revoke a credential: its token is UNAUTHENTICATED from now on.
 --
@@ -5156,6 +5199,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_check', 1, '5e302231f5fa23c6880149105bfac1387c1119bd1db6de7af5c8a40013d7698f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 1, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5192,5 +5236,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7d436f065227351cd93bb4ea5e8ad2aa7a513e6374e2465fe0be9155d671eaf2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'fba4c9c3dfc168d95f749623ce225c5a74173373c34de4d12a47d9de21fb896b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, 'd0d48ca9a65125e24cd3fb2bd79af878833e7595e45d679f758f5f5f92af3382', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, 'fe9cc21cf678450390ecea272b389a4eff2ec65818e2a8db8a6e31f633a9513d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

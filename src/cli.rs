@@ -54,6 +54,30 @@ pub enum Command {
         Refuses to start when the database's extension version is not the one this binary serves."
     )]
     Serve(ServeArgs),
+    /// Tasks over the HTTP API: list, get, cancel, resolve (ORBIT_URL, ORBIT_TOKEN).
+    #[command(
+        after_help = "Example:\n  export ORBIT_URL=http://127.0.0.1:8080 ORBIT_CREDENTIALS_FILE=ops.json\n  orbit task list --state NEEDS_REVIEW\n  orbit task resolve 42 --resolution requeue\n\n\
+        The token comes from ORBIT_TOKEN or the credentials file, never from the command line.\n\
+        Exit codes: 0 done; 1 not found or not in a state that allows it; 2 usage, configuration,\n\
+        401 or 403; 3 the server or its database is unavailable."
+    )]
+    Task {
+        #[command(subcommand)]
+        action: crate::operator::TaskAction,
+        #[command(flatten)]
+        api: crate::operator::ApiArgs,
+    },
+    /// Queues over the HTTP API: list, get, pause, resume (ORBIT_URL, ORBIT_TOKEN).
+    #[command(
+        after_help = "Example:\n  export ORBIT_URL=http://127.0.0.1:8080 ORBIT_CREDENTIALS_FILE=ops.json\n  orbit queue list\n  orbit queue pause 0f1e2d3c4b5a69788796a5b4c3d2e1f0\n\n\
+        Exit codes as for `orbit task`."
+    )]
+    Queue {
+        #[command(subcommand)]
+        action: crate::operator::QueueAction,
+        #[command(flatten)]
+        api: crate::operator::ApiArgs,
+    },
     /// Operator commands: bootstrap tenants and credentials.
     Admin {
         #[command(subcommand)]
@@ -214,6 +238,23 @@ pub enum CredentialAction {
         after_help = "Example:\n  orbit admin credential create --application shop --environment prod --namespace default \\\n    --scope tasks:read --scope tasks:submit --queue 0f1e… --output reader.json"
     )]
     Create(CredentialCreateArgs),
+    /// List credentials (never their tokens: the hint they start with), in id order.
+    #[command(
+        after_help = "Example:\n  orbit admin credential list --application shop\n  orbit admin credential list --include-revoked --json"
+    )]
+    List {
+        #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+        dsn: Option<String>,
+        /// Only this application's credentials (its name).
+        #[arg(long)]
+        application: Option<String>,
+        /// Also list revoked credentials.
+        #[arg(long)]
+        include_revoked: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Revoke a credential by id (idempotent); its token stops working at once and its open
     /// worker sessions are closed (their next frame is refused).
     #[command(after_help = "Example:\n  orbit admin credential revoke --id 7")]
@@ -404,6 +445,8 @@ async fn run(cli: Cli) -> ExitCode {
             .await
         }
         Command::Serve(args) => serve_cmd(args).await,
+        Command::Task { action, api } => crate::operator::task_cmd(action, api).await,
+        Command::Queue { action, api } => crate::operator::queue_cmd(action, api).await,
         Command::Dev(args) => dev_cmd(args).await,
         Command::Admin {
             action: AdminAction::Bootstrap(args),
@@ -926,6 +969,80 @@ async fn finish_output(
 
 async fn credential_cmd(action: CredentialAction) -> ExitCode {
     match action {
+        CredentialAction::List {
+            dsn,
+            application,
+            include_revoked,
+            json,
+        } => {
+            let (db, _) = match operator_db(dsn).await {
+                Ok(db) => db,
+                Err(code) => return code,
+            };
+            let mut all = Vec::new();
+            let mut after = None;
+            loop {
+                match db
+                    .credential_list(application.as_deref(), include_revoked, 1000, after)
+                    .await
+                {
+                    Ok(page) => {
+                        let full = page.len() == 1000;
+                        after = page.last().map(|c| c.credential_id);
+                        all.extend(page);
+                        if !full {
+                            break;
+                        }
+                    }
+                    Err(e) => return db_exit("credential list", &e),
+                }
+            }
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&all).expect("credentials serialise")
+                );
+            } else {
+                let dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
+                crate::operator::print_table(
+                    &[
+                        "ID",
+                        "APPLICATION",
+                        "ENVIRONMENT",
+                        "LABEL",
+                        "TOKEN",
+                        "SCOPES",
+                        "NAMESPACES",
+                        "QUEUES",
+                        "CREATED",
+                        "REVOKED",
+                    ],
+                    &all.iter()
+                        .map(|c| {
+                            vec![
+                                c.credential_id.to_string(),
+                                c.application.clone(),
+                                c.environment.clone(),
+                                dash(c.label.clone()),
+                                format!("{}…", c.token_hint),
+                                c.scopes.join(","),
+                                dash(c.namespaces.join(",")),
+                                if c.queue_ids.is_empty() {
+                                    "all".to_string()
+                                } else {
+                                    c.queue_ids.join(",")
+                                },
+                                c.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                                c.revoked_at.map_or("-".to_string(), |t| {
+                                    t.format("%Y-%m-%d %H:%M:%S").to_string()
+                                }),
+                            ]
+                        })
+                        .collect::<Vec<_>>(),
+                );
+            }
+            ExitCode::SUCCESS
+        }
         CredentialAction::Revoke { dsn, id } => {
             let (db, _) = match operator_db(dsn).await {
                 Ok(db) => db,

@@ -26,6 +26,7 @@
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
 //! - [`verify`]: `orbit migrate verify` and serve's start-up check: the installed objects against
 //!   the catalog and this binary's definitions.
+//! - [`operator`]: `orbit task …` and `orbit queue …` over the HTTP API (through `orbit_sdk`).
 //! - [`cli`]: the `orbit` command line.
 
 pub mod auth;
@@ -37,6 +38,7 @@ pub mod db;
 pub mod dev;
 pub mod http;
 pub mod migrate;
+pub mod operator;
 pub mod scheduler;
 pub mod sqlscript;
 pub mod telemetry;
