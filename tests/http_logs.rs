@@ -166,9 +166,11 @@ async fn request_ids_come_from_the_client_the_traceparent_or_are_made() {
     assert_eq!(made.len(), 1, "{made:#?}");
     assert!(made[0].contains("route=/healthz") && made[0].contains("status=200"));
 
-    // An unknown path: one line, route `unmatched`.
+    // An unknown path: one line, route `unmatched`; its token was never checked, so it is not
+    // looked up (no database call for a made-up token) and the line has no credential id.
     let resp = http
         .get(format!("{}/no/such/{}", server.url, "path"))
+        .bearer_auth(&f.token)
         .header("x-request-id", "req-unmatched")
         .send()
         .await
@@ -177,6 +179,7 @@ async fn request_ids_come_from_the_client_the_traceparent_or_are_made() {
     let lines = lines_with(&server, "req-unmatched", 1).await;
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(lines[0].contains("route=unmatched"), "{}", lines[0]);
+    assert!(lines[0].contains("credential_id=-"), "{}", lines[0]);
 }
 
 #[tokio::test]

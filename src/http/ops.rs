@@ -215,11 +215,12 @@ pub async fn observe(State(app): State<App>, req: Request, next: Next) -> Respon
     metrics::histogram!("orbit_http_request_duration_seconds", "route" => route, "method" => method)
         .record(started.elapsed().as_secs_f64());
     if let Some(hash) = token_hash {
-        // The token was accepted (or at least authenticated: 403/404/409/429 come after the
-        // procedure's check); a rejected or unchecked token gets no lookup.
+        // Looked up only when the procedure authenticated the token (a success, or a 403 / 409
+        // that comes after its check): a request with a made-up token (a 401, or a 400 / 404
+        // answered before any check) never costs a database call.
         let authenticated = status.is_success()
             || status == StatusCode::SWITCHING_PROTOCOLS
-            || matches!(status.as_u16(), 403 | 404 | 409 | 429);
+            || matches!(status.as_u16(), 403 | 409);
         let id = if authenticated {
             app.credential_ids.lookup(&app.db, hash).await
         } else {
