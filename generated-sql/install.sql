@@ -1586,6 +1586,49 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_credential_list (from templates/procedures/orbit_credential_list.sql) ----
+-- orbit_credential_list: List credentials for operators, in id order, a page at a time.
+--
+-- Operator entry point, not reachable over HTTP: it takes no token (like orbit_credential_create).
+-- Never returns a token or its hash: only the 8-character hint the token starts with. Keyset
+-- pagination: pass the last credential_id of a page as p_after_id for the next one; reads the
+-- primary key in order (ix_credential_application when an application is named).
+-- Parameters: p_application (NULL = every application; a name that does not exist lists nothing);
+--   p_include_revoked 0/1; p_limit 1-1000; p_after_id (NULL = from the first).
+-- Result (0..p_limit rows): credential_id, application, environment, label, token_hint, scopes
+--   (comma-separated), namespaces (comma-separated names of the namespaces it reaches), queue_ids
+--   (comma-separated; '' = every queue of those namespaces), created_at, revoked_at (NULL =
+--   active).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_credential_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_list(IN p_application VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_include_revoked TINYINT, IN p_limit INT, IN p_after_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+  SELECT c.id AS credential_id, a.name AS application, e.name AS environment, c.label,
+         c.token_hint, CAST(c.scopes AS CHAR) AS scopes,
+         (SELECT GROUP_CONCAT(DISTINCT n.name ORDER BY n.name SEPARATOR ',')
+            FROM orbit_credential_scope s JOIN orbit_namespace n ON n.id = s.namespace_id
+           WHERE s.credential_id = c.id) AS namespaces,
+         (SELECT COALESCE(GROUP_CONCAT(s.queue_id ORDER BY s.queue_id SEPARATOR ','), '')
+            FROM orbit_credential_scope s
+           WHERE s.credential_id = c.id AND s.queue_id <> '') AS queue_ids,
+         c.created_at, c.revoked_at
+    FROM orbit_credential c
+    JOIN orbit_application a ON a.id = c.application_id
+    JOIN orbit_environment e ON e.id = c.environment_id
+   WHERE c.id > COALESCE(p_after_id, 0)
+     AND (p_application IS NULL OR a.name = p_application)
+     AND (p_include_revoked = 1 OR c.revoked_at IS NULL)
+   ORDER BY c.id
+   LIMIT p_limit;
+END$$
+DELIMITER ;
+
 -- ---- orbit_credential_revoke (from templates/procedures/orbit_credential_revoke.sql) ----
 -- orbit_credential_revoke: Revoke a credential: its token is UNAUTHENTICATED from now on.
 --
@@ -1939,15 +1982,19 @@ DELIMITER ;
 -- ---- orbit_metrics_snapshot (from templates/procedures/orbit_metrics_snapshot.sql) ----
 -- orbit_metrics_snapshot: Gauges for operators and GET /metrics, read in one statement (one snapshot).
 --
--- Operator entry point: it takes no token (the façade decides who may scrape). Counting tasks by
--- state scans an index of orbit_task, so its cost grows with the table: scrape every few seconds,
--- not per request.
+-- Operator entry point: it takes no token (the façade decides who may scrape). Its cost grows
+-- with the number of queues, sessions and applications and with the unfinished tasks, never
+-- with the finished ones: each queue's count of a live state is one range of ix_task_list
+-- (queue_id, state), permits are counted from their own small tables, and the applications'
+-- counters are read from orbit_application_quota. Finished tasks are not counted here: the
+-- server counts results as they happen (orbit_task_results_total).
 -- Parameters: none.
--- Result (one row per gauge, ordered by metric then label): metric VARCHAR, label VARCHAR,
---   value BIGINT:
---   tasks / each of the nine task states (zeros included); queue_permits / ''; key_permits / '';
---   resources / ''; sessions / each session state (active, draining, closed; zeros included);
---   application_active_attempts / each application name.
+-- Result (one row per gauge, ordered by metric, queue, label): metric VARCHAR, queue_id VARCHAR
+--   ('' when the gauge is not per queue), label VARCHAR, value BIGINT:
+--   tasks / queue / each live state (WAITING, LEASED, RUNNING, RETRY_WAIT, NEEDS_REVIEW; zeros
+--   included); queue_paused / queue / the queue's name / 0 or 1; queue_permits / queue / '';
+--   key_permits / '' / ''; sessions / '' / active or draining (zeros included);
+--   application_active_attempts and application_incomplete_tasks / '' / each application name.
 -- Signals: none.
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_metrics_snapshot;
@@ -1955,29 +2002,36 @@ DELIMITER $$
 CREATE PROCEDURE orbit_metrics_snapshot()
   READS SQL DATA
 BEGIN
-  SELECT 'tasks' AS metric, s.label, CAST(COALESCE(n.value, 0) AS SIGNED) AS value
-    FROM (SELECT 'WAITING' AS label UNION ALL SELECT 'LEASED' UNION ALL SELECT 'RUNNING'
-          UNION ALL SELECT 'RETRY_WAIT' UNION ALL SELECT 'SUCCEEDED' UNION ALL SELECT 'FAILED'
-          UNION ALL SELECT 'CANCELLED' UNION ALL SELECT 'NEEDS_REVIEW' UNION ALL SELECT 'EXPIRED') s
-    LEFT JOIN (SELECT CAST(t.state AS CHAR) AS state, COUNT(*) AS value FROM orbit_task t GROUP BY t.state) n
-      ON n.state = s.label
+  SELECT 'tasks' AS metric, q.id AS queue_id, s.label,
+         CAST((SELECT COUNT(*) FROM orbit_task t
+                WHERE t.queue_id = q.id AND t.state = s.label) AS SIGNED) AS value
+    FROM orbit_queue q
+    CROSS JOIN (SELECT 'WAITING' AS label UNION ALL SELECT 'LEASED' UNION ALL SELECT 'RUNNING'
+                UNION ALL SELECT 'RETRY_WAIT' UNION ALL SELECT 'NEEDS_REVIEW') s
   UNION ALL
-  SELECT 'queue_permits', '', CAST((SELECT COUNT(*) FROM orbit_queue_permit) AS SIGNED)
+  SELECT 'queue_paused', q.id, q.name, CAST(q.paused AS SIGNED)
+    FROM orbit_queue q
   UNION ALL
-  SELECT 'key_permits', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
+  SELECT 'queue_permits', q.id, '',
+         CAST((SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = q.id) AS SIGNED)
+    FROM orbit_queue q
   UNION ALL
-  SELECT 'resources', '', CAST((SELECT COUNT(*) FROM orbit_resource) AS SIGNED)
+  SELECT 'key_permits', '', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
   UNION ALL
-  SELECT 'sessions', s.label, CAST(COALESCE(n.value, 0) AS SIGNED)
-    FROM (SELECT 'active' AS label UNION ALL SELECT 'draining' UNION ALL SELECT 'closed') s
-    LEFT JOIN (SELECT CAST(x.state AS CHAR) AS state, COUNT(*) AS value FROM orbit_session x GROUP BY x.state) n
-      ON n.state = s.label
+  SELECT 'sessions', '', s.label,
+         CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)
+    FROM (SELECT 'active' AS label UNION ALL SELECT 'draining') s
   UNION ALL
-  SELECT 'application_active_attempts', a.name, CAST(q.active_attempts AS SIGNED)
+  SELECT 'application_active_attempts', '', a.name, CAST(c.active_attempts AS SIGNED)
     FROM orbit_application a
     JOIN (SELECT x.application_id, SUM(x.active_attempts) AS active_attempts
-            FROM orbit_application_quota x GROUP BY x.application_id) q ON q.application_id = a.id
-   ORDER BY metric, label;
+            FROM orbit_application_quota x GROUP BY x.application_id) c ON c.application_id = a.id
+  UNION ALL
+  SELECT 'application_incomplete_tasks', '', a.name, CAST(c.incomplete_tasks AS SIGNED)
+    FROM orbit_application a
+    JOIN (SELECT x.application_id, SUM(x.incomplete_tasks) AS incomplete_tasks
+            FROM orbit_application_quota x GROUP BY x.application_id) c ON c.application_id = a.id
+   ORDER BY metric, queue_id, label;
 END$$
 DELIMITER ;
 
@@ -5146,6 +5200,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_check', 1, '5e302231f5fa23c6880149105bfac1387c1119bd1db6de7af5c8a40013d7698f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5153,7 +5208,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '3231f014ae3e5727c17e470e23d9a12bb24d392416154b614f5c8b46e680103f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'c2934bb60c138c682c9d1385d67148557ec4cf8eccf74706592208198142c639', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5183,5 +5238,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'f2ebe354f67eeb5435c76648f3f9475243e761c84eb6996d815f4c4755c30cf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'f2ebe354f67eeb5435c76648f3f9475243e761c84eb6996d815f4c4755c30cf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'd0447411441b7a015478b74e1a4a99cd9f4fc034e1f8924d5a21a9f76bf07d48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'd0447411441b7a015478b74e1a4a99cd9f4fc034e1f8924d5a21a9f76bf07d48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

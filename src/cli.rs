@@ -54,6 +54,30 @@ pub enum Command {
         Refuses to start when the database's extension version is not the one this binary serves."
     )]
     Serve(ServeArgs),
+    /// Tasks over the HTTP API: list, get, cancel, resolve (ORBIT_URL, ORBIT_TOKEN).
+    #[command(
+        after_help = "Example:\n  export ORBIT_URL=http://127.0.0.1:8080 ORBIT_CREDENTIALS_FILE=ops.json\n  orbit task list --state NEEDS_REVIEW\n  orbit task resolve 42 --resolution requeue\n\n\
+        The token comes from ORBIT_TOKEN or the credentials file, never from the command line.\n\
+        Exit codes: 0 done; 1 not found or not in a state that allows it; 2 usage, configuration,\n\
+        401 or 403; 3 the server or its database is unavailable."
+    )]
+    Task {
+        #[command(subcommand)]
+        action: crate::operator::TaskAction,
+        #[command(flatten)]
+        api: crate::operator::ApiArgs,
+    },
+    /// Queues over the HTTP API: list, get, pause, resume (ORBIT_URL, ORBIT_TOKEN).
+    #[command(
+        after_help = "Example:\n  export ORBIT_URL=http://127.0.0.1:8080 ORBIT_CREDENTIALS_FILE=ops.json\n  orbit queue list\n  orbit queue pause 0f1e2d3c4b5a69788796a5b4c3d2e1f0\n\n\
+        Exit codes as for `orbit task`."
+    )]
+    Queue {
+        #[command(subcommand)]
+        action: crate::operator::QueueAction,
+        #[command(flatten)]
+        api: crate::operator::ApiArgs,
+    },
     /// Operator commands: bootstrap tenants and credentials.
     Admin {
         #[command(subcommand)]
@@ -181,6 +205,9 @@ pub struct DevArgs {
     /// Where the private database and the credentials file live.
     #[arg(long, default_value = ".orbit/dev")]
     pub dir: PathBuf,
+    /// Log format on stderr (filter with RUST_LOG, default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,6 +238,23 @@ pub enum CredentialAction {
         after_help = "Example:\n  orbit admin credential create --application shop --environment prod --namespace default \\\n    --scope tasks:read --scope tasks:submit --queue 0f1e… --output reader.json"
     )]
     Create(CredentialCreateArgs),
+    /// List credentials (never their tokens: the hint they start with), in id order.
+    #[command(
+        after_help = "Example:\n  orbit admin credential list --application shop\n  orbit admin credential list --include-revoked --json"
+    )]
+    List {
+        #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+        dsn: Option<String>,
+        /// Only this application's credentials (its name).
+        #[arg(long)]
+        application: Option<String>,
+        /// Also list revoked credentials.
+        #[arg(long)]
+        include_revoked: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Revoke a credential by id (idempotent); its token stops working at once and its open
     /// worker sessions are closed (their next frame is refused).
     #[command(after_help = "Example:\n  orbit admin credential revoke --id 7")]
@@ -340,6 +384,21 @@ pub enum MigrateAction {
         after_help = "Example:\n  orbit migrate status --dsn mysql://root@127.0.0.1:3306/orbit"
     )]
     Status(MigrateArgs),
+    /// Compare every installed table, index and procedure with the catalog and this binary's
+    /// definitions; exit 1 naming each one that is missing or changed.
+    #[command(
+        after_help = "Example:\n  orbit migrate verify --dsn mysql://root@127.0.0.1:3306/orbit\n\n\
+Exit codes: 0 the install matches; 1 something is missing or changed (each printed);\n\
+2 bad DSN; 3 database error. `orbit serve` runs the same check at start."
+    )]
+    Verify(VerifyArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// Database DSN, e.g. mysql://root@127.0.0.1:3306/orbit.
+    #[arg(long, env = "ORBIT_MYSQL_DSN", hide_env_values = true)]
+    pub dsn: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -386,6 +445,8 @@ async fn run(cli: Cli) -> ExitCode {
             .await
         }
         Command::Serve(args) => serve_cmd(args).await,
+        Command::Task { action, api } => crate::operator::task_cmd(action, api).await,
+        Command::Queue { action, api } => crate::operator::queue_cmd(action, api).await,
         Command::Dev(args) => dev_cmd(args).await,
         Command::Admin {
             action: AdminAction::Bootstrap(args),
@@ -477,6 +538,7 @@ async fn migrate_cmd(action: MigrateAction) -> Result<ExitCode, migrate::Migrate
     let (args, is_up) = match action {
         MigrateAction::Up(a) => (a, true),
         MigrateAction::Status(a) => (a, false),
+        MigrateAction::Verify(a) => return verify_cmd(a).await,
     };
     let migrations = match &args.dir {
         Some(dir) => migrate::from_dir(dir)?,
@@ -533,6 +595,34 @@ async fn migrate_cmd(action: MigrateAction) -> Result<ExitCode, migrate::Migrate
         } else {
             ExitCode::from(1)
         })
+    }
+}
+
+async fn verify_cmd(args: VerifyArgs) -> Result<ExitCode, migrate::MigrateError> {
+    let dsn = args.dsn.ok_or(migrate::MigrateError::NoDsn)?;
+    let mut conn = migrate::connect(&dsn).await?;
+    let report = crate::verify::verify(&mut conn).await?;
+    for line in crate::verify::describe(&report) {
+        println!("{line}");
+    }
+    if report.ok() && report.limits.is_empty() {
+        println!(
+            "migrate verify: version {}, {} tables and procedures match their definitions",
+            report.version, report.checked
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "migrate verify: {} problem(s) in the install of version {}{}",
+            report.problems.len(),
+            report.version,
+            if report.limits.is_empty() {
+                ""
+            } else {
+                "; this account cannot see everything: run it as the account that ran `migrate up`"
+            }
+        );
+        Ok(ExitCode::from(1))
     }
 }
 
@@ -627,12 +717,15 @@ async fn bench_cmd(args: BenchArgs) -> ExitCode {
     }
 }
 
-/// Logs to stderr, filtered by RUST_LOG (default `info`).
+/// Logs to stderr, filtered by RUST_LOG (default `info`); ANSI colours only when stderr is a
+/// terminal (never in a log file or a pipe).
 pub fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal as _;
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -724,13 +817,15 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
 }
 
 /// 2 for a bad DSN, an address that cannot be bound (in use) or a database at another extension
-/// version (run `migrate up`); 3 when the database fails.
+/// version (run `migrate up`); 1 for a damaged install (see [`crate::verify`]); 3 when the
+/// database fails.
 fn serve_exit_code(e: &crate::http::ServeError) -> u8 {
     use crate::http::ServeError;
     match e {
         ServeError::Connect(e) if e.is_usage() => 2,
         ServeError::Connect(_) | ServeError::Version(_) => 3,
         ServeError::WrongVersion { .. } | ServeError::Bind { .. } => 2,
+        ServeError::Damaged { .. } => 1,
     }
 }
 
@@ -874,6 +969,80 @@ async fn finish_output(
 
 async fn credential_cmd(action: CredentialAction) -> ExitCode {
     match action {
+        CredentialAction::List {
+            dsn,
+            application,
+            include_revoked,
+            json,
+        } => {
+            let (db, _) = match operator_db(dsn).await {
+                Ok(db) => db,
+                Err(code) => return code,
+            };
+            let mut all = Vec::new();
+            let mut after = None;
+            loop {
+                match db
+                    .credential_list(application.as_deref(), include_revoked, 1000, after)
+                    .await
+                {
+                    Ok(page) => {
+                        let full = page.len() == 1000;
+                        after = page.last().map(|c| c.credential_id);
+                        all.extend(page);
+                        if !full {
+                            break;
+                        }
+                    }
+                    Err(e) => return db_exit("credential list", &e),
+                }
+            }
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&all).expect("credentials serialise")
+                );
+            } else {
+                let dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
+                crate::operator::print_table(
+                    &[
+                        "ID",
+                        "APPLICATION",
+                        "ENVIRONMENT",
+                        "LABEL",
+                        "TOKEN",
+                        "SCOPES",
+                        "NAMESPACES",
+                        "QUEUES",
+                        "CREATED",
+                        "REVOKED",
+                    ],
+                    &all.iter()
+                        .map(|c| {
+                            vec![
+                                c.credential_id.to_string(),
+                                c.application.clone(),
+                                c.environment.clone(),
+                                dash(c.label.clone()),
+                                format!("{}…", c.token_hint),
+                                c.scopes.join(","),
+                                dash(c.namespaces.join(",")),
+                                if c.queue_ids.is_empty() {
+                                    "all".to_string()
+                                } else {
+                                    c.queue_ids.join(",")
+                                },
+                                c.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                                c.revoked_at.map_or("-".to_string(), |t| {
+                                    t.format("%Y-%m-%d %H:%M:%S").to_string()
+                                }),
+                            ]
+                        })
+                        .collect::<Vec<_>>(),
+                );
+            }
+            ExitCode::SUCCESS
+        }
         CredentialAction::Revoke { dsn, id } => {
             let (db, _) = match operator_db(dsn).await {
                 Ok(db) => db,
@@ -1021,7 +1190,7 @@ fn open_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
 }
 
 async fn dev_cmd(args: DevArgs) -> ExitCode {
-    init_logging(LogFormat::Text);
+    init_logging(args.log_format);
     // Everything the operator passed is checked before a database is built or started.
     let target = match args.dsn.as_deref().map(migrate::dsn_target).transpose() {
         Ok(t) => t,

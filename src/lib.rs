@@ -24,7 +24,11 @@
 //! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline.
 //! - [`chaos`]: `orbit chaos` — keyed worker processes under injected faults (kills, pauses,
 //!   façade and database restarts) and the invariant checker that reads the history afterwards.
+//! - [`telemetry`]: the Prometheus metrics `/metrics` exports, declared once with their help.
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
+//! - [`verify`]: `orbit migrate verify` and serve's start-up check: the installed objects against
+//!   the catalog and this binary's definitions.
+//! - [`operator`]: `orbit task …` and `orbit queue …` over the HTTP API (through `orbit_sdk`).
 //! - [`cli`]: the `orbit` command line.
 
 pub mod auth;
@@ -37,6 +41,9 @@ pub mod dev;
 pub mod dispatch;
 pub mod http;
 pub mod migrate;
+pub mod operator;
 pub mod scheduler;
 pub mod sqlscript;
+pub mod telemetry;
 pub mod testing;
+pub mod verify;

@@ -61,6 +61,7 @@ pub async fn tick(db: &Db, session_idle_ms: u32) -> Result<(bool, Duration), cra
     let promoted = db.task_promote_due(BATCH).await?;
     let expired = db.task_expire_due(BATCH).await?;
     let fired = db.plan_fire_due(BATCH).await?;
+    crate::telemetry::swept(recovered.count, expired.count);
     let counts = [
         swept.count,
         recovered.count,

@@ -242,6 +242,14 @@ impl Server {
             .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
     }
 
+    /// Starts `binary serve` with extra arguments and `RUST_LOG` (e.g. `info` for the access log,
+    /// which goes to [`Server::log`]).
+    pub async fn start_logging(binary: &str, dsn: &str, args: &[&str], rust_log: &str) -> Server {
+        Self::spawn(binary, dsn, "127.0.0.1:0", args, rust_log)
+            .await
+            .unwrap_or_else(|e| panic!("orbit serve did not start: {e}"))
+    }
+
     /// The server's process id (to look at its open file descriptors).
     pub fn pid(&self) -> u32 {
         self.child.id().expect("the server is running")
@@ -257,6 +265,16 @@ impl Server {
         addr: &str,
         extra: &[&str],
     ) -> Result<Server, String> {
+        Self::spawn(binary, dsn, addr, extra, "warn").await
+    }
+
+    async fn spawn(
+        binary: &str,
+        dsn: &str,
+        addr: &str,
+        extra: &[&str],
+        rust_log: &str,
+    ) -> Result<Server, String> {
         use tokio::io::AsyncBufReadExt;
         let log = std::env::temp_dir().join(format!(
             "orbit-serve-{}.log",
@@ -266,7 +284,7 @@ impl Server {
             .args(["serve", "--addr", addr, "--pool-size", "8"])
             .args(extra)
             .env("ORBIT_MYSQL_DSN", dsn)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", rust_log)
             .stdout(std::process::Stdio::piped())
             .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
             .kill_on_drop(true)

@@ -523,49 +523,106 @@ async fn queue_list_and_get_stay_in_scope() {
 #[tokio::test]
 async fn metrics_snapshot_counts_a_known_setup() {
     let f = Fixture::new().await;
+    let other = f.queue("other").await;
     f.submit(&f.queue_id, "m/1").await;
     f.submit(&f.queue_id, "m/1").await; // blocked behind the first
     f.submit(&f.queue_id, "").await;
+    f.submit(&other, "").await;
     let cancelled = f.submit(&f.queue_id, "").await;
     f.db.task_cancel(&f.hash, cancelled.id).await.unwrap();
     let s = f.session("w", true, &[&f.queue_id]).await;
     assert_eq!(f.db.task_claim(s, 10, 30_000).await.unwrap().len(), 2);
     let idle = f.session("idle", false, &[&f.queue_id]).await;
     f.db.session_close(idle, true).await.unwrap();
+    f.db.queue_set_paused(&f.hash, &other, true).await.unwrap();
 
     let rows = f.db.metrics_snapshot().await.unwrap();
-    let get = |metric: &str, label: &str| {
+    let get = |metric: &str, queue: &str, label: &str| {
         rows.iter()
-            .find(|(m, l, _)| m == metric && l == label)
-            .map(|r| r.2)
-            .unwrap_or_else(|| panic!("no {metric}/{label} in {rows:?}"))
+            .find(|r| r.metric == metric && r.queue_id == queue && r.label == label)
+            .map(|r| r.value)
+            .unwrap_or_else(|| panic!("no {metric}/{queue}/{label} in {rows:?}"))
     };
-    for (state, n) in [
-        ("WAITING", 1),
-        ("LEASED", 2),
-        ("RUNNING", 0),
-        ("RETRY_WAIT", 0),
-        ("SUCCEEDED", 0),
-        ("FAILED", 0),
-        ("CANCELLED", 1),
-        ("NEEDS_REVIEW", 0),
-        ("EXPIRED", 0),
+    for (queue, state, n) in [
+        (&f.queue_id, "WAITING", 1),
+        (&f.queue_id, "LEASED", 2),
+        (&f.queue_id, "RUNNING", 0),
+        (&f.queue_id, "RETRY_WAIT", 0),
+        (&f.queue_id, "NEEDS_REVIEW", 0),
+        (&other, "WAITING", 1),
+        (&other, "LEASED", 0),
     ] {
-        assert_eq!(get("tasks", state), n, "tasks {state}");
+        assert_eq!(get("tasks", queue, state), n, "tasks {queue} {state}");
     }
-    assert_eq!(rows.iter().filter(|r| r.0 == "tasks").count(), 9);
-    assert_eq!(get("queue_permits", ""), 2);
-    assert_eq!(get("key_permits", ""), 1);
-    assert_eq!(get("resources", ""), 1);
-    assert_eq!(get("sessions", "active"), 1);
-    assert_eq!(get("sessions", "draining"), 1);
-    assert_eq!(get("sessions", "closed"), 0);
-    assert_eq!(get("application_active_attempts", "app"), 2);
-    // Rows of one metric are adjacent (the /metrics renderer relies on it).
-    let mut metrics: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-    metrics.dedup();
-    let mut distinct = metrics.clone();
-    distinct.sort();
-    distinct.dedup();
-    assert_eq!(metrics.len(), distinct.len());
+    // Live states only, for every queue (finished tasks are counted as results happen).
+    assert_eq!(rows.iter().filter(|r| r.metric == "tasks").count(), 2 * 5);
+    assert!(!rows
+        .iter()
+        .any(|r| r.metric == "tasks" && ["SUCCEEDED", "CANCELLED"].contains(&r.label.as_str())));
+    assert_eq!(get("queue_permits", &f.queue_id, ""), 2);
+    assert_eq!(get("queue_permits", &other, ""), 0);
+    assert_eq!(get("queue_paused", &other, "other"), 1);
+    assert_eq!(get("queue_paused", &f.queue_id, "q1"), 0);
+    assert_eq!(get("key_permits", "", ""), 1);
+    assert_eq!(get("sessions", "", "active"), 1);
+    assert_eq!(get("sessions", "", "draining"), 1);
+    assert_eq!(get("application_active_attempts", "", "app"), 2);
+    assert_eq!(get("application_incomplete_tasks", "", "app"), 4);
+}
+
+/// The handler reads (index and row reads) of one `CALL orbit_metrics_snapshot()`.
+async fn snapshot_reads(pool: &sqlx::MySqlPool) -> u64 {
+    let mut conn = pool.acquire().await.unwrap();
+    async fn status(conn: &mut sqlx::MySqlConnection) -> u64 {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_next', 'Handler_read_rnd_next', 'Handler_read_key')",
+        )
+        .fetch_all(conn)
+        .await
+        .unwrap();
+        rows.iter().map(|(_, v)| v.parse::<u64>().unwrap()).sum()
+    }
+    let before = status(&mut conn).await;
+    sqlx::raw_sql("CALL orbit_metrics_snapshot()")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let after = status(&mut conn).await;
+    after - before
+}
+
+/// A scrape reads what is unfinished, not the history: 3,000 finished tasks add no index reads.
+#[tokio::test]
+async fn metrics_snapshot_does_not_read_finished_tasks() {
+    let f = Fixture::new().await;
+    for i in 0..5 {
+        f.submit(&f.queue_id, &format!("k{i}")).await;
+    }
+    let small = snapshot_reads(&f.test_db.pool).await;
+    // 3,000 finished tasks in the same queue, written directly (as a long history would be).
+    sqlx::raw_sql(&format!(
+        "INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, \
+           payload_version, payload, state, lane, run_at, created_at, updated_at, finished_at) \
+         SELECT {app}, {ns}, '{q}', 'h', '1', '1', '{{}}', 'SUCCEEDED', 'none', NOW(6), NOW(6), NOW(6), NOW(6) \
+           FROM (SELECT a.n * 100 + b.n * 10 + c.n AS n FROM \
+                 (SELECT 0 n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) a, \
+                 (SELECT 0 n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) b, \
+                 (SELECT 0 n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) c) x \
+           CROSS JOIN (SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3) y",
+        app = f.application_id,
+        ns = f.namespace_id,
+        q = f.queue_id
+    ))
+    .execute(&f.test_db.pool)
+    .await
+    .unwrap();
+    sqlx::raw_sql("ANALYZE TABLE orbit_task")
+        .execute(&f.test_db.pool)
+        .await
+        .unwrap();
+    let large = snapshot_reads(&f.test_db.pool).await;
+    assert!(
+        large <= small + 20,
+        "{small} handler reads with 5 tasks, {large} with 3,000 more finished ones"
+    );
 }

@@ -285,3 +285,66 @@ async fn a_database_server_that_exits_at_once_is_reported_with_its_log() {
     assert!(err.contains("mysqld.log"), "{err}");
     assert!(secs < 10.0, "took {secs} s");
 }
+
+#[tokio::test]
+async fn dev_logs_json_lines_with_the_access_log() {
+    let db = orbit::testing::TestDb::empty().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("dev.log");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
+        .args([
+            "dev",
+            "--addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--dsn",
+        ])
+        .arg(&db.dsn)
+        .current_dir(dir.path())
+        .env_remove("ORBIT_MYSQL_DSN")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("orbit dev listens");
+            if let Some(url) = line.strip_prefix("listening on ") {
+                return url.to_string();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let resp = reqwest::Client::new()
+        .get(format!("{url}/healthz"))
+        .header("x-request-id", "dev-json-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if text.contains("dev-json-1") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    stop(child).await;
+    let mut access = 0;
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if v["target"] == "orbit::access" && v["span"]["request_id"] == "dev-json-1" {
+            access += 1;
+            assert_eq!(v["fields"]["status"], 200);
+        }
+    }
+    assert_eq!(access, 1, "{text}");
+}

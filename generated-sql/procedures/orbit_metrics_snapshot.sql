@@ -3,15 +3,19 @@
 
 -- orbit_metrics_snapshot: Gauges for operators and GET /metrics, read in one statement (one snapshot).
 --
--- Operator entry point: it takes no token (the façade decides who may scrape). Counting tasks by
--- state scans an index of orbit_task, so its cost grows with the table: scrape every few seconds,
--- not per request.
+-- Operator entry point: it takes no token (the façade decides who may scrape). Its cost grows
+-- with the number of queues, sessions and applications and with the unfinished tasks, never
+-- with the finished ones: each queue's count of a live state is one range of ix_task_list
+-- (queue_id, state), permits are counted from their own small tables, and the applications'
+-- counters are read from orbit_application_quota. Finished tasks are not counted here: the
+-- server counts results as they happen (orbit_task_results_total).
 -- Parameters: none.
--- Result (one row per gauge, ordered by metric then label): metric VARCHAR, label VARCHAR,
---   value BIGINT:
---   tasks / each of the nine task states (zeros included); queue_permits / ''; key_permits / '';
---   resources / ''; sessions / each session state (active, draining, closed; zeros included);
---   application_active_attempts / each application name.
+-- Result (one row per gauge, ordered by metric, queue, label): metric VARCHAR, queue_id VARCHAR
+--   ('' when the gauge is not per queue), label VARCHAR, value BIGINT:
+--   tasks / queue / each live state (WAITING, LEASED, RUNNING, RETRY_WAIT, NEEDS_REVIEW; zeros
+--   included); queue_paused / queue / the queue's name / 0 or 1; queue_permits / queue / '';
+--   key_permits / '' / ''; sessions / '' / active or draining (zeros included);
+--   application_active_attempts and application_incomplete_tasks / '' / each application name.
 -- Signals: none.
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_metrics_snapshot;
@@ -19,28 +23,35 @@ DELIMITER $$
 CREATE PROCEDURE orbit_metrics_snapshot()
   READS SQL DATA
 BEGIN
-  SELECT 'tasks' AS metric, s.label, CAST(COALESCE(n.value, 0) AS SIGNED) AS value
-    FROM (SELECT 'WAITING' AS label UNION ALL SELECT 'LEASED' UNION ALL SELECT 'RUNNING'
-          UNION ALL SELECT 'RETRY_WAIT' UNION ALL SELECT 'SUCCEEDED' UNION ALL SELECT 'FAILED'
-          UNION ALL SELECT 'CANCELLED' UNION ALL SELECT 'NEEDS_REVIEW' UNION ALL SELECT 'EXPIRED') s
-    LEFT JOIN (SELECT CAST(t.state AS CHAR) AS state, COUNT(*) AS value FROM orbit_task t GROUP BY t.state) n
-      ON n.state = s.label
+  SELECT 'tasks' AS metric, q.id AS queue_id, s.label,
+         CAST((SELECT COUNT(*) FROM orbit_task t
+                WHERE t.queue_id = q.id AND t.state = s.label) AS SIGNED) AS value
+    FROM orbit_queue q
+    CROSS JOIN (SELECT 'WAITING' AS label UNION ALL SELECT 'LEASED' UNION ALL SELECT 'RUNNING'
+                UNION ALL SELECT 'RETRY_WAIT' UNION ALL SELECT 'NEEDS_REVIEW') s
   UNION ALL
-  SELECT 'queue_permits', '', CAST((SELECT COUNT(*) FROM orbit_queue_permit) AS SIGNED)
+  SELECT 'queue_paused', q.id, q.name, CAST(q.paused AS SIGNED)
+    FROM orbit_queue q
   UNION ALL
-  SELECT 'key_permits', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
+  SELECT 'queue_permits', q.id, '',
+         CAST((SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = q.id) AS SIGNED)
+    FROM orbit_queue q
   UNION ALL
-  SELECT 'resources', '', CAST((SELECT COUNT(*) FROM orbit_resource) AS SIGNED)
+  SELECT 'key_permits', '', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
   UNION ALL
-  SELECT 'sessions', s.label, CAST(COALESCE(n.value, 0) AS SIGNED)
-    FROM (SELECT 'active' AS label UNION ALL SELECT 'draining' UNION ALL SELECT 'closed') s
-    LEFT JOIN (SELECT CAST(x.state AS CHAR) AS state, COUNT(*) AS value FROM orbit_session x GROUP BY x.state) n
-      ON n.state = s.label
+  SELECT 'sessions', '', s.label,
+         CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)
+    FROM (SELECT 'active' AS label UNION ALL SELECT 'draining') s
   UNION ALL
-  SELECT 'application_active_attempts', a.name, CAST(q.active_attempts AS SIGNED)
+  SELECT 'application_active_attempts', '', a.name, CAST(c.active_attempts AS SIGNED)
     FROM orbit_application a
     JOIN (SELECT x.application_id, SUM(x.active_attempts) AS active_attempts
-            FROM orbit_application_quota x GROUP BY x.application_id) q ON q.application_id = a.id
-   ORDER BY metric, label;
+            FROM orbit_application_quota x GROUP BY x.application_id) c ON c.application_id = a.id
+  UNION ALL
+  SELECT 'application_incomplete_tasks', '', a.name, CAST(c.incomplete_tasks AS SIGNED)
+    FROM orbit_application a
+    JOIN (SELECT x.application_id, SUM(x.incomplete_tasks) AS incomplete_tasks
+            FROM orbit_application_quota x GROUP BY x.application_id) c ON c.application_id = a.id
+   ORDER BY metric, queue_id, label;
 END$$
 DELIMITER ;

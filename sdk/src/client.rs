@@ -317,4 +317,49 @@ impl Client {
             .await?;
         Ok(env.data)
     }
+
+    /// One page of `GET /v1/queues` with raw query pairs (`limit`, `cursor`); returns the queues
+    /// and the next cursor.
+    pub async fn list_queues(
+        &self,
+        query: &[(&str, &str)],
+    ) -> Result<(Vec<Queue>, Option<String>), ApiError> {
+        let req = self
+            .http
+            .get(format!("{}/v1/queues", self.base))
+            .query(query);
+        let (_, env): (u16, ListEnvelope<Queue>) = self.send(req).await?;
+        Ok((env.data, env.next_cursor))
+    }
+
+    /// `POST /v1/queues/{id}/pause` (`paused = true`) or `/resume`.
+    pub async fn set_queue_paused(&self, id: &str, paused: bool) -> Result<Queue, ApiError> {
+        let action = if paused { "pause" } else { "resume" };
+        let req = self
+            .http
+            .post(format!("{}/v1/queues/{id}/{action}", self.base))
+            .json(&serde_json::json!({}));
+        let (_, env): (u16, DataEnvelope<Queue>) = self.send(req).await?;
+        Ok(env.data)
+    }
+
+    /// `POST /v1/tasks/{id}/resolve`: settle a NEEDS_REVIEW task. `resolution` is `succeeded`,
+    /// `failed` or `requeue`; `note` is kept as the task's output (succeeded) or error (failed).
+    pub async fn resolve(
+        &self,
+        id: u64,
+        resolution: &str,
+        note: Option<&Value>,
+    ) -> Result<Task, ApiError> {
+        let mut body = serde_json::json!({ "resolution": resolution });
+        if let Some(note) = note {
+            body["note"] = note.clone();
+        }
+        let req = self
+            .http
+            .post(format!("{}/v1/tasks/{id}/resolve", self.base))
+            .json(&body);
+        let (_, env): (u16, DataEnvelope<Task>) = self.send(req).await?;
+        Ok(env.data)
+    }
 }

@@ -156,7 +156,7 @@ fn generated_header(template: &str) -> String {
     )
 }
 
-fn sha256_hex(text: &str) -> String {
+pub fn sha256_hex(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 

@@ -119,6 +119,7 @@ registry! {
     Procedure orbit_auth_queue_visible => "procedures/orbit_auth_queue_visible.sql",
     Procedure orbit_credential_check => "procedures/orbit_credential_check.sql",
     Procedure orbit_credential_create => "procedures/orbit_credential_create.sql",
+    Procedure orbit_credential_list => "procedures/orbit_credential_list.sql",
     Procedure orbit_credential_revoke => "procedures/orbit_credential_revoke.sql",
     Procedure orbit_extension_version => "procedures/orbit_extension_version.sql",
     Procedure orbit_key_promote => "procedures/orbit_key_promote.sql",

@@ -1,5 +1,5 @@
-//! Operator credential procedures: `orbit_credential_create`, `orbit_credential_revoke`. They
-//! take no bearer token (like `orbit_admin_bootstrap`): only operators reach them.
+//! Operator credential procedures: `orbit_credential_create`, `orbit_credential_revoke`,
+//! `orbit_credential_list`. They take no bearer token (like `orbit_admin_bootstrap`): only operators reach them.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -38,7 +38,68 @@ pub struct RevokedCredential {
     pub revoked_at: DateTime<Utc>,
 }
 
+/// One credential as `orbit_credential_list` shows it (never its token or hash).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CredentialInfo {
+    pub credential_id: u64,
+    pub application: String,
+    pub environment: String,
+    pub label: String,
+    /// The first characters of the token, to recognise it.
+    pub token_hint: String,
+    pub scopes: Vec<String>,
+    /// Names of the namespaces it reaches.
+    pub namespaces: Vec<String>,
+    /// The queues it is limited to; empty = every queue of its namespaces.
+    pub queue_ids: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    /// `None` while active.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
 impl Db {
+    /// `orbit_credential_list`: up to `limit` (1-1000) credentials in id order after `after_id`,
+    /// of one application (by name) or all; revoked ones only when asked.
+    pub async fn credential_list(
+        &self,
+        application: Option<&str>,
+        include_revoked: bool,
+        limit: u32,
+        after_id: Option<u64>,
+    ) -> Result<Vec<CredentialInfo>, DbError> {
+        let list = |s: Option<String>| -> Vec<String> {
+            s.unwrap_or_default()
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        self.call(
+            "orbit_credential_list",
+            &[
+                application.into(),
+                include_revoked.into(),
+                u64::from(limit).into(),
+                after_id.map_or(Arg::Null, Arg::U64),
+            ],
+            |c| {
+                Ok(CredentialInfo {
+                    credential_id: c.u64()?,
+                    application: c.text()?,
+                    environment: c.text()?,
+                    label: c.text()?,
+                    token_hint: c.text()?,
+                    scopes: list(c.opt_text()?),
+                    namespaces: list(c.opt_text()?),
+                    queue_ids: list(c.opt_text()?),
+                    created_at: c.time()?,
+                    revoked_at: c.opt_time()?,
+                })
+            },
+        )
+        .await
+    }
+
     /// `orbit_credential_create`.
     pub async fn credential_create(&self, c: &NewCredential) -> Result<CreatedCredential, DbError> {
         let queues = serde_json::to_string(&c.queue_ids).expect("strings serialise");

@@ -454,14 +454,25 @@ impl Db {
             let used = self.current();
             match self.attempt(used, &sql, args, &read).await {
                 Ok(answer) => return Ok(answer),
-                Err(Classified::Fail(e)) => return Err(e),
+                Err(Classified::Fail(e)) => {
+                    if matches!(e, DbError::Internal(_)) {
+                        crate::telemetry::database_error("internal");
+                    }
+                    return Err(e);
+                }
                 Err(failure @ (Classified::Down(_) | Classified::Saturated(_))) => {
-                    return Err(self.unavailable(used, failure).await)
+                    crate::telemetry::database_error(match failure {
+                        Classified::Down(_) => "unavailable",
+                        _ => "saturated",
+                    });
+                    return Err(self.unavailable(used, failure).await);
                 }
                 Err(Classified::Retry(message)) => {
                     attempt += 1;
                     RETRIED.fetch_add(1, Ordering::Relaxed);
+                    crate::telemetry::database_error("conflict");
                     if attempt > RETRIES {
+                        crate::telemetry::database_error("conflict_exhausted");
                         return Err(DbError::Unavailable(format!(
                             "{procedure} kept conflicting: {message}"
                         )));

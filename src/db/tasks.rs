@@ -244,24 +244,29 @@ impl Db {
         idempotency_key: &str,
         t: &NewTask,
     ) -> Result<Submitted, DbError> {
-        self.call_one(
-            "orbit_task_submit",
-            &[
-                Arg::Bytes(token_hash),
-                Arg::Bytes(idempotency_key.as_bytes()),
-                t.queue_id.as_str().into(),
-            ]
-            .into_iter()
-            .chain(t.definition_args())
-            .collect::<Vec<_>>(),
-            |c| {
-                Ok(Submitted {
-                    replayed: c.bool()?,
-                    task: Task::read(c)?,
-                })
-            },
-        )
-        .await
+        let submitted = self
+            .call_one(
+                "orbit_task_submit",
+                &[
+                    Arg::Bytes(token_hash),
+                    Arg::Bytes(idempotency_key.as_bytes()),
+                    t.queue_id.as_str().into(),
+                ]
+                .into_iter()
+                .chain(t.definition_args())
+                .collect::<Vec<_>>(),
+                |c| {
+                    Ok(Submitted {
+                        replayed: c.bool()?,
+                        task: Task::read(c)?,
+                    })
+                },
+            )
+            .await?;
+        if !submitted.replayed {
+            crate::telemetry::submitted(&submitted.task.queue_id, 1);
+        }
+        Ok(submitted)
     }
 
     /// `orbit_task_submit_many`: up to 1000 tasks, each with its own Idempotency-Key, in one
@@ -274,36 +279,41 @@ impl Db {
         let tasks =
             serde_json::Value::Array(items.iter().map(|(key, t)| t.batch_item(key)).collect());
         let tasks = tasks.to_string();
-        self.call_with(
-            "orbit_task_submit_many",
-            &[Arg::Bytes(token_hash), Arg::Text(&tasks)],
-            |rows| {
-                if rows.len() != items.len() {
-                    return Err(DbError::Internal(format!(
-                        "orbit_task_submit_many returned {} rows for {} tasks",
-                        rows.len(),
-                        items.len()
-                    )));
-                }
-                rows.iter()
-                    .enumerate()
-                    .map(|(i, row)| {
-                        let mut c = Cols::new(row);
-                        let item = c.u64()?;
-                        if item != i as u64 {
-                            return Err(DbError::Internal(format!(
-                                "orbit_task_submit_many returned item {item} in row {i}"
-                            )));
-                        }
-                        Ok(Submitted {
-                            replayed: c.bool()?,
-                            task: Task::read(&mut c)?,
+        let submitted = self
+            .call_with(
+                "orbit_task_submit_many",
+                &[Arg::Bytes(token_hash), Arg::Text(&tasks)],
+                |rows| {
+                    if rows.len() != items.len() {
+                        return Err(DbError::Internal(format!(
+                            "orbit_task_submit_many returned {} rows for {} tasks",
+                            rows.len(),
+                            items.len()
+                        )));
+                    }
+                    rows.iter()
+                        .enumerate()
+                        .map(|(i, row)| {
+                            let mut c = Cols::new(row);
+                            let item = c.u64()?;
+                            if item != i as u64 {
+                                return Err(DbError::Internal(format!(
+                                    "orbit_task_submit_many returned item {item} in row {i}"
+                                )));
+                            }
+                            Ok(Submitted {
+                                replayed: c.bool()?,
+                                task: Task::read(&mut c)?,
+                            })
                         })
-                    })
-                    .collect()
-            },
-        )
-        .await
+                        .collect::<Result<Vec<_>, DbError>>()
+                },
+            )
+            .await?;
+        for s in submitted.iter().filter(|s| !s.replayed) {
+            crate::telemetry::submitted(&s.task.queue_id, 1);
+        }
+        Ok(submitted)
     }
 
     /// `orbit_task_get`.

@@ -25,25 +25,112 @@ pub fn current_request_id() -> String {
         .unwrap_or_else(|_| "-".to_string())
 }
 
-/// Middleware: takes a well-formed `x-request-id` from the client or makes one, makes it visible
-/// to the envelopes and logs of this request, and echoes it in the response header.
-pub async fn request_id(req: Request, next: Next) -> Response {
-    let id = req
+/// The longest `x-request-id` taken from a client; longer or non-printable ones are replaced.
+pub const MAX_REQUEST_ID: usize = 64;
+
+fn acceptable_request_id(v: &HeaderValue) -> bool {
+    let b = v.as_bytes();
+    !b.is_empty() && b.len() <= MAX_REQUEST_ID && b.iter().all(|c| c.is_ascii_graphic())
+}
+
+/// The trace id of a well-formed W3C `traceparent` header (`00-<32 hex>-<16 hex>-<2 hex>`, ids
+/// not all zero), lower-case; `None` for anything else (which is then ignored).
+pub fn traceparent_trace_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    let v = headers.get("traceparent")?.to_str().ok()?.trim();
+    let mut parts = v.split('-');
+    let (version, trace, parent, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let lower = |s: &str| !s.bytes().any(|b| b.is_ascii_uppercase());
+    // Version ff is invalid; version 00 has exactly four fields; later versions may add fields.
+    if !hex(version, 2)
+        || version.eq_ignore_ascii_case("ff")
+        || (version == "00" && parts.next().is_some())
+    {
+        return None;
+    }
+    if !hex(trace, 32) || !hex(parent, 16) || !hex(flags, 2) || !lower(trace) || !lower(parent) {
+        return None;
+    }
+    if trace.bytes().all(|b| b == b'0') || parent.bytes().all(|b| b == b'0') {
+        return None;
+    }
+    Some(trace.to_string())
+}
+
+/// Runs before tower-http's `SetRequestIdLayer`: drops a client `x-request-id` that is empty,
+/// longer than [`MAX_REQUEST_ID`] or not printable ASCII, so a new one is made instead.
+pub fn screen_request_id<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
+    if req
         .headers()
         .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
-        .map(str::to_string)
-        .unwrap_or_else(|| hex::encode(rand::random::<[u8; 8]>()));
-    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
-    let mut response = REQUEST_ID
-        .scope(
-            id.clone(),
-            tracing::Instrument::instrument(next.run(req), span),
+        .is_some_and(|v| !acceptable_request_id(v))
+    {
+        req.headers_mut().remove("x-request-id");
+    }
+    req
+}
+
+/// tower-http's request-id maker for a request without an acceptable `x-request-id`: the trace
+/// id of its `traceparent` when it has one (so logs of both systems share the id), else 16
+/// random hex digits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MakeId;
+
+impl tower_http::request_id::MakeRequestId for MakeId {
+    fn make_request_id<B>(
+        &mut self,
+        req: &axum::http::Request<B>,
+    ) -> Option<tower_http::request_id::RequestId> {
+        let id = traceparent_trace_id(req.headers())
+            .unwrap_or_else(|| hex::encode(rand::random::<[u8; 8]>()));
+        HeaderValue::from_str(&id)
+            .ok()
+            .map(tower_http::request_id::RequestId::new)
+    }
+}
+
+/// The request's span (tower-http's `TraceLayer`): every log line of the request carries its
+/// request id, method, route template and, with a `traceparent`, the W3C trace id.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestSpan;
+
+impl<B> tower_http::trace::MakeSpan<B> for RequestSpan {
+    fn make_span(&mut self, req: &axum::http::Request<B>) -> tracing::Span {
+        let request_id = req
+            .extensions()
+            .get::<tower_http::request_id::RequestId>()
+            .and_then(|id| id.header_value().to_str().ok())
+            .unwrap_or("-");
+        let route = req
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map_or("unmatched", |p| p.as_str());
+        let trace_id = traceparent_trace_id(req.headers());
+        tracing::info_span!(
+            "request",
+            request_id = %request_id,
+            method = %super::ops::method_label(req.method()),
+            route = %route,
+            trace_id = %trace_id.as_deref().unwrap_or("-"),
         )
-        .await;
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert("x-request-id", v);
+    }
+}
+
+/// Middleware inside the request-id and trace layers: makes the request id (set by tower-http's
+/// `SetRequestIdLayer`) visible to the envelopes built while handling the request, and echoes a
+/// well-formed `traceparent` in the response.
+pub async fn request_scope(req: Request, next: Next) -> Response {
+    let id = req
+        .extensions()
+        .get::<tower_http::request_id::RequestId>()
+        .and_then(|id| id.header_value().to_str().ok())
+        .map_or_else(|| "-".to_string(), str::to_string);
+    let traceparent =
+        traceparent_trace_id(req.headers()).and_then(|_| req.headers().get("traceparent").cloned());
+    let mut response = REQUEST_ID.scope(id, next.run(req)).await;
+    if let Some(tp) = traceparent {
+        response.headers_mut().insert("traceparent", tp);
     }
     response
 }

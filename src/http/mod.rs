@@ -15,7 +15,7 @@ pub mod ws;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -48,19 +48,8 @@ pub struct App {
     pub openapi: Arc<String>,
     /// Lease granted with each assignment, in seconds.
     pub lease_seconds: u32,
-}
-
-/// One Prometheus recorder per process.
-fn metrics_handle() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
-            let handle = recorder.handle();
-            let _ = metrics::set_global_recorder(recorder);
-            handle
-        })
-        .clone()
+    /// Token hash → credential id, for the access log.
+    pub credential_ids: Arc<ops::CredentialIds>,
 }
 
 /// Every route with its OpenAPI description.
@@ -101,15 +90,16 @@ pub fn router_with(
     let app = App {
         db,
         dispatch,
-        metrics: metrics_handle(),
+        metrics: crate::telemetry::handle(),
         node: format!("{}:{}", hostname(), std::process::id()),
         openapi: Arc::new(doc.to_json().expect("the OpenAPI document serialises")),
         lease_seconds,
+        credential_ids: Arc::new(ops::CredentialIds::default()),
     };
     routes
         .fallback(|| async { error::ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed })
-        .with_state(app)
+        .with_state(app.clone())
         .layer(DefaultBodyLimit::max(envelope::BODY_READ_CAP))
         .layer(axum::middleware::from_fn_with_state(
             envelope::Timeouts {
@@ -118,8 +108,24 @@ pub fn router_with(
             },
             envelope::request_timeout,
         ))
-        .layer(axum::middleware::from_fn(ops::record))
-        .layer(axum::middleware::from_fn(envelope::request_id))
+        .layer(axum::middleware::from_fn_with_state(app, ops::observe))
+        .layer(axum::middleware::from_fn(envelope::request_scope))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(envelope::RequestSpan)
+                .on_request(())
+                .on_response(ops::AccessLog)
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
+        .layer(tower_http::request_id::PropagateRequestIdLayer::x_request_id())
+        .layer(tower_http::request_id::SetRequestIdLayer::x_request_id(
+            envelope::MakeId,
+        ))
+        .layer(tower::util::MapRequestLayer::new(
+            envelope::screen_request_id::<Body>,
+        ))
 }
 
 /// Why `serve` could not start.
@@ -136,6 +142,12 @@ pub enum ServeError {
         expected: u32,
         hint: &'static str,
     },
+    #[error(
+        "the Orbit install in this database is damaged: {}. Restore the objects by loading this \
+         release's generated-sql/install.sql again (idempotent), then check with `orbit migrate verify`",
+        problems.join("; ")
+    )]
+    Damaged { problems: Vec<String> },
     #[error("cannot read the extension version: {0}")]
     Version(crate::db::DbError),
     #[error("cannot listen on {addr}: {source}")]
@@ -222,6 +234,7 @@ pub async fn serve_with(
             hint,
         });
     }
+    check_install(&db).await?;
     let dispatch = Arc::new(Dispatch::default());
     let app = router_with(db.clone(), dispatch.clone(), cfg.lease_seconds, &cfg.limits);
     let listener = TcpListener::bind(&cfg.addr)
@@ -247,6 +260,31 @@ pub async fn serve_with(
     scheduler.abort();
     db.close().await;
     Ok(())
+}
+
+/// `serve`'s start-up check ([`crate::verify`]): refuses an install with a missing or changed
+/// table, index or procedure, naming each.
+async fn check_install(db: &Db) -> Result<(), ServeError> {
+    let mut conn = db.pool().acquire().await.map_err(|e| {
+        ServeError::Connect(crate::migrate::MigrateError::Database {
+            doing: "verifying the install",
+            reason: crate::migrate::describe(&e),
+        })
+    })?;
+    let report = crate::verify::verify(&mut *conn).await?;
+    for note in &report.notes {
+        tracing::warn!(%note, "install check");
+    }
+    for limit in &report.limits {
+        tracing::warn!(%limit, "install check: run `orbit migrate verify` as the migrating account");
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(ServeError::Damaged {
+            problems: report.problems.iter().map(|p| p.to_string()).collect(),
+        })
+    }
 }
 
 /// Accepts connections until `shutdown`, then lets in-flight requests finish. At most

@@ -1,7 +1,7 @@
 //! Operations endpoints: `/healthz`, `/readyz` and `/v1/openapi.json` (no token), and `/metrics`
 //! (a token with the `metrics:read` scope: its gauges name every tenant's applications).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, Method, StatusCode};
@@ -74,8 +74,9 @@ async fn readyz(State(app): State<App>) -> Result<Data<Health>, ApiError> {
     ))
 }
 
-/// Prometheus text: HTTP requests and latencies by route, plus task, permit and session gauges
-/// read from the database at scrape time. The gauges name every application of the database, so
+/// Prometheus text (every family in [`crate::telemetry::FAMILIES`], with HELP and TYPE): HTTP,
+/// claim, hand-off and result counters and histograms, plus task, permit and session gauges read
+/// from the database at scrape time. The gauges name every application of the database, so
 /// this needs a token whose credential holds the `metrics:read` scope (an operator's credential).
 #[utoipa::path(
     get, path = "/metrics", tag = "operations", security(("bearer" = [])),
@@ -87,30 +88,7 @@ async fn readyz(State(app): State<App>) -> Result<Data<Health>, ApiError> {
 )]
 async fn metrics_text(State(app): State<App>, Bearer(hash): Bearer) -> Result<Response, ApiError> {
     app.db.credential_check(&hash, "metrics:read").await?;
-    let mut text = app.metrics.render();
-    match app.db.metrics_snapshot().await {
-        Ok(rows) => {
-            let mut last = String::new();
-            for (metric, label, value) in rows {
-                let name = format!("orbit_{metric}");
-                if name != last {
-                    text.push_str(&format!("# TYPE {name} gauge\n"));
-                    last = name.clone();
-                }
-                let label = label
-                    .replace('\\', "\\\\")
-                    .replace('"', "\\\"")
-                    .replace('\n', "\\n");
-                if label.is_empty() {
-                    text.push_str(&format!("{name} {value}\n"));
-                } else {
-                    text.push_str(&format!("{name}{{label=\"{label}\"}} {value}\n"));
-                }
-            }
-            text.push_str("# TYPE orbit_database_up gauge\norbit_database_up 1\n");
-        }
-        Err(_) => text.push_str("# TYPE orbit_database_up gauge\norbit_database_up 0\n"),
-    }
+    let text = crate::telemetry::scrape(&app.db).await;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
@@ -142,20 +120,149 @@ pub fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// Middleware: request counts by route and status, and latency histograms by route. Every label
-/// comes from a fixed set: the route is the matched route's template (`/v1/tasks/{id}`, never the
-/// raw path) or `unmatched`, the method is [`method_label`]'s, the status is a number.
-pub async fn record(req: Request, next: Next) -> Response {
+/// Every scope a credential can hold (the `orbit_credential.scopes` SET), in the order
+/// [`CredentialIds`] tries them.
+pub const SCOPES: [&str; 6] = [
+    "tasks:submit",
+    "tasks:read",
+    "workers:connect",
+    "workers:consume",
+    "queues:manage",
+    "metrics:read",
+];
+
+/// The credential id of each token hash this process has seen, for the access log. A hash names
+/// one credential for ever (the hash is unique and never reused), so entries never go stale; the
+/// map is cleared when it reaches [`CredentialIds::CAPACITY`].
+#[derive(Debug, Default)]
+pub struct CredentialIds {
+    known: std::sync::Mutex<std::collections::HashMap<[u8; 32], u64>>,
+}
+
+impl CredentialIds {
+    pub const CAPACITY: usize = 10_000;
+    /// How long a lookup on a cache miss may take before the line is logged without the id.
+    pub const LOOKUP_TIMEOUT: Duration = Duration::from_millis(500);
+
+    fn get(&self, hash: &[u8; 32]) -> Option<u64> {
+        self.known.lock().ok()?.get(hash).copied()
+    }
+
+    fn put(&self, hash: [u8; 32], id: u64) {
+        if let Ok(mut known) = self.known.lock() {
+            if known.len() >= Self::CAPACITY {
+                known.clear();
+            }
+            known.insert(hash, id);
+        }
+    }
+
+    /// The credential id of an active token: `orbit_credential_check` with each scope until one
+    /// is granted (every credential has at least one). Once per token and process.
+    async fn lookup(&self, db: &crate::db::Db, hash: [u8; 32]) -> Option<u64> {
+        if let Some(id) = self.get(&hash) {
+            return Some(id);
+        }
+        let find = async {
+            for scope in SCOPES {
+                match db.credential_check(&hash, scope).await {
+                    Ok(id) => return Some(id),
+                    Err(DbError::PermissionDenied(_)) => continue,
+                    Err(_) => return None,
+                }
+            }
+            None
+        };
+        let id = tokio::time::timeout(Self::LOOKUP_TIMEOUT, find)
+            .await
+            .ok()
+            .flatten()?;
+        self.put(hash, id);
+        Some(id)
+    }
+}
+
+/// The credential id of a request, put in the response's extensions by [`observe`] for the access
+/// log ([`AccessLog`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CredentialId(pub u64);
+
+/// Middleware: request counts by route and status, and latency histograms by route, and the
+/// request's credential id for the access log. Every metric label comes from a fixed set: the
+/// route is the matched route's template (`/v1/tasks/{id}`, never the raw path) or `unmatched`,
+/// the method is [`method_label`]'s, the status is a number.
+pub async fn observe(State(app): State<App>, req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched".to_string(), |p| p.as_str().to_string());
     let method = method_label(req.method());
+    let token_hash = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(crate::auth::token_hash);
     let started = Instant::now();
-    let response = next.run(req).await;
-    let status = response.status().as_u16().to_string();
-    metrics::counter!("orbit_http_requests_total", "route" => route.clone(), "method" => method, "status" => status).increment(1);
+    let mut response = next.run(req).await;
+    let status = response.status();
+    metrics::counter!("orbit_http_requests_total", "route" => route.clone(), "method" => method, "status" => status.as_u16().to_string()).increment(1);
     metrics::histogram!("orbit_http_request_duration_seconds", "route" => route, "method" => method)
         .record(started.elapsed().as_secs_f64());
+    if let Some(hash) = token_hash {
+        // Looked up only when the procedure authenticated the token (a success, or a 403 / 409
+        // that comes after its check): a request with a made-up token (a 401, or a 400 / 404
+        // answered before any check) never costs a database call.
+        let authenticated = status.is_success()
+            || status == StatusCode::SWITCHING_PROTOCOLS
+            || matches!(status.as_u16(), 403 | 409);
+        let id = if authenticated {
+            app.credential_ids.lookup(&app.db, hash).await
+        } else {
+            app.credential_ids.get(&hash)
+        };
+        if let Some(id) = id {
+            response.extensions_mut().insert(CredentialId(id));
+        }
+    }
     response
+}
+
+/// tower-http `OnResponse`: the access log, one line per request at INFO (target
+/// `orbit::access`): status, latency, credential id (never the token), inside the request span
+/// that carries the request id, method, route and trace id.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AccessLog;
+
+impl<B> tower_http::trace::OnResponse<B> for AccessLog {
+    fn on_response(
+        self,
+        response: &axum::http::Response<B>,
+        latency: Duration,
+        _span: &tracing::Span,
+    ) {
+        let status = response.status().as_u16();
+        let latency_ms = (latency.as_secs_f64() * 1_000_000.0).round() / 1000.0;
+        match response.extensions().get::<CredentialId>() {
+            Some(CredentialId(id)) => tracing::info!(
+                target: "orbit::access",
+                status,
+                latency_ms,
+                credential_id = id,
+                "request"
+            ),
+            None => tracing::info!(
+                target: "orbit::access",
+                status,
+                latency_ms,
+                credential_id = %"-",
+                "request"
+            ),
+        }
+    }
 }
