@@ -197,17 +197,7 @@ pub async fn observe(State(app): State<App>, req: Request, next: Next) -> Respon
         .get::<MatchedPath>()
         .map_or("unmatched".to_string(), |p| p.as_str().to_string());
     let method = method_label(req.method());
-    let token_hash = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(crate::auth::token_hash);
+    let token_hash = super::envelope::bearer_token(req.headers()).map(crate::auth::token_hash);
     let started = Instant::now();
     let mut response = next.run(req).await;
     let status = response.status();
