@@ -1594,12 +1594,300 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ==== New procedures ====
+-- ---- orbit_key_get (from templates/procedures/orbit_key_get.sql) ----
+-- orbit_key_get: Inspect one concurrency key: its token, its holder, and who waits for it.
+--
+-- Answers "why is my task waiting, and who holds the key?" from the mariadb client:
+--   CALL orbit_key_get(UNHEX(SHA2('<token>', 256)), <namespace id>, '<key>');
+-- The namespace must be in the credential's scope as a whole (a namespace-wide grant): a key
+-- spans every queue of its namespace. A key nobody ever submitted a task with has no row: it
+-- gets NOT_FOUND, the same answer as another tenant's namespace or key (no existence oracle). A
+-- known key that is free and has no waiters answers with its token, no holder and no queues.
+-- Waiting tasks are those of the key in the 'blocked' lane (the key is held, or its queue already
+-- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
+-- ('scheduled') are not waiting for the key.
+-- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
+-- row by ux_resource_key, the permit by its primary key, the queues of the key by MIN probes of
+-- ix_task_key, each queue's oldest waiter by a loose index scan of ix_task_key (one entry per
+-- lane and priority), its head by one ordered probe, and its count reads at most 10,001 index
+-- entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
+--   the rules of orbit_key_validate; '' is not a key).
+-- Result (one row), all times UTC:
+--   namespace_id, concurrency_key (text), highest_token (0 = never granted);
+--   holder_attempt_id, holder_task_id, holder_queue_id, holder_worker_id, holder_session_id,
+--     holder_state (LEASED or RUNNING), holder_granted_at, holder_lease_expires_at,
+--     holder_token: all NULL when nobody holds the key;
+--   waiting (tasks waiting for the key, summed over queues, each queue counted up to 10,000),
+--     waiting_more (1 when some queue has more than it counted);
+--   oldest_task_id, oldest_waiting_since (the waiting task accepted first and its run_at: the
+--     time it became due), NULL when none waits;
+--   next_task_id, next_queue_id, next_lane: the task the key goes to next: the best ready task
+--     (priority, then id) if any, else the best blocked one that may be granted (blocked_reason
+--     empty), as a release hands the key on; NULL when none;
+--   queues: JSON array, one object per queue with waiting tasks, in queue id order:
+--     {"queue_id", "waiting", "waiting_more" (1 or 0), "ready", "oldest_task_id",
+--      "oldest_waiting_since" (ISO 8601), "next_task_id"}.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
+--   in a namespace the credential reaches as a whole).
+-- Locks: none (a consistent read in one read-only snapshot).
+DROP PROCEDURE IF EXISTS orbit_key_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_get(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED, IN p_key BLOB)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_next_ready CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_next_blocked CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_count INT;
+  DECLARE v_ready INT;
+  DECLARE v_oldest BIGINT UNSIGNED;
+  DECLARE v_since DATETIME(6);
+  DECLARE v_head BIGINT UNSIGNED;
+  DECLARE v_head_priority INT;
+  DECLARE v_head_lane VARCHAR(8) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_waiting BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_more TINYINT DEFAULT 0;
+  DECLARE v_key_oldest BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_key_since DATETIME(6) DEFAULT NULL;
+  DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_next_queue CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_next_lane VARCHAR(8) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_next_priority INT;
+  DECLARE v_queues LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  CALL orbit_key_validate(p_key);
+  IF p_key = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key is required';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+  START TRANSACTION READ ONLY;
+  SELECT r.id INTO v_resource_id
+    FROM orbit_namespace n
+    JOIN orbit_resource r ON r.namespace_id = n.id AND r.concurrency_key = p_key
+   WHERE n.id = p_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                  WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
+  IF v_resource_id IS NULL THEN
+    COMMIT;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: key not found';
+  END IF;
+
+  -- The queues with waiting tasks of the key, in queue id order: each step is two MIN probes of
+  -- ix_task_key, one per lane, past the previous queue.
+  queues: LOOP
+    SELECT MIN(t.queue_id) INTO v_next_ready FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id > v_queue_id;
+    SELECT MIN(t.queue_id) INTO v_next_blocked FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id;
+    IF v_next_ready IS NULL AND v_next_blocked IS NULL THEN
+      LEAVE queues;
+    END IF;
+    SET v_queue_id = LEAST(COALESCE(v_next_ready, v_next_blocked), COALESCE(v_next_blocked, v_next_ready));
+    SELECT COUNT(*) INTO v_count
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked') AND t.queue_id = v_queue_id
+             LIMIT 10001) x;
+    SELECT COUNT(*) INTO v_ready
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id
+             LIMIT 10001) x;
+    -- The oldest: a loose index scan (one entry per lane and priority), then its row.
+    SELECT MIN(x.m) INTO v_oldest
+      FROM (SELECT MIN(t.id) AS m FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked') AND t.queue_id = v_queue_id
+             GROUP BY t.resource_id, t.lane, t.queue_id, t.priority) x;
+    SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
+    -- The queue's head: its ready task, else its best blocked task a grant may take.
+    SET v_head = NULL, v_head_lane = 'ready';
+    SELECT t.id, t.priority INTO v_head, v_head_priority FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id
+     ORDER BY t.priority, t.id LIMIT 1;
+    IF v_head IS NULL THEN
+      SET v_head_lane = 'blocked';
+      SELECT t.id, t.priority INTO v_head, v_head_priority FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id = v_queue_id
+         AND t.blocked_reason = ''
+       ORDER BY t.priority, t.id LIMIT 1;
+    END IF;
+    IF v_head IS NOT NULL
+       AND (v_next IS NULL OR (v_head_lane = 'ready' AND v_next_lane = 'blocked')
+            OR (v_head_lane = v_next_lane AND (v_head_priority < v_next_priority
+                                               OR (v_head_priority = v_next_priority AND v_head < v_next)))) THEN
+      SET v_next = v_head, v_next_queue = v_queue_id, v_next_lane = v_head_lane, v_next_priority = v_head_priority;
+    END IF;
+    IF v_key_oldest IS NULL OR v_oldest < v_key_oldest THEN
+      SET v_key_oldest = v_oldest, v_key_since = v_since;
+    END IF;
+    SET v_waiting = v_waiting + LEAST(v_count, 10000), v_more = v_more OR v_count > 10000;
+    -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
+    SET v_queues = JSON_ARRAY_APPEND(v_queues, '$', JSON_OBJECT(
+          'queue_id', v_queue_id, 'waiting', LEAST(v_count, 10000),
+          'waiting_more', IF(v_count > 10000, 1, 0),
+          'ready', LEAST(v_ready, 10000), 'oldest_task_id', v_oldest + 0,
+          'oldest_waiting_since', DATE_FORMAT(v_since, '%Y-%m-%dT%H:%i:%s.%fZ'), 'next_task_id', v_head + 0));
+  END LOOP queues;
+
+  SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
+         a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
+         a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
+         CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
+         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
+         v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
+         v_next_lane AS next_lane, v_queues AS queues
+    FROM orbit_resource r
+    LEFT JOIN orbit_key_permit k ON k.resource_id = r.id
+    LEFT JOIN orbit_attempt a ON a.id = k.attempt_id
+   WHERE r.id = v_resource_id;
+  COMMIT;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_list (from templates/procedures/orbit_key_list.sql) ----
+-- orbit_key_list: List a namespace's held keys, busiest first, a page at a time.
+--
+-- From the mariadb client: CALL orbit_key_list(UNHEX(SHA2('<token>', 256)), <namespace id>,
+-- 'waiting', 50, NULL, NULL);
+-- The keys listed are the namespace's held keys (those with a permit holder): only a held key
+-- makes tasks wait for it. The namespace must be in the credential's scope as a whole; another
+-- tenant's namespace, or one it does not reach, lists nothing (the same answer as a namespace
+-- without held keys).
+-- Orders (ties broken by resource_id ascending):
+--   'waiting'     -> most waiting tasks first (each key counted up to 1,000; waiting_more = 1
+--                    means "1,000 or more");
+--   'oldest_wait' -> the key whose oldest waiting task was accepted first comes first; keys with
+--                    no waiting task come last.
+-- Keyset pagination: pass the last row's sort_value and resource_id as p_after_value and
+-- p_after_resource_id for the next page (both NULL = from the start). The ranking is live: a key
+-- whose rank changes between two pages may appear on both or neither; a steady state is walked
+-- exactly once.
+-- Cost: independent of the number of keys and tasks. It reads the permits (one per attempt that
+-- holds a key, so bounded by the active attempts), and per held key of the namespace a count of at
+-- most 1,001 ix_task_key entries and a loose index scan of ix_task_key (one entry per lane, queue
+-- and priority of the key's waiting tasks).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
+--   'oldest_wait'); p_limit 1-1000; p_after_value, p_after_resource_id (the cursor; NULL = none).
+-- Result (0..p_limit rows, in the order asked), all times UTC:
+--   namespace_id, concurrency_key (text), highest_token, holder_attempt_id, holder_task_id,
+--   holder_queue_id, holder_worker_id, holder_session_id, holder_state, holder_granted_at,
+--   holder_lease_expires_at, holder_token, waiting (up to 1,000), waiting_more (1 or 0),
+--   oldest_task_id (NULL = none waits), oldest_waiting_since (its run_at; NULL = none waits),
+--   resource_id, sort_value (the cursor's value: waiting, or oldest_task_id with
+--   18446744073709551615 for none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_order, p_limit).
+-- Locks: none (a consistent read in one read-only snapshot).
+DROP PROCEDURE IF EXISTS orbit_key_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_list(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
+                                IN p_order VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin, IN p_limit INT,
+                                IN p_after_value BIGINT UNSIGNED, IN p_after_resource_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_keys LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_stats LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_n INT;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_oldest BIGINT UNSIGNED;
+  DECLARE v_since DATETIME(6);
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_order IS NULL OR p_order NOT IN ('waiting', 'oldest_wait') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: order must be waiting or oldest_wait';
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+  START TRANSACTION READ ONLY;
+  SELECT n.id INTO v_namespace_id
+    FROM orbit_namespace n
+   WHERE n.id = p_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                  WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
+  IF v_namespace_id IS NOT NULL THEN
+    SELECT COALESCE(JSON_ARRAYAGG(k.resource_id), '[]') INTO v_keys
+      FROM orbit_key_permit k
+      JOIN orbit_resource r ON r.id = k.resource_id
+     WHERE r.namespace_id = v_namespace_id;
+  END IF;
+  SET v_n = JSON_LENGTH(v_keys);
+  WHILE v_i < v_n DO
+    SET v_resource_id = JSON_VALUE(v_keys, CONCAT('$[', v_i, ']'));
+    SELECT COUNT(*) INTO v_count
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
+             LIMIT 1001) x;
+    SELECT MIN(x.m) INTO v_oldest
+      FROM (SELECT MIN(t.id) AS m FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
+             GROUP BY t.resource_id, t.lane, t.queue_id, t.priority) x;
+    SET v_since = NULL;
+    SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
+    -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
+    SET v_stats = JSON_ARRAY_APPEND(v_stats, '$', JSON_OBJECT(
+          'r', v_resource_id + 0, 'w', LEAST(v_count, 1000), 'm', IF(v_count > 1000, 1, 0),
+          'o', v_oldest + 0, 's', DATE_FORMAT(v_since, '%Y-%m-%dT%H:%i:%s.%fZ')));
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
+         a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
+         a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
+         CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
+         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
+         CAST(REPLACE(REPLACE(j.s, 'T', ' '), 'Z', '') AS DATETIME(6)) AS oldest_waiting_since,
+         r.id AS resource_id,
+         IF(p_order = 'waiting', j.w, COALESCE(j.o, 18446744073709551615)) AS sort_value
+    FROM JSON_TABLE(v_stats, '$[*]' COLUMNS (
+           r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
+           o BIGINT UNSIGNED PATH '$.o', s VARCHAR(32) PATH '$.s')) j
+    JOIN orbit_resource r ON r.id = j.r
+    JOIN orbit_key_permit k ON k.resource_id = r.id
+    JOIN orbit_attempt a ON a.id = k.attempt_id
+   WHERE p_after_resource_id IS NULL
+      OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
+      OR (p_order = 'oldest_wait' AND (COALESCE(j.o, 18446744073709551615) > p_after_value
+                                       OR (COALESCE(j.o, 18446744073709551615) = p_after_value AND r.id > p_after_resource_id)))
+   ORDER BY IF(p_order = 'waiting', 18446744073709551615 - j.w, COALESCE(j.o, 18446744073709551615)), r.id
+   LIMIT p_limit;
+  COMMIT;
+END$$
+DELIMITER ;
+
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '6ce02fbe56abbabfe400ce4a6a435b534b2c51d9b48182f8182cd15226032f64', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, 'f97f17390452492f40c0489fffa4a329d22f2d6381838daae3c526ffdbe783f7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'f2ebe354f67eeb5435c76648f3f9475243e761c84eb6996d815f4c4755c30cf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'f2ebe354f67eeb5435c76648f3f9475243e761c84eb6996d815f4c4755c30cf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '8e4247359af14d1ee7f1a1ed4c442ba28de2ae1e0abe26adbdea581188e4c987', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '8e4247359af14d1ee7f1a1ed4c442ba28de2ae1e0abe26adbdea581188e4c987', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

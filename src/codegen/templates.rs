@@ -121,6 +121,8 @@ registry! {
     Procedure orbit_credential_create => "procedures/orbit_credential_create.sql",
     Procedure orbit_credential_revoke => "procedures/orbit_credential_revoke.sql",
     Procedure orbit_extension_version => "procedures/orbit_extension_version.sql",
+    Procedure orbit_key_get => "procedures/orbit_key_get.sql",
+    Procedure orbit_key_list => "procedures/orbit_key_list.sql",
     Procedure orbit_key_promote => "procedures/orbit_key_promote.sql",
     Procedure orbit_key_promote_all => "procedures/orbit_key_promote_all.sql",
     Procedure orbit_key_release => "procedures/orbit_key_release.sql",

@@ -8,6 +8,7 @@
 pub mod attempts;
 pub mod credentials;
 pub mod error;
+pub mod keys;
 pub mod maintenance;
 pub mod metrics;
 pub mod plans;
@@ -528,6 +529,15 @@ impl<'r> Cols<'r> {
                 .map_err(|_| DbError::Internal(format!("result column {i}: negative"))),
             Err(e) => Err(decode_err(i, e)),
         }
+    }
+
+    /// Any integer column that may be NULL.
+    pub fn opt_u64(&mut self) -> Result<Option<u64>, DbError> {
+        use sqlx::ValueRef;
+        let i = self.next;
+        let null = matches!(self.row.try_get_raw(i).map(|v| v.is_null()), Ok(true));
+        let v = self.u64()?;
+        Ok((!null).then_some(v))
     }
 
     pub fn u32(&mut self) -> Result<u32, DbError> {
