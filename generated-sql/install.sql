@@ -1665,10 +1665,9 @@ DELIMITER ;
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the permit by its primary key, the queues of the key by MIN probes of
--- ix_task_key, each queue's oldest waiter by a loose index scan of ix_task_key (one entry per
--- lane and priority), its head by one ordered probe, and its count reads at most 10,001 index
--- entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
+-- row by ux_resource_key, the permit by its primary key, the queues of the key by ordered probes of
+-- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
+-- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
 --   the rules of orbit_key_validate; '' is not a key).
 -- Result (one row), all times UTC:
@@ -1701,6 +1700,9 @@ BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_next_ready CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_next_blocked CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_step CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_p INT;
+  DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_ready INT;
   DECLARE v_oldest BIGINT UNSIGNED;
@@ -1742,17 +1744,20 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: key not found';
   END IF;
 
-  -- The queues with waiting tasks of the key, in queue id order: each step is two MIN probes of
-  -- ix_task_key, one per lane, past the previous queue.
+  -- The queues with waiting tasks of the key, in queue id order.
   queues: LOOP
-    SELECT MIN(t.queue_id) INTO v_next_ready FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id > v_queue_id;
-    SELECT MIN(t.queue_id) INTO v_next_blocked FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id;
-    IF v_next_ready IS NULL AND v_next_blocked IS NULL THEN
+    SET v_next_ready = NULL, v_next_blocked = NULL;
+    SELECT t.queue_id INTO v_next_ready FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id > v_queue_id
+     ORDER BY t.queue_id LIMIT 1;
+    SELECT t.queue_id INTO v_next_blocked FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
+     ORDER BY t.queue_id LIMIT 1;
+    SET v_step = LEAST(COALESCE(v_next_ready, v_next_blocked), COALESCE(v_next_blocked, v_next_ready));
+    IF v_step IS NULL THEN
       LEAVE queues;
     END IF;
-    SET v_queue_id = LEAST(COALESCE(v_next_ready, v_next_blocked), COALESCE(v_next_blocked, v_next_ready));
+    SET v_queue_id = v_step;
     SELECT COUNT(*) INTO v_count
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
              WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked') AND t.queue_id = v_queue_id
@@ -1761,11 +1766,24 @@ BEGIN
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
              WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id
              LIMIT 10001) x;
-    -- The oldest: a loose index scan (one entry per lane and priority), then its row.
-    SELECT MIN(x.m) INTO v_oldest
-      FROM (SELECT MIN(t.id) AS m FROM orbit_task t FORCE INDEX (ix_task_key)
-             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked') AND t.queue_id = v_queue_id
-             GROUP BY t.resource_id, t.lane, t.queue_id, t.priority) x;
+    SET v_oldest = NULL, v_p = 0;
+    WHILE v_p <= 9 DO
+      SET v_id = NULL;
+      SELECT t.id INTO v_id FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id = v_queue_id AND t.priority = v_p
+       ORDER BY t.id LIMIT 1;
+      IF v_id IS NOT NULL AND (v_oldest IS NULL OR v_id < v_oldest) THEN
+        SET v_oldest = v_id;
+      END IF;
+      SET v_id = NULL;
+      SELECT t.id INTO v_id FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id AND t.priority = v_p
+       ORDER BY t.id LIMIT 1;
+      IF v_id IS NOT NULL AND (v_oldest IS NULL OR v_id < v_oldest) THEN
+        SET v_oldest = v_id;
+      END IF;
+      SET v_p = v_p + 1;
+    END WHILE;
     SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
     -- The queue's head: its ready task, else its best blocked task a grant may take.
     SET v_head = NULL, v_head_lane = 'ready';
@@ -1833,8 +1851,8 @@ DELIMITER ;
 -- exactly once.
 -- Cost: independent of the number of keys and tasks. It reads the permits (one per attempt that
 -- holds a key, so bounded by the active attempts), and per held key of the namespace a count of at
--- most 1,001 ix_task_key entries and a loose index scan of ix_task_key (one entry per lane, queue
--- and priority of the key's waiting tasks).
+-- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
+-- of ix_task_key (the next queue, and the oldest per lane and priority).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
 --   'oldest_wait'); p_limit 1-1000; p_after_value, p_after_resource_id (the cursor; NULL = none).
 -- Result (0..p_limit rows, in the order asked), all times UTC:
@@ -1865,6 +1883,13 @@ BEGIN
   DECLARE v_count INT;
   DECLARE v_oldest BIGINT UNSIGNED;
   DECLARE v_since DATETIME(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_step CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_a CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_b CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_queue_oldest BIGINT UNSIGNED;
+  DECLARE v_p INT;
+  DECLARE v_id BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -1899,10 +1924,43 @@ BEGIN
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
              WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
              LIMIT 1001) x;
-    SELECT MIN(x.m) INTO v_oldest
-      FROM (SELECT MIN(t.id) AS m FROM orbit_task t FORCE INDEX (ix_task_key)
-             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
-             GROUP BY t.resource_id, t.lane, t.queue_id, t.priority) x;
+    -- The oldest waiter over the key's queues.
+    SET v_oldest = NULL, v_queue_id = '';
+    queues: LOOP
+      SET v_a = NULL, v_b = NULL;
+    SELECT t.queue_id INTO v_a FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id > v_queue_id
+     ORDER BY t.queue_id LIMIT 1;
+    SELECT t.queue_id INTO v_b FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
+     ORDER BY t.queue_id LIMIT 1;
+    SET v_step = LEAST(COALESCE(v_a, v_b), COALESCE(v_b, v_a));
+      IF v_step IS NULL THEN
+        LEAVE queues;
+      END IF;
+      SET v_queue_id = v_step;
+      SET v_queue_oldest = NULL, v_p = 0;
+    WHILE v_p <= 9 DO
+      SET v_id = NULL;
+      SELECT t.id INTO v_id FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id = v_queue_id AND t.priority = v_p
+       ORDER BY t.id LIMIT 1;
+      IF v_id IS NOT NULL AND (v_queue_oldest IS NULL OR v_id < v_queue_oldest) THEN
+        SET v_queue_oldest = v_id;
+      END IF;
+      SET v_id = NULL;
+      SELECT t.id INTO v_id FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id AND t.priority = v_p
+       ORDER BY t.id LIMIT 1;
+      IF v_id IS NOT NULL AND (v_queue_oldest IS NULL OR v_id < v_queue_oldest) THEN
+        SET v_queue_oldest = v_id;
+      END IF;
+      SET v_p = v_p + 1;
+    END WHILE;
+      IF v_oldest IS NULL OR v_queue_oldest < v_oldest THEN
+        SET v_oldest = v_queue_oldest;
+      END IF;
+    END LOOP queues;
     SET v_since = NULL;
     SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
     -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
@@ -5433,8 +5491,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '6ce02fbe56abbabfe400ce4a6a435b534b2c51d9b48182f8182cd15226032f64', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, 'f97f17390452492f40c0489fffa4a329d22f2d6381838daae3c526ffdbe783f7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'f04d6c67a574a22ee0a2ba115dba902d8b4f11d60f4c044770735b186858c8e5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '6df189a989003db196a89a3fb007f9f1d95e75e6742ed46cc5f5c9d41126f684', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5470,5 +5528,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '8e4247359af14d1ee7f1a1ed4c442ba28de2ae1e0abe26adbdea581188e4c987', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '8e4247359af14d1ee7f1a1ed4c442ba28de2ae1e0abe26adbdea581188e4c987', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1a653bdab7811fa0bcfe3d47a791dd2e4d05f416759fea7cca4026c292324765', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1a653bdab7811fa0bcfe3d47a791dd2e4d05f416759fea7cca4026c292324765', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

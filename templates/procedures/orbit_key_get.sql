@@ -11,10 +11,9 @@
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the permit by its primary key, the queues of the key by MIN probes of
--- ix_task_key, each queue's oldest waiter by a loose index scan of ix_task_key (one entry per
--- lane and priority), its head by one ordered probe, and its count reads at most 10,001 index
--- entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
+-- row by ux_resource_key, the permit by its primary key, the queues of the key by ordered probes of
+-- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
+-- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
 --   the rules of orbit_key_validate; '' is not a key).
 -- Result (one row), all times UTC:
@@ -45,6 +44,9 @@ BEGIN
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT '';
   DECLARE v_next_ready CHAR(32) {{ c.ascii }};
   DECLARE v_next_blocked CHAR(32) {{ c.ascii }};
+  DECLARE v_step CHAR(32) {{ c.ascii }};
+  DECLARE v_p INT;
+  DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_ready INT;
   DECLARE v_oldest BIGINT UNSIGNED;
@@ -81,17 +83,13 @@ BEGIN
     {% call m::raise("NOT_FOUND", "key not found") %};
   END IF;
 
-  -- The queues with waiting tasks of the key, in queue id order: each step is two MIN probes of
-  -- ix_task_key, one per lane, past the previous queue.
+  -- The queues with waiting tasks of the key, in queue id order.
   queues: LOOP
-    SELECT MIN(t.queue_id) INTO v_next_ready FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id > v_queue_id;
-    SELECT MIN(t.queue_id) INTO v_next_blocked FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id;
-    IF v_next_ready IS NULL AND v_next_blocked IS NULL THEN
+    {% call m::key_next_queue("v_resource_id", "v_queue_id", "v_step", "v_next_ready", "v_next_blocked") %};
+    IF v_step IS NULL THEN
       LEAVE queues;
     END IF;
-    SET v_queue_id = LEAST(COALESCE(v_next_ready, v_next_blocked), COALESCE(v_next_blocked, v_next_ready));
+    SET v_queue_id = v_step;
     SELECT COUNT(*) INTO v_count
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
              WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked') AND t.queue_id = v_queue_id
@@ -100,11 +98,7 @@ BEGIN
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
              WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id
              LIMIT 10001) x;
-    -- The oldest: a loose index scan (one entry per lane and priority), then its row.
-    SELECT MIN(x.m) INTO v_oldest
-      FROM (SELECT MIN(t.id) AS m FROM orbit_task t FORCE INDEX (ix_task_key)
-             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked') AND t.queue_id = v_queue_id
-             GROUP BY t.resource_id, t.lane, t.queue_id, t.priority) x;
+    {% call m::key_queue_oldest("v_resource_id", "v_queue_id", "v_oldest", "v_p", "v_id") %};
     SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
     -- The queue's head: its ready task, else its best blocked task a grant may take.
     SET v_head = NULL, v_head_lane = 'ready';

@@ -18,8 +18,8 @@
 -- exactly once.
 -- Cost: independent of the number of keys and tasks. It reads the permits (one per attempt that
 -- holds a key, so bounded by the active attempts), and per held key of the namespace a count of at
--- most 1,001 ix_task_key entries and a loose index scan of ix_task_key (one entry per lane, queue
--- and priority of the key's waiting tasks).
+-- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
+-- of ix_task_key (the next queue, and the oldest per lane and priority).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
 --   'oldest_wait'); p_limit 1-1000; p_after_value, p_after_resource_id (the cursor; NULL = none).
 -- Result (0..p_limit rows, in the order asked), all times UTC:
@@ -48,6 +48,13 @@ BEGIN
   DECLARE v_count INT;
   DECLARE v_oldest BIGINT UNSIGNED;
   DECLARE v_since DATETIME(6);
+  DECLARE v_queue_id CHAR(32) {{ c.ascii }};
+  DECLARE v_step CHAR(32) {{ c.ascii }};
+  DECLARE v_a CHAR(32) {{ c.ascii }};
+  DECLARE v_b CHAR(32) {{ c.ascii }};
+  DECLARE v_queue_oldest BIGINT UNSIGNED;
+  DECLARE v_p INT;
+  DECLARE v_id BIGINT UNSIGNED;
   {% call m::rollback_on_error() %};
 
   CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
@@ -77,10 +84,19 @@ BEGIN
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
              WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
              LIMIT 1001) x;
-    SELECT MIN(x.m) INTO v_oldest
-      FROM (SELECT MIN(t.id) AS m FROM orbit_task t FORCE INDEX (ix_task_key)
-             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
-             GROUP BY t.resource_id, t.lane, t.queue_id, t.priority) x;
+    -- The oldest waiter over the key's queues.
+    SET v_oldest = NULL, v_queue_id = '';
+    queues: LOOP
+      {% call m::key_next_queue("v_resource_id", "v_queue_id", "v_step", "v_a", "v_b") %};
+      IF v_step IS NULL THEN
+        LEAVE queues;
+      END IF;
+      SET v_queue_id = v_step;
+      {% call m::key_queue_oldest("v_resource_id", "v_queue_id", "v_queue_oldest", "v_p", "v_id") %};
+      IF v_oldest IS NULL OR v_queue_oldest < v_oldest THEN
+        SET v_oldest = v_queue_oldest;
+      END IF;
+    END LOOP queues;
     SET v_since = NULL;
     SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
     -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
