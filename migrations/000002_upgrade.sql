@@ -1938,14 +1938,66 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_key_metrics (from templates/procedures/orbit_key_metrics.sql) ----
+-- orbit_key_metrics: Key gauges per namespace and queue, for operators and GET /metrics.
+--
+-- Operator entry point: it takes no token (the façade decides who may scrape). Labels are ids
+-- (namespace id, queue id), never key names, so the number of series is bounded by the number of
+-- queues. One row per queue of the database and gauge, zeros included.
+-- Cost: the permits (bounded by the active attempts), plus, per queue, one ordered probe of
+-- ix_task_dispatch per priority (0-9) for its oldest blocked task, and its blocked tasks counted
+-- on ix_task_dispatch (index entries only): the count it grows with the number of blocked tasks, like
+-- orbit_metrics_snapshot's task counts, so scrape every few seconds, not per request.
+-- Parameters: none.
+-- Result (ordered by metric, namespace_id, queue_id): metric VARCHAR, namespace_id BIGINT,
+--   queue_id CHAR(32), value DOUBLE:
+--   key_held / keys held by attempts of the queue (one permit each);
+--   key_blocked_tasks / tasks of the queue in the blocked lane (their key is held, or the queue
+--     already has a ready task of it);
+--   key_oldest_wait_seconds / seconds since the oldest blocked task of the queue (the one
+--     accepted first) became due; 0 when none is blocked.
+-- Signals: none.
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_key_metrics;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_metrics()
+  READS SQL DATA
+BEGIN
+  SELECT 'key_held' AS metric, q.namespace_id, q.id AS queue_id, CAST(COALESCE(h.n, 0) AS DOUBLE) AS value
+    FROM orbit_queue q
+    LEFT JOIN (SELECT a.queue_id, COUNT(*) AS n
+                 FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id
+                GROUP BY a.queue_id) h ON h.queue_id = q.id
+  UNION ALL
+  SELECT 'key_blocked_tasks', q.namespace_id, q.id,
+         CAST((SELECT COUNT(*) FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                WHERE t.queue_id = q.id AND t.lane = 'blocked') AS DOUBLE)
+    FROM orbit_queue q
+  UNION ALL
+  SELECT 'key_oldest_wait_seconds', q.namespace_id, q.id,
+         COALESCE(GREATEST(TIMESTAMPDIFF(MICROSECOND,
+                    (SELECT o.run_at FROM orbit_task o
+                      WHERE o.id = (SELECT MIN((SELECT t.id FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                                                 WHERE t.queue_id = q.id AND t.lane = 'blocked' AND t.priority = p.p
+                                                 ORDER BY t.id LIMIT 1))
+                                      FROM (SELECT 0 AS p UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3
+                                            UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7
+                                            UNION ALL SELECT 8 UNION ALL SELECT 9) p)),
+                    UTC_TIMESTAMP(6)), 0) / 1000000, 0)
+    FROM orbit_queue q
+   ORDER BY metric, namespace_id, queue_id;
+END$$
+DELIMITER ;
+
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'f04d6c67a574a22ee0a2ba115dba902d8b4f11d60f4c044770735b186858c8e5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '6df189a989003db196a89a3fb007f9f1d95e75e6742ed46cc5f5c9d41126f684', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'dd902170d604abcaa5fc6f2ddf30201060de740dc11ad61adac2c0405b155526', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1a653bdab7811fa0bcfe3d47a791dd2e4d05f416759fea7cca4026c292324765', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1a653bdab7811fa0bcfe3d47a791dd2e4d05f416759fea7cca4026c292324765', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'aba51860a15560aa731c1ce10fd33c86030548e79f5a601b75616e8e903d5f89', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'aba51860a15560aa731c1ce10fd33c86030548e79f5a601b75616e8e903d5f89', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

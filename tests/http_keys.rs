@@ -306,3 +306,97 @@ async fn bad_input_is_a_400_naming_the_field() {
         );
     }
 }
+
+/// `/metrics` lines of `name` whose labels are exactly `labels`, as numbers.
+fn metric(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.parse().unwrap())
+}
+
+async fn scrape(api: &Api, token: &str) -> String {
+    let r = api
+        .http
+        .get(format!("{}/metrics", api.server.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    r.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn metrics_show_held_keys_blocked_tasks_the_oldest_wait_and_hand_offs_by_ids() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let q = f.queue_id.clone();
+    let operator = f.credential(&["metrics:read"]).await;
+    let labels = format!("namespace=\"{}\",queue=\"{q}\"", f.namespace_id);
+    // Two tasks of one key through a real worker: the first is granted, the second blocks.
+    let first = submit(&api, &q, "metric/key-name-not-a-label", 5).await;
+    let second = submit(&api, &q, "metric/key-name-not-a-label", 5).await;
+    let mut w = support::ws::RawWorker::connect(&api.server.url, &f.token).await;
+    assert_eq!(w.hello("w-m", &[&q], true, 4, &[]).await["type"], "welcome");
+    let assign = w.recv_type("task.assign").await;
+    assert_eq!(assign["task"]["id"], first);
+    sqlx::query(
+        "UPDATE orbit_task SET run_at = UTC_TIMESTAMP(6) - INTERVAL 90 SECOND WHERE id = ?",
+    )
+    .bind(second)
+    .execute(&f.test_db.pool)
+    .await
+    .unwrap();
+
+    let text = scrape(&api, &operator).await;
+    assert!(
+        !text.contains("key-name-not-a-label"),
+        "key names are never labels"
+    );
+    assert_eq!(
+        metric(&text, "orbit_key_held", &labels),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(metric(&text, "orbit_key_blocked_tasks", &labels), Some(1.0));
+    let oldest = metric(&text, "orbit_key_oldest_wait_seconds", &labels).unwrap();
+    assert!((90.0..600.0).contains(&oldest), "{oldest}");
+    assert!(text.contains("# TYPE orbit_key_held gauge"));
+
+    // The first finishes; the key is handed to the second (token 2): one hand-off observed, in
+    // the histogram's 60-300 s bucket (the second task was due 90 s ago).
+    let id = assign["attempt_id"].as_u64().unwrap();
+    w.send(json!({"type": "task.start", "attempt_id": id}))
+        .await;
+    w.recv_type("task.start.ok").await;
+    w.send(json!({"type": "task.result", "attempt_id": id, "outcome": "succeeded", "retryable": false, "output": {}})).await;
+    let next = w.recv_type("task.assign").await;
+    assert_eq!(next["task"]["id"], second);
+    assert_eq!(next["concurrency_token"], "2");
+    let text = scrape(&api, &operator).await;
+    assert_eq!(metric(&text, "orbit_key_held", &labels), Some(1.0));
+    assert_eq!(metric(&text, "orbit_key_blocked_tasks", &labels), Some(0.0));
+    assert_eq!(
+        metric(&text, "orbit_key_oldest_wait_seconds", &labels),
+        Some(0.0)
+    );
+    assert!(
+        text.contains("# TYPE orbit_key_handoff_wait_seconds histogram"),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "orbit_key_handoff_wait_seconds_count", &labels),
+        Some(1.0),
+        "{text}"
+    );
+    let bucket = |le: &str| {
+        metric(
+            &text,
+            "orbit_key_handoff_wait_seconds_bucket",
+            &format!("{labels},le=\"{le}\""),
+        )
+    };
+    assert_eq!(bucket("60"), Some(0.0), "{text}");
+    assert_eq!(bucket("300"), Some(1.0), "{text}");
+}

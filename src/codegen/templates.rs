@@ -123,6 +123,7 @@ registry! {
     Procedure orbit_extension_version => "procedures/orbit_extension_version.sql",
     Procedure orbit_key_get => "procedures/orbit_key_get.sql",
     Procedure orbit_key_list => "procedures/orbit_key_list.sql",
+    Procedure orbit_key_metrics => "procedures/orbit_key_metrics.sql",
     Procedure orbit_key_promote => "procedures/orbit_key_promote.sql",
     Procedure orbit_key_promote_all => "procedures/orbit_key_promote_all.sql",
     Procedure orbit_key_release => "procedures/orbit_key_release.sql",

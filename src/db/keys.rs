@@ -111,7 +111,46 @@ fn holder(c: &mut Cols<'_>) -> Result<Option<Holder>, DbError> {
     })
 }
 
+/// One row of `orbit_key_metrics`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KeyGauge {
+    /// `key_held`, `key_blocked_tasks` or `key_oldest_wait_seconds`.
+    pub metric: String,
+    pub namespace_id: u64,
+    pub queue_id: String,
+    pub value: f64,
+}
+
+/// Records the hand-offs among `grants` (fresh grants, not resumed ones): one observation of
+/// `orbit_key_handoff_wait_seconds` per grant of a key granted before (token > 1), the seconds
+/// from its task becoming due (run_at) to now, labelled by namespace and queue id.
+pub fn observe_handoffs(grants: &[super::workers::Grant]) {
+    let now = Utc::now();
+    for g in grants.iter().filter(|g| g.concurrency_token > 1) {
+        let waited = (now - g.task.run_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
+        ::metrics::histogram!(
+            "orbit_key_handoff_wait_seconds",
+            "namespace" => g.task.namespace_id.to_string(),
+            "queue" => g.task.queue_id.clone()
+        )
+        .record(waited);
+    }
+}
+
 impl Db {
+    /// `orbit_key_metrics`: the key gauges of every queue, ordered by metric.
+    pub async fn key_metrics(&self) -> Result<Vec<KeyGauge>, DbError> {
+        self.call("orbit_key_metrics", &[], |c| {
+            Ok(KeyGauge {
+                metric: c.text()?,
+                namespace_id: c.u64()?,
+                queue_id: c.text()?,
+                value: c.f64()?,
+            })
+        })
+        .await
+    }
+
     /// `orbit_key_get`: NOT_FOUND for a key never used, or outside the credential's reach.
     pub async fn key_get(
         &self,

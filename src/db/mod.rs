@@ -540,6 +540,15 @@ impl<'r> Cols<'r> {
         Ok((!null).then_some(v))
     }
 
+    /// A floating-point column (DOUBLE).
+    pub fn f64(&mut self) -> Result<f64, DbError> {
+        let i = self.index();
+        self.row
+            .try_get::<Option<f64>, _>(i)
+            .map(|v| v.unwrap_or(0.0))
+            .map_err(|e| decode_err(i, e))
+    }
+
     pub fn u32(&mut self) -> Result<u32, DbError> {
         let v = self.u64()?;
         u32::try_from(v).map_err(|_| {

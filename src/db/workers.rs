@@ -300,16 +300,19 @@ impl Db {
     ) -> Result<Vec<Grant>, DbError> {
         // What a wake-up costs: one claim per woken session with free capacity.
         ::metrics::counter!("orbit_worker_claims_total").increment(1);
-        self.call(
-            "orbit_task_claim",
-            &[
-                session_id.into(),
-                u64::from(max).into(),
-                u64::from(lease_ms).into(),
-            ],
-            Grant::read,
-        )
-        .await
+        let grants = self
+            .call(
+                "orbit_task_claim",
+                &[
+                    session_id.into(),
+                    u64::from(max).into(),
+                    u64::from(lease_ms).into(),
+                ],
+                Grant::read,
+            )
+            .await?;
+        super::keys::observe_handoffs(&grants);
+        Ok(grants)
     }
 
     /// `orbit_session_attempts`: the session's live attempts, as grants.
@@ -464,17 +467,20 @@ impl Db {
         claim: ClaimAfter,
     ) -> Result<Finished, DbError> {
         let results = serde_json::to_string(results).expect("results serialise");
-        self.call_with(
-            "orbit_attempt_finish",
-            &[
-                session_id.into(),
-                results.as_str().into(),
-                u64::from(claim.max).into(),
-                u64::from(claim.lease_ms).into(),
-            ],
-            read_finished,
-        )
-        .await
+        let finished = self
+            .call_with(
+                "orbit_attempt_finish",
+                &[
+                    session_id.into(),
+                    results.as_str().into(),
+                    u64::from(claim.max).into(),
+                    u64::from(claim.lease_ms).into(),
+                ],
+                read_finished,
+            )
+            .await?;
+        super::keys::observe_handoffs(&finished.grants);
+        Ok(finished)
     }
 }
 

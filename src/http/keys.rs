@@ -334,3 +334,33 @@ async fn get_keys(
     });
     Ok(Page(keys.into_iter().map(HeldKeyView::from).collect(), next).into_response())
 }
+
+/// Buckets (seconds) of the `orbit_key_handoff_wait_seconds` histogram: from a hand-off in the
+/// same transaction as the release (milliseconds) to tasks queued behind a busy key for an hour.
+pub const HANDOFF_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// The key gauges of `orbit_key_metrics` in Prometheus text (appended to `/metrics`), labelled
+/// by namespace and queue id: `orbit_key_held`, `orbit_key_blocked_tasks`,
+/// `orbit_key_oldest_wait_seconds`. Empty when the database does not answer (`/metrics` reports
+/// `orbit_database_up 0` then).
+pub async fn key_metrics_text(db: &crate::db::Db) -> String {
+    let Ok(rows) = db.key_metrics().await else {
+        return String::new();
+    };
+    let mut text = String::new();
+    let mut last = "";
+    for g in &rows {
+        if g.metric != last {
+            text.push_str(&format!("# TYPE orbit_{} gauge\n", g.metric));
+            last = &g.metric;
+        }
+        // Ids only: digits and hex digits need no escaping.
+        text.push_str(&format!(
+            "orbit_{}{{namespace=\"{}\",queue=\"{}\"}} {}\n",
+            g.metric, g.namespace_id, g.queue_id, g.value
+        ));
+    }
+    text
+}

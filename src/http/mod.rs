@@ -125,7 +125,15 @@ fn metrics_handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(
+                        "orbit_key_handoff_wait_seconds".into(),
+                    ),
+                    keys::HANDOFF_BUCKETS,
+                )
+                .expect("hand-off buckets are not empty")
+                .build_recorder();
             let handle = recorder.handle();
             let _ = metrics::set_global_recorder(recorder);
             handle

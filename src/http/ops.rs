@@ -107,6 +107,7 @@ async fn metrics_text(State(app): State<App>, Bearer(hash): Bearer) -> Result<Re
                     text.push_str(&format!("{name}{{label=\"{label}\"}} {value}\n"));
                 }
             }
+            text.push_str(&super::keys::key_metrics_text(&app.db).await);
             text.push_str("# TYPE orbit_database_up gauge\norbit_database_up 1\n");
         }
         Err(_) => text.push_str("# TYPE orbit_database_up gauge\norbit_database_up 0\n"),
