@@ -273,6 +273,10 @@ async fn bad_input_is_a_400_naming_the_field() {
         ("/v1/keys?namespace=abc".to_string(), "namespace"),
         ("/v1/keys?namespace=0".to_string(), "namespace"),
         (
+            "/v1/keys?namespace=9223372036854775808".to_string(),
+            "namespace",
+        ),
+        (
             format!("/v1/keys?namespace={ns}&concurrency_key={long}"),
             "concurrency_key",
         ),

@@ -197,10 +197,13 @@ pub enum KeyOrderParam {
 pub struct KeysQuery {
     /// Required: the namespace id (a positive integer; the credential must reach the whole
     /// namespace).
+    #[param(value_type = i64, required = true, minimum = 1)]
     pub namespace: Option<String>,
     /// One key (exact bytes, at most 191 characters): answer its holder and waiters.
+    #[param(max_length = 191)]
     pub concurrency_key: Option<String>,
     /// Without `concurrency_key`: the list order (default `waiting`).
+    #[param(inline)]
     pub order: Option<KeyOrderParam>,
     /// Without `concurrency_key`: 1-1000; default 100.
     #[param(minimum = 1, maximum = 1000)]
@@ -277,9 +280,16 @@ async fn get_keys(
                 "namespace is required (a namespace id)",
             ))
         }
-        Some(n) => n.parse::<u64>().ok().filter(|v| *v > 0).ok_or_else(|| {
-            ApiError::bad_request(Some("namespace"), "namespace must be a positive integer")
-        })?,
+        // Ids are positive signed 64-bit integers in the document (int64), so larger ones are
+        // refused like any other malformed id.
+        Some(n) => n
+            .parse::<i64>()
+            .ok()
+            .filter(|v| *v > 0)
+            .map(|v| v as u64)
+            .ok_or_else(|| {
+                ApiError::bad_request(Some("namespace"), "namespace must be a positive integer")
+            })?,
     };
     if let Some(key) = &q.concurrency_key {
         let max = crate::codegen::CONSTS.key_max_chars as usize;
