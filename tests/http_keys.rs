@@ -248,6 +248,37 @@ async fn another_tenant_sees_the_same_404_and_an_empty_list() {
         .get("/v1/keys", &format!("/v1/keys?namespace={ns}"))
         .await;
     assert_eq!(list.body["data"].as_array().unwrap().len(), 1);
+    // A credential limited to some queues of the namespace does not reach its keys (a key spans
+    // every queue): the same answers as another tenant's.
+    let queue_token = orbit::auth::generate_token();
+    f.db.credential_create(&orbit::db::credentials::NewCredential {
+        application: "app".into(),
+        environment: "test".into(),
+        namespace: "default".into(),
+        queue_ids: vec![f.queue_id.clone()],
+        token_hash: orbit::auth::token_hash(&queue_token).to_vec(),
+        token_hint: orbit::auth::token_hint(&queue_token),
+        scopes: vec!["tasks:read".into()],
+        label: "one queue".into(),
+    })
+    .await
+    .unwrap();
+    let as_queue_scoped = |path: String| {
+        let api = &api;
+        let t = queue_token.clone();
+        async move {
+            api.call(reqwest::Method::GET, "/v1/keys", &path, Some(&t), &[], None)
+                .await
+        }
+    };
+    let r = as_queue_scoped(format!(
+        "/v1/keys?namespace={ns}&concurrency_key=secret%2F1"
+    ))
+    .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.body["error"]["message"], stolen.body["error"]["message"]);
+    let r = as_queue_scoped(format!("/v1/keys?namespace={ns}")).await;
+    assert_eq!(r.body["data"], json!([]));
     // A credential without tasks:read is refused.
     let submit_only = f.credential(&["tasks:submit"]).await;
     let r = api
