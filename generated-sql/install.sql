@@ -1882,7 +1882,6 @@ BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_oldest BIGINT UNSIGNED;
-  DECLARE v_since DATETIME(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_step CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_a CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
@@ -1961,12 +1960,10 @@ BEGIN
         SET v_oldest = v_queue_oldest;
       END IF;
     END LOOP queues;
-    SET v_since = NULL;
-    SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
     -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
     SET v_stats = JSON_ARRAY_APPEND(v_stats, '$', JSON_OBJECT(
           'r', v_resource_id + 0, 'w', LEAST(v_count, 1000), 'm', IF(v_count > 1000, 1, 0),
-          'o', v_oldest + 0, 's', DATE_FORMAT(v_since, '%Y-%m-%dT%H:%i:%s.%fZ')));
+          'o', v_oldest + 0));
     SET v_i = v_i + 1;
   END WHILE;
 
@@ -1976,15 +1973,16 @@ BEGIN
          CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
          a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
          j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
-         CAST(REPLACE(REPLACE(j.s, 'T', ' '), 'Z', '') AS DATETIME(6)) AS oldest_waiting_since,
+         o.run_at AS oldest_waiting_since,
          r.id AS resource_id,
          IF(p_order = 'waiting', j.w, COALESCE(j.o, 18446744073709551615)) AS sort_value
     FROM JSON_TABLE(v_stats, '$[*]' COLUMNS (
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
-           o BIGINT UNSIGNED PATH '$.o', s VARCHAR(32) PATH '$.s')) j
+           o BIGINT UNSIGNED PATH '$.o')) j
     JOIN orbit_resource r ON r.id = j.r
     JOIN orbit_key_permit k ON k.resource_id = r.id
     JOIN orbit_attempt a ON a.id = k.attempt_id
+    LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
       OR (p_order = 'oldest_wait' AND (COALESCE(j.o, 18446744073709551615) > p_after_value
@@ -5543,7 +5541,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'f04d6c67a574a22ee0a2ba115dba902d8b4f11d60f4c044770735b186858c8e5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '6df189a989003db196a89a3fb007f9f1d95e75e6742ed46cc5f5c9d41126f684', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '928b8a3b9d35da116ceb6c2f9ecb037c90dea77de9cd05a1936f94e992850be6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'dd902170d604abcaa5fc6f2ddf30201060de740dc11ad61adac2c0405b155526', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5580,5 +5578,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'aba51860a15560aa731c1ce10fd33c86030548e79f5a601b75616e8e903d5f89', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'aba51860a15560aa731c1ce10fd33c86030548e79f5a601b75616e8e903d5f89', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '7586c9f052652d0f27d9c6adc0e6f61808b2f0d75016b004bd823efd826d0a05', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '7586c9f052652d0f27d9c6adc0e6f61808b2f0d75016b004bd823efd826d0a05', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -152,6 +152,9 @@ async fn the_busiest_keys_list_walks_every_held_key_once_in_both_orders() {
             pages += 1;
             for k in page.body["data"].as_array().unwrap() {
                 assert!(k["holder"]["concurrency_token"].as_u64().unwrap() > 0);
+                let waits = k["waiting"].as_u64().unwrap() > 0;
+                assert_eq!(k["oldest_waiting_since"].is_string(), waits, "{k}");
+                assert_eq!(k["oldest_task_id"].is_u64(), waits, "{k}");
                 seen.push((
                     k["concurrency_key"].as_str().unwrap().to_string(),
                     k["waiting"].as_u64().unwrap(),

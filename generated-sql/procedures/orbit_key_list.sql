@@ -51,7 +51,6 @@ BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_oldest BIGINT UNSIGNED;
-  DECLARE v_since DATETIME(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_step CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_a CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
@@ -130,12 +129,10 @@ BEGIN
         SET v_oldest = v_queue_oldest;
       END IF;
     END LOOP queues;
-    SET v_since = NULL;
-    SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
     -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
     SET v_stats = JSON_ARRAY_APPEND(v_stats, '$', JSON_OBJECT(
           'r', v_resource_id + 0, 'w', LEAST(v_count, 1000), 'm', IF(v_count > 1000, 1, 0),
-          'o', v_oldest + 0, 's', DATE_FORMAT(v_since, '%Y-%m-%dT%H:%i:%s.%fZ')));
+          'o', v_oldest + 0));
     SET v_i = v_i + 1;
   END WHILE;
 
@@ -145,15 +142,16 @@ BEGIN
          CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
          a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
          j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
-         CAST(REPLACE(REPLACE(j.s, 'T', ' '), 'Z', '') AS DATETIME(6)) AS oldest_waiting_since,
+         o.run_at AS oldest_waiting_since,
          r.id AS resource_id,
          IF(p_order = 'waiting', j.w, COALESCE(j.o, 18446744073709551615)) AS sort_value
     FROM JSON_TABLE(v_stats, '$[*]' COLUMNS (
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
-           o BIGINT UNSIGNED PATH '$.o', s VARCHAR(32) PATH '$.s')) j
+           o BIGINT UNSIGNED PATH '$.o')) j
     JOIN orbit_resource r ON r.id = j.r
     JOIN orbit_key_permit k ON k.resource_id = r.id
     JOIN orbit_attempt a ON a.id = k.attempt_id
+    LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
       OR (p_order = 'oldest_wait' AND (COALESCE(j.o, 18446744073709551615) > p_after_value
