@@ -1695,6 +1695,398 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_key_get (from templates/procedures/orbit_key_get.sql) ----
+-- orbit_key_get: Inspect one concurrency key: its token, its holder, and who waits for it.
+--
+-- Answers "why is my task waiting, and who holds the key?" from the mariadb client:
+--   CALL orbit_key_get(UNHEX(SHA2('<token>', 256)), <namespace id>, '<key>');
+-- The namespace must be in the credential's scope as a whole (a namespace-wide grant): a key
+-- spans every queue of its namespace. A key nobody ever submitted a task with has no row: it
+-- gets NOT_FOUND, the same answer as another tenant's namespace or key (no existence oracle). A
+-- known key that is free and has no waiters answers with its token, no holder and no queues.
+-- Waiting tasks are those of the key in the 'blocked' lane (the key is held, or its queue already
+-- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
+-- ('scheduled') are not waiting for the key.
+-- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
+-- row by ux_resource_key, the permit by its primary key, the queues of the key by ordered probes of
+-- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
+-- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
+--   the rules of orbit_key_validate; '' is not a key).
+-- Result (one row), all times UTC:
+--   namespace_id, concurrency_key (text), highest_token (0 = never granted);
+--   holder_attempt_id, holder_task_id, holder_queue_id, holder_worker_id, holder_session_id,
+--     holder_state (LEASED or RUNNING), holder_granted_at, holder_lease_expires_at,
+--     holder_token: all NULL when nobody holds the key;
+--   waiting (tasks waiting for the key, summed over queues, each queue counted up to 10,000),
+--     waiting_more (1 when some queue has more than it counted);
+--   oldest_task_id, oldest_waiting_since (the waiting task accepted first and its run_at: the
+--     time it became due), NULL when none waits;
+--   next_task_id, next_queue_id, next_lane: the task the key goes to next: the best ready task
+--     (priority, then id) if any, else the best blocked one that may be granted (blocked_reason
+--     empty), as a release hands the key on; NULL when none;
+--   queues: JSON array, one object per queue with waiting tasks, in queue id order:
+--     {"queue_id", "waiting", "waiting_more" (1 or 0), "ready", "oldest_task_id",
+--      "oldest_waiting_since" (ISO 8601), "next_task_id"}.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
+--   in a namespace the credential reaches as a whole).
+-- Locks: none (a consistent read in one read-only snapshot).
+DROP PROCEDURE IF EXISTS orbit_key_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_get(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED, IN p_key BLOB)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_next_ready CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_next_blocked CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_step CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_p INT;
+  DECLARE v_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_ready INT;
+  DECLARE v_oldest BIGINT UNSIGNED;
+  DECLARE v_since DATETIME(6);
+  DECLARE v_head BIGINT UNSIGNED;
+  DECLARE v_head_priority INT;
+  DECLARE v_head_lane VARCHAR(8) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_waiting BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_more TINYINT DEFAULT 0;
+  DECLARE v_key_oldest BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_key_since DATETIME(6) DEFAULT NULL;
+  DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_next_queue CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_next_lane VARCHAR(8) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_next_priority INT;
+  DECLARE v_queues LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  CALL orbit_key_validate(p_key);
+  IF p_key = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: concurrency_key is required';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+  START TRANSACTION READ ONLY;
+  SELECT r.id INTO v_resource_id
+    FROM orbit_namespace n
+    JOIN orbit_resource r ON r.namespace_id = n.id AND r.concurrency_key = p_key
+   WHERE n.id = p_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                  WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
+  IF v_resource_id IS NULL THEN
+    COMMIT;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: key not found';
+  END IF;
+
+  -- The queues with waiting tasks of the key, in queue id order.
+  queues: LOOP
+    SET v_next_ready = NULL, v_next_blocked = NULL;
+    SELECT t.queue_id INTO v_next_ready FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id > v_queue_id
+     ORDER BY t.queue_id LIMIT 1;
+    SELECT t.queue_id INTO v_next_blocked FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
+     ORDER BY t.queue_id LIMIT 1;
+    SET v_step = LEAST(COALESCE(v_next_ready, v_next_blocked), COALESCE(v_next_blocked, v_next_ready));
+    IF v_step IS NULL THEN
+      LEAVE queues;
+    END IF;
+    SET v_queue_id = v_step;
+    SELECT COUNT(*) INTO v_count
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked') AND t.queue_id = v_queue_id
+             LIMIT 10001) x;
+    SELECT COUNT(*) INTO v_ready
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id
+             LIMIT 10001) x;
+    SET v_oldest = NULL, v_p = 0;
+    WHILE v_p <= 9 DO
+      SET v_id = NULL;
+      SELECT t.id INTO v_id FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id = v_queue_id AND t.priority = v_p
+       ORDER BY t.id LIMIT 1;
+      IF v_id IS NOT NULL AND (v_oldest IS NULL OR v_id < v_oldest) THEN
+        SET v_oldest = v_id;
+      END IF;
+      SET v_id = NULL;
+      SELECT t.id INTO v_id FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id AND t.priority = v_p
+       ORDER BY t.id LIMIT 1;
+      IF v_id IS NOT NULL AND (v_oldest IS NULL OR v_id < v_oldest) THEN
+        SET v_oldest = v_id;
+      END IF;
+      SET v_p = v_p + 1;
+    END WHILE;
+    SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
+    -- The queue's head: its ready task, else its best blocked task a grant may take.
+    SET v_head = NULL, v_head_lane = 'ready';
+    SELECT t.id, t.priority INTO v_head, v_head_priority FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id
+     ORDER BY t.priority, t.id LIMIT 1;
+    IF v_head IS NULL THEN
+      SET v_head_lane = 'blocked';
+      SELECT t.id, t.priority INTO v_head, v_head_priority FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id = v_queue_id
+         AND t.blocked_reason = ''
+       ORDER BY t.priority, t.id LIMIT 1;
+    END IF;
+    IF v_head IS NOT NULL
+       AND (v_next IS NULL OR (v_head_lane = 'ready' AND v_next_lane = 'blocked')
+            OR (v_head_lane = v_next_lane AND (v_head_priority < v_next_priority
+                                               OR (v_head_priority = v_next_priority AND v_head < v_next)))) THEN
+      SET v_next = v_head, v_next_queue = v_queue_id, v_next_lane = v_head_lane, v_next_priority = v_head_priority;
+    END IF;
+    IF v_key_oldest IS NULL OR v_oldest < v_key_oldest THEN
+      SET v_key_oldest = v_oldest, v_key_since = v_since;
+    END IF;
+    SET v_waiting = v_waiting + LEAST(v_count, 10000), v_more = v_more OR v_count > 10000;
+    -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
+    SET v_queues = JSON_ARRAY_APPEND(v_queues, '$', JSON_OBJECT(
+          'queue_id', v_queue_id, 'waiting', LEAST(v_count, 10000),
+          'waiting_more', IF(v_count > 10000, 1, 0),
+          'ready', LEAST(v_ready, 10000), 'oldest_task_id', v_oldest + 0,
+          'oldest_waiting_since', DATE_FORMAT(v_since, '%Y-%m-%dT%H:%i:%s.%fZ'), 'next_task_id', v_head + 0));
+  END LOOP queues;
+
+  SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
+         a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
+         a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
+         CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
+         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
+         v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
+         v_next_lane AS next_lane, v_queues AS queues
+    FROM orbit_resource r
+    LEFT JOIN orbit_key_permit k ON k.resource_id = r.id
+    LEFT JOIN orbit_attempt a ON a.id = k.attempt_id
+   WHERE r.id = v_resource_id;
+  COMMIT;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_list (from templates/procedures/orbit_key_list.sql) ----
+-- orbit_key_list: List a namespace's held keys, busiest first, a page at a time.
+--
+-- From the mariadb client: CALL orbit_key_list(UNHEX(SHA2('<token>', 256)), <namespace id>,
+-- 'waiting', 50, NULL, NULL);
+-- The keys listed are the namespace's held keys (those with a permit holder): only a held key
+-- makes tasks wait for it. The namespace must be in the credential's scope as a whole; another
+-- tenant's namespace, or one it does not reach, lists nothing (the same answer as a namespace
+-- without held keys).
+-- Orders (ties broken by resource_id ascending):
+--   'waiting'     -> most waiting tasks first (each key counted up to 1,000; waiting_more = 1
+--                    means "1,000 or more");
+--   'oldest_wait' -> the key whose oldest waiting task was accepted first comes first; keys with
+--                    no waiting task come last.
+-- Keyset pagination: pass the last row's sort_value and resource_id as p_after_value and
+-- p_after_resource_id for the next page (both NULL = from the start). The ranking is live: a key
+-- whose rank changes between two pages may appear on both or neither; a steady state is walked
+-- exactly once.
+-- Cost: independent of the number of keys and tasks. It reads the permits (one per attempt that
+-- holds a key, so bounded by the active attempts), and per held key of the namespace a count of at
+-- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
+-- of ix_task_key (the next queue, and the oldest per lane and priority).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
+--   'oldest_wait'); p_limit 1-1000; p_after_value, p_after_resource_id (the cursor; NULL = none).
+-- Result (0..p_limit rows, in the order asked), all times UTC:
+--   namespace_id, concurrency_key (text), highest_token, holder_attempt_id, holder_task_id,
+--   holder_queue_id, holder_worker_id, holder_session_id, holder_state, holder_granted_at,
+--   holder_lease_expires_at, holder_token, waiting (up to 1,000), waiting_more (1 or 0),
+--   oldest_task_id (NULL = none waits), oldest_waiting_since (its run_at; NULL = none waits),
+--   resource_id, sort_value (the cursor's value: waiting, or oldest_task_id with
+--   18446744073709551615 for none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_order, p_limit).
+-- Locks: none (a consistent read in one read-only snapshot).
+DROP PROCEDURE IF EXISTS orbit_key_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_list(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
+                                IN p_order VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin, IN p_limit INT,
+                                IN p_after_value BIGINT UNSIGNED, IN p_after_resource_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_keys LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_stats LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_n INT;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_oldest BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_step CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_a CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_b CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_queue_oldest BIGINT UNSIGNED;
+  DECLARE v_p INT;
+  DECLARE v_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_order IS NULL OR p_order NOT IN ('waiting', 'oldest_wait') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: order must be waiting or oldest_wait';
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+  START TRANSACTION READ ONLY;
+  SELECT n.id INTO v_namespace_id
+    FROM orbit_namespace n
+   WHERE n.id = p_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                  WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
+  IF v_namespace_id IS NOT NULL THEN
+    SELECT COALESCE(JSON_ARRAYAGG(k.resource_id), '[]') INTO v_keys
+      FROM orbit_key_permit k
+      JOIN orbit_resource r ON r.id = k.resource_id
+     WHERE r.namespace_id = v_namespace_id;
+  END IF;
+  SET v_n = JSON_LENGTH(v_keys);
+  WHILE v_i < v_n DO
+    SET v_resource_id = JSON_VALUE(v_keys, CONCAT('$[', v_i, ']'));
+    SELECT COUNT(*) INTO v_count
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
+             LIMIT 1001) x;
+    -- The oldest waiter over the key's queues.
+    SET v_oldest = NULL, v_queue_id = '';
+    queues: LOOP
+      SET v_a = NULL, v_b = NULL;
+    SELECT t.queue_id INTO v_a FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id > v_queue_id
+     ORDER BY t.queue_id LIMIT 1;
+    SELECT t.queue_id INTO v_b FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
+     ORDER BY t.queue_id LIMIT 1;
+    SET v_step = LEAST(COALESCE(v_a, v_b), COALESCE(v_b, v_a));
+      IF v_step IS NULL THEN
+        LEAVE queues;
+      END IF;
+      SET v_queue_id = v_step;
+      SET v_queue_oldest = NULL, v_p = 0;
+    WHILE v_p <= 9 DO
+      SET v_id = NULL;
+      SELECT t.id INTO v_id FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id = v_queue_id AND t.priority = v_p
+       ORDER BY t.id LIMIT 1;
+      IF v_id IS NOT NULL AND (v_queue_oldest IS NULL OR v_id < v_queue_oldest) THEN
+        SET v_queue_oldest = v_id;
+      END IF;
+      SET v_id = NULL;
+      SELECT t.id INTO v_id FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id AND t.priority = v_p
+       ORDER BY t.id LIMIT 1;
+      IF v_id IS NOT NULL AND (v_queue_oldest IS NULL OR v_id < v_queue_oldest) THEN
+        SET v_queue_oldest = v_id;
+      END IF;
+      SET v_p = v_p + 1;
+    END WHILE;
+      IF v_oldest IS NULL OR v_queue_oldest < v_oldest THEN
+        SET v_oldest = v_queue_oldest;
+      END IF;
+    END LOOP queues;
+    -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
+    SET v_stats = JSON_ARRAY_APPEND(v_stats, '$', JSON_OBJECT(
+          'r', v_resource_id + 0, 'w', LEAST(v_count, 1000), 'm', IF(v_count > 1000, 1, 0),
+          'o', v_oldest + 0));
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
+         a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
+         a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
+         CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
+         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
+         o.run_at AS oldest_waiting_since,
+         r.id AS resource_id,
+         IF(p_order = 'waiting', j.w, COALESCE(j.o, 18446744073709551615)) AS sort_value
+    FROM JSON_TABLE(v_stats, '$[*]' COLUMNS (
+           r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
+           o BIGINT UNSIGNED PATH '$.o')) j
+    JOIN orbit_resource r ON r.id = j.r
+    JOIN orbit_key_permit k ON k.resource_id = r.id
+    JOIN orbit_attempt a ON a.id = k.attempt_id
+    LEFT JOIN orbit_task o ON o.id = j.o
+   WHERE p_after_resource_id IS NULL
+      OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
+      OR (p_order = 'oldest_wait' AND (COALESCE(j.o, 18446744073709551615) > p_after_value
+                                       OR (COALESCE(j.o, 18446744073709551615) = p_after_value AND r.id > p_after_resource_id)))
+   ORDER BY IF(p_order = 'waiting', 18446744073709551615 - j.w, COALESCE(j.o, 18446744073709551615)), r.id
+   LIMIT p_limit;
+  COMMIT;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_metrics (from templates/procedures/orbit_key_metrics.sql) ----
+-- orbit_key_metrics: Key gauges per namespace and queue, for operators and GET /metrics.
+--
+-- Operator entry point: it takes no token (the façade decides who may scrape). Labels are ids
+-- (namespace id, queue id), never key names, so the number of series is bounded by the number of
+-- queues. One row per queue of the database and gauge, zeros included.
+-- Cost: the permits (bounded by the active attempts), plus, per queue, one ordered probe of
+-- ix_task_dispatch per priority (0-9) for its oldest blocked task, and its blocked tasks counted
+-- on ix_task_dispatch (index entries only): the count it grows with the number of blocked tasks, like
+-- orbit_metrics_snapshot's task counts, so scrape every few seconds, not per request.
+-- Parameters: none.
+-- Result (ordered by metric, namespace_id, queue_id): metric VARCHAR, namespace_id BIGINT,
+--   queue_id CHAR(32), value DOUBLE:
+--   key_held / keys held by attempts of the queue (one permit each);
+--   key_blocked_tasks / tasks of the queue in the blocked lane (their key is held, or the queue
+--     already has a ready task of it);
+--   key_oldest_wait_seconds / seconds since the oldest blocked task of the queue (the one
+--     accepted first) became due; 0 when none is blocked.
+-- Signals: none.
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_key_metrics;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_metrics()
+  READS SQL DATA
+BEGIN
+  SELECT 'key_held' AS metric, q.namespace_id, q.id AS queue_id, CAST(COALESCE(h.n, 0) AS DOUBLE) AS value
+    FROM orbit_queue q
+    LEFT JOIN (SELECT a.queue_id, COUNT(*) AS n
+                 FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id
+                GROUP BY a.queue_id) h ON h.queue_id = q.id
+  UNION ALL
+  SELECT 'key_blocked_tasks', q.namespace_id, q.id,
+         CAST((SELECT COUNT(*) FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                WHERE t.queue_id = q.id AND t.lane = 'blocked') AS DOUBLE)
+    FROM orbit_queue q
+  UNION ALL
+  SELECT 'key_oldest_wait_seconds', q.namespace_id, q.id,
+         COALESCE(GREATEST(TIMESTAMPDIFF(MICROSECOND,
+                    (SELECT o.run_at FROM orbit_task o
+                      WHERE o.id = (SELECT MIN((SELECT t.id FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                                                 WHERE t.queue_id = q.id AND t.lane = 'blocked' AND t.priority = p.p
+                                                 ORDER BY t.id LIMIT 1))
+                                      FROM (SELECT 0 AS p UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3
+                                            UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7
+                                            UNION ALL SELECT 8 UNION ALL SELECT 9) p)),
+                    UTC_TIMESTAMP(6)), 0) / 1000000, 0)
+    FROM orbit_queue q
+   ORDER BY metric, namespace_id, queue_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_key_promote (from templates/procedures/orbit_key_promote.sql) ----
 -- orbit_key_promote: Internal: make the best blocked task of one key and queue ready, if the key is free.
 --
@@ -5203,6 +5595,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'f04d6c67a574a22ee0a2ba115dba902d8b4f11d60f4c044770735b186858c8e5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '928b8a3b9d35da116ceb6c2f9ecb037c90dea77de9cd05a1936f94e992850be6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'dd902170d604abcaa5fc6f2ddf30201060de740dc11ad61adac2c0405b155526', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5238,5 +5633,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'd0447411441b7a015478b74e1a4a99cd9f4fc034e1f8924d5a21a9f76bf07d48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'd0447411441b7a015478b74e1a4a99cd9f4fc034e1f8924d5a21a9f76bf07d48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4c28bf4e88b5ca9ea01b71bbbe68206bda42c8d3d973014f2ebf250b5b6b587a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4c28bf4e88b5ca9ea01b71bbbe68206bda42c8d3d973014f2ebf250b5b6b587a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -178,6 +178,30 @@ pub const FAMILIES: &[Family] = &[
         "Concurrency keys held by an attempt.",
     ),
     family(
+        "orbit_key_held",
+        Type::Gauge,
+        &["namespace", "queue"],
+        "Keys whose permit is held, by namespace id and the holder's queue id.",
+    ),
+    family(
+        "orbit_key_blocked_tasks",
+        Type::Gauge,
+        &["namespace", "queue"],
+        "Tasks waiting in the blocked lane on a held key, by namespace id and queue id.",
+    ),
+    family(
+        "orbit_key_oldest_wait_seconds",
+        Type::Gauge,
+        &["namespace", "queue"],
+        "Seconds since the oldest task blocked on a held key became due (0 when none).",
+    ),
+    family(
+        "orbit_key_handoff_wait_seconds",
+        Type::Histogram,
+        &["namespace", "queue"],
+        "Per grant of a key granted before (a hand-off): seconds from its task becoming due to the grant.",
+    ),
+    family(
         "orbit_sessions",
         Type::Gauge,
         &["state"],
@@ -227,6 +251,11 @@ pub fn handle() -> PrometheusHandle {
                     &TASK_BUCKETS,
                 )
                 .expect("task buckets are not empty")
+                .set_buckets_for_metric(
+                    Matcher::Full("orbit_key_handoff_wait_seconds".to_string()),
+                    crate::http::keys::HANDOFF_BUCKETS,
+                )
+                .expect("hand-off buckets are not empty")
                 .build_recorder();
             let handle = recorder.handle();
             if metrics::set_global_recorder(recorder).is_ok() {
@@ -427,6 +456,7 @@ pub async fn scrape(db: &Db) -> String {
                     }
                 }
             }
+            key_gauges(db).await;
             metrics::gauge!("orbit_database_up").set(1.0);
         }
         Err(e) => {
@@ -435,6 +465,37 @@ pub async fn scrape(db: &Db) -> String {
         }
     }
     handle().render()
+}
+
+/// Sets the key gauges from `orbit_key_metrics`; a series the procedure no longer returns (its
+/// queue holds no key now) is set to 0 rather than left at its last value.
+async fn key_gauges(db: &Db) {
+    static SEEN: Mutex<Vec<(String, String, String)>> = Mutex::new(Vec::new());
+    let Ok(rows) = db.key_metrics().await else {
+        return;
+    };
+    let now: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|g| {
+            (
+                g.metric.clone(),
+                g.namespace_id.to_string(),
+                g.queue_id.clone(),
+            )
+        })
+        .collect();
+    let set = |(metric, namespace, queue): &(String, String, String), v: f64| {
+        let name = format!("orbit_{metric}");
+        metrics::gauge!(name, "namespace" => namespace.clone(), "queue" => queue.clone()).set(v)
+    };
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    for gone in seen.iter().filter(|s| !now.contains(s)) {
+        set(gone, 0.0);
+    }
+    for (series, g) in now.iter().zip(&rows) {
+        set(series, g.value);
+    }
+    *seen = now;
 }
 
 /// The metrics reference of docs/operations.md (between its `metrics reference` markers),

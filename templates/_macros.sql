@@ -311,3 +311,39 @@
   IF {{ state }} IS NULL OR {{ state }} = 'closed' THEN
     {% call raise("UNAUTHENTICATED", "the session is closed") %};
   END IF{% endmacro %}
+
+{#- The oldest waiting task (smallest id in lanes ready and blocked) of one key in one queue, into
+    `out` (NULL = none): one ordered probe of ix_task_key per lane and priority (0-9), 20 index
+    entries whatever the number of waiting tasks. Not a GROUP BY: MariaDB plans that loose index
+    scan inside a procedure as a full range scan on some executions. Uses the INT `p` and the
+    BIGINT UNSIGNED `id` as scratch variables. -#}
+{% macro key_queue_oldest(resource, queue, out, p, id) %}SET {{ out }} = NULL, {{ p }} = 0;
+    WHILE {{ p }} <= 9 DO
+      SET {{ id }} = NULL;
+      SELECT t.id INTO {{ id }} FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = {{ resource }} AND t.lane = 'blocked' AND t.queue_id = {{ queue }} AND t.priority = {{ p }}
+       ORDER BY t.id LIMIT 1;
+      IF {{ id }} IS NOT NULL AND ({{ out }} IS NULL OR {{ id }} < {{ out }}) THEN
+        SET {{ out }} = {{ id }};
+      END IF;
+      SET {{ id }} = NULL;
+      SELECT t.id INTO {{ id }} FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = {{ resource }} AND t.lane = 'ready' AND t.queue_id = {{ queue }} AND t.priority = {{ p }}
+       ORDER BY t.id LIMIT 1;
+      IF {{ id }} IS NOT NULL AND ({{ out }} IS NULL OR {{ id }} < {{ out }}) THEN
+        SET {{ out }} = {{ id }};
+      END IF;
+      SET {{ p }} = {{ p }} + 1;
+    END WHILE{% endmacro %}
+
+{#- The next queue id after `after` with a waiting task of the key (lanes ready or blocked), into
+    `out` (NULL = none): one ordered probe per lane (MIN(queue_id) would read the rest of the
+    range). -#}
+{% macro key_next_queue(resource, after, out, a, b) %}SET {{ a }} = NULL, {{ b }} = NULL;
+    SELECT t.queue_id INTO {{ a }} FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = {{ resource }} AND t.lane = 'ready' AND t.queue_id > {{ after }}
+     ORDER BY t.queue_id LIMIT 1;
+    SELECT t.queue_id INTO {{ b }} FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = {{ resource }} AND t.lane = 'blocked' AND t.queue_id > {{ after }}
+     ORDER BY t.queue_id LIMIT 1;
+    SET {{ out }} = LEAST(COALESCE({{ a }}, {{ b }}), COALESCE({{ b }}, {{ a }})){% endmacro %}

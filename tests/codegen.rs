@@ -199,6 +199,15 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
     assert!(!frozen.exists());
 }
 
+/// The procedures extension 2 adds (the operator CLI's credential list, the key inspector and
+/// its metrics), in name order.
+const ADDED_IN_2: [&str; 4] = [
+    "orbit_credential_list",
+    "orbit_key_get",
+    "orbit_key_list",
+    "orbit_key_metrics",
+];
+
 #[test]
 fn the_release_baseline_is_the_frozen_000001() {
     use orbit::codegen::upgrade;
@@ -246,6 +255,7 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
     let mut new = new;
     new.sort();
     assert_eq!(added, new);
+    assert_eq!(added, ADDED_IN_2);
     assert!(up.dropped.is_empty());
     let text = orbit::codegen::upgrade::script(&objects, &up, "0.1.0");
     assert!(text.contains("DROP PROCEDURE IF EXISTS orbit_task_grant;"));

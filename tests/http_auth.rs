@@ -70,6 +70,7 @@ fn authenticated_routes(api: &Api, task_id: u64) -> Vec<(Method, &'static str, S
             "/v1/workers/connect".into(),
         ),
         (Method::GET, "/metrics", "/metrics".into()),
+        (Method::GET, "/v1/keys", "/v1/keys?namespace=1".into()),
     ]
 }
 

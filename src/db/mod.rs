@@ -8,6 +8,7 @@
 pub mod attempts;
 pub mod credentials;
 pub mod error;
+pub mod keys;
 pub mod maintenance;
 pub mod metrics;
 pub mod plans;
@@ -539,6 +540,24 @@ impl<'r> Cols<'r> {
                 .map_err(|_| DbError::Internal(format!("result column {i}: negative"))),
             Err(e) => Err(decode_err(i, e)),
         }
+    }
+
+    /// Any integer column that may be NULL.
+    pub fn opt_u64(&mut self) -> Result<Option<u64>, DbError> {
+        use sqlx::ValueRef;
+        let i = self.next;
+        let null = matches!(self.row.try_get_raw(i).map(|v| v.is_null()), Ok(true));
+        let v = self.u64()?;
+        Ok((!null).then_some(v))
+    }
+
+    /// A floating-point column (DOUBLE).
+    pub fn f64(&mut self) -> Result<f64, DbError> {
+        let i = self.index();
+        self.row
+            .try_get::<Option<f64>, _>(i)
+            .map(|v| v.unwrap_or(0.0))
+            .map_err(|e| decode_err(i, e))
     }
 
     pub fn u32(&mut self) -> Result<u32, DbError> {

@@ -297,6 +297,7 @@ impl Db {
             )
             .await?;
         crate::telemetry::claimed(started.elapsed(), &grants);
+        super::keys::observe_handoffs(&grants);
         Ok(grants)
     }
 
@@ -467,6 +468,7 @@ impl Db {
             )
             .await?;
         crate::telemetry::finished(started.elapsed(), input, &finished.acks, &finished.grants);
+        super::keys::observe_handoffs(&finished.grants);
         Ok(finished)
     }
 }

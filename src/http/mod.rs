@@ -5,6 +5,7 @@
 pub mod attempts;
 pub mod envelope;
 pub mod error;
+pub mod keys;
 pub mod openapi;
 pub mod ops;
 pub mod plans;
@@ -57,6 +58,7 @@ fn api() -> OpenApiRouter<App> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(tasks::router())
         .merge(queues::router())
+        .merge(keys::router())
         .merge(attempts::router())
         .merge(plans::router())
         .merge(ops::router())

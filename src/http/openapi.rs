@@ -13,6 +13,7 @@ use utoipa::{Modify, OpenApi};
     tags(
         (name = "tasks", description = "Submit and follow tasks"),
         (name = "queues", description = "Queues of a namespace"),
+        (name = "keys", description = "The key inspector: who holds a key, its token, who waits (read-only)"),
         (name = "attempts", description = "Attempt history, with concurrency tokens (grants nothing)"),
         (name = "plans", description = "Schedules that fire tasks"),
         (name = "workers", description = "The worker WebSocket (docs/protocol.md)"),

@@ -1,0 +1,243 @@
+//! The key inspector: `orbit_key_get` (one key) and `orbit_key_list` (a namespace's held keys).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Arg, Cols, Db, DbError};
+
+/// The attempt that holds a key's permit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Holder {
+    pub attempt_id: u64,
+    pub task_id: u64,
+    pub queue_id: String,
+    pub worker_id: String,
+    pub session_id: u64,
+    /// LEASED or RUNNING.
+    pub state: String,
+    pub granted_at: DateTime<Utc>,
+    pub lease_expires_at: DateTime<Utc>,
+    pub concurrency_token: u64,
+}
+
+/// One queue's tasks waiting for a key (an element of `orbit_key_get`'s `queues`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueWaiting {
+    pub queue_id: String,
+    /// Counted up to 10,000.
+    pub waiting: u64,
+    /// 1 when the queue has more waiting tasks than `waiting` counted.
+    pub waiting_more: u8,
+    /// Of `waiting`, how many are claimable now (lane ready).
+    pub ready: u64,
+    pub oldest_task_id: u64,
+    pub oldest_waiting_since: Option<DateTime<Utc>>,
+    pub next_task_id: Option<u64>,
+}
+
+/// `orbit_key_get`'s row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KeyState {
+    pub namespace_id: u64,
+    pub concurrency_key: String,
+    pub highest_token: u64,
+    pub holder: Option<Holder>,
+    pub waiting: u64,
+    pub waiting_more: bool,
+    pub oldest_task_id: Option<u64>,
+    pub oldest_waiting_since: Option<DateTime<Utc>>,
+    pub next_task_id: Option<u64>,
+    pub next_queue_id: Option<String>,
+    pub next_lane: Option<String>,
+    pub queues: Vec<QueueWaiting>,
+}
+
+/// One row of `orbit_key_list`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HeldKey {
+    pub namespace_id: u64,
+    pub concurrency_key: String,
+    pub highest_token: u64,
+    pub holder: Holder,
+    /// Counted up to 1,000.
+    pub waiting: u64,
+    pub waiting_more: bool,
+    pub oldest_task_id: Option<u64>,
+    pub oldest_waiting_since: Option<DateTime<Utc>>,
+    /// The cursor of this row: (sort value, resource id).
+    pub resource_id: u64,
+    pub sort_value: u64,
+}
+
+/// How `orbit_key_list` orders the held keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyOrder {
+    Waiting,
+    OldestWait,
+}
+
+impl KeyOrder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyOrder::Waiting => "waiting",
+            KeyOrder::OldestWait => "oldest_wait",
+        }
+    }
+}
+
+fn holder(c: &mut Cols<'_>) -> Result<Option<Holder>, DbError> {
+    let attempt_id = c.opt_u64()?;
+    let task_id = c.u64()?;
+    let queue_id = c.text()?;
+    let worker_id = c.text()?;
+    let session_id = c.u64()?;
+    let state = c.text()?;
+    let granted_at = c.opt_time()?;
+    let lease_expires_at = c.opt_time()?;
+    let concurrency_token = c.u64()?;
+    Ok(match (attempt_id, granted_at, lease_expires_at) {
+        (Some(attempt_id), Some(granted_at), Some(lease_expires_at)) => Some(Holder {
+            attempt_id,
+            task_id,
+            queue_id,
+            worker_id,
+            session_id,
+            state,
+            granted_at,
+            lease_expires_at,
+            concurrency_token,
+        }),
+        _ => None,
+    })
+}
+
+/// One row of `orbit_key_metrics`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KeyGauge {
+    /// `key_held`, `key_blocked_tasks` or `key_oldest_wait_seconds`.
+    pub metric: String,
+    pub namespace_id: u64,
+    pub queue_id: String,
+    pub value: f64,
+}
+
+/// Records the hand-offs among `grants` (fresh grants, not resumed ones): one observation of
+/// `orbit_key_handoff_wait_seconds` per grant of a key granted before (token > 1), the seconds
+/// from its task becoming due (run_at) to now, labelled by namespace and queue id.
+pub fn observe_handoffs(grants: &[super::workers::Grant]) {
+    let now = Utc::now();
+    for g in grants.iter().filter(|g| g.concurrency_token > 1) {
+        let waited = (now - g.task.run_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
+        ::metrics::histogram!(
+            "orbit_key_handoff_wait_seconds",
+            "namespace" => g.task.namespace_id.to_string(),
+            "queue" => g.task.queue_id.clone()
+        )
+        .record(waited);
+    }
+}
+
+impl Db {
+    /// `orbit_key_metrics`: the key gauges of every queue, ordered by metric.
+    pub async fn key_metrics(&self) -> Result<Vec<KeyGauge>, DbError> {
+        self.call("orbit_key_metrics", &[], |c| {
+            Ok(KeyGauge {
+                metric: c.text()?,
+                namespace_id: c.u64()?,
+                queue_id: c.text()?,
+                value: c.f64()?,
+            })
+        })
+        .await
+    }
+
+    /// `orbit_key_get`: NOT_FOUND for a key never used, or outside the credential's reach.
+    pub async fn key_get(
+        &self,
+        token_hash: &[u8],
+        namespace_id: u64,
+        key: &str,
+    ) -> Result<KeyState, DbError> {
+        self.call_one(
+            "orbit_key_get",
+            &[Arg::Bytes(token_hash), namespace_id.into(), key.into()],
+            |c| {
+                let namespace_id = c.u64()?;
+                let concurrency_key = c.text()?;
+                let highest_token = c.u64()?;
+                let holder = holder(c)?;
+                let waiting = c.u64()?;
+                let waiting_more = c.bool()?;
+                let oldest_task_id = c.opt_u64()?;
+                let oldest_waiting_since = c.opt_time()?;
+                let next_task_id = c.opt_u64()?;
+                let next_queue_id = c.opt_text()?;
+                let next_lane = c.opt_text()?;
+                let queues = serde_json::from_str(&c.text()?).map_err(|e| {
+                    DbError::Internal(format!(
+                        "orbit_key_get: queues is not the documented JSON: {e}"
+                    ))
+                })?;
+                Ok(KeyState {
+                    namespace_id,
+                    concurrency_key,
+                    highest_token,
+                    holder,
+                    waiting,
+                    waiting_more,
+                    oldest_task_id,
+                    oldest_waiting_since,
+                    next_task_id,
+                    next_queue_id,
+                    next_lane,
+                    queues,
+                })
+            },
+        )
+        .await
+    }
+
+    /// `orbit_key_list`: up to `limit` (1-1000) held keys of the namespace in `order`, after the
+    /// cursor `(sort_value, resource_id)` of the previous page's last row.
+    pub async fn key_list(
+        &self,
+        token_hash: &[u8],
+        namespace_id: u64,
+        order: KeyOrder,
+        limit: u32,
+        after: Option<(u64, u64)>,
+    ) -> Result<Vec<HeldKey>, DbError> {
+        self.call(
+            "orbit_key_list",
+            &[
+                Arg::Bytes(token_hash),
+                namespace_id.into(),
+                order.as_str().into(),
+                u64::from(limit).into(),
+                after.map_or(Arg::Null, |a| Arg::U64(a.0)),
+                after.map_or(Arg::Null, |a| Arg::U64(a.1)),
+            ],
+            |c| {
+                let namespace_id = c.u64()?;
+                let concurrency_key = c.text()?;
+                let highest_token = c.u64()?;
+                let holder = holder(c)?.ok_or_else(|| {
+                    DbError::Internal("orbit_key_list returned a key without a holder".into())
+                })?;
+                Ok(HeldKey {
+                    namespace_id,
+                    concurrency_key,
+                    highest_token,
+                    holder,
+                    waiting: c.u64()?,
+                    waiting_more: c.bool()?,
+                    oldest_task_id: c.opt_u64()?,
+                    oldest_waiting_since: c.opt_time()?,
+                    resource_id: c.u64()?,
+                    sort_value: c.u64()?,
+                })
+            },
+        )
+        .await
+    }
+}

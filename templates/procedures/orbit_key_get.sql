@@ -1,0 +1,146 @@
+{% import "_macros.sql" as m %}
+-- orbit_key_get: Inspect one concurrency key: its token, its holder, and who waits for it.
+--
+-- Answers "why is my task waiting, and who holds the key?" from the mariadb client:
+--   CALL orbit_key_get(UNHEX(SHA2('<token>', 256)), <namespace id>, '<key>');
+-- The namespace must be in the credential's scope as a whole (a namespace-wide grant): a key
+-- spans every queue of its namespace. A key nobody ever submitted a task with has no row: it
+-- gets NOT_FOUND, the same answer as another tenant's namespace or key (no existence oracle). A
+-- known key that is free and has no waiters answers with its token, no holder and no queues.
+-- Waiting tasks are those of the key in the 'blocked' lane (the key is held, or its queue already
+-- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
+-- ('scheduled') are not waiting for the key.
+-- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
+-- row by ux_resource_key, the permit by its primary key, the queues of the key by ordered probes of
+-- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
+-- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
+--   the rules of orbit_key_validate; '' is not a key).
+-- Result (one row), all times UTC:
+--   namespace_id, concurrency_key (text), highest_token (0 = never granted);
+--   holder_attempt_id, holder_task_id, holder_queue_id, holder_worker_id, holder_session_id,
+--     holder_state (LEASED or RUNNING), holder_granted_at, holder_lease_expires_at,
+--     holder_token: all NULL when nobody holds the key;
+--   waiting (tasks waiting for the key, summed over queues, each queue counted up to 10,000),
+--     waiting_more (1 when some queue has more than it counted);
+--   oldest_task_id, oldest_waiting_since (the waiting task accepted first and its run_at: the
+--     time it became due), NULL when none waits;
+--   next_task_id, next_queue_id, next_lane: the task the key goes to next: the best ready task
+--     (priority, then id) if any, else the best blocked one that may be granted (blocked_reason
+--     empty), as a release hands the key on; NULL when none;
+--   queues: JSON array, one object per queue with waiting tasks, in queue id order:
+--     {"queue_id", "waiting", "waiting_more" (1 or 0), "ready", "oldest_task_id",
+--      "oldest_waiting_since" (ISO 8601), "next_task_id"}.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
+--   in a namespace the credential reaches as a whole).
+-- Locks: none (a consistent read in one read-only snapshot).
+CREATE PROCEDURE orbit_key_get(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED, IN p_key BLOB)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT '';
+  DECLARE v_next_ready CHAR(32) {{ c.ascii }};
+  DECLARE v_next_blocked CHAR(32) {{ c.ascii }};
+  DECLARE v_step CHAR(32) {{ c.ascii }};
+  DECLARE v_p INT;
+  DECLARE v_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_ready INT;
+  DECLARE v_oldest BIGINT UNSIGNED;
+  DECLARE v_since DATETIME(6);
+  DECLARE v_head BIGINT UNSIGNED;
+  DECLARE v_head_priority INT;
+  DECLARE v_head_lane VARCHAR(8) {{ c.ascii }};
+  DECLARE v_waiting BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_more TINYINT DEFAULT 0;
+  DECLARE v_key_oldest BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_key_since DATETIME(6) DEFAULT NULL;
+  DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_next_queue CHAR(32) {{ c.ascii }} DEFAULT NULL;
+  DECLARE v_next_lane VARCHAR(8) {{ c.ascii }} DEFAULT NULL;
+  DECLARE v_next_priority INT;
+  DECLARE v_queues LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  {% call m::rollback_on_error() %};
+
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  CALL orbit_key_validate(p_key);
+  IF p_key = '' THEN
+    {% call m::raise("INVALID_ARGUMENT", "concurrency_key is required") %};
+  END IF;
+
+  {% call m::begin_snapshot() %};
+  SELECT r.id INTO v_resource_id
+    FROM orbit_namespace n
+    JOIN orbit_resource r ON r.namespace_id = n.id AND r.concurrency_key = p_key
+   WHERE n.id = p_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                  WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
+  IF v_resource_id IS NULL THEN
+    COMMIT;
+    {% call m::raise("NOT_FOUND", "key not found") %};
+  END IF;
+
+  -- The queues with waiting tasks of the key, in queue id order.
+  queues: LOOP
+    {% call m::key_next_queue("v_resource_id", "v_queue_id", "v_step", "v_next_ready", "v_next_blocked") %};
+    IF v_step IS NULL THEN
+      LEAVE queues;
+    END IF;
+    SET v_queue_id = v_step;
+    SELECT COUNT(*) INTO v_count
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked') AND t.queue_id = v_queue_id
+             LIMIT 10001) x;
+    SELECT COUNT(*) INTO v_ready
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id
+             LIMIT 10001) x;
+    {% call m::key_queue_oldest("v_resource_id", "v_queue_id", "v_oldest", "v_p", "v_id") %};
+    SELECT t.run_at INTO v_since FROM orbit_task t WHERE t.id = v_oldest;
+    -- The queue's head: its ready task, else its best blocked task a grant may take.
+    SET v_head = NULL, v_head_lane = 'ready';
+    SELECT t.id, t.priority INTO v_head, v_head_priority FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'ready' AND t.queue_id = v_queue_id
+     ORDER BY t.priority, t.id LIMIT 1;
+    IF v_head IS NULL THEN
+      SET v_head_lane = 'blocked';
+      SELECT t.id, t.priority INTO v_head, v_head_priority FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane = 'blocked' AND t.queue_id = v_queue_id
+         AND t.blocked_reason = ''
+       ORDER BY t.priority, t.id LIMIT 1;
+    END IF;
+    IF v_head IS NOT NULL
+       AND (v_next IS NULL OR (v_head_lane = 'ready' AND v_next_lane = 'blocked')
+            OR (v_head_lane = v_next_lane AND (v_head_priority < v_next_priority
+                                               OR (v_head_priority = v_next_priority AND v_head < v_next)))) THEN
+      SET v_next = v_head, v_next_queue = v_queue_id, v_next_lane = v_head_lane, v_next_priority = v_head_priority;
+    END IF;
+    IF v_key_oldest IS NULL OR v_oldest < v_key_oldest THEN
+      SET v_key_oldest = v_oldest, v_key_since = v_since;
+    END IF;
+    SET v_waiting = v_waiting + LEAST(v_count, 10000), v_more = v_more OR v_count > 10000;
+    -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
+    SET v_queues = JSON_ARRAY_APPEND(v_queues, '$', JSON_OBJECT(
+          'queue_id', v_queue_id, 'waiting', LEAST(v_count, 10000),
+          'waiting_more', IF(v_count > 10000, 1, 0),
+          'ready', LEAST(v_ready, 10000), 'oldest_task_id', v_oldest + 0,
+          'oldest_waiting_since', {% call m::json_time("v_since") %}, 'next_task_id', v_head + 0));
+  END LOOP queues;
+
+  SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
+         a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
+         a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
+         CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
+         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
+         v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
+         v_next_lane AS next_lane, v_queues AS queues
+    FROM orbit_resource r
+    LEFT JOIN orbit_key_permit k ON k.resource_id = r.id
+    LEFT JOIN orbit_attempt a ON a.id = k.attempt_id
+   WHERE r.id = v_resource_id;
+  COMMIT;
+END

@@ -1,0 +1,129 @@
+{% import "_macros.sql" as m %}
+-- orbit_key_list: List a namespace's held keys, busiest first, a page at a time.
+--
+-- From the mariadb client: CALL orbit_key_list(UNHEX(SHA2('<token>', 256)), <namespace id>,
+-- 'waiting', 50, NULL, NULL);
+-- The keys listed are the namespace's held keys (those with a permit holder): only a held key
+-- makes tasks wait for it. The namespace must be in the credential's scope as a whole; another
+-- tenant's namespace, or one it does not reach, lists nothing (the same answer as a namespace
+-- without held keys).
+-- Orders (ties broken by resource_id ascending):
+--   'waiting'     -> most waiting tasks first (each key counted up to 1,000; waiting_more = 1
+--                    means "1,000 or more");
+--   'oldest_wait' -> the key whose oldest waiting task was accepted first comes first; keys with
+--                    no waiting task come last.
+-- Keyset pagination: pass the last row's sort_value and resource_id as p_after_value and
+-- p_after_resource_id for the next page (both NULL = from the start). The ranking is live: a key
+-- whose rank changes between two pages may appear on both or neither; a steady state is walked
+-- exactly once.
+-- Cost: independent of the number of keys and tasks. It reads the permits (one per attempt that
+-- holds a key, so bounded by the active attempts), and per held key of the namespace a count of at
+-- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
+-- of ix_task_key (the next queue, and the oldest per lane and priority).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
+--   'oldest_wait'); p_limit 1-1000; p_after_value, p_after_resource_id (the cursor; NULL = none).
+-- Result (0..p_limit rows, in the order asked), all times UTC:
+--   namespace_id, concurrency_key (text), highest_token, holder_attempt_id, holder_task_id,
+--   holder_queue_id, holder_worker_id, holder_session_id, holder_state, holder_granted_at,
+--   holder_lease_expires_at, holder_token, waiting (up to 1,000), waiting_more (1 or 0),
+--   oldest_task_id (NULL = none waits), oldest_waiting_since (its run_at; NULL = none waits),
+--   resource_id, sort_value (the cursor's value: waiting, or oldest_task_id with
+--   18446744073709551615 for none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_order, p_limit).
+-- Locks: none (a consistent read in one read-only snapshot).
+CREATE PROCEDURE orbit_key_list(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
+                                IN p_order VARCHAR(16) {{ c.ascii }}, IN p_limit INT,
+                                IN p_after_value BIGINT UNSIGNED, IN p_after_resource_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_keys LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_stats LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_n INT;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_oldest BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) {{ c.ascii }};
+  DECLARE v_step CHAR(32) {{ c.ascii }};
+  DECLARE v_a CHAR(32) {{ c.ascii }};
+  DECLARE v_b CHAR(32) {{ c.ascii }};
+  DECLARE v_queue_oldest BIGINT UNSIGNED;
+  DECLARE v_p INT;
+  DECLARE v_id BIGINT UNSIGNED;
+  {% call m::rollback_on_error() %};
+
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_order IS NULL OR p_order NOT IN ('waiting', 'oldest_wait') THEN
+    {% call m::raise("INVALID_ARGUMENT", "order must be waiting or oldest_wait") %};
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    {% call m::raise("INVALID_ARGUMENT", "limit must be between 1 and 1000") %};
+  END IF;
+
+  {% call m::begin_snapshot() %};
+  SELECT n.id INTO v_namespace_id
+    FROM orbit_namespace n
+   WHERE n.id = p_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                  WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
+  IF v_namespace_id IS NOT NULL THEN
+    SELECT COALESCE(JSON_ARRAYAGG(k.resource_id), '[]') INTO v_keys
+      FROM orbit_key_permit k
+      JOIN orbit_resource r ON r.id = k.resource_id
+     WHERE r.namespace_id = v_namespace_id;
+  END IF;
+  SET v_n = JSON_LENGTH(v_keys);
+  WHILE v_i < v_n DO
+    SET v_resource_id = JSON_VALUE(v_keys, CONCAT('$[', v_i, ']'));
+    SELECT COUNT(*) INTO v_count
+      FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
+             WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
+             LIMIT 1001) x;
+    -- The oldest waiter over the key's queues.
+    SET v_oldest = NULL, v_queue_id = '';
+    queues: LOOP
+      {% call m::key_next_queue("v_resource_id", "v_queue_id", "v_step", "v_a", "v_b") %};
+      IF v_step IS NULL THEN
+        LEAVE queues;
+      END IF;
+      SET v_queue_id = v_step;
+      {% call m::key_queue_oldest("v_resource_id", "v_queue_id", "v_queue_oldest", "v_p", "v_id") %};
+      IF v_oldest IS NULL OR v_queue_oldest < v_oldest THEN
+        SET v_oldest = v_queue_oldest;
+      END IF;
+    END LOOP queues;
+    -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
+    SET v_stats = JSON_ARRAY_APPEND(v_stats, '$', JSON_OBJECT(
+          'r', v_resource_id + 0, 'w', LEAST(v_count, 1000), 'm', IF(v_count > 1000, 1, 0),
+          'o', v_oldest + 0));
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
+         a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
+         a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
+         CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
+         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
+         o.run_at AS oldest_waiting_since,
+         r.id AS resource_id,
+         IF(p_order = 'waiting', j.w, COALESCE(j.o, {{ c.token_max }})) AS sort_value
+    FROM JSON_TABLE(v_stats, '$[*]' COLUMNS (
+           r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
+           o BIGINT UNSIGNED PATH '$.o')) j
+    JOIN orbit_resource r ON r.id = j.r
+    JOIN orbit_key_permit k ON k.resource_id = r.id
+    JOIN orbit_attempt a ON a.id = k.attempt_id
+    LEFT JOIN orbit_task o ON o.id = j.o
+   WHERE p_after_resource_id IS NULL
+      OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
+      OR (p_order = 'oldest_wait' AND (COALESCE(j.o, {{ c.token_max }}) > p_after_value
+                                       OR (COALESCE(j.o, {{ c.token_max }}) = p_after_value AND r.id > p_after_resource_id)))
+   ORDER BY IF(p_order = 'waiting', {{ c.token_max }} - j.w, COALESCE(j.o, {{ c.token_max }})), r.id
+   LIMIT p_limit;
+  COMMIT;
+END
