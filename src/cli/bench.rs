@@ -1,0 +1,159 @@
+//! `orbit bench`: one scenario against the same run's durable-commit baseline.
+
+use std::process::ExitCode;
+
+use crate::bench;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// Durable single-row commits/s (16 connections): the physical limit.
+    Baseline,
+    /// Claim latency with growing backlogs of tasks blocked on busy keys.
+    Claim,
+    /// Unkeyed tasks/s from the first HTTP submit to the last result ack (SDK workers).
+    E2e,
+    /// Tasks/s with N tasks spread over K keys.
+    Keys,
+    /// One key across two queues: serialised tasks/s and hand-off latency.
+    Hotkey,
+    /// The hot key's hand-off in SQL alone: a loop of orbit_attempt_finish calls, each ending
+    /// the key's holder and granting its next task (no façade; --tasks sets the calls).
+    HandoffSql,
+    /// HTTP submits/s with Idempotency-Keys.
+    Submit,
+    /// Resident memory of serve with 1,000 idle worker sessions (--tasks sets the count).
+    Sessions,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    pub scenario: Scenario,
+    /// Server or database DSN; a server-only DSN gets a fresh database.
+    #[arg(
+        long,
+        env = "ORBIT_MYSQL_DSN",
+        hide_env_values = true,
+        default_value = "mysql://root@127.0.0.1:3306"
+    )]
+    pub dsn: String,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// claim: blocked-task backlogs to measure at, ascending.
+    #[arg(long, value_delimiter = ',', default_value = "0,100000,1000000")]
+    pub backlogs: Vec<u64>,
+    /// claim: timed claims per backlog level.
+    #[arg(long, default_value_t = 1000)]
+    pub samples: u32,
+    /// claim: keys held busy (the backlog is spread over them); keys: keys the tasks use.
+    #[arg(long, default_value_t = 1000)]
+    pub keys: u32,
+    /// e2e, keys, hotkey, submit: tasks; handoff-sql: calls; sessions: sessions.
+    #[arg(long, default_value_t = 2000)]
+    pub tasks: u32,
+    /// e2e, keys, hotkey: SDK workers (capacity 16 each; hotkey uses at least 2).
+    #[arg(long, default_value_t = 4)]
+    pub workers: u32,
+    /// Seconds the baseline measurement runs.
+    #[arg(long, default_value_t = 5)]
+    pub baseline_seconds: u64,
+    /// e2e, keys, hotkey: workers ask the server to start attempts with the grant (SDK
+    /// `Worker::start_on_assign`): no task.start round trip, one durable commit less per task.
+    #[arg(long)]
+    pub start_on_assign: bool,
+    /// e2e, keys, submit: tasks per HTTP submit; above 1 each request is one
+    /// `POST /v1/tasks/batch` (one transaction, an Idempotency-Key per task).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub batch: u32,
+}
+
+pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
+    let bench_db = match bench::BenchDb::open(&args.dsn, 24).await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(if e.is_usage() { 2 } else { 3 });
+        }
+    };
+    eprintln!(
+        "bench: measuring the baseline ({} s, {} connections)…",
+        args.baseline_seconds,
+        bench::baseline::CONNECTIONS
+    );
+    let result = async {
+        let baseline = bench::baseline::measure(
+            &bench_db.db,
+            std::time::Duration::from_secs(args.baseline_seconds),
+        )
+        .await?;
+        eprintln!("bench: baseline {baseline:.0} durable commits/s");
+        match args.scenario {
+            Scenario::Baseline => Ok(bench::Report {
+                scenario: "baseline",
+                tasks: 0,
+                seconds: args.baseline_seconds as f64,
+                tasks_per_s: 0.0,
+                p50_ms: 0.0,
+                p99_ms: 0.0,
+                baseline_commits_per_s: baseline,
+                ratio: 1.0,
+                details: serde_json::json!({ "connections": bench::baseline::CONNECTIONS }),
+            }),
+            Scenario::Claim => {
+                let opts = bench::claim::ClaimOptions {
+                    backlogs: args.backlogs.clone(),
+                    samples: args.samples,
+                    busy_keys: args.keys,
+                };
+                bench::claim::run(&bench_db, &opts, baseline).await
+            }
+            scenario => {
+                let opts = bench::flow::FlowOptions {
+                    tasks: args.tasks,
+                    workers: args.workers,
+                    keys: args.keys,
+                    start_on_assign: args.start_on_assign,
+                    batch: args.batch,
+                };
+                match scenario {
+                    Scenario::E2e => bench::flow::throughput(&bench_db, &opts, 0, baseline).await,
+                    Scenario::Keys => {
+                        bench::flow::throughput(&bench_db, &opts, args.keys, baseline).await
+                    }
+                    Scenario::Hotkey => bench::flow::hotkey(&bench_db, &opts, baseline).await,
+                    Scenario::HandoffSql => {
+                        bench::handoff::run(&bench_db, opts.tasks, baseline).await
+                    }
+                    Scenario::Submit => bench::flow::submit(&bench_db, &opts, baseline).await,
+                    _ => bench::flow::sessions(&bench_db, &opts, baseline).await,
+                }
+            }
+        }
+    }
+    .await;
+    bench_db.finish().await;
+    match result {
+        Ok(report) => {
+            println!(
+                "{}: {} tasks, p50 {:.2} ms, p99 {:.2} ms, ratio {:.2} (baseline {:.0} commits/s)",
+                report.scenario,
+                report.tasks,
+                report.p50_ms,
+                report.p99_ms,
+                report.ratio,
+                report.baseline_commits_per_s
+            );
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("report serialises")
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: bench {}: {e}", e.code());
+            ExitCode::from(3)
+        }
+    }
+}
