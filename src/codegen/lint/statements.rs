@@ -208,7 +208,6 @@ pub(super) fn subqueries<'t, 'a>(t: &'t [Token<'a>]) -> Vec<&'t [Token<'a>]> {
     out
 }
 
-/// The number of locking clauses written in `t`.
 /// Whether a query reads a stored table (`FROM x` other than `JSON_TABLE(...)` or `DUAL`).
 pub(super) fn reads_a_table(t: &[Token]) -> bool {
     t.windows(2).any(|w| {
@@ -218,6 +217,7 @@ pub(super) fn reads_a_table(t: &[Token]) -> bool {
     })
 }
 
+/// The number of locking clauses written in `t`.
 pub(super) fn count_lock_clauses(t: &[Token]) -> usize {
     (0..t.len())
         .filter(|&i| {
