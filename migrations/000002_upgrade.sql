@@ -17,24 +17,168 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
+-- - orbit_credential.scopes: a sixth scope, `metrics:read`, which `/metrics` now requires (it named
+--   every application to anyone). Appended to the SET, so every stored value keeps its meaning and
+--   no row is copied.
+-- - orbit_session: two indexes, ix_session_seen (state, last_seen_at) for the sweep that closes
+--   sessions no longer heard from (orbit_session_sweep), and ix_session_credential
+--   (credential_id, state) for closing a revoked credential's sessions (orbit_credential_revoke);
+--   last_seen_at's comment says it is now written at most once per lease. The table holds one
+--   row per worker connection, so building the indexes takes moments; both are added online.
+--   Sessions left open by the stopped 0.1 servers are closed by the first sweep after three
+--   leases, and their attempts end by lease expiry as before.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
 --
--- Procedures re-created (gen lists them from the templates' difference; no signature changes):
--- their SQL comments no longer carry benchmark timings or development history. BENCHMARKS.md holds
--- the figures.
+-- Procedures re-created (gen lists them from the templates' difference). Parameters and result
+-- shapes that change, so a 0.1 server must not run against the upgraded database (and `orbit
+-- serve` refuses another extension version):
+-- - orbit_session_attempts takes p_touch_after_ms: a renewal is the session's heartbeat;
+-- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
+--   sessions to wake (wake_queues), so a notification reaches only those sessions;
+-- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
+--   only.
+-- Behaviour that changes without a shape change: a closed session's start, renewal and result are
+-- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
+-- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
+-- lists accept metrics:read; a grant no longer writes the session's last_seen_at. The other
+-- re-created procedures change comments only: they no longer carry benchmark timings or
+-- development history (BENCHMARKS.md holds the figures).
 --
 -- Rules for this file: one statement per change, each idempotent as written (ALTER TABLE ...
--- MODIFY with the full new definition, CREATE ... IF NOT EXISTS, data rewrites whose WHERE skips
--- rows already rewritten); a comment before each saying why; no DROP of data without saying where
--- it went.
+-- MODIFY with the full new definition, CREATE ... IF NOT EXISTS, an index added only where
+-- information_schema does not list it yet, data rewrites whose WHERE skips rows already
+-- rewritten); a comment before each saying why; no DROP of data without saying where it went.
 
 -- The column's definition exactly as templates/tables/orbit_extension.sql now writes it.
 ALTER TABLE orbit_extension
   MODIFY version INT UNSIGNED NOT NULL COMMENT 'extension version that last created or changed the object (migration: its own version)';
 
+-- metrics:read appended to the scopes, exactly as templates/tables/orbit_credential.sql writes it.
+ALTER TABLE orbit_credential
+  MODIFY scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes';
+
+-- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
+ALTER TABLE orbit_session
+  MODIFY last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long';
+
+-- The two session indexes. MySQL has no `ADD INDEX IF NOT EXISTS`, so a procedure that lives
+-- only for this migration adds each one that information_schema does not list yet: running the
+-- migration again after a stop adds what is missing and nothing twice.
+DROP PROCEDURE IF EXISTS orbit_upgrade_000002_indexes;
+DELIMITER $$
+CREATE PROCEDURE orbit_upgrade_000002_indexes()
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
+                    AND INDEX_NAME = 'ix_session_seen') THEN
+    ALTER TABLE orbit_session ADD KEY ix_session_seen (state, last_seen_at), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
+                    AND INDEX_NAME = 'ix_session_credential') THEN
+    ALTER TABLE orbit_session ADD KEY ix_session_credential (credential_id, state), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+END$$
+DELIMITER ;
+CALL orbit_upgrade_000002_indexes();
+DROP PROCEDURE orbit_upgrade_000002_indexes;
+
 -- ==== Procedures re-created (their text changed since extension 1) ====
+-- ---- orbit_admin_bootstrap (from templates/procedures/orbit_admin_bootstrap.sql) ----
+-- orbit_admin_bootstrap: Create what is missing of application, environment, namespace and queue, plus a credential.
+--
+-- Operator entry point (`orbit admin bootstrap`), not reachable over HTTP: it takes no token.
+-- Idempotent for the four objects (found by name); every call adds one new credential whose
+-- hash the caller computed from a fresh random token. The credential reaches every queue of the
+-- namespace (present and future).
+-- Parameters: p_application, p_environment, p_namespace, p_queue: names, 1-191 characters;
+--   p_new_queue_id: the id to give the queue if it is created (32 lowercase hex digits; NULL =
+--   derive one); p_token_hash BINARY(32); p_token_hint (first 8 characters of the token);
+--   p_scopes: comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
+--   workers:consume,metrics:read; p_label: free text.
+-- Result (one row): application_id, environment_id, namespace_id, queue_id, credential_id.
+-- Signals: INVALID_ARGUMENT.
+-- Locks: the four objects' rows (insert or update), the new credential rows.
+DROP PROCEDURE IF EXISTS orbit_admin_bootstrap;
+DELIMITER $$
+CREATE PROCEDURE orbit_admin_bootstrap(
+  IN p_application TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_environment TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_namespace TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_queue TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_new_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_token_hash BINARY(32),
+  IN p_token_hint TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_scopes TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_label TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF CHAR_LENGTH(COALESCE(p_application, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_environment, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_namespace, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_queue, '')) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: application, environment, namespace and queue names must be 1-191 characters';
+  END IF;
+  IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue id must be 32 lowercase hex digits';
+  END IF;
+  IF p_token_hash IS NULL OR LENGTH(p_token_hash) <> 32 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: token_hash must be a 32-byte SHA-256';
+  END IF;
+  IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume|metrics:read)(,|$))+$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scopes must be a comma-separated list of known scopes';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_application (name, created_at) VALUES (p_application, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
+  -- Every quota slot of the application (0..15), with the default limits.
+  INSERT INTO orbit_application_quota (application_id, slot, updated_at)
+  SELECT v_application_id, s.n, v_now
+    FROM (SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9 UNION ALL SELECT 10 UNION ALL SELECT 11 UNION ALL SELECT 12 UNION ALL SELECT 13 UNION ALL SELECT 14 UNION ALL SELECT 15) s
+  ON DUPLICATE KEY UPDATE application_id = application_id;
+  INSERT INTO orbit_environment (application_id, name, created_at) VALUES (v_application_id, p_environment, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT e.id INTO v_environment_id FROM orbit_environment e
+   WHERE e.application_id = v_application_id AND e.name = p_environment;
+  INSERT INTO orbit_namespace (application_id, environment_id, name, created_at)
+  VALUES (v_application_id, v_environment_id, p_namespace, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT n.id INTO v_namespace_id FROM orbit_namespace n
+   WHERE n.environment_id = v_environment_id AND n.name = p_namespace;
+  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, created_at, updated_at)
+  VALUES (COALESCE(p_new_queue_id, CONVERT(LEFT(SHA2(CONCAT(UUID(), RAND(), v_namespace_id, p_queue), 256), 32) USING ascii)),
+          v_application_id, v_environment_id, v_namespace_id, p_queue, v_now, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT q.id INTO v_queue_id FROM orbit_queue q WHERE q.namespace_id = v_namespace_id AND q.name = p_queue;
+  INSERT INTO orbit_credential (application_id, environment_id, label, token_hash, token_hint, scopes, created_at)
+  VALUES (v_application_id, v_environment_id, COALESCE(p_label, ''), p_token_hash, LEFT(COALESCE(p_token_hint, ''), 8),
+          p_scopes, v_now);
+  SET v_credential_id = LAST_INSERT_ID();
+  INSERT INTO orbit_credential_scope (credential_id, namespace_id, queue_id) VALUES (v_credential_id, v_namespace_id, '');
+  COMMIT;
+  SELECT v_application_id AS application_id, v_environment_id AS environment_id, v_namespace_id AS namespace_id,
+         v_queue_id AS queue_id, v_credential_id AS credential_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_attempt_finish (from templates/procedures/orbit_attempt_finish.sql) ----
 -- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
 --
@@ -441,6 +585,399 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_attempt_renew (from templates/procedures/orbit_attempt_renew.sql) ----
+-- orbit_attempt_renew: Extend active attempts' leases, and their queue and key permits with them, each on its own, in one transaction.
+--
+-- An attempt keeps its token: renewing never grants anything new. An attempt whose lease has
+-- already run out or that has ended is rejected; one that belongs to another session gets the
+-- answer of one that does not exist (NOT_FOUND: ids of other sessions reveal nothing). A worker's
+-- renewal message names all its attempts: one call and one commit for them all.
+-- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids; p_lease_ms
+--   1000-3600000 (new expiry = now + lease).
+-- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
+--   "renewed" (0/1), "code" ("" or LEASE_EXPIRED, NOT_FOUND, STATE_CONFLICT),
+--   "lease_expires_at" (UTC, RFC 3339: the new expiry, or the old one when rejected; null when
+--   not found or foreign)}.
+-- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms), UNAUTHENTICATED (the session is closed:
+--   its socket went away, the sweep closed it, or its credential was revoked).
+-- Locks, in order, per id: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
+DROP PROCEDURE IF EXISTS orbit_attempt_renew;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_lease_ms INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_count INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_session_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_attempt_ids IS NULL OR NOT JSON_VALID(p_attempt_ids) OR JSON_TYPE(p_attempt_ids) <> 'ARRAY'
+     OR JSON_LENGTH(p_attempt_ids) NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be a JSON array of 1-1000 ids';
+  END IF;
+  SET v_count = JSON_LENGTH(p_attempt_ids), v_i = 0;
+  WHILE v_i < v_count DO
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+       OR JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')) < 1 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be positive integers';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+  SET v_session_state = NULL;
+  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
+  END IF;
+  IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
+        v_session_id = NULL, v_state = '', v_expires = NULL, v_resource_id = 0, v_code = '';
+    SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
+      INTO v_session_id, v_state, v_expires, v_resource_id
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_session_id IS NULL THEN
+      SET v_code = 'NOT_FOUND';
+    ELSEIF v_session_id <> p_session_id THEN
+      SET v_code = 'NOT_FOUND', v_expires = NULL;
+    ELSEIF v_state NOT IN ('LEASED', 'RUNNING') THEN
+      SET v_code = 'STATE_CONFLICT';
+    ELSEIF v_expires <= v_now THEN
+      SET v_code = 'LEASE_EXPIRED';
+    ELSE
+      SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
+      UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = v_attempt_id;
+      UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = v_attempt_id;
+      IF v_resource_id <> 0 THEN
+        UPDATE orbit_key_permit k SET k.expires_at = v_expires
+         WHERE k.resource_id = v_resource_id AND k.attempt_id = v_attempt_id;
+      END IF;
+    END IF;
+    SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
+                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'renewed', CAST(v_code = '' AS UNSIGNED),
+                                       'code', v_code, 'lease_expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ'))),
+        v_i = v_i + 1;
+  END WHILE;
+  COMMIT;
+  SELECT CONCAT('[', v_answers, ']') AS answers;
+END$$
+DELIMITER ;
+
+-- ---- orbit_attempt_start (from templates/procedures/orbit_attempt_start.sql) ----
+-- orbit_attempt_start: Confirm the execution right of leased attempts: LEASED -> RUNNING, each on its own, in one transaction.
+--
+-- Business code may run only after its attempt is accepted. The lease is re-checked inside the
+-- transaction: an attempt whose lease has run out (or that recovery already ended) is rejected,
+-- so a worker that was paused past its lease never starts. Starting an attempt that is already
+-- RUNNING for the same session is accepted again (a repeated start message). A worker's start
+-- messages that arrive together share one call and one commit (SPEC §10); each attempt is
+-- answered on its own, in the order given.
+-- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
+-- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
+--   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
+--   another session's: one answer) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
+--   after the call; "" when not found or foreign), "lease_expires_at" (UTC, RFC 3339; null when
+--   not found or foreign), "concurrency_token" (0 when not found or foreign)}.
+-- Signals: INVALID_ARGUMENT (p_attempt_ids), UNAUTHENTICATED (the session is closed: its socket
+--   went away, the sweep closed it, or its credential was revoked); none for the answers above.
+-- Locks, in order, per id: orbit_attempt row, orbit_task row.
+DROP PROCEDURE IF EXISTS orbit_attempt_start;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_start(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_count INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_session_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_attempt_ids IS NULL OR NOT JSON_VALID(p_attempt_ids) OR JSON_TYPE(p_attempt_ids) <> 'ARRAY'
+     OR JSON_LENGTH(p_attempt_ids) NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be a JSON array of 1-1000 ids';
+  END IF;
+  SET v_count = JSON_LENGTH(p_attempt_ids), v_i = 0;
+  WHILE v_i < v_count DO
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+       OR JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')) < 1 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_ids must be positive integers';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+  SET v_session_state = NULL;
+  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
+        v_session_id = NULL, v_state = '', v_expires = NULL, v_token = 0, v_code = '';
+    SELECT a.session_id, a.state, a.task_id, a.lease_expires_at, a.concurrency_token
+      INTO v_session_id, v_state, v_task_id, v_expires, v_token
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_session_id IS NULL THEN
+      SET v_code = 'NOT_FOUND';
+    ELSEIF v_session_id <> p_session_id THEN
+      SET v_code = 'NOT_FOUND';
+    ELSEIF v_state = 'RUNNING' THEN
+      SET v_code = '';
+    ELSEIF v_state <> 'LEASED' THEN
+      SET v_code = 'STATE_CONFLICT';
+    ELSEIF v_expires <= v_now THEN
+      SET v_code = 'LEASE_EXPIRED';
+    ELSE
+      SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
+      UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = v_attempt_id;
+      UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
+      VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
+      SET v_state = 'RUNNING';
+    END IF;
+    IF v_code = 'NOT_FOUND' THEN
+      SET v_state = '', v_expires = NULL, v_token = 0;
+    END IF;
+    SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
+                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'accepted', CAST(v_code = '' AS UNSIGNED),
+                                       'code', v_code, 'state', v_state, 'lease_expires_at', DATE_FORMAT(v_expires, '%Y-%m-%dT%H:%i:%s.%fZ'),
+                                       'concurrency_token', CAST(v_token AS UNSIGNED))),
+        v_i = v_i + 1;
+  END WHILE;
+  COMMIT;
+  SELECT CONCAT('[', v_answers, ']') AS answers;
+END$$
+DELIMITER ;
+
+-- ---- orbit_auth_check (from templates/procedures/orbit_auth_check.sql) ----
+-- orbit_auth_check: Internal: authenticate a token hash and require one scope.
+--
+-- Called first by every API procedure, so a DBA calling a procedure gets the same rules as an HTTP
+-- client. Tokens are never stored: callers pass the SHA-256 of the bearer token.
+-- Parameters: p_token_hash BINARY(32); p_scope: one of queues:manage, tasks:submit, tasks:read,
+--   workers:connect, workers:consume, metrics:read.
+-- Out: o_application_id, o_environment_id, o_credential_id of the active credential.
+-- Signals: UNAUTHENTICATED (unknown or revoked token), PERMISSION_DENIED (scope not granted).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_auth_check;
+DELIMITER $$
+CREATE PROCEDURE orbit_auth_check(
+  IN p_token_hash BINARY(32),
+  IN p_scope VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_application_id BIGINT UNSIGNED,
+  OUT o_environment_id BIGINT UNSIGNED,
+  OUT o_credential_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_scopes VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4;
+  SET o_application_id = NULL, o_environment_id = NULL, o_credential_id = NULL;
+  SELECT c.id, c.application_id, c.environment_id, c.scopes
+    INTO o_credential_id, o_application_id, o_environment_id, v_scopes
+    FROM orbit_credential c
+   WHERE c.token_hash = p_token_hash AND c.revoked_at IS NULL;
+  IF o_credential_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: unknown or revoked bearer token';
+  END IF;
+  IF FIND_IN_SET(p_scope, v_scopes) = 0 THEN
+    SET v_message = CONCAT('PERMISSION_DENIED: the credential lacks the ', p_scope, ' scope');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_credential_create (from templates/procedures/orbit_credential_create.sql) ----
+-- orbit_credential_create: Create a credential for one namespace: all of its queues, or a list.
+--
+-- Operator entry point (like orbit_admin_bootstrap), not reachable over HTTP: it takes no token.
+-- Unlike bootstrap it creates nothing but the credential: the application, environment,
+-- namespace and every listed queue must exist. The caller computes the hash from a fresh random
+-- token; the token itself is never stored.
+-- Parameters: p_application, p_environment, p_namespace: names; p_queue_ids_json: JSON array of
+--   queue ids of that namespace ('[]' = every queue of the namespace, present and future; at most
+--   1000); p_token_hash (the 32 bytes of a SHA-256; BLOB so a wrong length is refused, not
+--   padded); p_token_hint (first 8 characters of the token); p_scopes:
+--   comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
+--   workers:consume,metrics:read; p_label: free text (NULL = '').
+-- Result (one row): credential_id, application_id, environment_id, namespace_id.
+-- Signals: INVALID_ARGUMENT, NOT_FOUND (application, environment, namespace, or a queue not in
+--   the namespace), STATE_CONFLICT (a credential with this token hash exists).
+-- Locks: the new orbit_credential and orbit_credential_scope rows.
+DROP PROCEDURE IF EXISTS orbit_credential_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_create(
+  IN p_application TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_environment TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_namespace TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_queue_ids_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_token_hash BLOB,
+  IN p_token_hint TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_scopes TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_label TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_found INT DEFAULT 0;
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_environment_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_count INT;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_queue_ids_json IS NULL OR NOT JSON_VALID(p_queue_ids_json) OR JSON_TYPE(p_queue_ids_json) <> 'ARRAY'
+     OR JSON_LENGTH(p_queue_ids_json) > 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue_ids must be an array of at most 1000 queue ids ([] = all)';
+  END IF;
+  IF p_token_hash IS NULL OR LENGTH(p_token_hash) <> 32 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: token_hash must be a 32-byte SHA-256';
+  END IF;
+  IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume|metrics:read)(,|$))+$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scopes must be a comma-separated list of known scopes';
+  END IF;
+  IF CHAR_LENGTH(COALESCE(p_label, '')) > 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: label must be at most 191 characters';
+  END IF;
+  SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
+  IF v_application_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: application not found';
+  END IF;
+  SELECT e.id INTO v_environment_id FROM orbit_environment e
+   WHERE e.application_id = v_application_id AND e.name = p_environment;
+  IF v_environment_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: environment not found in the application';
+  END IF;
+  SELECT n.id INTO v_namespace_id FROM orbit_namespace n
+   WHERE n.environment_id = v_environment_id AND n.name = p_namespace;
+  IF v_namespace_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found in the environment';
+  END IF;
+  SET v_count = JSON_LENGTH(p_queue_ids_json);
+  WHILE v_i < v_count DO
+    SET v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']')));
+    -- Queues are never deleted, so checking before the transaction is enough.
+    SELECT COUNT(*) INTO v_found FROM orbit_queue q WHERE q.id = v_queue_id AND q.namespace_id = v_namespace_id;
+    IF v_queue_id = '' OR v_found = 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found in the namespace';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_credential (application_id, environment_id, label, token_hash, token_hint, scopes, created_at)
+  VALUES (v_application_id, v_environment_id, COALESCE(p_label, ''), p_token_hash, LEFT(COALESCE(p_token_hint, ''), 8),
+          p_scopes, v_now);
+  IF v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a credential with this token hash already exists';
+  END IF;
+  SET v_credential_id = LAST_INSERT_ID();
+  IF v_count = 0 THEN
+    INSERT INTO orbit_credential_scope (credential_id, namespace_id, queue_id) VALUES (v_credential_id, v_namespace_id, '');
+  END IF;
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    -- INSERT IGNORE: a queue listed twice is granted once.
+    INSERT IGNORE INTO orbit_credential_scope (credential_id, namespace_id, queue_id)
+    VALUES (v_credential_id, v_namespace_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))));
+    SET v_i = v_i + 1;
+  END WHILE;
+  COMMIT;
+  SELECT v_credential_id AS credential_id, v_application_id AS application_id, v_environment_id AS environment_id,
+         v_namespace_id AS namespace_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_credential_revoke (from templates/procedures/orbit_credential_revoke.sql) ----
+-- orbit_credential_revoke: Revoke a credential: its token is UNAUTHENTICATED from now on.
+--
+-- Operator entry point, not reachable over HTTP: it takes no token. Idempotent: revoking again
+-- keeps the first revoked_at. The credential's open worker sessions are closed in the same
+-- transaction: their next frame (a renewal, start or result) is refused UNAUTHENTICATED and the
+-- server ends the socket, so a result sent after revocation is not recorded; their attempts in
+-- flight end by lease expiry (orbit_lease_recover) and their keys go to the next holder with a
+-- larger token.
+-- Parameters: p_credential_id.
+-- Result (one row): credential_id, revoked_at DATETIME(6) (UTC).
+-- Signals: NOT_FOUND.
+-- Locks: the orbit_credential row, then the credential's open orbit_session rows
+--   (ix_session_credential).
+DROP PROCEDURE IF EXISTS orbit_credential_revoke;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_revoke(IN p_credential_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_revoked_at DATETIME(6) DEFAULT NULL;
+  DECLARE v_found TINYINT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT 1, c.revoked_at INTO v_found, v_revoked_at FROM orbit_credential c WHERE c.id = p_credential_id FOR UPDATE;
+  IF NOT v_found THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: credential not found';
+  END IF;
+  IF v_revoked_at IS NULL THEN
+    SET v_revoked_at = v_now;
+    UPDATE orbit_credential c SET c.revoked_at = v_now WHERE c.id = p_credential_id;
+  END IF;
+  UPDATE orbit_session s
+     SET s.state = 'closed', s.closed_at = v_now
+   WHERE s.credential_id = p_credential_id AND s.state IN ('active', 'draining');
+  COMMIT;
+  SELECT p_credential_id AS credential_id, v_revoked_at AS revoked_at;
+END$$
+DELIMITER ;
+
 -- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
@@ -589,6 +1126,461 @@ BEGIN
     JOIN (SELECT x.application_id, SUM(x.incomplete_tasks) AS incomplete_tasks
             FROM orbit_application_quota x GROUP BY x.application_id) c ON c.application_id = a.id
    ORDER BY metric, queue_id, label;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_get (from templates/procedures/orbit_plan_get.sql) ----
+-- orbit_plan_get: Read one plan with its current version, as its credential may see it.
+--
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the plan's queue); p_plan_id.
+-- Result (one row): the plan columns:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such plan, or another tenant's).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_plan_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_get(IN p_token_hash BINARY(32), IN p_plan_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
+  END IF;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = p_plan_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_set_paused (from templates/procedures/orbit_plan_set_paused.sql) ----
+-- orbit_plan_set_paused: Pause or resume a plan.
+--
+-- A paused plan does not fire. Resuming does not fire the slots missed while paused: a next slot
+-- already past moves to the first whole interval after now. Idempotent.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the plan's queue); p_plan_id;
+--   p_paused 0/1.
+-- Result (one row): the plan columns:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: the orbit_plan row.
+DROP PROCEDURE IF EXISTS orbit_plan_set_paused;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_set_paused(IN p_token_hash BINARY(32), IN p_plan_id BIGINT UNSIGNED, IN p_paused TINYINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_version INT UNSIGNED;
+  DECLARE v_interval BIGINT;
+  DECLARE v_paused TINYINT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
+  END IF;
+  IF p_paused IS NULL OR p_paused NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: paused must be true or false';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT p.current_version, p.paused INTO v_version, v_paused FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
+  IF v_paused <> p_paused THEN
+    SELECT CAST(v.schedule_spec AS UNSIGNED) INTO v_interval
+      FROM orbit_plan_version v WHERE v.plan_id = p_plan_id AND v.version = v_version;
+    UPDATE orbit_plan p
+       SET p.next_fire_at = IF(p_paused = 0, DATE_ADD(p.next_fire_at, INTERVAL v_interval * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, p.next_fire_at, v_now) / (v_interval * 1000000)) + 1, 0) SECOND), p.next_fire_at),
+           p.paused = p_paused, p.updated_at = v_now
+     WHERE p.id = p_plan_id;
+  END IF;
+  COMMIT;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = p_plan_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_version_create (from templates/procedures/orbit_plan_version_create.sql) ----
+-- orbit_plan_version_create: Add a plan version (schedule + task definition) and make it current.
+--
+-- Versions are immutable: earlier ones stay as they were, and tasks they fired keep their
+-- plan_version. Later fires use the new version's definition, concurrency_key included. The next
+-- slot moves earlier when the new interval is shorter (next_fire_at = the earlier of the
+-- scheduled slot and now + interval); it is never pushed later.
+-- Parameters (NULL = default where one is given):
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the plan's queue)
+--   p_plan_id
+--   p_interval_seconds        1-31536000
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result (one row): the plan columns, with the new version:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (plan), INVALID_ARGUMENT (naming the
+--   field).
+-- Locks, in order: the orbit_plan row, the new orbit_plan_version row.
+DROP PROCEDURE IF EXISTS orbit_plan_version_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_version_create(
+  IN p_token_hash BINARY(32),
+  IN p_plan_id BIGINT UNSIGNED,
+  IN p_interval_seconds BIGINT,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_version INT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
+  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
+  END IF;
+  IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
+  END IF;
+  CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
+                           p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
+                           p_retry_unknown, p_deadline_seconds);
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT p.current_version + 1 INTO v_version FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, handler, handler_version,
+                                  payload_version, payload, business_key, concurrency_key, priority, max_attempts,
+                                  retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
+  VALUES (p_plan_id, v_version, 'interval', CAST(p_interval_seconds AS CHAR), p_handler, p_handler_version,
+          p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
+          p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
+  UPDATE orbit_plan p
+     SET p.current_version = v_version,
+         p.next_fire_at = LEAST(p.next_fire_at, DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+         p.updated_at = v_now
+   WHERE p.id = p_plan_id;
+  COMMIT;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = p_plan_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_session_attempts (from templates/procedures/orbit_session_attempts.sql) ----
+-- orbit_session_attempts: The live attempts a worker session holds, as assignments.
+--
+-- Lets the façade deliver a grant whose answer never reached it: a claim, or a result that
+-- granted the next tasks, can commit and then lose its connection before the rows are read (a
+-- killed connection, a failover). Those attempts belong to the session but the worker was never
+-- told; without this they would sit until their lease ran out. The façade compares this list with
+-- what it has sent (at every lease renewal) and sends the difference.
+-- It is also the session's heartbeat: with p_touch_after_ms, a session last heard from that long
+-- ago or longer gets last_seen_at = now (so an idle worker's renewals write at most once per
+-- p_touch_after_ms), which keeps orbit_session_sweep off it.
+-- Parameters: p_session_id; p_touch_after_ms (NULL = do not touch).
+-- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
+--   (0 = no key), then the task columns (as orbit_task_claim):
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED (no such session, or it is closed: its socket went away, the sweep
+--   closed it, or its credential was revoked).
+-- Locks: the orbit_session row, briefly (the touch; autocommit).
+DROP PROCEDURE IF EXISTS orbit_session_attempts;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED, IN p_touch_after_ms INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  IF p_touch_after_ms IS NOT NULL THEN
+    UPDATE orbit_session s
+       SET s.last_seen_at = v_now
+     WHERE s.id = p_session_id AND s.state <> 'closed'
+       AND s.last_seen_at <= DATE_SUB(v_now, INTERVAL p_touch_after_ms * 1000 MICROSECOND);
+  END IF;
+  SET v_session_state = NULL;
+  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
+  END IF;
+  SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_attempt a
+    JOIN orbit_task t ON t.id = a.task_id
+   WHERE a.session_id = p_session_id AND a.state IN ('LEASED', 'RUNNING')
+   ORDER BY a.id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_cancel (from templates/procedures/orbit_task_cancel.sql) ----
+-- orbit_task_cancel: Cancel a task that has not started: WAITING, RETRY_WAIT, LEASED or NEEDS_REVIEW.
+--
+-- A LEASED attempt (granted, not started) is ended as CANCELLED and its permits are released in
+-- this transaction, so the key's next task is granted with a larger token. A ready keyed task
+-- hands its queue's slot of the key to the next blocked task. A RUNNING task cannot be cancelled
+-- (its code may be acting on the resource): STATE_CONFLICT. Cancelling a CANCELLED task returns it
+-- unchanged; any other terminal state is a STATE_CONFLICT.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:submit on the task's queue); p_task_id.
+-- Result (one row): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+--   then wake_queues: a JSON array of the queue ids where the cancel readied work (a key's next
+--   task, room under a queue or application limit): unpaused queues of the task's application
+--   with a ready task; the caller wakes the sessions that serve them.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
+--   or outside the credential's queues: one answer), STATE_CONFLICT.
+-- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
+--   promoted task rows (SKIP LOCKED), the orbit_application_quota slot row the charges go back
+--   to (a waiting task: orbit_task.quota_slot; a leased one: its attempt's, orbit_attempt.quota_slot).
+DROP PROCEDURE IF EXISTS orbit_task_cancel;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_cancel(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_attempt_slot TINYINT UNSIGNED;
+  DECLARE v_key_queues INT;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_current BIGINT UNSIGNED;
+  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
+  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT t.queue_id, t.current_attempt_id INTO v_queue_id, v_attempt_id FROM orbit_task t WHERE t.id = p_task_id;
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
+  IF v_attempt_id <> 0 THEN
+    SELECT a.state, a.concurrency_token, a.quota_slot
+      INTO v_attempt_state, v_token, v_attempt_slot
+      FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
+  END IF;
+  SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
+    INTO v_state, v_lane, v_resource_id, v_current, v_slot
+    FROM orbit_task t
+   WHERE t.id = p_task_id
+     FOR UPDATE;
+  IF v_current <> v_attempt_id THEN
+    -- A claim granted a new attempt between the two reads; the caller may retry.
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: the task changed while cancelling; retry';
+  END IF;
+  IF v_state = 'CANCELLED' THEN
+    COMMIT;
+  ELSEIF v_state = 'LEASED' THEN
+    -- (An attempt's key is its task's: v_resource_id.)
+    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot,
+                           'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
+                           v_task_state, v_attempt_state, v_key_queues);
+    UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+         q.updated_at = v_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+    COMMIT;
+    -- The released key, queue permit and quota may let any queue of the application claim.
+    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM orbit_queue q FORCE INDEX (ix_queue_application)
+     WHERE q.application_id = v_application_id AND q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+  ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    END IF;
+    UPDATE orbit_task t
+       SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = v_now, t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
+    END IF;
+    INSERT INTO orbit_task_event (task_id, event, from_state, to_state, created_at)
+    VALUES (p_task_id, 'cancelled', v_state, 'CANCELLED', v_now);
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+     WHERE q.application_id = v_application_id AND q.slot = v_slot;
+    COMMIT;
+    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+      -- The key's next task in this queue.
+      SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM (SELECT v_queue_id AS queue_id) w
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
+     WHERE q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+    END IF;
+  ELSE
+    ROLLBACK;
+    IF v_state = 'RUNNING' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a RUNNING task cannot be cancelled';
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: the task has already finished';
+  END IF;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_get (from templates/procedures/orbit_task_get.sql) ----
+-- orbit_task_get: Read one task, as its credential may see it.
+--
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the task's queue); p_task_id.
+-- Result (one row): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such task, or another tenant's).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_task_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_get(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -1030,6 +2022,114 @@ body: BEGIN
      ORDER BY a.id, e.step;
   END IF;
   SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_resolve (from templates/procedures/orbit_task_resolve.sql) ----
+-- orbit_task_resolve: Settle a NEEDS_REVIEW task: mark it succeeded or failed, or requeue it.
+--
+-- The unknown attempt's permits were released when it ended; resolving changes no permit.
+-- 'requeue' puts the task back to WAITING with one more attempt allowed; its next grant gets a
+-- larger token than any before it.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:submit on the task's queue); p_task_id;
+--   p_resolution 'succeeded' | 'failed' | 'requeue'; p_note (JSON text or NULL, kept as the
+--   task's output for succeeded, error for failed).
+-- Result (one row): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+--   then wake_queues: a JSON array, the task's queue when a requeue left it ready (unpaused),
+--   else empty; the caller wakes the sessions that serve it.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
+--   or outside the credential's queues: one answer), INVALID_ARGUMENT, STATE_CONFLICT (not in
+--   NEEDS_REVIEW).
+-- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
+--   the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
+DROP PROCEDURE IF EXISTS orbit_task_resolve;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_resolve(
+  IN p_token_hash BINARY(32),
+  IN p_task_id BIGINT UNSIGNED,
+  IN p_resolution TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_note MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  IF p_resolution IS NULL OR p_resolution NOT IN ('succeeded', 'failed', 'requeue') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: resolution must be succeeded, failed or requeue';
+  END IF;
+  IF p_note IS NOT NULL AND NOT JSON_VALID(p_note) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: note must be valid JSON';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT t.state, t.quota_slot INTO v_state, v_slot FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
+  IF v_state <> 'NEEDS_REVIEW' THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: only a NEEDS_REVIEW task can be resolved';
+  END IF;
+  IF p_resolution = 'requeue' THEN
+    UPDATE orbit_task t
+       SET t.state = 'WAITING', t.run_at = v_now, t.max_attempts = GREATEST(t.max_attempts, t.attempt_count + 1),
+           t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    CALL orbit_task_place(p_task_id, v_now, v_new_state, v_lane);
+  ELSE
+    SET v_new_state = IF(p_resolution = 'succeeded', 'SUCCEEDED', 'FAILED');
+    UPDATE orbit_task t
+       SET t.state = v_new_state,
+           t.output = IF(p_resolution = 'succeeded', p_note, t.output),
+           t.error = IF(p_resolution = 'failed', COALESCE(p_note, t.error), t.error),
+           t.finished_at = v_now, t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+     WHERE q.application_id = v_application_id AND q.slot = v_slot;
+  END IF;
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);
+  COMMIT;
+  IF p_resolution = 'requeue' AND v_lane = 'ready' THEN
+    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM (SELECT v_queue_id AS queue_id) w
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
+     WHERE q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+  END IF;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -2086,17 +3186,81 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_session_sweep (from templates/procedures/orbit_session_sweep.sql) ----
+-- orbit_session_sweep: Close open worker sessions not heard from for p_idle_ms (their socket is gone).
+--
+-- A session is closed by its server when its socket ends; when that write fails (the database
+-- was busy or away), or the server died, the session would stay open for ever. The façade
+-- touches last_seen_at on hello and at most once per lease on a worker's renewals
+-- (orbit_session_attempts); a session silent for p_idle_ms (serve uses three leases) has no live
+-- worker. Closing releases nothing: its attempts end by lease expiry as usual
+-- (orbit_lease_recover). A frame that still arrives on such a session is refused
+-- (UNAUTHENTICATED) and the server ends the socket. Safe from several servers at once.
+-- Parameters: p_idle_ms 1000-86400000; p_limit 1-10000 (sessions closed at most).
+-- Result (one row): closed INT (sessions closed), next_due_at DATETIME(6) (when the longest
+--   silent open session reaches p_idle_ms; NULL when none is open).
+-- Signals: INVALID_ARGUMENT.
+-- Locks: the closed orbit_session rows (ix_session_seen range).
+DROP PROCEDURE IF EXISTS orbit_session_sweep;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_sweep(IN p_idle_ms INT, IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_closed INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  IF p_idle_ms IS NULL OR p_idle_ms NOT BETWEEN 1000 AND 86400000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: idle_ms must be between 1000 and 86400000';
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_session s FORCE INDEX (ix_session_seen)
+     SET s.state = 'closed', s.closed_at = v_now
+   WHERE s.state IN ('active', 'draining')
+     AND s.last_seen_at < DATE_SUB(v_now, INTERVAL p_idle_ms * 1000 MICROSECOND)
+   LIMIT p_limit;
+  SET v_closed = ROW_COUNT();
+  COMMIT;
+  SELECT v_closed AS closed,
+         DATE_ADD((SELECT MIN(s.last_seen_at) FROM orbit_session s WHERE s.state IN ('active', 'draining')),
+                  INTERVAL p_idle_ms * 1000 MICROSECOND) AS next_due_at;
+END$$
+DELIMITER ;
+
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '55dba1234446def1810ee8ee35561325d30e141078f57de34bc4284d0dd460e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '88f2bb10563f84cc006f11dcec437a17451d61ee4f97c396a7c2f7377e0ccc9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 2, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 2, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'f04d6c67a574a22ee0a2ba115dba902d8b4f11d60f4c044770735b186858c8e5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '928b8a3b9d35da116ceb6c2f9ecb037c90dea77de9cd05a1936f94e992850be6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'dd902170d604abcaa5fc6f2ddf30201060de740dc11ad61adac2c0405b155526', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'c2934bb60c138c682c9d1385d67148557ec4cf8eccf74706592208198142c639', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, '843aa226207bf7d92745a890ff87ae84172a2049170d1fd85af71407c9029e04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 2, '181f0b4abee2a9574ea978e72cc2e089d5b82d48d1bde8061c4af83e0bcd10d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4c28bf4e88b5ca9ea01b71bbbe68206bda42c8d3d973014f2ebf250b5b6b587a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4c28bf4e88b5ca9ea01b71bbbe68206bda42c8d3d973014f2ebf250b5b6b587a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

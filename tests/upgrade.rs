@@ -4,18 +4,19 @@
 //! routines, catalog), keep every row, replay old receipts and let the old key holder finish;
 //! a new server refuses it until then. A migrate stopped part-way completes when run again.
 //!
-//! The 0.1.0 data is written through the same stored procedures the 0.1.0 server calls. This
-//! crate's `orbit::db` layer calls them with 0.1.0's signatures as long as no migration changes a
-//! procedure's parameters; a migration that does must write this setup with 0.1.0's CALLs.
+//! The 0.1.0 data is written through the same stored procedures the 0.1.0 server calls: through
+//! this crate's `orbit::db` layer where 000002 changes neither a procedure's parameters nor its
+//! result, and with 0.1.0's own CALLs where it does (a result's and a cancel's answers gained
+//! the queues to wake, and 0.1.0 knows no `metrics:read` scope).
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use orbit::db::tasks::{NewTask, TaskState};
-use orbit::db::workers::{Outcome, SessionOpen};
+use orbit::db::workers::{AttemptResult, Outcome, SessionOpen};
 use orbit::db::Db;
 use orbit::migrate;
-use orbit::testing::{Fixture, Server, TestDb, ALL_SCOPES};
+use orbit::testing::{Fixture, Server, TestDb};
 use serde_json::{json, Value};
 use sqlx::{MySqlPool, Row};
 
@@ -61,7 +62,16 @@ async fn release_0_1_0() -> TestDb {
     db
 }
 
-/// A tenant (application, namespace, queue, credential of every scope) in `db`.
+/// The scopes release 0.1.0 knows (0.2 adds `metrics:read`).
+const SCOPES_0_1_0: [&str; 5] = [
+    "queues:manage",
+    "tasks:submit",
+    "tasks:read",
+    "workers:connect",
+    "workers:consume",
+];
+
+/// A tenant (application, namespace, queue, credential of every 0.1.0 scope) in `db`.
 async fn tenant(test_db: TestDb) -> Fixture {
     let db = Db::new(test_db.pool.clone());
     let (bootstrap, token) = orbit::db::queues::Bootstrap::with_new_token(
@@ -69,7 +79,7 @@ async fn tenant(test_db: TestDb) -> Fixture {
         "test",
         "default",
         "q1",
-        &ALL_SCOPES,
+        &SCOPES_0_1_0,
         "upgrade",
     );
     let hash = orbit::auth::token_hash(&token);
@@ -83,6 +93,32 @@ async fn tenant(test_db: TestDb) -> Fixture {
         namespace_id: b.namespace_id,
         application_id: b.application_id,
     }
+}
+
+/// A worker's result as a 0.1.0 server records it: `CALL orbit_attempt_finish` granting nothing
+/// (0.1.0's answer has no wake_queues column for `orbit::db` to read).
+async fn finish_0_1_0(
+    pool: &MySqlPool,
+    session_id: u64,
+    attempt_id: u64,
+    outcome: Outcome,
+    retryable: bool,
+    error: Option<Value>,
+) {
+    let results = serde_json::to_string(&[AttemptResult {
+        attempt_id,
+        outcome,
+        retryable,
+        output: None,
+        error,
+    }])
+    .unwrap();
+    sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
+        .bind(session_id)
+        .bind(results)
+        .fetch_all(pool)
+        .await
+        .unwrap();
 }
 
 async fn version(pool: &MySqlPool) -> u64 {
@@ -307,43 +343,40 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     f.db.attempt_start(worker, succeeded.attempt_id)
         .await
         .unwrap();
-    f.db.attempt_finish(
+    finish_0_1_0(
+        &pool,
         worker,
         succeeded.attempt_id,
         Outcome::Succeeded,
         false,
-        Some("{\"ok\":1}"),
         None,
     )
-    .await
-    .unwrap();
+    .await;
     let review = claim_next(task(&f, &q1, None)).await;
-    f.db.attempt_finish(
+    finish_0_1_0(
+        &pool,
         worker,
         review.attempt_id,
         Outcome::Unknown,
         false,
         None,
-        None,
     )
-    .await
-    .unwrap();
+    .await;
     let retry = claim_next(NewTask {
         retry_base_ms: Some(3_600_000),
         retry_max_ms: Some(3_600_000),
         ..task(&f, &q1, None)
     })
     .await;
-    f.db.attempt_finish(
+    finish_0_1_0(
+        &pool,
         worker,
         retry.attempt_id,
         Outcome::Failed,
         true,
-        None,
-        Some("{\"e\":1}"),
+        Some(json!({"e": 1})),
     )
-    .await
-    .unwrap();
+    .await;
     // The key k1's holder: RUNNING, and a task blocked behind it.
     let holder = claim_next(task(&f, &q2, Some("k1"))).await;
     f.db.attempt_start(worker, holder.attempt_id).await.unwrap();
@@ -355,7 +388,12 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     let blocked = f.submit_task(&task(&f, &q1, Some("k1"))).await;
     let leased = claim_next(task(&f, &q1, None)).await;
     let cancelled = f.submit_task(&task(&f, &q1, None)).await;
-    f.db.task_cancel(&f.hash, cancelled.id).await.unwrap();
+    sqlx::query("CALL orbit_task_cancel(?, ?)")
+        .bind(f.hash.as_slice())
+        .bind(cancelled.id)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
     // A receipt to replay: its request exactly as the HTTP body below spells it.
     let receipt_task = NewTask {
         queue_id: q1.clone(),
@@ -544,13 +582,22 @@ async fn a_migrate_stopped_part_way_completes_when_run_again() {
         .unwrap();
     let statements = orbit::sqlscript::split(&upgrade.text);
     // Stop right after the first re-created procedure was dropped, before it is created again
-    // (MySQL commits each DDL statement: this is what a killed `migrate up` leaves).
+    // (MySQL commits each DDL statement: this is what a killed `migrate up` leaves). The tables
+    // are altered before that, so running again meets indexes and columns already changed.
     let cut = statements
         .iter()
         .position(|s| {
-            s.sql.contains("DROP PROCEDURE IF EXISTS") && !s.sql.contains("CREATE PROCEDURE")
+            s.sql.contains("DROP PROCEDURE IF EXISTS")
+                && !s.sql.contains("CREATE PROCEDURE")
+                && !s.sql.contains("orbit_upgrade_")
         })
         .expect("000002 re-creates a procedure");
+    assert!(
+        statements[..cut]
+            .iter()
+            .any(|s| s.sql.starts_with("CALL orbit_upgrade_000002_indexes")),
+        "the cut falls after the session indexes were added"
+    );
     let dropped = statements[cut]
         .sql
         .lines()
@@ -620,8 +667,8 @@ async fn the_version_is_the_same_in_the_binary_and_the_catalog() {
 #[tokio::test]
 async fn the_schema_comparison_sees_what_000002_changes() {
     // Guards the comparison itself: 0.1.0 and a fresh install must differ exactly where 000002
-    // changes something (a column comment, re-created routine bodies), so an upgrade that
-    // skipped a change would fail the tests above.
+    // changes something (column definitions and comments, two indexes, re-created routine
+    // bodies), so an upgrade that skipped a change would fail the tests above.
     let old = release_0_1_0().await;
     let new = squashed_install().await;
     let (old, new) = (schema(&old.pool).await, schema(&new.pool).await);
@@ -629,5 +676,6 @@ async fn the_schema_comparison_sees_what_000002_changes() {
     assert!(differs("columns"), "orbit_extension.version's comment");
     assert!(differs("routines"), "the re-created procedures' bodies");
     assert!(differs("catalog"));
-    assert!(!differs("indexes") && !differs("tables"));
+    assert!(differs("indexes"), "orbit_session's two indexes");
+    assert!(!differs("tables"));
 }
