@@ -324,13 +324,14 @@ pub async fn start_private_server_on(
     if root {
         cmd.arg("--user=root");
     }
+    // Where this start's lines begin, read before the server can write any.
+    let log = dir.join("mysqld.log");
+    let log_from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| setup("cannot start the database", e))?;
-    let log = dir.join("mysqld.log");
-    let log_from = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let mut server = PrivateServer {
         child,
         dsn: format!("mysql://root@127.0.0.1:{port}"),
@@ -349,8 +350,11 @@ pub async fn start_private_server_on(
             let _ = c.close().await;
             break;
         }
+        // Whether it exited, then what it logged: a server that wrote and exited in between is
+        // reported with its last lines.
+        let exited = server.child.try_wait();
         let logged = log_since(&log, log_from);
-        if let Ok(Some(status)) = server.child.try_wait() {
+        if let Ok(Some(status)) = exited {
             if let Some(line) = lock_refusal(&logged) {
                 return Err(DevError::DataDirLocked {
                     data: data.display().to_string(),
