@@ -467,35 +467,17 @@ pub async fn scrape(db: &Db) -> String {
     handle().render()
 }
 
-/// Sets the key gauges from `orbit_key_metrics`; a series the procedure no longer returns (its
-/// queue holds no key now) is set to 0 rather than left at its last value.
+/// Sets the key gauges from `orbit_key_metrics`, which answers every queue, zeros included (so
+/// no series keeps a stale value).
 async fn key_gauges(db: &Db) {
-    static SEEN: Mutex<Vec<(String, String, String)>> = Mutex::new(Vec::new());
     let Ok(rows) = db.key_metrics().await else {
         return;
     };
-    let now: Vec<(String, String, String)> = rows
-        .iter()
-        .map(|g| {
-            (
-                g.metric.clone(),
-                g.namespace_id.to_string(),
-                g.queue_id.clone(),
-            )
-        })
-        .collect();
-    let set = |(metric, namespace, queue): &(String, String, String), v: f64| {
-        let name = format!("orbit_{metric}");
-        metrics::gauge!(name, "namespace" => namespace.clone(), "queue" => queue.clone()).set(v)
-    };
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    for gone in seen.iter().filter(|s| !now.contains(s)) {
-        set(gone, 0.0);
+    for g in rows {
+        let (namespace, queue) = (g.namespace_id.to_string(), g.queue_id);
+        metrics::gauge!(format!("orbit_{}", g.metric), "namespace" => namespace, "queue" => queue)
+            .set(g.value);
     }
-    for (series, g) in now.iter().zip(&rows) {
-        set(series, g.value);
-    }
-    *seen = now;
 }
 
 /// The metrics reference of docs/operations.md (between its `metrics reference` markers),
