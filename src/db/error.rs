@@ -143,6 +143,19 @@ const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
 /// - 1927 `ER_CONNECTION_KILLED` (MariaDB): the server killed the connection (shutdown).
 pub(crate) const SERVER_DOWN: [u16; 4] = [1047, 1053, 1180, 1927];
 
+/// `ER_SP_DOES_NOT_EXIST`: the procedure is not installed.
+const ER_SP_DOES_NOT_EXIST: u16 = 1305;
+
+/// How an unexpected server error's internal message begins: the server's error number.
+fn database_error_prefix(number: u16) -> String {
+    format!("database error {number}: ")
+}
+
+/// Whether a call failed because its procedure is not installed (the extension is missing).
+pub(crate) fn is_missing_procedure(e: &DbError) -> bool {
+    matches!(e, DbError::Internal(m) if m.starts_with(&database_error_prefix(ER_SP_DOES_NOT_EXIST)))
+}
+
 pub(crate) fn classify(e: sqlx::Error) -> Classified {
     match e {
         sqlx::Error::Database(d) => {
@@ -161,7 +174,8 @@ pub(crate) fn classify(e: sqlx::Error) -> Classified {
                 ))
             } else {
                 Classified::Fail(DbError::Internal(format!(
-                    "database error {number}: {}",
+                    "{}{}",
+                    database_error_prefix(number),
                     d.message()
                 )))
             }

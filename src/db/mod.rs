@@ -181,9 +181,6 @@ fn bind<'q>(q: Query<'q, MySql, MySqlArguments>, arg: Arg<'q>) -> Query<'q, MySq
     }
 }
 
-/// `ER_SP_DOES_NOT_EXIST`: the procedure is not installed.
-const ER_SP_DOES_NOT_EXIST: u16 = 1305;
-
 impl Db {
     /// A handle on one server.
     pub fn new(pool: MySqlPool) -> Db {
@@ -620,11 +617,7 @@ impl Db {
             .await
         {
             Ok(version) => Ok(version),
-            Err(DbError::Internal(m))
-                if m.starts_with(&format!("database error {ER_SP_DOES_NOT_EXIST}:")) =>
-            {
-                Ok(0)
-            }
+            Err(e) if error::is_missing_procedure(&e) => Ok(0),
             Err(e) => Err(e),
         }
     }
