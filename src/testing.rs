@@ -15,6 +15,40 @@ pub fn server_dsn() -> String {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_string())
 }
 
+/// Runs the `orbit` binary (tests pass `env!("CARGO_BIN_EXE_orbit")`) with `args`, in `cwd` when
+/// given, and returns its exit code, stdout and stderr. The test's own `ORBIT_MYSQL_DSN` and
+/// `ORBIT_HTTP_ADDR` never leak into it; `env` sets what the command should see (applied last,
+/// after `RUST_LOG=warn`).
+pub fn run_cli(
+    binary: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    cwd: Option<&std::path::Path>,
+) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(binary);
+    cmd.args(args)
+        .env_remove("ORBIT_MYSQL_DSN")
+        .env_remove("ORBIT_HTTP_ADDR")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied());
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {binary}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// [`run_cli`] against `dsn`, which must succeed; returns its stdout.
+pub fn run_cli_ok(binary: &str, args: &[&str], dsn: &str) -> String {
+    let (code, out, err) = run_cli(binary, args, &[("ORBIT_MYSQL_DSN", dsn)], None);
+    assert_eq!(code, 0, "orbit {args:?} exited {code}:\n{out}{err}");
+    out
+}
+
 /// A database that exists for one test.
 pub struct TestDb {
     pub name: String,

@@ -3,25 +3,12 @@
 //! database error.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use orbit::testing::TestDb;
 
 fn orbit(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_orbit"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("ORBIT_MYSQL_DSN")
-        .env_remove("ORBIT_HTTP_ADDR")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    orbit::testing::run_cli(env!("CARGO_BIN_EXE_orbit"), args, &[], Some(cwd))
 }
 
 fn repo() -> PathBuf {

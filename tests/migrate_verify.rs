@@ -6,17 +6,7 @@ use std::process::Command;
 use orbit::testing::{Server, TestDb};
 
 fn orbit(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_orbit"))
-        .args(args)
-        .env_remove("ORBIT_MYSQL_DSN")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    orbit::testing::run_cli(env!("CARGO_BIN_EXE_orbit"), args, &[], None)
 }
 
 async fn exec(db: &TestDb, sql: &str) {

@@ -5,7 +5,6 @@
 //! got 201 (before or after) is there and runs.
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::Duration;
 
 use orbit::testing::Server;
@@ -16,16 +15,7 @@ use serde_json::{json, Value};
 const BIN: &str = env!("CARGO_BIN_EXE_orbit");
 
 fn orbit(args: &[&str], dsn: &str) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("ORBIT_MYSQL_DSN", dsn)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "orbit {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    orbit::testing::run_cli_ok(BIN, args, dsn);
 }
 
 fn task(queue_id: &str, n: usize) -> orbit_sdk::client::SubmitTask {

@@ -18,16 +18,7 @@ use serde_json::{json, Value};
 const BIN: &str = env!("CARGO_BIN_EXE_orbit");
 
 fn orbit(args: &[&str], dsn: &str) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("ORBIT_MYSQL_DSN", dsn)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "orbit {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    orbit::testing::run_cli_ok(BIN, args, dsn);
 }
 
 fn signal(pid: u32, sig: &str) {

@@ -10,7 +10,6 @@
 //! the queues to wake, and 0.1.0 knows no `metrics:read` scope).
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use orbit::db::tasks::{NewTask, TaskState};
 use orbit::db::workers::{AttemptResult, Outcome, SessionOpen};
@@ -22,24 +21,8 @@ use sqlx::{MySqlPool, Row};
 
 const BIN: &str = env!("CARGO_BIN_EXE_orbit");
 
-/// Runs the orbit binary; returns (exit code, stdout, stderr).
-fn orbit(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env_remove("ORBIT_MYSQL_DSN")
-        .output()
-        .expect("run orbit");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn migrate_up(dsn: &str) -> String {
-    let (code, out, err) = orbit(&["migrate", "up", "--dsn", dsn]);
-    assert_eq!(code, 0, "orbit migrate up failed:\n{out}{err}");
-    out
+    orbit::testing::run_cli_ok(BIN, &["migrate", "up"], dsn)
 }
 
 /// A database with release 0.1.0 installed from the frozen 000001 alone.
@@ -642,7 +625,7 @@ async fn a_migrate_stopped_part_way_completes_when_run_again() {
 
 #[tokio::test]
 async fn the_version_is_the_same_in_the_binary_and_the_catalog() {
-    let (code, out, _) = orbit(&["--version"]);
+    let (code, out, _) = orbit::testing::run_cli(BIN, &["--version"], &[], None);
     assert_eq!(code, 0);
     assert_eq!(
         out.trim(),
