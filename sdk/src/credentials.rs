@@ -11,6 +11,11 @@ pub struct Credentials {
     pub queue_id: String,
     pub credential_id: u64,
     pub scopes: Vec<String>,
+    /// The database the credential was created in, as `host:port/database` (never a password);
+    /// `orbit dev` makes a new credential when it names another database. Absent in files of
+    /// older releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
 }
 
 impl Credentials {

@@ -100,21 +100,8 @@ pub struct BootstrapArgs {
     pub output: PathBuf,
 }
 
-/// The credentials file `admin bootstrap` writes (and the SDK and examples read).
-#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
-pub struct CredentialsFile {
-    pub token: String,
-    pub application_id: u64,
-    pub environment_id: u64,
-    pub namespace_id: u64,
-    pub queue_id: String,
-    pub credential_id: u64,
-    pub scopes: Vec<String>,
-    /// The database the credential was created in, as `host:port/database` (never a password);
-    /// `orbit dev` makes a new credential when it names another database.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub database: Option<String>,
-}
+/// The credentials file `admin bootstrap` writes: the SDK's, which the SDK and examples read.
+pub use orbit_sdk::credentials::Credentials as CredentialsFile;
 
 /// Connects for an operator command, or says why not (with the exit code to use); also returns
 /// the DSN's target (`host:port/database`, see [`migrate::dsn_target`]).
@@ -376,12 +363,6 @@ pub(super) async fn credential_cmd(action: CredentialAction) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-    }
-}
-
-impl CredentialsFile {
-    pub(super) fn load(path: &std::path::Path) -> Option<CredentialsFile> {
-        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
     }
 }
 

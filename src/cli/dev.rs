@@ -139,7 +139,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str, database: &str) -> ExitCode {
         return ExitCode::from(2);
     }
     let creds_path = args.dir.join("credentials.json");
-    let existing = match CredentialsFile::load(&creds_path) {
+    let existing = match CredentialsFile::load(&creds_path).ok() {
         Some(c) => match dev_credentials_valid(dsn, &c, database).await {
             Ok(Ok(())) => Some(c),
             Ok(Err(why)) => {
@@ -169,7 +169,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str, database: &str) -> ExitCode {
                 Some(database.to_string()),
             )
             .await;
-            match CredentialsFile::load(&creds_path) {
+            match CredentialsFile::load(&creds_path).ok() {
                 Some(c) if c.database.as_deref() == Some(database) => c,
                 _ => return code,
             }
