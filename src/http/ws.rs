@@ -255,6 +255,26 @@ fn check_hello(
     Ok(())
 }
 
+/// The result a `task.result` frame carries (`None` for any other frame).
+fn result_of(frame: ClientFrame) -> Option<AttemptResult> {
+    match frame {
+        ClientFrame::Result {
+            attempt_id,
+            outcome,
+            retryable,
+            output,
+            error,
+        } => Some(AttemptResult {
+            attempt_id,
+            outcome,
+            retryable,
+            output,
+            error,
+        }),
+        _ => None,
+    }
+}
+
 /// Checks one result before it goes into a call: what the procedure would refuse for the whole
 /// call is refused here for this result alone.
 fn check_result(r: &AttemptResult) -> Result<(), String> {
@@ -401,23 +421,8 @@ impl Session {
             (Some(session), ClientFrame::Renew { attempt_ids }) => {
                 self.on_renew(session, attempt_ids).await
             }
-            (
-                Some(session),
-                ClientFrame::Result {
-                    attempt_id,
-                    outcome,
-                    retryable,
-                    output,
-                    error,
-                },
-            ) => {
-                let first = AttemptResult {
-                    attempt_id,
-                    outcome,
-                    retryable,
-                    output,
-                    error,
-                };
+            (Some(session), frame @ ClientFrame::Result { .. }) => {
+                let first = result_of(frame).expect("a result frame");
                 self.on_results(session, first, text.len()).await
             }
             (Some(session), ClientFrame::Drain) => self.on_drain(session).await,
@@ -573,22 +578,7 @@ impl Session {
 
     /// `task.result`, with the results sent right after it: confirmed together ([`Self::finish`]).
     async fn on_results(&mut self, session: u64, first: AttemptResult, bytes: usize) -> bool {
-        let results = self.gather(first, bytes, |f| match f {
-            ClientFrame::Result {
-                attempt_id,
-                outcome,
-                retryable,
-                output,
-                error,
-            } => Some(AttemptResult {
-                attempt_id,
-                outcome,
-                retryable,
-                output,
-                error,
-            }),
-            _ => None,
-        });
+        let results = self.gather(first, bytes, result_of);
         self.finish(session, results).await
     }
 
