@@ -486,136 +486,82 @@ fn check_table(
     }
 }
 
-/// The columns and indexes of a generated `CREATE TABLE` (one column or key per line, the form
-/// every template under `templates/tables/` has; a unit test checks each parses).
+/// The columns and indexes of a generated `CREATE TABLE`, read with sqlparser as the lint reads
+/// it (a unit test checks every generated table parses).
 fn parse_table(sql: &str) -> (Vec<Column>, BTreeMap<String, Index>) {
+    use crate::codegen::lint::{index_columns, lower, parse_ddl};
+    use sqlparser::ast::{ColumnOption, Statement, TableConstraint};
     let mut columns = Vec::new();
     let mut indexes = BTreeMap::new();
-    let Some(start) = sql.find("CREATE TABLE") else {
+    let Some(Statement::CreateTable(ct)) = parse_ddl(sql).ok().and_then(|s| s.into_iter().next())
+    else {
         return (columns, indexes);
     };
-    let mut primary: Vec<String> = Vec::new();
-    for line in sql[start..].lines().skip(1) {
-        let line = line.trim().trim_end_matches(',');
-        if line.starts_with(')') {
-            break;
+    for col in &ct.columns {
+        let name = lower(&col.name.value);
+        let mut nullable = true;
+        for opt in &col.options {
+            match &opt.option {
+                ColumnOption::NotNull => nullable = false,
+                ColumnOption::Unique { is_primary, .. } => {
+                    nullable &= !*is_primary;
+                    let index = if *is_primary {
+                        "PRIMARY".into()
+                    } else {
+                        name.clone()
+                    };
+                    indexes.insert(
+                        index,
+                        Index {
+                            unique: true,
+                            columns: vec![name.clone()],
+                        },
+                    );
+                }
+                _ => {}
+            }
         }
-        if line.is_empty() || line.starts_with("--") {
-            continue;
-        }
-        let key_columns = |rest: &str| -> Vec<String> {
-            let inner = rest
-                .find('(')
-                .map(|at| &rest[at + 1..rest.rfind(')').unwrap_or(rest.len())])
-                .unwrap_or("");
-            inner
-                .split(',')
-                .map(|c| c.chars().filter(|c| !c.is_whitespace()).collect())
-                .collect()
-        };
-        let upper = line.to_ascii_uppercase();
-        if let Some(rest) = upper.strip_prefix("PRIMARY KEY") {
-            let cols = key_columns(&line[line.len() - rest.len()..]);
-            primary = cols.clone();
-            indexes.insert(
-                "PRIMARY".to_string(),
-                Index {
-                    unique: true,
-                    columns: cols,
-                },
-            );
-        } else if upper.starts_with("UNIQUE KEY")
-            || upper.starts_with("UNIQUE INDEX")
-            || upper.starts_with("KEY ")
-            || upper.starts_with("INDEX ")
-        {
-            let unique = upper.starts_with("UNIQUE");
-            let after = if unique {
-                line.split_whitespace().nth(2)
-            } else {
-                line.split_whitespace().nth(1)
-            };
-            let name = after
-                .unwrap_or("")
-                .split('(')
-                .next()
-                .unwrap_or("")
-                .to_string();
-            indexes.insert(
-                name,
-                Index {
-                    unique,
-                    columns: key_columns(line),
-                },
-            );
-        } else if upper.starts_with("CONSTRAINT")
-            || upper.starts_with("CHECK ")
-            || upper.starts_with("CHECK(")
-        {
-            continue;
-        } else if let Some((name, rest)) = line.split_once(char::is_whitespace) {
-            let ty = column_type(rest);
-            let rest_upper = rest.to_ascii_uppercase();
-            columns.push(Column {
-                name: name.trim_matches('`').to_string(),
-                ty: normalize_type(&ty),
-                nullable: !rest_upper.contains("NOT NULL"),
-            });
-        }
+        columns.push(Column {
+            name,
+            ty: normalize_type(&col.data_type.to_string()),
+            nullable,
+        });
     }
-    for c in &mut columns {
-        if primary.contains(&c.name) {
-            c.nullable = false;
+    for c in &ct.constraints {
+        let (name, unique, cols) = match c {
+            TableConstraint::PrimaryKey { columns, .. } => ("PRIMARY".to_string(), true, columns),
+            TableConstraint::Unique {
+                name,
+                index_name,
+                columns,
+                ..
+            } => match index_name.as_ref().or(name.as_ref()) {
+                Some(n) => (n.value.clone(), true, columns),
+                None => continue,
+            },
+            TableConstraint::Index {
+                name: Some(n),
+                columns,
+                ..
+            } => (n.value.clone(), false, columns),
+            _ => continue,
+        };
+        indexes.insert(
+            name,
+            Index {
+                unique,
+                columns: index_columns(cols),
+            },
+        );
+    }
+    if let Some(primary) = indexes.get("PRIMARY") {
+        for c in &mut columns {
+            if primary.columns.contains(&c.name) {
+                c.nullable = false;
+            }
         }
     }
     (columns, indexes)
-}
-
-/// The type of a column definition's remainder: everything up to the first attribute keyword
-/// outside parentheses and quotes.
-fn column_type(rest: &str) -> String {
-    const STOP: [&str; 9] = [
-        "CHARACTER",
-        "CHARSET",
-        "COLLATE",
-        "NOT",
-        "NULL",
-        "DEFAULT",
-        "COMMENT",
-        "AUTO_INCREMENT",
-        "GENERATED",
-    ];
-    let mut depth = 0i32;
-    let mut quote: Option<char> = None;
-    let mut token_start: Option<usize> = None;
-    let mut cut = rest.len();
-    let chars: Vec<(usize, char)> = rest.char_indices().chain([(rest.len(), ' ')]).collect();
-    for &(at, ch) in &chars {
-        if let Some(q) = quote {
-            if ch == q {
-                quote = None;
-            }
-            continue;
-        }
-        let boundary = ch.is_whitespace() || ch == '(' || ch == ')';
-        if boundary {
-            if let Some(s) = token_start.take() {
-                if depth == 0 && STOP.contains(&rest[s..at].to_ascii_uppercase().as_str()) {
-                    cut = s;
-                    break;
-                }
-            }
-        } else if token_start.is_none() {
-            token_start = Some(at);
-        }
-        match ch {
-            '\'' | '"' => quote = Some(ch),
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            _ => {}
-        }
-    }
-    rest[..cut].trim().to_string()
 }
 
 /// A column type as compared: lower case, no spaces inside parentheses, no integer display
@@ -935,14 +881,30 @@ mod tests {
         assert_eq!(normalize_type("TINYINT(1)"), normalize_type("tinyint(4)"));
         assert_eq!(normalize_type("ENUM('A', 'B')"), "enum('a','b')");
         assert_eq!(normalize_type("VARCHAR(64)"), "varchar(64)");
-        assert_eq!(
-            column_type("CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'x'"),
-            "CHAR(32)"
+    }
+
+    #[test]
+    fn a_column_type_stops_before_its_attributes() {
+        let (columns, indexes) = parse_table(
+            "CREATE TABLE t (\n  id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'x',\n  \
+             e ENUM('NOT NULL', 'B') NOT NULL DEFAULT 'B' COMMENT 'y',\n  n BIGINT UNSIGNED NULL COMMENT 'z',\n  \
+             PRIMARY KEY (id),\n  KEY ix_t_e (e, n)\n) ENGINE=InnoDB COMMENT='t'",
         );
+        let shape: Vec<(&str, &str, bool)> = columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.ty.as_str(), c.nullable))
+            .collect();
         assert_eq!(
-            column_type("ENUM('NOT NULL', 'B') NOT NULL DEFAULT 'B'"),
-            "ENUM('NOT NULL', 'B')"
+            shape,
+            [
+                ("id", "char(32)", false),
+                ("e", "enum('not null','b')", false),
+                ("n", "bigint unsigned", true)
+            ]
         );
+        assert_eq!(indexes["PRIMARY"].columns, ["id"]);
+        assert_eq!(indexes["ix_t_e"].columns, ["e", "n"]);
+        assert!(!indexes["ix_t_e"].unique);
     }
 
     #[test]

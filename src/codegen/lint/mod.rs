@@ -32,6 +32,8 @@ use super::{Kind, Object};
 mod lexer;
 mod rules;
 mod schema;
+
+pub(crate) use schema::{index_columns, lower, parse_ddl};
 mod statements;
 
 use rules::{lint_procedure, text_rules};

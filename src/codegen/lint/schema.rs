@@ -51,7 +51,7 @@ impl TableModel {
 /// Tables by lower-case name.
 pub(super) type Schema = BTreeMap<String, TableModel>;
 
-pub(super) fn lower(s: &str) -> String {
+pub(crate) fn lower(s: &str) -> String {
     s.to_ascii_lowercase()
 }
 
@@ -68,12 +68,29 @@ pub(super) fn last_name(name: &ObjectName) -> String {
 // Tables
 // ---------------------------------------------------------------------------------------------
 
+/// Parses a table object's DDL with sqlparser (MySQL dialect), as the lint and
+/// `orbit migrate verify` read it.
+pub(crate) fn parse_ddl(sql: &str) -> Result<Vec<Statement>, sqlparser::parser::ParserError> {
+    Parser::parse_sql(&MySqlDialect {}, &blank_comment_lines(sql))
+}
+
+/// The columns of an index, lower-cased (a prefix index `col(10)` names `col`).
+pub(crate) fn index_columns(cols: &[sqlparser::ast::IndexColumn]) -> Vec<String> {
+    cols.iter()
+        .map(|c| match &c.column.expr {
+            Expr::Identifier(i) => lower(&i.value),
+            // A prefix index `col(10)` parses as a call; its first column is still `col`.
+            Expr::Function(f) => last_name(&f.name),
+            other => lower(&other.to_string()),
+        })
+        .collect()
+}
+
 pub(super) fn lint_table(o: &Object, schema: &mut Schema, report: &mut Report) {
-    let ddl = blank_comment_lines(&o.sql);
-    let statements = match Parser::parse_sql(&MySqlDialect {}, &ddl) {
+    let statements = match parse_ddl(&o.sql) {
         Ok(s) => s,
         Err(e) => {
-            let statement = excerpt_text(&ddl);
+            let statement = excerpt_text(&blank_comment_lines(&o.sql));
             report.unparsed(&o.name, statement.clone(), e.to_string());
             report.violation(
                 &o.name,
@@ -141,16 +158,6 @@ pub(super) fn table_model(
         model.columns.insert(name);
     }
 
-    let index_columns = |cols: &[sqlparser::ast::IndexColumn]| -> Vec<String> {
-        cols.iter()
-            .map(|c| match &c.column.expr {
-                Expr::Identifier(i) => lower(&i.value),
-                // A prefix index `col(10)` parses as a call; its first column is still `col`.
-                Expr::Function(f) => last_name(&f.name),
-                other => lower(&other.to_string()),
-            })
-            .collect()
-    };
     for c in &ct.constraints {
         match c {
             TableConstraint::PrimaryKey { columns, .. } => model.indexes.push(Index {
