@@ -28,8 +28,8 @@
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
 //! - [`verify`]: `orbit migrate verify` and serve's start-up check: the installed objects against
 //!   the catalog and this binary's definitions.
-//! - [`operator`]: `orbit task …` and `orbit queue …` over the HTTP API (through `orbit_sdk`).
-//! - [`cli`]: the `orbit` command line.
+//! - [`cli`]: the `orbit` command line, one module per subcommand; `orbit task …` and `orbit
+//!   queue …` (`cli::operator`) go over the HTTP API through `orbit_sdk`.
 
 pub mod auth;
 pub mod bench;
@@ -41,7 +41,6 @@ pub mod dev;
 pub mod dispatch;
 pub mod http;
 pub mod migrate;
-pub mod operator;
 pub mod scheduler;
 pub mod sqlscript;
 pub mod telemetry;

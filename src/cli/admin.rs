@@ -262,7 +262,7 @@ pub(super) async fn credential_cmd(action: CredentialAction) -> ExitCode {
                 );
             } else {
                 let dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
-                crate::operator::print_table(
+                super::operator::print_table(
                     &[
                         "ID",
                         "APPLICATION",

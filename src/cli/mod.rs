@@ -5,7 +5,7 @@
 //! This module declares the command tree and dispatches it; each subcommand's arguments and code
 //! live in a module of their own: `gen`, `migrate` (`up`, `status`, `verify`), `serve`,
 //! `dev`, `admin` (`bootstrap`, `credential …`), `bench`, `chaos` (and `chaos-worker`).
-//! `orbit task …` and `orbit queue …` are [`crate::operator`].
+//! `orbit task …` and `orbit queue …` are [`operator`]: one module for both, over the HTTP API.
 
 mod admin;
 mod bench;
@@ -13,6 +13,7 @@ mod chaos;
 mod dev;
 mod gen;
 mod migrate;
+pub mod operator;
 mod serve;
 
 use std::path::PathBuf;
@@ -91,9 +92,9 @@ pub enum Command {
     )]
     Task {
         #[command(subcommand)]
-        action: crate::operator::TaskAction,
+        action: operator::TaskAction,
         #[command(flatten)]
-        api: crate::operator::ApiArgs,
+        api: operator::ApiArgs,
     },
     /// Queues over the HTTP API: list, get, pause, resume (ORBIT_URL, ORBIT_TOKEN).
     #[command(
@@ -102,9 +103,9 @@ pub enum Command {
     )]
     Queue {
         #[command(subcommand)]
-        action: crate::operator::QueueAction,
+        action: operator::QueueAction,
         #[command(flatten)]
-        api: crate::operator::ApiArgs,
+        api: operator::ApiArgs,
     },
     /// Operator commands: bootstrap tenants and credentials.
     Admin {
@@ -173,8 +174,8 @@ async fn run(cli: Cli) -> ExitCode {
             .await
         }
         Command::Serve(args) => serve_cmd(args).await,
-        Command::Task { action, api } => crate::operator::task_cmd(action, api).await,
-        Command::Queue { action, api } => crate::operator::queue_cmd(action, api).await,
+        Command::Task { action, api } => operator::task_cmd(action, api).await,
+        Command::Queue { action, api } => operator::queue_cmd(action, api).await,
         Command::Dev(args) => dev_cmd(args).await,
         Command::Admin {
             action: AdminAction::Bootstrap(args),
