@@ -249,7 +249,7 @@ pub async fn verify(conn: &mut MySqlConnection) -> Result<Report, MigrateError> 
 
     // The catalog against this binary.
     for o in objects.iter().filter(|_| rows.is_some()) {
-        let kind = catalog_kind(o.kind);
+        let kind = o.kind.catalog_kind();
         match catalog.get(&(kind.to_string(), o.name.clone())) {
             None => {
                 report
@@ -273,7 +273,7 @@ pub async fn verify(conn: &mut MySqlConnection) -> Result<Report, MigrateError> 
     for (kind, name) in catalog.keys() {
         if !objects
             .iter()
-            .any(|o| catalog_kind(o.kind) == kind && o.name == *name)
+            .any(|o| o.kind.catalog_kind() == kind && o.name == *name)
         {
             report.problems.push(problem(
                 "catalog",
@@ -339,13 +339,6 @@ pub async fn verify(conn: &mut MySqlConnection) -> Result<Report, MigrateError> 
         }
     }
     Ok(report)
-}
-
-fn catalog_kind(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Table => "table",
-        Kind::Procedure => "procedure",
-    }
 }
 
 fn check_procedure(

@@ -50,7 +50,8 @@ impl Kind {
             Kind::Procedure => "procedures",
         }
     }
-    fn catalog_kind(self) -> &'static str {
+    /// The `kind` of the object's row in the `orbit_extension` catalog.
+    pub fn catalog_kind(self) -> &'static str {
         match self {
             Kind::Table => "table",
             Kind::Procedure => "procedure",

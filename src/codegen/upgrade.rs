@@ -133,12 +133,8 @@ pub fn parse_baseline(version: u32, text: &str) -> Result<Baseline, String> {
     for (name, kind, mut sql) in sections {
         // install_script writes each object's SQL followed by one empty line.
         sql.pop();
-        let catalog_kind = match kind {
-            Kind::Table => "table",
-            Kind::Procedure => "procedure",
-        };
         let (v, checksum) = rows
-            .get(&(catalog_kind.to_string(), name.clone()))
+            .get(&(kind.catalog_kind().to_string(), name.clone()))
             .cloned()
             .ok_or_else(|| format!("{name} has no catalog row"))?;
         objects.insert(
