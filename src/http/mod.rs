@@ -250,6 +250,9 @@ pub async fn serve_with(
         source,
     })?;
     warn_if_few_files(cfg.limits.max_connections, cfg.pool_size);
+    // Handled from before `listening on`: a SIGTERM sent as soon as that line appears drains,
+    // rather than killing the process with the signal's default action.
+    let shutdown = shutdown_signal();
     println!("listening on http://{local}");
     on_listen(local);
     tracing::info!(%local, max_connections = cfg.limits.max_connections, "orbit serve started");
@@ -258,7 +261,7 @@ pub async fn serve_with(
         dispatch.clone(),
         cfg.lease_seconds,
     ));
-    serve_connections(listener, app, &cfg.limits, shutdown_signal()).await;
+    serve_connections(listener, app, &cfg.limits, shutdown).await;
     scheduler.abort();
     db.close().await;
     Ok(())
@@ -446,25 +449,37 @@ fn warn_if_few_files(max_connections: usize, pool_size: u32) {
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGTERM or Ctrl-C. The handlers are installed when this is called, not when the
+/// future is first polled: until then, either signal would end the process at once.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (term, interrupt) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::terminate()).ok(),
+            signal(SignalKind::interrupt()).ok(),
+        )
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    async move {
+        #[cfg(unix)]
+        {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = wait(term) => {},
+                _ = wait(interrupt) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("shutting down: finishing in-flight requests");
     }
-    tracing::info!("shutting down: finishing in-flight requests");
 }
