@@ -1727,7 +1727,11 @@ DELIMITER ;
 --     empty), as a release hands the key on; NULL when none;
 --   queues: JSON array, one object per queue with waiting tasks, in queue id order:
 --     {"queue_id", "waiting", "waiting_more" (1 or 0), "ready", "oldest_task_id",
---      "oldest_waiting_since" (ISO 8601), "next_task_id"}.
+--      "oldest_waiting_since" (ISO 8601), "next_task_id"};
+--   recent_grants: JSON array of the key's last 10 grants, newest first (the holder's included),
+--     one object per attempt: {"attempt_id", "task_id", "queue_id", "worker_id", "state",
+--     "concurrency_token", "granted_at", "released_at" (ISO 8601; null while held), "outcome"
+--     ('' while active)}: ten ordered probes of ix_attempt_resource.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
 --   in a namespace the credential reaches as a whole).
 -- Locks: none (a consistent read in one read-only snapshot).
@@ -1762,6 +1766,10 @@ BEGIN
   DECLARE v_next_lane VARCHAR(8) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_next_priority INT;
   DECLARE v_queues LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_grants LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_grant BIGINT UNSIGNED;
+  DECLARE v_before BIGINT UNSIGNED DEFAULT 18446744073709551615;
+  DECLARE v_g INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -1858,6 +1866,25 @@ BEGIN
           'oldest_waiting_since', DATE_FORMAT(v_since, '%Y-%m-%dT%H:%i:%s.%fZ'), 'next_task_id', v_head + 0));
   END LOOP queues;
 
+  -- The key's last grants, newest first: one ordered probe of ix_attempt_resource each.
+  grants: WHILE v_g < 10 DO
+    SET v_g = v_g + 1, v_grant = NULL;
+    SELECT a.id INTO v_grant FROM orbit_attempt a FORCE INDEX (ix_attempt_resource)
+     WHERE a.resource_id = v_resource_id AND a.id < v_before
+     ORDER BY a.id DESC LIMIT 1;
+    IF v_grant IS NULL THEN
+      LEAVE grants;
+    END IF;
+    SET v_before = v_grant;
+    SELECT JSON_ARRAY_APPEND(v_grants, '$', JSON_OBJECT(
+             'attempt_id', a.id, 'task_id', a.task_id, 'queue_id', a.queue_id, 'worker_id', a.worker_id,
+             'state', CAST(a.state AS CHAR), 'concurrency_token', a.concurrency_token,
+             'granted_at', DATE_FORMAT(a.granted_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
+             'released_at', DATE_FORMAT(a.released_at, '%Y-%m-%dT%H:%i:%s.%fZ'), 'outcome', CAST(a.outcome AS CHAR)))
+      INTO v_grants
+      FROM orbit_attempt a WHERE a.id = v_grant;
+  END WHILE grants;
+
   SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
@@ -1865,7 +1892,7 @@ BEGIN
          a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
-         v_next_lane AS next_lane, v_queues AS queues
+         v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
     FROM orbit_resource r
     LEFT JOIN orbit_key_permit k ON k.resource_id = r.id
     LEFT JOIN orbit_attempt a ON a.id = k.attempt_id
@@ -2684,6 +2711,64 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_plan_list (from templates/procedures/orbit_plan_list.sql) ----
+-- orbit_plan_list: List the plans a credential reaches, in id order, a page at a time.
+--
+-- Only plans of queues of the credential's application and environment within its queue scope
+-- (a namespace-wide grant or the listed queues); p_queue_id narrows to one queue, which must pass
+-- the queue check. Keyset pagination: pass the last plan_id of a page as p_after_id for the next
+-- one. Cost: the namespaces of the credential's scope are read from ux_plan_name, so a page reads
+-- at most the plans of those namespaces (never another tenant's).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id (NULL = every queue in
+--   scope); p_limit 1-1000; p_after_id (NULL = from the first plan).
+-- Result (0..p_limit rows, plan_id order): the plan columns:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
+--   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
+--   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (p_queue_id), INVALID_ARGUMENT (p_limit).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_plan_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_list(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_limit INT,
+                                 IN p_after_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_queue_id IS NOT NULL THEN
+    CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.namespace_id IN (SELECT n.id
+                              FROM orbit_credential_scope s
+                              JOIN orbit_namespace n ON n.id = s.namespace_id
+                             WHERE s.credential_id = v_credential_id AND n.application_id = v_application_id
+                               AND n.environment_id = v_environment_id)
+     AND p.id > COALESCE(p_after_id, 0)
+     AND (p_queue_id IS NULL OR p.queue_id = p_queue_id)
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                WHERE s.credential_id = v_credential_id AND s.namespace_id = p.namespace_id
+                  AND s.queue_id IN ('', p.queue_id))
+   ORDER BY p.id
+   LIMIT p_limit;
+END$$
+DELIMITER ;
+
 -- ---- orbit_plan_set_paused (from templates/procedures/orbit_plan_set_paused.sql) ----
 -- orbit_plan_set_paused: Pause or resume a plan.
 --
@@ -2941,7 +3026,12 @@ DELIMITER ;
 -- A queue outside the credential's reach (another tenant's, or not in its queue list) is
 -- NOT_FOUND, the same as orbit_queue_list not listing it.
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
--- Result (one row): the queue columns (see orbit_queue_create).
+-- Result (one row): the queue columns (see orbit_queue_create),
+--   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
+--   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
+--   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
+--   count, so it grows with the queue's unfinished tasks and the open sessions, never with the
+--   finished tasks.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND.
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_queue_get;
@@ -2959,7 +3049,18 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+         q.max_active_attempts, q.created_at, q.updated_at,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'WAITING') AS waiting,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'LEASED') AS leased,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RUNNING') AS running,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RETRY_WAIT') AS retry_wait,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'NEEDS_REVIEW') AS needs_review,
+         (SELECT COUNT(*) FROM orbit_session s JOIN orbit_session_queue sq ON sq.session_id = s.id AND sq.queue_id = q.id
+           WHERE s.state = 'active') AS sessions,
+         (SELECT COUNT(DISTINCT s.worker_id) FROM orbit_session s
+            JOIN orbit_session_queue sq ON sq.session_id = s.id AND sq.queue_id = q.id
+           WHERE s.state = 'active') AS workers
+    FROM orbit_queue q WHERE q.id = p_queue_id;
 END$$
 DELIMITER ;
 
@@ -2972,7 +3073,12 @@ DELIMITER ;
 -- rows (plus queues of the tenant outside the scope).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
 --   the first queue; any string, compared byte-wise).
--- Result (0..p_limit rows): the queue columns (see orbit_queue_create).
+-- Result (0..p_limit rows): the queue columns (see orbit_queue_create),
+--   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
+--   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
+--   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
+--   count, so it grows with the queue's unfinished tasks and the open sessions, never with the
+--   finished tasks.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_limit).
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_queue_list;
@@ -2988,7 +3094,17 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at
+         q.max_active_attempts, q.created_at, q.updated_at,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'WAITING') AS waiting,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'LEASED') AS leased,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RUNNING') AS running,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RETRY_WAIT') AS retry_wait,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'NEEDS_REVIEW') AS needs_review,
+         (SELECT COUNT(*) FROM orbit_session s JOIN orbit_session_queue sq ON sq.session_id = s.id AND sq.queue_id = q.id
+           WHERE s.state = 'active') AS sessions,
+         (SELECT COUNT(DISTINCT s.worker_id) FROM orbit_session s
+            JOIN orbit_session_queue sq ON sq.session_id = s.id AND sq.queue_id = q.id
+           WHERE s.state = 'active') AS workers
     FROM orbit_queue q
    WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id
      AND q.id > COALESCE(p_after_id, '')
@@ -3702,6 +3818,50 @@ BEGIN
       SET o_task_id = 0;
     END IF;
   END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_event_list (from templates/procedures/orbit_task_event_list.sql) ----
+-- orbit_task_event_list: List a task's history events (orbit_task_event), oldest first.
+--
+-- History only. The events record the changes the task row and its attempts do not keep on their
+-- own: attempt ends (released, with the outcome and token), cancel, resolve, expiry, retries.
+-- Grants and starts are on the attempt rows (granted_at, started_at), the acceptance is the
+-- task's created_at: a timeline reads all three. A task outside the credential's reach is
+-- NOT_FOUND. Reads ix_task_event_task in order from p_after_id: a page costs p_limit rows.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the task's queue); p_task_id;
+--   p_limit 1-1000; p_after_id (NULL or 0 = from the first event).
+-- Result (0..p_limit rows, event id order): event_id, attempt_id (0 = none), event, from_state,
+--   to_state, concurrency_token (0 = none), detail, created_at (UTC).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND (no such task, or out of
+--   reach), INVALID_ARGUMENT (p_limit).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_task_event_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_event_list(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED, IN p_limit INT,
+                                       IN p_after_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+  SELECT e.id AS event_id, e.attempt_id, e.event, e.from_state, e.to_state, e.concurrency_token, e.detail,
+         e.created_at
+    FROM orbit_task_event e
+   WHERE e.task_id = p_task_id AND e.id > COALESCE(p_after_id, 0)
+   ORDER BY e.id
+   LIMIT p_limit;
 END$$
 DELIMITER ;
 
@@ -5595,7 +5755,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 2, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'f04d6c67a574a22ee0a2ba115dba902d8b4f11d60f4c044770735b186858c8e5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '46d06d90b858181a7fad8463bcfa6271ebc5e5cd6b550586bf8383bbfbcd30ec', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '928b8a3b9d35da116ceb6c2f9ecb037c90dea77de9cd05a1936f94e992850be6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'dd902170d604abcaa5fc6f2ddf30201060de740dc11ad61adac2c0405b155526', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5607,11 +5767,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, '3c2e6b8ab0075652401f45fbb0096f68e577b46f96b92d483ed307342999eb2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, '843aa226207bf7d92745a890ff87ae84172a2049170d1fd85af71407c9029e04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 2, '181f0b4abee2a9574ea978e72cc2e089d5b82d48d1bde8061c4af83e0bcd10d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 1, '2d232fa3e0306f7b1a518b0a74aa6337b0f66882e72f3ebe18c6d2966952e073', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 1, 'da4efd1fb24bcf9ac41defa31f00017cb40316be85f581a0631f5eb55f613b85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 2, '64f7e8e132a4db0b68caa479b14281f3c3d41cc090df326077a44fb8d1fd4656', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, 'b3f333bcbb3ada0d1db10aa7a405be799c5aa0367c3b67d4587e8a9e04cd8d40', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5621,6 +5782,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'ce6f8fe00f6be7e3b0e5549887038de754b1f33840332e5c94add3244a3235d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5633,5 +5795,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'a7d3a5420abbd051757f2540da58aff3a5b1194a5c083574f69273e1b5025caa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'a7d3a5420abbd051757f2540da58aff3a5b1194a5c083574f69273e1b5025caa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

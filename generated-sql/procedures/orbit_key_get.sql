@@ -32,7 +32,11 @@
 --     empty), as a release hands the key on; NULL when none;
 --   queues: JSON array, one object per queue with waiting tasks, in queue id order:
 --     {"queue_id", "waiting", "waiting_more" (1 or 0), "ready", "oldest_task_id",
---      "oldest_waiting_since" (ISO 8601), "next_task_id"}.
+--      "oldest_waiting_since" (ISO 8601), "next_task_id"};
+--   recent_grants: JSON array of the key's last 10 grants, newest first (the holder's included),
+--     one object per attempt: {"attempt_id", "task_id", "queue_id", "worker_id", "state",
+--     "concurrency_token", "granted_at", "released_at" (ISO 8601; null while held), "outcome"
+--     ('' while active)}: ten ordered probes of ix_attempt_resource.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
 --   in a namespace the credential reaches as a whole).
 -- Locks: none (a consistent read in one read-only snapshot).
@@ -67,6 +71,10 @@ BEGIN
   DECLARE v_next_lane VARCHAR(8) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_next_priority INT;
   DECLARE v_queues LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_grants LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_grant BIGINT UNSIGNED;
+  DECLARE v_before BIGINT UNSIGNED DEFAULT 18446744073709551615;
+  DECLARE v_g INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -163,6 +171,25 @@ BEGIN
           'oldest_waiting_since', DATE_FORMAT(v_since, '%Y-%m-%dT%H:%i:%s.%fZ'), 'next_task_id', v_head + 0));
   END LOOP queues;
 
+  -- The key's last grants, newest first: one ordered probe of ix_attempt_resource each.
+  grants: WHILE v_g < 10 DO
+    SET v_g = v_g + 1, v_grant = NULL;
+    SELECT a.id INTO v_grant FROM orbit_attempt a FORCE INDEX (ix_attempt_resource)
+     WHERE a.resource_id = v_resource_id AND a.id < v_before
+     ORDER BY a.id DESC LIMIT 1;
+    IF v_grant IS NULL THEN
+      LEAVE grants;
+    END IF;
+    SET v_before = v_grant;
+    SELECT JSON_ARRAY_APPEND(v_grants, '$', JSON_OBJECT(
+             'attempt_id', a.id, 'task_id', a.task_id, 'queue_id', a.queue_id, 'worker_id', a.worker_id,
+             'state', CAST(a.state AS CHAR), 'concurrency_token', a.concurrency_token,
+             'granted_at', DATE_FORMAT(a.granted_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
+             'released_at', DATE_FORMAT(a.released_at, '%Y-%m-%dT%H:%i:%s.%fZ'), 'outcome', CAST(a.outcome AS CHAR)))
+      INTO v_grants
+      FROM orbit_attempt a WHERE a.id = v_grant;
+  END WHILE grants;
+
   SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
@@ -170,7 +197,7 @@ BEGIN
          a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
-         v_next_lane AS next_lane, v_queues AS queues
+         v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
     FROM orbit_resource r
     LEFT JOIN orbit_key_permit k ON k.resource_id = r.id
     LEFT JOIN orbit_attempt a ON a.id = k.attempt_id

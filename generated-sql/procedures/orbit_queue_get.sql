@@ -6,7 +6,12 @@
 -- A queue outside the credential's reach (another tenant's, or not in its queue list) is
 -- NOT_FOUND, the same as orbit_queue_list not listing it.
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
--- Result (one row): the queue columns (see orbit_queue_create).
+-- Result (one row): the queue columns (see orbit_queue_create),
+--   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
+--   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
+--   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
+--   count, so it grows with the queue's unfinished tasks and the open sessions, never with the
+--   finished tasks.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND.
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_queue_get;
@@ -24,6 +29,17 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+         q.max_active_attempts, q.created_at, q.updated_at,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'WAITING') AS waiting,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'LEASED') AS leased,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RUNNING') AS running,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RETRY_WAIT') AS retry_wait,
+         (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'NEEDS_REVIEW') AS needs_review,
+         (SELECT COUNT(*) FROM orbit_session s JOIN orbit_session_queue sq ON sq.session_id = s.id AND sq.queue_id = q.id
+           WHERE s.state = 'active') AS sessions,
+         (SELECT COUNT(DISTINCT s.worker_id) FROM orbit_session s
+            JOIN orbit_session_queue sq ON sq.session_id = s.id AND sq.queue_id = q.id
+           WHERE s.state = 'active') AS workers
+    FROM orbit_queue q WHERE q.id = p_queue_id;
 END$$
 DELIMITER ;

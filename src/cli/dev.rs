@@ -188,6 +188,7 @@ async fn dev_serve(args: &DevArgs, dsn: &str, database: &str) -> ExitCode {
         println!(
             "\nOrbit dev is running.\n\
              \x20 API:          {url}  (document: {url}/v1/openapi.json)\n\
+             \x20 console:      {url}{console}  (sign in with the token from the credentials file)\n\
              \x20 credentials:  {creds_shown}  (token, queue id; mode 0600)\n\
              \x20 database:     {}\n\n\
              Submit a task:\n\
@@ -199,7 +200,8 @@ async fn dev_serve(args: &DevArgs, dsn: &str, database: &str) -> ExitCode {
              \x20 ORBIT_URL={url} ORBIT_CREDENTIALS_FILE={creds_shown} cargo run --example keyed-concurrency\n\
              Ctrl-C stops the server and the database.",
             crate::migrate::redact(dsn),
-            creds.queue_id
+            creds.queue_id,
+            console = crate::http::console::PATH,
         );
     })
     .await;

@@ -6,6 +6,22 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::{Arg, Cols, Db, DbError};
 
+/// One row of a task's history (`orbit_task_event`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TaskEvent {
+    pub id: u64,
+    /// 0 = none.
+    pub attempt_id: u64,
+    /// What happened, e.g. `released`, `cancelled`, `resolved`.
+    pub event: String,
+    pub from_state: String,
+    pub to_state: String,
+    /// 0 = none.
+    pub concurrency_token: u64,
+    pub detail: String,
+    pub created_at: DateTime<Utc>,
+}
+
 /// Attempt states (SPEC §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -109,6 +125,39 @@ impl Attempt {
 impl Db {
     /// `orbit_attempt_list`: every attempt of a task, in attempt_no order (NOT_FOUND for a task
     /// outside the credential's reach).
+    /// `orbit_task_event_list`: up to `limit` (1-1000) of a task's history events, oldest
+    /// first, after the event `after_id` when given. NOT_FOUND outside the credential's reach.
+    pub async fn task_event_list(
+        &self,
+        token_hash: &[u8],
+        task_id: u64,
+        limit: u32,
+        after_id: Option<u64>,
+    ) -> Result<Vec<TaskEvent>, DbError> {
+        self.call(
+            "orbit_task_event_list",
+            &[
+                Arg::Bytes(token_hash),
+                task_id.into(),
+                u64::from(limit).into(),
+                after_id.map_or(Arg::Null, Arg::U64),
+            ],
+            |c| {
+                Ok(TaskEvent {
+                    id: c.u64()?,
+                    attempt_id: c.u64()?,
+                    event: c.text()?,
+                    from_state: c.text()?,
+                    to_state: c.text()?,
+                    concurrency_token: c.u64()?,
+                    detail: c.text()?,
+                    created_at: c.time()?,
+                })
+            },
+        )
+        .await
+    }
+
     pub async fn attempt_list(
         &self,
         token_hash: &[u8],

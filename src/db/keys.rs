@@ -50,6 +50,22 @@ pub struct KeyState {
     pub next_queue_id: Option<String>,
     pub next_lane: Option<String>,
     pub queues: Vec<QueueWaiting>,
+    /// The key's last 10 grants, newest first.
+    pub recent_grants: Vec<RecentGrant>,
+}
+
+/// One of a key's last grants (an element of `orbit_key_get`'s `recent_grants`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentGrant {
+    pub attempt_id: u64,
+    pub task_id: u64,
+    pub queue_id: String,
+    pub worker_id: String,
+    pub state: String,
+    pub concurrency_token: u64,
+    pub granted_at: DateTime<Utc>,
+    pub released_at: Option<DateTime<Utc>>,
+    pub outcome: String,
 }
 
 /// One row of `orbit_key_list`.
@@ -178,6 +194,11 @@ impl Db {
                         "orbit_key_get: queues is not the documented JSON: {e}"
                     ))
                 })?;
+                let recent_grants = serde_json::from_str(&c.text()?).map_err(|e| {
+                    DbError::Internal(format!(
+                        "orbit_key_get: recent_grants is not the documented JSON: {e}"
+                    ))
+                })?;
                 Ok(KeyState {
                     namespace_id,
                     concurrency_key,
@@ -191,6 +212,7 @@ impl Db {
                     next_queue_id,
                     next_lane,
                     queues,
+                    recent_grants,
                 })
             },
         )

@@ -151,6 +151,28 @@ impl Db {
             .await
     }
 
+    /// `orbit_plan_list`: up to `limit` (1-1000) plans the credential reaches, in id order, after
+    /// `after_id`; only `queue_id`'s when given.
+    pub async fn plan_list(
+        &self,
+        token_hash: &[u8],
+        queue_id: Option<&str>,
+        limit: u32,
+        after_id: Option<u64>,
+    ) -> Result<Vec<Plan>, DbError> {
+        self.call(
+            "orbit_plan_list",
+            &[
+                Arg::Bytes(token_hash),
+                queue_id.into(),
+                u64::from(limit).into(),
+                after_id.map_or(Arg::Null, Arg::U64),
+            ],
+            Plan::read,
+        )
+        .await
+    }
+
     /// `orbit_plan_fire_due`: fire up to `limit` due plans (the scheduler loop). `count` is the
     /// number of tasks created, `next_due_at` the earliest next slot of an active plan.
     pub async fn plan_fire_due(&self, limit: u32) -> Result<Swept, DbError> {

@@ -16,6 +16,23 @@ pub struct Queue {
     pub max_active_attempts: u32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The live counts `orbit_queue_get` and `orbit_queue_list` add; `None` from the procedures
+    /// that change a queue.
+    pub counts: Option<QueueCounts>,
+}
+
+/// A queue's unfinished tasks per state and the worker sessions serving it, read with it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueCounts {
+    pub waiting: u64,
+    pub leased: u64,
+    pub running: u64,
+    pub retry_wait: u64,
+    pub needs_review: u64,
+    /// Open (not draining) worker sessions that consume from the queue.
+    pub sessions: u64,
+    /// Their distinct worker ids.
+    pub workers: u64,
 }
 
 impl Queue {
@@ -28,7 +45,23 @@ impl Queue {
             max_active_attempts: c.u32()?,
             created_at: c.time()?,
             updated_at: c.time()?,
+            counts: None,
         })
+    }
+
+    /// The queue columns, then the live counts.
+    fn read_with_counts(c: &mut Cols<'_>) -> Result<Queue, DbError> {
+        let mut q = Queue::read(c)?;
+        q.counts = Some(QueueCounts {
+            waiting: c.u64()?,
+            leased: c.u64()?,
+            running: c.u64()?,
+            retry_wait: c.u64()?,
+            needs_review: c.u64()?,
+            sessions: c.u64()?,
+            workers: c.u64()?,
+        });
+        Ok(q)
     }
 }
 
@@ -151,7 +184,7 @@ impl Db {
                 u64::from(limit).into(),
                 after_id.into(),
             ],
-            Queue::read,
+            Queue::read_with_counts,
         )
         .await
     }
@@ -161,7 +194,7 @@ impl Db {
         self.call_one(
             "orbit_queue_get",
             &[Arg::Bytes(token_hash), queue_id.into()],
-            Queue::read,
+            Queue::read_with_counts,
         )
         .await
     }

@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 use super::envelope::{check_len, ApiQuery, Bearer, Data, Page};
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
-use crate::db::keys::{HeldKey, Holder, KeyOrder, KeyState, QueueWaiting};
+use crate::db::keys::{HeldKey, Holder, KeyOrder, KeyState, QueueWaiting, RecentGrant};
 
 pub fn router() -> OpenApiRouter<App> {
     OpenApiRouter::new().routes(routes!(get_keys))
@@ -107,6 +107,41 @@ pub struct KeyView {
     pub next_lane: Option<String>,
     /// Queues with waiting tasks, in queue id order.
     pub queues: Vec<QueueWaitingView>,
+    /// The key's last 10 grants, newest first (the holder's included), each with its token.
+    pub recent_grants: Vec<RecentGrantView>,
+}
+
+/// One of a key's recent grants: an attempt and the token it was granted with.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecentGrantView {
+    pub attempt_id: u64,
+    pub task_id: u64,
+    pub queue_id: String,
+    pub worker_id: String,
+    /// The attempt's state: LEASED or RUNNING while it holds the key, else how it ended.
+    pub state: String,
+    pub concurrency_token: u64,
+    pub granted_at: DateTime<Utc>,
+    /// Null while the attempt holds the key.
+    pub released_at: Option<DateTime<Utc>>,
+    /// How it ended: succeeded, failed, unknown, expired, cancelled; "" while active.
+    pub outcome: String,
+}
+
+impl From<RecentGrant> for RecentGrantView {
+    fn from(g: RecentGrant) -> Self {
+        RecentGrantView {
+            attempt_id: g.attempt_id,
+            task_id: g.task_id,
+            queue_id: g.queue_id,
+            worker_id: g.worker_id,
+            state: g.state,
+            concurrency_token: g.concurrency_token,
+            granted_at: g.granted_at,
+            released_at: g.released_at,
+            outcome: g.outcome,
+        }
+    }
 }
 
 impl From<KeyState> for KeyView {
@@ -124,6 +159,11 @@ impl From<KeyState> for KeyView {
             next_queue_id: k.next_queue_id,
             next_lane: k.next_lane,
             queues: k.queues.into_iter().map(QueueWaitingView::from).collect(),
+            recent_grants: k
+                .recent_grants
+                .into_iter()
+                .map(RecentGrantView::from)
+                .collect(),
         }
     }
 }

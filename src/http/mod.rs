@@ -3,6 +3,7 @@
 //! onto the envelope. Business rules live in the procedures. One router module per resource.
 
 pub mod attempts;
+pub mod console;
 pub mod envelope;
 pub mod error;
 pub mod keys;
@@ -99,6 +100,7 @@ pub fn router_with(
         credential_ids: Arc::new(ops::CredentialIds::default()),
     };
     routes
+        .merge(console::router())
         .fallback(|| async { error::ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed })
         .with_state(app.clone())
@@ -256,6 +258,7 @@ pub async fn serve_with(
     println!("listening on http://{local}");
     on_listen(local);
     tracing::info!(%local, max_connections = cfg.limits.max_connections, "orbit serve started");
+    tracing::info!(url = %format!("http://{local}{}", console::PATH), "operator console");
     let scheduler = tokio::spawn(crate::scheduler::run(
         db.clone(),
         dispatch.clone(),

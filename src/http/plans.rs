@@ -5,12 +5,13 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::envelope::{
-    check_len, check_queue_id, check_queue_id_len, from_value, path_id, ApiJson, Bearer, Data,
+    check_len, check_queue_id, check_queue_id_len, from_value, path_id, ApiJson, ApiQuery, Bearer,
+    Data, Page,
 };
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::{json_text, TaskDefinition};
@@ -19,7 +20,7 @@ use crate::db::plans::{NewPlan, Plan};
 
 pub fn router() -> OpenApiRouter<App> {
     OpenApiRouter::new()
-        .routes(routes!(create_plan))
+        .routes(routes!(create_plan, list_plans))
         .routes(routes!(get_plan))
         .routes(routes!(create_version))
         .routes(routes!(pause_plan))
@@ -181,6 +182,70 @@ async fn create_plan(
         StatusCode::CREATED,
         app.db.plan_create(&hash, &plan).await?.into(),
     ))
+}
+
+/// `{"data": [Plan], "next_cursor", "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct PlanList {
+    pub data: Vec<PlanView>,
+    pub next_cursor: Option<String>,
+    pub request_id: String,
+}
+
+/// `GET /v1/plans` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PlanListQuery {
+    /// Only this queue's plans (32 hex digits).
+    pub queue_id: Option<String>,
+    /// 1-500; default 100.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// List the plans of the queues the credential reaches (scope tasks:read), in id order, each
+/// with its current version. One `CALL orbit_plan_list`.
+#[utoipa::path(
+    get, path = "/v1/plans", tag = "plans", security(("bearer" = [])), params(PlanListQuery),
+    responses(
+        (status = 200, body = PlanList),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn list_plans(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    ApiQuery(q): ApiQuery<PlanListQuery>,
+) -> Result<Page<PlanView>, ApiError> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_request(
+            Some("limit"),
+            "limit must be between 1 and 500",
+        ));
+    }
+    if let Some(queue_id) = &q.queue_id {
+        check_queue_id_len("queue_id", queue_id)?;
+        check_queue_id(&app.db, &hash, "tasks:read", queue_id).await?;
+    }
+    let after = q
+        .cursor
+        .as_deref()
+        .map(|c| path_id(c, "cursor"))
+        .transpose()?;
+    let mut plans = app
+        .db
+        .plan_list(&hash, q.queue_id.as_deref(), limit + 1, after)
+        .await?;
+    let next = (plans.len() > limit as usize).then(|| {
+        plans.truncate(limit as usize);
+        plans.last().map(|p| p.id.to_string()).unwrap_or_default()
+    });
+    Ok(Page(plans.into_iter().map(PlanView::from).collect(), next))
 }
 
 /// Read a plan and its current version.

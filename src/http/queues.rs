@@ -13,7 +13,7 @@ use super::envelope::{
 };
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
-use crate::db::queues::Queue;
+use crate::db::queues::{Queue, QueueCounts};
 
 pub fn router() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -35,6 +35,37 @@ pub struct QueueView {
     pub max_active_attempts: u32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Live counts: in the answers of list and get, not of create, pause and resume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts: Option<QueueCountsView>,
+}
+
+/// A queue's unfinished tasks per state, and the worker sessions serving it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueCountsView {
+    pub waiting: u64,
+    pub leased: u64,
+    pub running: u64,
+    pub retry_wait: u64,
+    pub needs_review: u64,
+    /// Open (not draining) worker sessions consuming from the queue.
+    pub sessions: u64,
+    /// Their distinct worker ids.
+    pub workers: u64,
+}
+
+impl From<QueueCounts> for QueueCountsView {
+    fn from(c: QueueCounts) -> Self {
+        QueueCountsView {
+            waiting: c.waiting,
+            leased: c.leased,
+            running: c.running,
+            retry_wait: c.retry_wait,
+            needs_review: c.needs_review,
+            sessions: c.sessions,
+            workers: c.workers,
+        }
+    }
 }
 
 impl From<Queue> for QueueView {
@@ -47,6 +78,7 @@ impl From<Queue> for QueueView {
             max_active_attempts: q.max_active_attempts,
             created_at: q.created_at,
             updated_at: q.updated_at,
+            counts: q.counts.map(QueueCountsView::from),
         }
     }
 }
