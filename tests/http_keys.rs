@@ -121,6 +121,54 @@ async fn a_held_key_shows_its_holder_waiters_and_next_holder_with_a_larger_token
     assert_eq!(k["highest_token"], grants[0].concurrency_token);
     assert_eq!(k["waiting"], 3);
     let _ = d;
+
+    // The recent grants, newest first: the new holder's, then the cancelled first holder's.
+    let recent = k["recent_grants"].as_array().unwrap();
+    assert_eq!(recent.len(), 2, "{k}");
+    assert_eq!(recent[0]["attempt_id"], grants[0].attempt_id);
+    assert_eq!(recent[0]["task_id"], grants[0].task.id);
+    assert_eq!(recent[0]["concurrency_token"], grants[0].concurrency_token);
+    assert_eq!(recent[0]["state"], "LEASED");
+    assert_eq!(recent[0]["worker_id"], "w-keys");
+    assert!(recent[0]["released_at"].is_null());
+    assert_eq!(recent[0]["outcome"], "");
+    assert_eq!(recent[1]["task_id"], first);
+    assert_eq!(recent[1]["concurrency_token"], token);
+    assert_eq!(recent[1]["state"], "CANCELLED");
+    assert_eq!(recent[1]["outcome"], "cancelled");
+    assert!(recent[1]["released_at"].is_string());
+}
+
+#[tokio::test]
+async fn recent_grants_are_the_last_ten_newest_first() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let session = f.session("w-recent", true, &[&f.queue_id]).await;
+    let mut tokens = Vec::new();
+    for _ in 0..12 {
+        let id = submit(&api, &f.queue_id, "recent/1", 5).await;
+        let grants = f.db.task_claim(session, 1, 60_000).await.unwrap();
+        assert_eq!(grants[0].task.id, id);
+        tokens.push(grants[0].concurrency_token);
+        let r = api
+            .post(
+                "/v1/tasks/{id}/cancel",
+                &format!("/v1/tasks/{id}/cancel"),
+                &json!({}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let r = key(&api, "recent/1").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let shown: Vec<u64> = r.body["data"]["recent_grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["concurrency_token"].as_u64().unwrap())
+        .collect();
+    let expected: Vec<u64> = tokens.iter().rev().take(10).copied().collect();
+    assert_eq!(shown, expected);
 }
 
 #[tokio::test]

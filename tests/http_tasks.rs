@@ -530,3 +530,105 @@ async fn a_bad_batch_is_refused_whole_naming_the_task() {
     let r = submit_batch(&api, &json!({"tasks": [huge]})).await;
     assert_eq!(r.status, 413);
 }
+
+/// `GET /v1/tasks/{id}/events` lists what the task and attempt rows do not keep (here the cancel
+/// of a granted attempt), oldest first, a page at a time, only within the credential's reach; and
+/// a queue's read carries its live counts and the sessions serving it.
+#[tokio::test]
+async fn a_tasks_events_and_its_queues_live_counts() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    let first = f.submit(&f.queue_id, "ev/1").await.id;
+    let second = f.submit(&f.queue_id, "ev/1").await.id;
+    let session = f.session("w-events", true, &[&f.queue_id]).await;
+    let grants = f.db.task_claim(session, 10, 60_000).await.unwrap();
+    assert_eq!(grants.len(), 1);
+    let token = grants[0].concurrency_token;
+
+    let q = api
+        .get("/v1/queues/{id}", &format!("/v1/queues/{}", f.queue_id))
+        .await;
+    assert_eq!(q.status, 200, "{}", q.body);
+    assert_eq!(
+        q.body["data"]["counts"],
+        json!({"waiting": 1, "leased": 1, "running": 0, "retry_wait": 0, "needs_review": 0,
+               "sessions": 1, "workers": 1})
+    );
+    let list = api.get("/v1/queues", "/v1/queues").await;
+    assert_eq!(list.body["data"][0]["counts"], q.body["data"]["counts"]);
+
+    let r = api
+        .post(
+            "/v1/tasks/{id}/cancel",
+            &format!("/v1/tasks/{first}/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = api
+        .get(
+            "/v1/tasks/{id}/events",
+            &format!("/v1/tasks/{first}/events"),
+        )
+        .await;
+    assert_eq!(events.status, 200, "{}", events.body);
+    let data = events.body["data"].as_array().unwrap();
+    let last = data.last().unwrap();
+    assert_eq!(last["to_state"], "CANCELLED", "{data:?}");
+    let ids: Vec<u64> = data.iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "oldest first: {ids:?}");
+    assert!(
+        data.iter()
+            .any(|e| e["concurrency_token"] == token.to_string()),
+        "the granted attempt's token is in its history: {data:?}"
+    );
+    // Pages of one walk the same events.
+    let mut seen = Vec::new();
+    let mut path = format!("/v1/tasks/{first}/events?limit=1");
+    loop {
+        let page = api.get("/v1/tasks/{id}/events", &path).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        seen.extend(
+            page.body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_u64().unwrap()),
+        );
+        match page.body["next_cursor"].as_str() {
+            Some(c) => path = format!("/v1/tasks/{first}/events?limit=1&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids);
+    for bad in ["limit=0", "limit=1001", "cursor=x", "other=1"] {
+        let r = api
+            .get(
+                "/v1/tasks/{id}/events",
+                &format!("/v1/tasks/{second}/events?{bad}"),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    // Another tenant gets the answer of a task that does not exist.
+    let (bootstrap, other) = orbit::db::queues::Bootstrap::with_new_token(
+        "other-app",
+        "prod",
+        "default",
+        "theirs",
+        &orbit::testing::ALL_SCOPES,
+        "other",
+    );
+    f.db.admin_bootstrap(&bootstrap).await.unwrap();
+    let r = api
+        .call(
+            Method::GET,
+            "/v1/tasks/{id}/events",
+            &format!("/v1/tasks/{first}/events"),
+            Some(&other),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+}
