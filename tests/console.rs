@@ -364,6 +364,7 @@ async fn the_console_in_a_real_browser() {
         t.contains("cancelled")
     })
     .await;
+    b.screenshot("key-handoff").await;
     let task = api.get(&format!("/v1/tasks/{first}")).await;
     assert_eq!(task["state"], "CANCELLED");
 
