@@ -15,7 +15,8 @@
 //! - [`db`]: one typed async function per stored procedure, and the one error type
 //!   ([`db::DbError`]) that SIGNALled codes, deadlocks and lost connections map onto.
 //! - [`http`]: `orbit serve`, the axum façade — one router module per resource, one error type
-//!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers.
+//!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers, and the
+//!   operator console at `/console` ([`http::console`]: static assets that call the same API).
 //! - [`scheduler`]: the serve loop that recovers leases, promotes retries and expires deadlines.
 //! - [`dispatch`]: wake-ups of this process's worker sessions, signalled by the handlers, the
 //!   sessions and the scheduler (which imports nothing from [`http`]).

@@ -421,6 +421,17 @@ async fn the_console_in_a_real_browser() {
         t.contains(&format!("#{first}")) && t.contains(&format!("#{second}"))
     })
     .await;
+    // Filter by state and key.
+    let state = b.client.find(Locator::Css("#filter-state")).await.unwrap();
+    state.select_by_value("SUCCEEDED").await.unwrap();
+    let filter = b.client.find(Locator::Css("#filter-key")).await.unwrap();
+    filter.send_keys(key).await.unwrap();
+    b.click("#apply-filter", "filter the tasks").await;
+    b.wait_text("#tasks tbody", "only the succeeded task of the key", |t| {
+        t.contains(&format!("#{second}")) && !t.contains(&format!("#{first}"))
+    })
+    .await;
+    b.route(&format!("#/queue/{}", f.queue_id)).await;
     b.click("#pause-queue", "pause the queue").await;
     b.wait_text("#queue-status", "the queue shows paused", |t| t == "paused")
         .await;

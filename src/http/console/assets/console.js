@@ -602,7 +602,13 @@ function route() {
   const hash = location.hash.replace(/^#/, '') || '/';
   const [path, search] = hash.split('?', 2);
   const params = new URLSearchParams(search || '');
-  const parts = path.split('/').filter(Boolean).map((p) => decodeURIComponent(p));
+  const parts = path.split('/').filter(Boolean).map((p) => {
+    try {
+      return decodeURIComponent(p);
+    } catch (_) {
+      return p; // a malformed escape: taken as typed (the API answers 400 or 404)
+    }
+  });
   return { parts, params };
 }
 
