@@ -391,12 +391,18 @@ CREATE TABLE IF NOT EXISTS orbit_task (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Tasks';
 
 -- ---- orbit_task_event (from templates/tables/orbit_task_event.sql) ----
--- orbit_task_event: Task history: one row per state change, with the attempt and token involved.
+-- orbit_task_event: Task history: a row per attempt end and per change no other row records.
+-- An attempt end (result, lease expiry, cancel of an active attempt) and a change of a task that
+-- has no active attempt (cancel, resolve, deadline expiry, a refused grant) write one row each.
+-- What other rows already record is not repeated here: a task's creation is its row's created_at
+-- (plan_id and plan_version for a plan's task), a grant and a start are the attempt's granted_at
+-- and started_at, with its session, worker and token. A task's full history is therefore its row,
+-- its attempts (orbit_attempt, in attempt_no order) and these rows.
 CREATE TABLE IF NOT EXISTS orbit_task_event (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'event id (commit order per task)',
   task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id',
   attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_attempt.id involved; 0 = none',
-  event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. submitted, granted, released',
+  event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired',
   from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'task state before',
   to_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'task state after',
   concurrency_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'token involved; 0 = none',
@@ -1243,7 +1249,8 @@ DELIMITER ;
 -- so a worker that was paused past its lease never starts. Starting an attempt that is already
 -- RUNNING for the same session is accepted again (a repeated start message). A worker's start
 -- messages that arrive together share one call and one commit (SPEC §10); each attempt is
--- answered on its own, in the order given.
+-- answered on its own, in the order given. No history row: the attempt's started_at records the
+-- start (see orbit_task_event).
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
 --   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
@@ -1319,8 +1326,6 @@ BEGIN
       SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
       UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = v_attempt_id;
       UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
-      VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
       SET v_state = 'RUNNING';
     END IF;
     IF v_code = 'NOT_FOUND' THEN
@@ -3613,12 +3618,12 @@ DELIMITER ;
 --
 -- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- ('ready' for an unkeyed task, orbit_task_place for a keyed one), the history event, and
--- (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
+-- ('ready' for an unkeyed task, orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
 -- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
 -- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
 -- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
--- whole batch with one statement, last. One exception: orbit_task_submit_many inserts a batch
+-- whole batch with one statement, last. No history row: the task row's created_at, plan_id
+-- and plan_version record the creation (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch
 -- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
@@ -3689,13 +3694,6 @@ BEGIN
   ELSE
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
   END IF;
-  -- INSERT ... VALUES, not INSERT ... SELECT: the latter is a bulk insert for InnoDB's
-  -- auto-increment lock (innodb_autoinc_lock_mode 1) and holds the table's AUTO-INC lock, on
-  -- which every concurrent history insert then queues.
-  INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-  VALUES (o_task_id, IF(p_plan_id = 0, 'submitted', 'plan_fired'), v_state,
-          IF(p_plan_id = 0, CONCAT('lane ', v_lane), CONCAT('plan ', p_plan_id, ' version ', p_plan_version, ', lane ', v_lane)),
-          p_now);
   IF p_charge THEN
     CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
@@ -3891,8 +3889,7 @@ DELIMITER ;
 --   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
---   and history.
+--   below their share (see orbit_application_quota); then, inserted, the grant's queue permits.
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -3933,11 +3930,9 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
-  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  -- The last attempt granted and its queue: a grant of one writes from these.
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
-  DECLARE v_last_task_id BIGINT UNSIGNED;
   DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_last_token BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
@@ -4127,7 +4122,7 @@ body: BEGIN
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
-            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
+            v_last_attempt_id = v_attempt_id, v_last_queue_id = v_queue_id;
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
@@ -4246,39 +4241,19 @@ body: BEGIN
       END IF;
     END IF;
   END IF;
-  -- The granted attempts' queue permits and history, one statement each for the whole grant
-  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
+  -- The granted attempts' queue permits, last: nothing above reads them. No history row: the
+  -- attempt records the grant (granted_at, session, token) and a start on assignment
+  -- (started_at); see orbit_task_event.
   IF v_granted = 1 THEN
-    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
-    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
-    -- (a temporary table), the largest statement of a hand-off's grant.
+    -- A grant of one (every hand-off of a hot key) from the variables: a single-row insert takes
+    -- no table lock and reads nothing back.
     INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
     VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
-    IF v_start THEN
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
-             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
-    ELSE
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
-    END IF;
   ELSEIF v_granted > 1 THEN
     INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
     SELECT a.id, a.queue_id, a.application_id, v_expires
       FROM orbit_attempt a
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-    -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
-    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
-    -- the grant of one above.
-    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-    SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
-           IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
-      FROM orbit_attempt a
-      JOIN (SELECT 1 AS step, 'granted' AS event, 'WAITING' AS from_state, 'LEASED' AS to_state
-            UNION ALL
-            SELECT 2, 'started', 'LEASED', 'RUNNING') e ON e.step = 1 OR v_start
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-     ORDER BY a.id, e.step;
   END IF;
   SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END$$
@@ -4855,8 +4830,8 @@ DELIMITER ;
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
--- insert and one update; when no task of it names a concurrency key, its tasks and their events
--- are created by one insert each (the rows orbit_task_create writes for an unkeyed task),
+-- insert and one update; when no task of it names a concurrency key, its tasks are created by
+-- one insert (the rows orbit_task_create writes for an unkeyed task),
 -- otherwise each task is created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
@@ -4900,8 +4875,8 @@ DELIMITER ;
 -- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
 --   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
 --   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
---   insert or FOR UPDATE), or for a batch without keys the AUTO-INC locks of orbit_task and
---   orbit_task_event, each for one statement; then, once for the batch, the connection's orbit_application_quota slot
+--   insert or FOR UPDATE), or for a batch without keys the AUTO-INC lock of orbit_task for one
+--   statement; then, once for the batch, the connection's orbit_application_quota slot
 --   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
 --   share keys in different orders can deadlock; the loser is rolled back whole and retried by
 --   the caller.
@@ -5301,9 +5276,9 @@ body: BEGIN
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
-    -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
+    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
+    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
@@ -5359,10 +5334,6 @@ body: BEGIN
       SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
     END WHILE;
     CLOSE c_created;
-    INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-    SELECT r.task_id, 'submitted', 'WAITING', 'lane ready', v_now
-      FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
-     ORDER BY r.task_id;
   ELSE
     OPEN c_tasks;
     WHILE v_i < v_count DO
@@ -5578,7 +5549,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '82327f39e1604d7f77f1f0a7a84498488de524888accc183cfef183fed467a41', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c4b19259446acaf1c7bb6e320c5d46216ccda6bac442aaa78f8cd9e0b531f33a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5586,7 +5557,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '55dba1234446def1810ee8ee35561325d30e141078f57de34bc4284d0dd460e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '88f2bb10563f84cc006f11dcec437a17451d61ee4f97c396a7c2f7377e0ccc9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5620,18 +5591,18 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'ce6f8fe00f6be7e3b0e5549887038de754b1f33840332e5c94add3244a3235d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '6f4e0c0f9003a5c01d427779818f7c47b975c0a3e7553ed84143e647a85b0686', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '7ae4010bc8e226fa8c8e28f3e5f993a2fb2f0f68627e887126dcf561f4068f3e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4c52351e3d3fa6eb611ddd0822b49e9e514627eebd609e52ac0e572dcf98946e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4c52351e3d3fa6eb611ddd0822b49e9e514627eebd609e52ac0e572dcf98946e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -27,6 +27,7 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 --   row per worker connection, so building the indexes takes moments; both are added online.
 --   Sessions left open by the stopped 0.1 servers are closed by the first sweep after three
 --   leases, and their attempts end by lease expiry as before.
+-- - orbit_task_event.event: the column comment's examples (see below); a comment change only.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -42,7 +43,9 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- Behaviour that changes without a shape change: a closed session's start, renewal and result are
 -- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
 -- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
--- lists accept metrics:read; a grant no longer writes the session's last_seen_at. The other
+-- lists accept metrics:read; a grant no longer writes the session's last_seen_at; a submit, a
+-- grant and a start write no history row (orbit_task_event: the task and attempt rows record
+-- them; two to three fewer rows written per task). The other
 -- re-created procedures change comments only: they no longer carry benchmark timings or
 -- development history (BENCHMARKS.md holds the figures).
 --
@@ -58,6 +61,13 @@ ALTER TABLE orbit_extension
 -- metrics:read appended to the scopes, exactly as templates/tables/orbit_credential.sql writes it.
 ALTER TABLE orbit_credential
   MODIFY scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes';
+
+-- The event column's new comment, exactly as templates/tables/orbit_task_event.sql writes it: the
+-- history no longer has a row for a submit, a grant or a start (the task and attempt rows record
+-- them), so its examples change. A comment change only: no row is copied and nothing waits on it.
+-- History rows 0.1 wrote for those events stay as they are.
+ALTER TABLE orbit_task_event
+  MODIFY event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired';
 
 -- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
 ALTER TABLE orbit_session
@@ -689,7 +699,8 @@ DELIMITER ;
 -- so a worker that was paused past its lease never starts. Starting an attempt that is already
 -- RUNNING for the same session is accepted again (a repeated start message). A worker's start
 -- messages that arrive together share one call and one commit (SPEC §10); each attempt is
--- answered on its own, in the order given.
+-- answered on its own, in the order given. No history row: the attempt's started_at records the
+-- start (see orbit_task_event).
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
 --   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
@@ -765,8 +776,6 @@ BEGIN
       SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
       UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = v_attempt_id;
       UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
-      VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
       SET v_state = 'RUNNING';
     END IF;
     IF v_code = 'NOT_FOUND' THEN
@@ -1544,6 +1553,96 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_create (from templates/procedures/orbit_task_create.sql) ----
+-- orbit_task_create: Internal: create one accepted task inside the caller's transaction.
+--
+-- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
+-- created by the same code: the key's resource row (insert or lock), the task row, its lane
+-- ('ready' for an unkeyed task, orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
+-- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
+-- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
+-- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
+-- whole batch with one statement, last. No history row: the task row's created_at, plan_id
+-- and plan_version record the creation (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch
+-- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
+--   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
+--   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
+--   charge the incomplete-task quota here, 0 = the caller does).
+-- Out: o_task_id (0 = refused by the quota).
+-- Result: none. Signals: none.
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the new orbit_task row,
+--   then as orbit_task_charge (p_charge = 1).
+DROP PROCEDURE IF EXISTS orbit_task_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_create(
+  IN p_application_id BIGINT UNSIGNED,
+  IN p_namespace_id BIGINT UNSIGNED,
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT,
+  IN p_idempotency_key BLOB,
+  IN p_plan_id BIGINT UNSIGNED,
+  IN p_plan_version INT UNSIGNED,
+  IN p_now DATETIME(6),
+  IN p_charge TINYINT,
+  OUT o_task_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_charged TINYINT DEFAULT 0;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  SET o_task_id = 0;
+  IF p_concurrency_key <> '' THEN
+    -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
+    -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
+    INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
+    VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
+    ON DUPLICATE KEY UPDATE version = version;
+    SELECT r.id INTO v_resource_id
+      FROM orbit_resource r
+     WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
+       FOR UPDATE;
+  END IF;
+  INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
+                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+  VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
+          IF(v_resource_id = 0, 'ready', 'none'), p_priority,
+          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
+          IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
+          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
+  SET o_task_id = LAST_INSERT_ID();
+  -- An unkeyed task is due now and waits for nothing: it went straight into 'ready' above, where
+  -- orbit_task_place would put it. A keyed one is placed behind its key.
+  IF v_resource_id = 0 THEN
+    SET v_state = 'WAITING', v_lane = 'ready';
+  ELSE
+    CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  END IF;
+  IF p_charge THEN
+    CALL orbit_task_charge(p_application_id, p_now, v_charged);
+    IF NOT v_charged THEN
+      SET o_task_id = 0;
+    END IF;
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_get (from templates/procedures/orbit_task_get.sql) ----
 -- orbit_task_get: Read one task, as its credential may see it.
 --
@@ -1632,8 +1731,7 @@ DELIMITER ;
 --   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
---   and history.
+--   below their share (see orbit_application_quota); then, inserted, the grant's queue permits.
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -1674,11 +1772,9 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
-  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  -- The last attempt granted and its queue: a grant of one writes from these.
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
-  DECLARE v_last_task_id BIGINT UNSIGNED;
   DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_last_token BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
@@ -1868,7 +1964,7 @@ body: BEGIN
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
-            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
+            v_last_attempt_id = v_attempt_id, v_last_queue_id = v_queue_id;
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
@@ -1987,39 +2083,19 @@ body: BEGIN
       END IF;
     END IF;
   END IF;
-  -- The granted attempts' queue permits and history, one statement each for the whole grant
-  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
+  -- The granted attempts' queue permits, last: nothing above reads them. No history row: the
+  -- attempt records the grant (granted_at, session, token) and a start on assignment
+  -- (started_at); see orbit_task_event.
   IF v_granted = 1 THEN
-    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
-    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
-    -- (a temporary table), the largest statement of a hand-off's grant.
+    -- A grant of one (every hand-off of a hot key) from the variables: a single-row insert takes
+    -- no table lock and reads nothing back.
     INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
     VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
-    IF v_start THEN
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
-             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
-    ELSE
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
-    END IF;
   ELSEIF v_granted > 1 THEN
     INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
     SELECT a.id, a.queue_id, a.application_id, v_expires
       FROM orbit_attempt a
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-    -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
-    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
-    -- the grant of one above.
-    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-    SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
-           IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
-      FROM orbit_attempt a
-      JOIN (SELECT 1 AS step, 'granted' AS event, 'WAITING' AS from_state, 'LEASED' AS to_state
-            UNION ALL
-            SELECT 2, 'started', 'LEASED', 'RUNNING') e ON e.step = 1 OR v_start
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-     ORDER BY a.id, e.step;
   END IF;
   SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END$$
@@ -2144,8 +2220,8 @@ DELIMITER ;
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
--- insert and one update; when no task of it names a concurrency key, its tasks and their events
--- are created by one insert each (the rows orbit_task_create writes for an unkeyed task),
+-- insert and one update; when no task of it names a concurrency key, its tasks are created by
+-- one insert (the rows orbit_task_create writes for an unkeyed task),
 -- otherwise each task is created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
@@ -2189,8 +2265,8 @@ DELIMITER ;
 -- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
 --   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
 --   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
---   insert or FOR UPDATE), or for a batch without keys the AUTO-INC locks of orbit_task and
---   orbit_task_event, each for one statement; then, once for the batch, the connection's orbit_application_quota slot
+--   insert or FOR UPDATE), or for a batch without keys the AUTO-INC lock of orbit_task for one
+--   statement; then, once for the batch, the connection's orbit_application_quota slot
 --   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
 --   share keys in different orders can deadlock; the loser is rolled back whole and retried by
 --   the caller.
@@ -2590,9 +2666,9 @@ body: BEGIN
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
-    -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
+    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
+    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
@@ -2648,10 +2724,6 @@ body: BEGIN
       SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
     END WHILE;
     CLOSE c_created;
-    INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-    SELECT r.task_id, 'submitted', 'WAITING', 'lane ready', v_now
-      FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
-     ORDER BY r.task_id;
   ELSE
     OPEN c_tasks;
     WHILE v_i < v_count DO
@@ -3239,10 +3311,11 @@ DELIMITER ;
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '55dba1234446def1810ee8ee35561325d30e141078f57de34bc4284d0dd460e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '88f2bb10563f84cc006f11dcec437a17451d61ee4f97c396a7c2f7377e0ccc9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 2, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3258,9 +3331,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '6f4e0c0f9003a5c01d427779818f7c47b975c0a3e7553ed84143e647a85b0686', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4c52351e3d3fa6eb611ddd0822b49e9e514627eebd609e52ac0e572dcf98946e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4c52351e3d3fa6eb611ddd0822b49e9e514627eebd609e52ac0e572dcf98946e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

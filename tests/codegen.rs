@@ -245,7 +245,12 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
     assert!(up.changed.contains(&"orbit_task_grant".to_string()));
     assert_eq!(
         up.altered,
-        ["orbit_credential", "orbit_extension", "orbit_session"]
+        [
+            "orbit_credential",
+            "orbit_extension",
+            "orbit_session",
+            "orbit_task_event"
+        ]
     );
     // Exactly the objects 0.1.0 did not have are added, and none is dropped.
     let base = orbit::codegen::upgrade::baseline().unwrap();

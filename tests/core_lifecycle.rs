@@ -150,14 +150,12 @@ async fn a_resumed_attempt_is_never_taken_for_one_of_the_new_sessions_grants() {
             .await
             .unwrap();
     assert_eq!(permits, [mine[0].attempt_id, more[0].attempt_id]);
-    let granted: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM orbit_task_event WHERE attempt_id = ? AND event = 'granted'",
-    )
-    .bind(g.attempt_id)
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
-    assert_eq!(granted, 1, "one grant in its history");
+    let attempts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_attempt WHERE task_id = ?")
+        .bind(g.task.id)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(attempts, 1, "the resumed task was granted once");
 }
 
 #[tokio::test]
@@ -435,12 +433,14 @@ async fn unknown_outcome_releases_keeps_history_and_resolve_requeues_with_a_larg
     let c = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
     assert_eq!(c.task.id, t.id);
     assert!(c.concurrency_token > b.concurrency_token);
-    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_task_event WHERE task_id = ?")
-        .bind(t.id)
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap();
-    assert!(events >= 5, "history kept: {events} events");
+    let events: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(event AS CHAR) FROM orbit_task_event WHERE task_id = ? ORDER BY id",
+    )
+    .bind(t.id)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(events, ["attempt_unknown", "resolved"], "history kept");
     // A second unknown, resolved as succeeded, is terminal.
     f.db.attempt_finish(s, c.attempt_id, Outcome::Unknown, false, None, None)
         .await

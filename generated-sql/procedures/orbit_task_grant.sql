@@ -48,8 +48,7 @@
 --   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
---   and history.
+--   below their share (see orbit_application_quota); then, inserted, the grant's queue permits.
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -90,11 +89,9 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
-  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  -- The last attempt granted and its queue: a grant of one writes from these.
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
-  DECLARE v_last_task_id BIGINT UNSIGNED;
   DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_last_token BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
@@ -284,7 +281,7 @@ body: BEGIN
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
-            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
+            v_last_attempt_id = v_attempt_id, v_last_queue_id = v_queue_id;
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
@@ -403,39 +400,19 @@ body: BEGIN
       END IF;
     END IF;
   END IF;
-  -- The granted attempts' queue permits and history, one statement each for the whole grant
-  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
+  -- The granted attempts' queue permits, last: nothing above reads them. No history row: the
+  -- attempt records the grant (granted_at, session, token) and a start on assignment
+  -- (started_at); see orbit_task_event.
   IF v_granted = 1 THEN
-    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
-    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
-    -- (a temporary table), the largest statement of a hand-off's grant.
+    -- A grant of one (every hand-off of a hot key) from the variables: a single-row insert takes
+    -- no table lock and reads nothing back.
     INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
     VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
-    IF v_start THEN
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
-             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
-    ELSE
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
-    END IF;
   ELSEIF v_granted > 1 THEN
     INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
     SELECT a.id, a.queue_id, a.application_id, v_expires
       FROM orbit_attempt a
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-    -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
-    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
-    -- the grant of one above.
-    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-    SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
-           IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
-      FROM orbit_attempt a
-      JOIN (SELECT 1 AS step, 'granted' AS event, 'WAITING' AS from_state, 'LEASED' AS to_state
-            UNION ALL
-            SELECT 2, 'started', 'LEASED', 'RUNNING') e ON e.step = 1 OR v_start
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-     ORDER BY a.id, e.step;
   END IF;
   SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END$$

@@ -16,6 +16,7 @@
 --   row per worker connection, so building the indexes takes moments; both are added online.
 --   Sessions left open by the stopped 0.1 servers are closed by the first sweep after three
 --   leases, and their attempts end by lease expiry as before.
+-- - orbit_task_event.event: the column comment's examples (see below); a comment change only.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -31,7 +32,9 @@
 -- Behaviour that changes without a shape change: a closed session's start, renewal and result are
 -- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
 -- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
--- lists accept metrics:read; a grant no longer writes the session's last_seen_at. The other
+-- lists accept metrics:read; a grant no longer writes the session's last_seen_at; a submit, a
+-- grant and a start write no history row (orbit_task_event: the task and attempt rows record
+-- them; two to three fewer rows written per task). The other
 -- re-created procedures change comments only: they no longer carry benchmark timings or
 -- development history (BENCHMARKS.md holds the figures).
 --
@@ -47,6 +50,13 @@ ALTER TABLE orbit_extension
 -- metrics:read appended to the scopes, exactly as templates/tables/orbit_credential.sql writes it.
 ALTER TABLE orbit_credential
   MODIFY scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes';
+
+-- The event column's new comment, exactly as templates/tables/orbit_task_event.sql writes it: the
+-- history no longer has a row for a submit, a grant or a start (the task and attempt rows record
+-- them), so its examples change. A comment change only: no row is copied and nothing waits on it.
+-- History rows 0.1 wrote for those events stay as they are.
+ALTER TABLE orbit_task_event
+  MODIFY event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired';
 
 -- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
 ALTER TABLE orbit_session
