@@ -65,8 +65,13 @@ CREATE TABLE IF NOT EXISTS orbit_application_quota (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Application quotas and their counters, in slots';
 
 -- ---- orbit_attempt (from templates/tables/orbit_attempt.sql) ----
--- orbit_attempt: Attempts: one per grant of a task to a session, with its lease and token.
--- An attempt holds its permits from granted_at until released_at (NULL while it holds them).
+-- orbit_attempt: Attempts: one per grant of a task to a session, with its lease, token and permits.
+-- An attempt holds its permits from granted_at until released_at (NULL while it holds them, that
+-- is while it is LEASED or RUNNING). The permits are columns of the attempt, not rows of their own
+-- (SPEC §4): the queue permit is the attempt itself while released_at is NULL
+-- (ix_attempt_active_queue counts a queue's, ix_attempt_active_lease lists them by lease expiry
+-- for recovery), and the key permit is key_permit, whose unique index lets the database itself
+-- refuse a second holder of one key.
 -- concurrency_token is the key's token granted with this attempt (0 for a task without a key).
 -- grant_version and release_version are the key's resource-row versions written by the grant and
 -- the release: both happen under that row's lock, so they order all holders of one key exactly
@@ -96,10 +101,14 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON output reported by the worker',
   error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON error reported by the worker or recovery',
   late_result VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'outcome reported after the attempt had already ended; recorded, never acted on',
+  key_permit BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the key permit: orbit_resource.id while this keyed attempt holds it (LEASED or RUNNING); NULL otherwise. Unique: one holder per key',
   PRIMARY KEY (id),
   UNIQUE KEY ux_attempt_task (task_id, attempt_no),
+  UNIQUE KEY ux_attempt_key_permit (key_permit),
   KEY ix_attempt_session (session_id, claim_seq),
-  KEY ix_attempt_resource (resource_id, id)
+  KEY ix_attempt_resource (resource_id, id),
+  KEY ix_attempt_active_queue (released_at, queue_id),
+  KEY ix_attempt_active_lease (released_at, lease_expires_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Task attempts';
 
 -- ---- orbit_credential (from templates/tables/orbit_credential.sql) ----
@@ -171,20 +180,6 @@ CREATE TABLE IF NOT EXISTS orbit_idempotency (
   created_at DATETIME(6) NOT NULL COMMENT 'UTC acceptance time',
   PRIMARY KEY (application_id, idempotency_key)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Submit idempotency records';
-
--- ---- orbit_key_permit (from templates/tables/orbit_key_permit.sql) ----
--- orbit_key_permit: Resource-key permits: at most one per key, enforced by the primary key.
--- Granted with the attempt in the claim transaction and deleted in the transaction that releases
--- it, so the database itself refuses a second holder of one key.
-CREATE TABLE IF NOT EXISTS orbit_key_permit (
-  resource_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_resource.id: one permit per (namespace, key)',
-  attempt_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_attempt.id holding the permit',
-  concurrency_token BIGINT UNSIGNED NOT NULL COMMENT 'the token granted with it',
-  granted_at DATETIME(6) NOT NULL COMMENT 'UTC grant time',
-  expires_at DATETIME(6) NOT NULL COMMENT 'UTC lease expiry, kept equal to the attempt lease',
-  PRIMARY KEY (resource_id),
-  UNIQUE KEY ux_key_permit_attempt (attempt_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Resource-key permits of active attempts';
 
 -- ---- orbit_namespace (from templates/tables/orbit_namespace.sql) ----
 -- orbit_namespace: Namespaces: the scope of a concurrency_key (one permit per namespace and key).
@@ -269,20 +264,6 @@ CREATE TABLE IF NOT EXISTS orbit_queue (
   UNIQUE KEY ux_queue_name (namespace_id, name),
   KEY ix_queue_application (application_id, environment_id, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Queues';
-
--- ---- orbit_queue_permit (from templates/tables/orbit_queue_permit.sql) ----
--- orbit_queue_permit: Queue permits: one per LEASED or RUNNING attempt, deleted on release.
--- Every active attempt holds exactly one, so ix_queue_permit_expiry is also the index lease
--- recovery scans for expired attempts.
-CREATE TABLE IF NOT EXISTS orbit_queue_permit (
-  attempt_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_attempt.id holding the permit',
-  queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'orbit_queue.id',
-  application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
-  expires_at DATETIME(6) NOT NULL COMMENT 'UTC lease expiry, kept equal to the attempt lease',
-  PRIMARY KEY (attempt_id),
-  KEY ix_queue_permit_queue (queue_id),
-  KEY ix_queue_permit_expiry (expires_at)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Queue permits of active attempts';
 
 -- ---- orbit_resource (from templates/tables/orbit_resource.sql) ----
 -- orbit_resource: One row per (namespace, concurrency_key): the highest token ever granted.
@@ -391,12 +372,18 @@ CREATE TABLE IF NOT EXISTS orbit_task (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Tasks';
 
 -- ---- orbit_task_event (from templates/tables/orbit_task_event.sql) ----
--- orbit_task_event: Task history: one row per state change, with the attempt and token involved.
+-- orbit_task_event: Task history: a row per attempt end and per change no other row records.
+-- An attempt end (result, lease expiry, cancel of an active attempt) and a change of a task that
+-- has no active attempt (cancel, resolve, deadline expiry, a refused grant) write one row each.
+-- What other rows already record is not repeated here: a task's creation is its row's created_at
+-- (plan_id and plan_version for a plan's task), a grant and a start are the attempt's granted_at
+-- and started_at, with its session, worker and token. A task's full history is therefore its row,
+-- its attempts (orbit_attempt, in attempt_no order) and these rows.
 CREATE TABLE IF NOT EXISTS orbit_task_event (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'event id (commit order per task)',
   task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id',
   attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_attempt.id involved; 0 = none',
-  event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. submitted, granted, released',
+  event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired',
   from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'task state before',
   to_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'task state after',
   concurrency_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'token involved; 0 = none',
@@ -521,8 +508,8 @@ DELIMITER ;
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
 -- FOR UPDATE, checked that it is LEASED or RUNNING, and passes the columns it read (no second
 -- read). In the same transaction this records the
--- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
--- key to the next blocked task), moves the task, writes history, and adds the quota charges it
+-- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
+-- which hands the key to the next blocked task), moves the task, writes history, and adds the quota charges it
 -- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
 -- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
 -- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
@@ -636,7 +623,6 @@ BEGIN
          a.output = p_output, a.error = p_error, a.released_at = p_now,
          a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
    WHERE a.id = p_attempt_id;
-  DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
   VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), p_attempt_state, o_task_state, p_token,
@@ -693,8 +679,7 @@ DELIMITER ;
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row and, after the group, the group's orbit_queue_permit
---   rows; then the quota slot row of the ended attempts, the session's own (their active
+--   unkeyed attempts its orbit_task row; then the quota slot row of the ended attempts, the session's own (their active
 --   attempts and their tasks' incomplete charges go back there, in one statement, before the
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
 --   the same row; then, for each released key the grant did not take and with blocked tasks in
@@ -818,7 +803,7 @@ BEGIN
   -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
   -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
   -- 'attempt_succeeded' event, the charges given back below) but without its call and its
-  -- reads, and the group's queue permits deleted by one statement. Each attempt is checked where
+  -- reads (the attempt's update releases its queue permit: released_at). Each attempt is checked where
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
   -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
@@ -879,10 +864,6 @@ BEGIN
     END WHILE;
     CLOSE c_group;
     IF v_group THEN
-      DELETE p
-        FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r
-        STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
       -- The group's history, one insert (one at a time, each would wait on the AUTO-INC lock of
       -- the grants' bulk inserts).
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
@@ -965,7 +946,7 @@ BEGIN
       SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][0]')),
           v_key_queues = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][1]')),
           v_i = v_i + 1;
-      SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+      SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
       IF v_held = 0 THEN
         SET v_key_left = 1;
         IF v_key_queues > 1 THEN
@@ -1140,7 +1121,7 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_renew (from templates/procedures/orbit_attempt_renew.sql) ----
--- orbit_attempt_renew: Extend active attempts' leases, and their queue and key permits with them, each on its own, in one transaction.
+-- orbit_attempt_renew: Extend active attempts' leases, and so their permits, each on its own, in one transaction.
 --
 -- An attempt keeps its token: renewing never grants anything new. An attempt whose lease has
 -- already run out or that has ended is rejected; one that belongs to another session gets the
@@ -1154,7 +1135,7 @@ DELIMITER ;
 --   not found or foreign)}.
 -- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms), UNAUTHENTICATED (the session is closed:
 --   its socket went away, the sweep closed it, or its credential was revoked).
--- Locks, in order, per id: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
+-- Locks, in order, per id: orbit_attempt row (its permits are its columns).
 DROP PROCEDURE IF EXISTS orbit_attempt_renew;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_lease_ms INT)
@@ -1167,7 +1148,6 @@ BEGIN
   DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_expires DATETIME(6);
-  DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -1202,9 +1182,9 @@ BEGIN
   SET v_i = 0;
   WHILE v_i < v_count DO
     SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
-        v_session_id = NULL, v_state = '', v_expires = NULL, v_resource_id = 0, v_code = '';
-    SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
-      INTO v_session_id, v_state, v_expires, v_resource_id
+        v_session_id = NULL, v_state = '', v_expires = NULL, v_code = '';
+    SELECT a.session_id, a.state, a.lease_expires_at
+      INTO v_session_id, v_state, v_expires
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -1219,11 +1199,6 @@ BEGIN
     ELSE
       SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
       UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = v_attempt_id;
-      UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = v_attempt_id;
-      IF v_resource_id <> 0 THEN
-        UPDATE orbit_key_permit k SET k.expires_at = v_expires
-         WHERE k.resource_id = v_resource_id AND k.attempt_id = v_attempt_id;
-      END IF;
     END IF;
     SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
                            JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'renewed', CAST(v_code = '' AS UNSIGNED),
@@ -1243,7 +1218,8 @@ DELIMITER ;
 -- so a worker that was paused past its lease never starts. Starting an attempt that is already
 -- RUNNING for the same session is accepted again (a repeated start message). A worker's start
 -- messages that arrive together share one call and one commit (SPEC §10); each attempt is
--- answered on its own, in the order given.
+-- answered on its own, in the order given. No history row: the attempt's started_at records the
+-- start (see orbit_task_event).
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
 --   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
@@ -1319,8 +1295,6 @@ BEGIN
       SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
       UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = v_attempt_id;
       UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
-      VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
       SET v_state = 'RUNNING';
     END IF;
     IF v_code = 'NOT_FOUND' THEN
@@ -1708,7 +1682,7 @@ DELIMITER ;
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the permit by its primary key, the queues of the key by ordered probes of
+-- row by ux_resource_key, the holder by ux_attempt_key_permit, the queues of the key by ordered probes of
 -- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
 -- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
@@ -1889,13 +1863,12 @@ BEGIN
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
          CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
-         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         a.lease_expires_at AS holder_lease_expires_at, a.concurrency_token AS holder_token,
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
          v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
     FROM orbit_resource r
-    LEFT JOIN orbit_key_permit k ON k.resource_id = r.id
-    LEFT JOIN orbit_attempt a ON a.id = k.attempt_id
+    LEFT JOIN orbit_attempt a ON a.key_permit = r.id
    WHERE r.id = v_resource_id;
   COMMIT;
 END$$
@@ -1981,10 +1954,10 @@ BEGIN
      AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                   WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
   IF v_namespace_id IS NOT NULL THEN
-    SELECT COALESCE(JSON_ARRAYAGG(k.resource_id), '[]') INTO v_keys
-      FROM orbit_key_permit k
-      JOIN orbit_resource r ON r.id = k.resource_id
-     WHERE r.namespace_id = v_namespace_id;
+    SELECT COALESCE(JSON_ARRAYAGG(k.key_permit), '[]') INTO v_keys
+      FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
+      JOIN orbit_resource r ON r.id = k.key_permit
+     WHERE k.key_permit IS NOT NULL AND r.namespace_id = v_namespace_id;
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
@@ -2041,7 +2014,7 @@ BEGIN
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
          CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
-         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         a.lease_expires_at AS holder_lease_expires_at, a.concurrency_token AS holder_token,
          j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
          o.run_at AS oldest_waiting_since,
          r.id AS resource_id,
@@ -2050,8 +2023,7 @@ BEGIN
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
            o BIGINT UNSIGNED PATH '$.o')) j
     JOIN orbit_resource r ON r.id = j.r
-    JOIN orbit_key_permit k ON k.resource_id = r.id
-    JOIN orbit_attempt a ON a.id = k.attempt_id
+    JOIN orbit_attempt a ON a.key_permit = r.id
     LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
@@ -2091,7 +2063,8 @@ BEGIN
   SELECT 'key_held' AS metric, q.namespace_id, q.id AS queue_id, CAST(COALESCE(h.n, 0) AS DOUBLE) AS value
     FROM orbit_queue q
     LEFT JOIN (SELECT a.queue_id, COUNT(*) AS n
-                 FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id
+                 FROM orbit_attempt a FORCE INDEX (ux_attempt_key_permit)
+                WHERE a.key_permit IS NOT NULL
                 GROUP BY a.queue_id) h ON h.queue_id = q.id
   UNION ALL
   SELECT 'key_blocked_tasks', q.namespace_id, q.id,
@@ -2132,8 +2105,8 @@ body: BEGIN
   DECLARE v_taken TINYINT DEFAULT 0;
   -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
   -- change to the key's permit and ready tasks commits under the resource row lock we hold (a
-  -- release deletes the permit just before it takes that lock, and commits after).
-  SELECT EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = p_resource_id)
+  -- release clears the holder's key_permit just before it takes that lock, and commits after).
+  SELECT EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = p_resource_id)
       OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
     INTO v_taken;
@@ -2184,7 +2157,8 @@ DELIMITER ;
 -- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
--- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
+-- Clears the attempt's key_permit (only if it holds the key: a late or duplicate release changes
+-- nothing),
 -- advances the resource row's version (the caller records it as the attempt's release_version,
 -- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
 -- caller's transaction:
@@ -2203,8 +2177,8 @@ DELIMITER ;
 --   p_release_version: the resource row's version this release wrote, for the caller to record
 --   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: this attempt's orbit_key_permit row (deleted), the orbit_resource row (updated), then
---   the promoted task rows (SKIP LOCKED).
+-- Locks: this attempt's orbit_attempt row (the caller holds it already), the orbit_resource row
+--   (updated), then the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
@@ -2219,11 +2193,11 @@ body: BEGIN
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  -- The permit first: nothing waits for a permit row while holding the resource row (a grant or
-  -- a placement reads permits without locking them), so this order cannot deadlock, and a
-  -- release of no permit writes nothing. Those plain reads stay exact: the deletion commits only
+  -- The permit first: nothing waits for an attempt row while holding the resource row (a grant
+  -- or a placement reads key_permit without locking), so this order cannot deadlock, and a
+  -- release of no permit writes nothing. Those plain reads stay exact: the release commits only
   -- after the resource row lock below is taken.
-  DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
+  UPDATE orbit_attempt a SET a.key_permit = NULL WHERE a.id = p_attempt_id AND a.key_permit = p_resource_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;
@@ -2316,8 +2290,9 @@ DELIMITER ;
 -- expired RUNNING attempt ends UNKNOWN and its task goes to NEEDS_REVIEW (RETRY_WAIT if the task
 -- declared retry_unknown and has attempts left). Either way the key's next grant gets a larger
 -- token. Each attempt is recovered in its own short transaction, re-checked under its row lock, so
--- a renew or result that wins the race is respected. There is no manual unlock. A stray queue
--- permit of an attempt that already ended is deleted, so recovery never stops behind it.
+-- a renew or result that wins the race is respected. There is no manual unlock. The live leases
+-- are the attempts that hold their permits (released_at NULL), by lease expiry
+-- (ix_attempt_active_lease).
 -- Parameters: p_limit 1-10000 (attempts to recover in this call).
 -- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
 --   still running, NULL when none: when to call again).
@@ -2356,11 +2331,10 @@ BEGIN
   END IF;
   expired: WHILE v_seen < p_limit DO
     SET v_now = UTC_TIMESTAMP(6), v_attempt_id = NULL, v_state = NULL;
-    -- Every active attempt holds a queue permit, so this index is the list of live leases.
-    SELECT p.attempt_id INTO v_attempt_id
-      FROM orbit_queue_permit p
-     WHERE p.expires_at <= v_now
-     ORDER BY p.expires_at
+    SELECT a.id INTO v_attempt_id
+      FROM orbit_attempt a FORCE INDEX (ix_attempt_active_lease)
+     WHERE a.released_at IS NULL AND a.lease_expires_at <= v_now
+     ORDER BY a.lease_expires_at
      LIMIT 1;
     IF v_attempt_id IS NULL THEN
       LEAVE expired;
@@ -2386,15 +2360,12 @@ BEGIN
      AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
       SET v_recovered = v_recovered + 1;
-    ELSEIF v_state IS NULL OR v_state NOT IN ('LEASED', 'RUNNING') THEN
-      -- A permit of an attempt that has ended is held by nothing (every ending deletes it; one was
-      -- left by a resumed attempt's grant, RELIABILITY.md). It would stay first in this index and
-      -- stop recovery behind it for good, so it goes.
-      DELETE FROM orbit_queue_permit WHERE attempt_id = v_attempt_id;
     END IF;
     COMMIT;
   END WHILE expired;
-  SELECT v_recovered AS recovered, (SELECT MIN(p.expires_at) FROM orbit_queue_permit p) AS next_expiry_at;
+  SELECT v_recovered AS recovered,
+         (SELECT MIN(a.lease_expires_at) FROM orbit_attempt a FORCE INDEX (ix_attempt_active_lease)
+           WHERE a.released_at IS NULL) AS next_expiry_at;
 END$$
 DELIMITER ;
 
@@ -2404,7 +2375,7 @@ DELIMITER ;
 -- Operator entry point: it takes no token (the façade decides who may scrape). Its cost grows
 -- with the number of queues, sessions and applications and with the unfinished tasks, never
 -- with the finished ones: each queue's count of a live state is one range of ix_task_list
--- (queue_id, state), permits are counted from their own small tables, and the applications'
+-- (queue_id, state), permits are counted from the active attempts' indexes, and the applications'
 -- counters are read from orbit_application_quota. Finished tasks are not counted here: the
 -- server counts results as they happen (orbit_task_results_total).
 -- Parameters: none.
@@ -2432,10 +2403,13 @@ BEGIN
     FROM orbit_queue q
   UNION ALL
   SELECT 'queue_permits', q.id, '',
-         CAST((SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = q.id) AS SIGNED)
+         CAST((SELECT COUNT(*) FROM orbit_attempt p FORCE INDEX (ix_attempt_active_queue)
+                WHERE p.released_at IS NULL AND p.queue_id = q.id) AS SIGNED)
     FROM orbit_queue q
   UNION ALL
-  SELECT 'key_permits', '', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
+  SELECT 'key_permits', '', '',
+         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
+                WHERE k.key_permit IS NOT NULL) AS SIGNED)
   UNION ALL
   SELECT 'sessions', '', s.label,
          CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)
@@ -3729,12 +3703,12 @@ DELIMITER ;
 --
 -- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- ('ready' for an unkeyed task, orbit_task_place for a keyed one), the history event, and
--- (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
+-- ('ready' for an unkeyed task, orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
 -- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
 -- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
 -- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
--- whole batch with one statement, last. One exception: orbit_task_submit_many inserts a batch
+-- whole batch with one statement, last. No history row: the task row's created_at, plan_id
+-- and plan_version record the creation (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch
 -- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
@@ -3805,13 +3779,6 @@ BEGIN
   ELSE
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
   END IF;
-  -- INSERT ... VALUES, not INSERT ... SELECT: the latter is a bulk insert for InnoDB's
-  -- auto-increment lock (innodb_autoinc_lock_mode 1) and holds the table's AUTO-INC lock, on
-  -- which every concurrent history insert then queues.
-  INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-  VALUES (o_task_id, IF(p_plan_id = 0, 'submitted', 'plan_fired'), v_state,
-          IF(p_plan_id = 0, CONCAT('lane ', v_lane), CONCAT('plan ', p_plan_id, ' version ', p_plan_version, ', lane ', v_lane)),
-          p_now);
   IF p_charge THEN
     CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
@@ -4009,9 +3976,10 @@ DELIMITER ;
 -- The claim itself, shared by orbit_task_claim (a claim on its own) and orbit_attempt_finish (the
 -- releasing transaction grants the session its next tasks, so a hot key is handed on with the
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
--- (once per attempt), the queue permit and, for a keyed task, the key permit with token
--- highest_token + 1 (the resource row's version advances); creates the attempt (LEASED until
--- p_now + lease; RUNNING at once for a start_on_assign session, see orbit_session_open).
+-- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
+-- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
+-- task, holds the key permit (key_permit, unique) with token highest_token + 1 (the resource
+-- row's version advances).
 -- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
@@ -4048,11 +4016,10 @@ DELIMITER ;
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
+--   candidate; the new orbit_attempt row (its permits); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
---   and history.
+--   below their share (see orbit_application_quota).
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -4093,11 +4060,8 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
-  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
-  DECLARE v_last_task_id BIGINT UNSIGNED;
-  DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_last_token BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
@@ -4204,7 +4168,9 @@ body: BEGIN
         v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
     IF v_queue_max > 0 AND v_any_ready THEN
       SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
+      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
+        FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+       WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
     END IF;
 
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
@@ -4246,7 +4212,7 @@ body: BEGIN
           ITERATE batch;
         END IF;
         IF v_resource_id <> 0 THEN
-          SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+          SELECT COUNT(*) INTO v_key_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
           IF v_key_held > 0 THEN
             -- A head left ready when another queue's task took the key: demote it now.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
@@ -4273,21 +4239,17 @@ body: BEGIN
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
                                    concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at)
+                                   state, granted_at, started_at, lease_expires_at, key_permit)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
                 v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires);
+                p_now, IF(v_start, p_now, NULL), v_expires, NULLIF(v_resource_id, 0));
         SET v_attempt_id = LAST_INSERT_ID();
-        IF v_resource_id <> 0 THEN
-          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
-          VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
-        END IF;
         UPDATE orbit_task t
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
-            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
+            v_last_attempt_id = v_attempt_id;
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
@@ -4406,40 +4368,8 @@ body: BEGIN
       END IF;
     END IF;
   END IF;
-  -- The granted attempts' queue permits and history, one statement each for the whole grant
-  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
-  IF v_granted = 1 THEN
-    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
-    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
-    -- (a temporary table), the largest statement of a hand-off's grant.
-    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-    VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
-    IF v_start THEN
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
-             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
-    ELSE
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
-    END IF;
-  ELSEIF v_granted > 1 THEN
-    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-    SELECT a.id, a.queue_id, a.application_id, v_expires
-      FROM orbit_attempt a
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-    -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
-    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
-    -- the grant of one above.
-    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-    SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
-           IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
-      FROM orbit_attempt a
-      JOIN (SELECT 1 AS step, 'granted' AS event, 'WAITING' AS from_state, 'LEASED' AS to_state
-            UNION ALL
-            SELECT 2, 'started', 'LEASED', 'RUNNING') e ON e.step = 1 OR v_start
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-     ORDER BY a.id, e.step;
-  END IF;
+  -- No history row: the attempt records the grant (granted_at, session, token) and a start on
+  -- assignment (started_at); see orbit_task_event.
   SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END$$
 DELIMITER ;
@@ -4673,7 +4603,7 @@ body: BEGIN
   ELSEIF v_resource_id <> 0 THEN
     SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
     -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
-    SELECT IF(EXISTS (SELECT 1 FROM orbit_key_permit k WHERE k.resource_id = v_resource_id)
+    SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                           WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')
@@ -5015,8 +4945,8 @@ DELIMITER ;
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
--- insert and one update; when no task of it names a concurrency key, its tasks and their events
--- are created by one insert each (the rows orbit_task_create writes for an unkeyed task),
+-- insert and one update; when no task of it names a concurrency key, its tasks are created by
+-- one insert (the rows orbit_task_create writes for an unkeyed task),
 -- otherwise each task is created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
@@ -5060,8 +4990,8 @@ DELIMITER ;
 -- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
 --   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
 --   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
---   insert or FOR UPDATE), or for a batch without keys the AUTO-INC locks of orbit_task and
---   orbit_task_event, each for one statement; then, once for the batch, the connection's orbit_application_quota slot
+--   insert or FOR UPDATE), or for a batch without keys the AUTO-INC lock of orbit_task for one
+--   statement; then, once for the batch, the connection's orbit_application_quota slot
 --   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
 --   share keys in different orders can deadlock; the loser is rolled back whole and retried by
 --   the caller.
@@ -5461,9 +5391,9 @@ body: BEGIN
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
-    -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
+    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
+    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
@@ -5519,10 +5449,6 @@ body: BEGIN
       SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
     END WHILE;
     CLOSE c_created;
-    INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-    SELECT r.task_id, 'submitted', 'WAITING', 'lane ready', v_now
-      FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
-     ORDER BY r.task_id;
   ELSE
     OPEN c_tasks;
     WHILE v_i < v_count DO
@@ -5721,32 +5647,30 @@ DELIMITER ;
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '9f04b73c139415acca6cd7753d4c8a14051e4c7efbf8ee3af40d8dbb1f172641', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, 'e8ca61c5828f19e5d12dfd9ab10c7c4d4cd4c6a530d77b96878b07412cdca08f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '5ed40d26b079f4648b95411de8600c568a424a287688ff7756c289a56804f97c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_idempotency', 1, '39f63ce90ae9847dee9c49a012379485803406b77048cfdd176bd087c9756a1b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_permit', 1, 'f3405c5f50efd8c316c630d53d531995349982caf6087fa19eb7383f97d7f3e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_namespace', 1, 'd741e13933f4df14231f86faf60e59282dd22d3d5a7dbdd0ecf25d15e3e1691a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 1, 'a2f8f02b47fef4c54aad61a9ebf9d5bb1aea7e9a20284906ab72f1bfad090d49', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 1, '330653d2cc1d11b390460d3dcac930f41c3ac14239bde74c3c0af74a25db70c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 1, 'e0e9bf089bd0a6acac97e514740f6ef8b11778d2f1cd83d6dd09a11570040947', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 1, '302f05b00f12002f7f986454435a58f9aa8c0ac7ac9be352feb9fa51185236a4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue_permit', 1, 'd27c1c37129df11fd45a31b3feceaf9f67292f4fb4f3972349ea5de2ae500308', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 1, '8f2c2ea5e9a3780095537951228c2874815c7ca0dad40a256f8f50488c836644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '82327f39e1604d7f77f1f0a7a84498488de524888accc183cfef183fed467a41', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c4b19259446acaf1c7bb6e320c5d46216ccda6bac442aaa78f8cd9e0b531f33a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'eeb146109cecec76a8e9e07a7aaaa2860898eba8598e5801de24d83c7bf86533', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f49e836d465a69a45ea94753b579b5f7831bccc4841662274444c49d03902457', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '55dba1234446def1810ee8ee35561325d30e141078f57de34bc4284d0dd460e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '88f2bb10563f84cc006f11dcec437a17451d61ee4f97c396a7c2f7377e0ccc9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5755,15 +5679,15 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 2, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '46d06d90b858181a7fad8463bcfa6271ebc5e5cd6b550586bf8383bbfbcd30ec', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '928b8a3b9d35da116ceb6c2f9ecb037c90dea77de9cd05a1936f94e992850be6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'dd902170d604abcaa5fc6f2ddf30201060de740dc11ad61adac2c0405b155526', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'a812cac87278e3280baab0951d342a40c50f049124d3f5d415b3ec95144f2729', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '8836a1f62f92389c82a3dc8a9c68d03240e32a78370db0acfbc9b7f20b0b73f1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'a5737b0ce8ac8c92bc85c98c94b57c6b695cc3b227b265f6bd8ea82146346251', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '81e144f13118a0e98d408e4bea904e8670f391b6f2d3df30a9e473e6cf654109', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '35fd7f92a1901ebe5a0eb28be31512f8b6173601c377afe3f31c1a5b7a14b5aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '3231f014ae3e5727c17e470e23d9a12bb24d392416154b614f5c8b46e680103f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'c2934bb60c138c682c9d1385d67148557ec4cf8eccf74706592208198142c639', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'ded701b941a98ca51faaafa3dfc3e2d2d3a1f7546708d75ee5f9761a777f20a3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, '5b5d01ee21edd6ae5d7131e44f8b911e144b45c272d0d63d6fe9ef2923e2d613', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5781,19 +5705,19 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'ce6f8fe00f6be7e3b0e5549887038de754b1f33840332e5c94add3244a3235d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '1fdd7e4d2cde64f69b8731a2182b507f7ec1e33a01fe21c2eb791b37ce0a0ac0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '7ae4010bc8e226fa8c8e28f3e5f993a2fb2f0f68627e887126dcf561f4068f3e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '2cfcfccdf43c2c082988f719f93cd7b153cad0d61d60d9e96655fa9f8cf192b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'a7d3a5420abbd051757f2540da58aff3a5b1194a5c083574f69273e1b5025caa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'a7d3a5420abbd051757f2540da58aff3a5b1194a5c083574f69273e1b5025caa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b25a4c9851e15c2f56ca7d07c807fcb91c1fdf28523c39e083335b339c8c030e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b25a4c9851e15c2f56ca7d07c807fcb91c1fdf28523c39e083335b339c8c030e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -11,9 +11,14 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- ==== Table changes and data migrations (reviewed, from templates/upgrades/000002.sql) ====
 -- 000002: orbit 0.2 (extension 2), upgrading orbit 0.1.0 (extension 1).
 --
--- Data rewritten: none. Every task, attempt, permit, session, plan, idempotency receipt and
--- credential keeps its row as it is; only the orbit_extension catalog rows of the changed objects
--- are rewritten (by the migration's catalog section, which gen writes).
+-- Data rewritten: the key permits. Each row of orbit_key_permit (one per attempt that holds a
+-- key now, so at most the active attempts) is copied into its attempt's new key_permit column,
+-- then orbit_key_permit and orbit_queue_permit are dropped: a permit is now a column of its
+-- attempt (SPEC §4 allows either), which saves a grant and a release two row inserts and two
+-- row deletes. Queue permits need no copy: an attempt holds its queue permit exactly while its
+-- released_at is NULL, which every 0.1 release already wrote. Every task, attempt, session, plan,
+-- idempotency receipt and credential keeps its row; the orbit_extension catalog rows of the
+-- changed objects are rewritten (by the migration's catalog section, which gen writes).
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
@@ -27,6 +32,16 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 --   row per worker connection, so building the indexes takes moments; both are added online.
 --   Sessions left open by the stopped 0.1 servers are closed by the first sweep after three
 --   leases, and their attempts end by lease expiry as before.
+-- - orbit_task_event.event: the column comment's examples (see below); a comment change only.
+-- - orbit_attempt: a column key_permit (the key permit, unique: one holder per key) and two
+--   indexes on (released_at, queue_id) and (released_at, lease_expires_at), which count a
+--   queue's permits for its limit and list the live leases for recovery, as the permit tables'
+--   indexes did. The column is added at the end (no row copy on MariaDB; MySQL 8.0.29+ adds it
+--   instantly too) and the indexes online; on a table of 1,000,000 attempts the index builds take
+--   seconds (docs/upgrading.md), during which writes continue.
+-- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
+--   attempt that had already ended (0.1 could leave one behind a resumed attempt) was held by
+--   nothing and goes with its table.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -42,7 +57,9 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- Behaviour that changes without a shape change: a closed session's start, renewal and result are
 -- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
 -- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
--- lists accept metrics:read; a grant no longer writes the session's last_seen_at. The other
+-- lists accept metrics:read; a grant no longer writes the session's last_seen_at; a submit, a
+-- grant and a start write no history row (orbit_task_event: the task and attempt rows record
+-- them; two to three fewer rows written per task). The other
 -- re-created procedures change comments only: they no longer carry benchmark timings or
 -- development history (BENCHMARKS.md holds the figures).
 --
@@ -59,13 +76,23 @@ ALTER TABLE orbit_extension
 ALTER TABLE orbit_credential
   MODIFY scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes';
 
+-- The event column's new comment, exactly as templates/tables/orbit_task_event.sql writes it: the
+-- history no longer has a row for a submit, a grant or a start (the task and attempt rows record
+-- them), so its examples change. A comment change only: no row is copied and nothing waits on it.
+-- History rows 0.1 wrote for those events stay as they are.
+ALTER TABLE orbit_task_event
+  MODIFY event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired';
+
 -- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
 ALTER TABLE orbit_session
   MODIFY last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long';
 
--- The two session indexes. MySQL has no `ADD INDEX IF NOT EXISTS`, so a procedure that lives
--- only for this migration adds each one that information_schema does not list yet: running the
--- migration again after a stop adds what is missing and nothing twice.
+-- The two session indexes, the attempt's key_permit column and its indexes, and the copy of the
+-- key permits. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
+-- procedure that lives only for this migration adds each one that information_schema does not
+-- list yet: running the migration again after a stop adds what is missing and nothing twice. The
+-- copy runs while orbit_key_permit exists (it is dropped only after), and skips attempts already
+-- copied.
 DROP PROCEDURE IF EXISTS orbit_upgrade_000002_indexes;
 DELIMITER $$
 CREATE PROCEDURE orbit_upgrade_000002_indexes()
@@ -80,10 +107,43 @@ BEGIN
                     AND INDEX_NAME = 'ix_session_credential') THEN
     ALTER TABLE orbit_session ADD KEY ix_session_credential (credential_id, state), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND COLUMN_NAME = 'key_permit') THEN
+    ALTER TABLE orbit_attempt
+      ADD COLUMN key_permit BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the key permit: orbit_resource.id while this keyed attempt holds it (LEASED or RUNNING); NULL otherwise. Unique: one holder per key';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND INDEX_NAME = 'ux_attempt_key_permit') THEN
+    ALTER TABLE orbit_attempt ADD UNIQUE KEY ux_attempt_key_permit (key_permit), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND INDEX_NAME = 'ix_attempt_active_queue') THEN
+    ALTER TABLE orbit_attempt ADD KEY ix_attempt_active_queue (released_at, queue_id), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND INDEX_NAME = 'ix_attempt_active_lease') THEN
+    ALTER TABLE orbit_attempt ADD KEY ix_attempt_active_lease (released_at, lease_expires_at), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF EXISTS (SELECT 1 FROM information_schema.TABLES
+              WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_key_permit') THEN
+    UPDATE orbit_attempt a
+      JOIN orbit_key_permit k ON k.attempt_id = a.id
+       SET a.key_permit = k.resource_id
+     WHERE a.key_permit IS NULL;
+  END IF;
 END$$
 DELIMITER ;
 CALL orbit_upgrade_000002_indexes();
 DROP PROCEDURE orbit_upgrade_000002_indexes;
+
+-- The permit tables, now columns of orbit_attempt: the key permits were copied above; a queue
+-- permit is an attempt whose released_at is NULL.
+DROP TABLE IF EXISTS orbit_key_permit;
+DROP TABLE IF EXISTS orbit_queue_permit;
 
 -- ==== Procedures re-created (their text changed since extension 1) ====
 -- ---- orbit_admin_bootstrap (from templates/procedures/orbit_admin_bootstrap.sql) ----
@@ -179,6 +239,144 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_attempt_end (from templates/procedures/orbit_attempt_end.sql) ----
+-- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
+--
+-- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
+-- FOR UPDATE, checked that it is LEASED or RUNNING, and passes the columns it read (no second
+-- read). In the same transaction this records the
+-- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
+-- which hands the key to the next blocked task), moves the task, writes history, and adds the quota charges it
+-- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
+-- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
+-- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
+-- slot row, its own, once. One restatement: orbit_attempt_finish ends a group of successes of
+-- unkeyed attempts itself, writing what this writes for each (a test compares the rows).
+--   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
+--   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
+--   failed              -> attempt FAILED, task FAILED
+--   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
+--   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
+--   cancelled           -> attempt CANCELLED, task CANCELLED
+-- Parameters: p_attempt_id and its row's task_id, state, resource_id, concurrency_token and
+--   quota_slot (p_task_id, p_attempt_state, p_resource_id, p_token, p_slot); p_outcome;
+--   p_retryable; p_output, p_error (JSON text or NULL); p_now;
+--   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release);
+--   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
+-- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
+--   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
+-- Signals: none (callers validate). Locks, in order: orbit_task row (read FOR UPDATE for an outcome
+--   that needs its retry settings, otherwise by its update, which comes before the key's release
+--   either way), orbit_resource row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
+--   quota row (the caller's).
+DROP PROCEDURE IF EXISTS orbit_attempt_end;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_end(
+  IN p_attempt_id BIGINT UNSIGNED,
+  IN p_task_id BIGINT UNSIGNED,
+  IN p_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_resource_id BIGINT UNSIGNED,
+  IN p_token BIGINT UNSIGNED,
+  IN p_slot TINYINT UNSIGNED,
+  IN p_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_retryable TINYINT,
+  IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
+  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
+  IN p_now DATETIME(6),
+  IN p_hand_off TINYINT,
+  INOUT p_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  INOUT p_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_key_queues INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_attempt_count INT UNSIGNED;
+  DECLARE v_max_attempts INT UNSIGNED;
+  DECLARE v_retry_base_ms INT UNSIGNED;
+  DECLARE v_retry_max_ms INT UNSIGNED;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_new_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT p_outcome;
+  DECLARE v_delay_ms BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_terminal TINYINT DEFAULT 0;
+  DECLARE v_attempts_left TINYINT;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_release_version BIGINT UNSIGNED;
+
+  -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
+  IF v_outcome = 'expired' AND p_attempt_state = 'RUNNING' THEN
+    SET v_outcome = 'unknown';
+  END IF;
+  -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
+  -- attempt's task is in the attempt's state: the history's from_state is p_attempt_state.)
+  IF v_outcome IN ('failed', 'unknown') THEN
+    SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+      INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+      FROM orbit_task t
+     WHERE t.id = p_task_id
+       FOR UPDATE;
+    SET v_attempts_left = v_attempt_count < v_max_attempts,
+        v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
+  END IF;
+  CASE v_outcome
+    WHEN 'succeeded' THEN
+      SET v_new_attempt_state = 'SUCCEEDED', o_task_state = 'SUCCEEDED';
+    WHEN 'failed' THEN
+      SET v_new_attempt_state = 'FAILED',
+          o_task_state = IF(p_retryable AND v_attempts_left, 'RETRY_WAIT', 'FAILED');
+    WHEN 'unknown' THEN
+      SET v_new_attempt_state = 'UNKNOWN',
+          o_task_state = IF(v_retry_unknown AND v_attempts_left, 'RETRY_WAIT', 'NEEDS_REVIEW');
+    WHEN 'expired' THEN
+      SET v_new_attempt_state = 'EXPIRED', o_task_state = 'WAITING', v_delay_ms = 0;
+    ELSE
+      SET v_new_attempt_state = 'CANCELLED', o_task_state = 'CANCELLED';
+  END CASE;
+  SET v_terminal = o_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
+
+  -- The task before the key (the lock order above); placed in a lane only after the release, so
+  -- a retried task sees its key free.
+  UPDATE orbit_task t
+     SET t.state = o_task_state,
+         t.lane = 'none',
+         t.run_at = IF(o_task_state IN ('WAITING', 'RETRY_WAIT'),
+                       DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
+         t.output = IF(v_outcome = 'succeeded', p_output, t.output),
+         t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
+         t.finished_at = IF(v_terminal, p_now, NULL),
+         t.updated_at = p_now
+   WHERE t.id = p_task_id;
+  -- The key next: the attempt's update records the version its release wrote.
+  SET o_key_queues = 0, v_release_version = 0;
+  IF p_resource_id <> 0 THEN
+    CALL orbit_key_release(p_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
+  END IF;
+  IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
+    CALL orbit_task_place(p_task_id, p_now, o_task_state, v_lane);
+  END IF;
+  UPDATE orbit_attempt a
+     SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
+         a.output = p_output, a.error = p_error, a.released_at = p_now,
+         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
+   WHERE a.id = p_attempt_id;
+
+  INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+  VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), p_attempt_state, o_task_state, p_token,
+          CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
+
+  SET o_attempt_state = v_new_attempt_state,
+      p_active_back = JSON_SET(p_active_back, CONCAT('$[', p_slot, ']'),
+                                 CAST(JSON_VALUE(p_active_back, CONCAT('$[', p_slot, ']')) AS UNSIGNED) + 1);
+  -- The task's incomplete charge goes back to the attempt's slot, which the caller holds anyway
+  -- (see orbit_application_quota: only the counters' sum has a meaning).
+  IF v_terminal THEN
+    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', p_slot, ']'),
+                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', p_slot, ']')) AS UNSIGNED) + 1);
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_attempt_finish (from templates/procedures/orbit_attempt_finish.sql) ----
 -- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
 --
@@ -218,8 +416,7 @@ DELIMITER ;
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row and, after the group, the group's orbit_queue_permit
---   rows; then the quota slot row of the ended attempts, the session's own (their active
+--   unkeyed attempts its orbit_task row; then the quota slot row of the ended attempts, the session's own (their active
 --   attempts and their tasks' incomplete charges go back there, in one statement, before the
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
 --   the same row; then, for each released key the grant did not take and with blocked tasks in
@@ -343,7 +540,7 @@ BEGIN
   -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
   -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
   -- 'attempt_succeeded' event, the charges given back below) but without its call and its
-  -- reads, and the group's queue permits deleted by one statement. Each attempt is checked where
+  -- reads (the attempt's update releases its queue permit: released_at). Each attempt is checked where
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
   -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
@@ -404,10 +601,6 @@ BEGIN
     END WHILE;
     CLOSE c_group;
     IF v_group THEN
-      DELETE p
-        FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r
-        STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
       -- The group's history, one insert (one at a time, each would wait on the AUTO-INC lock of
       -- the grants' bulk inserts).
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
@@ -490,7 +683,7 @@ BEGIN
       SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][0]')),
           v_key_queues = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][1]')),
           v_i = v_i + 1;
-      SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+      SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
       IF v_held = 0 THEN
         SET v_key_left = 1;
         IF v_key_queues > 1 THEN
@@ -586,7 +779,7 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_renew (from templates/procedures/orbit_attempt_renew.sql) ----
--- orbit_attempt_renew: Extend active attempts' leases, and their queue and key permits with them, each on its own, in one transaction.
+-- orbit_attempt_renew: Extend active attempts' leases, and so their permits, each on its own, in one transaction.
 --
 -- An attempt keeps its token: renewing never grants anything new. An attempt whose lease has
 -- already run out or that has ended is rejected; one that belongs to another session gets the
@@ -600,7 +793,7 @@ DELIMITER ;
 --   not found or foreign)}.
 -- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms), UNAUTHENTICATED (the session is closed:
 --   its socket went away, the sweep closed it, or its credential was revoked).
--- Locks, in order, per id: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
+-- Locks, in order, per id: orbit_attempt row (its permits are its columns).
 DROP PROCEDURE IF EXISTS orbit_attempt_renew;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_lease_ms INT)
@@ -613,7 +806,6 @@ BEGIN
   DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_expires DATETIME(6);
-  DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -648,9 +840,9 @@ BEGIN
   SET v_i = 0;
   WHILE v_i < v_count DO
     SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
-        v_session_id = NULL, v_state = '', v_expires = NULL, v_resource_id = 0, v_code = '';
-    SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
-      INTO v_session_id, v_state, v_expires, v_resource_id
+        v_session_id = NULL, v_state = '', v_expires = NULL, v_code = '';
+    SELECT a.session_id, a.state, a.lease_expires_at
+      INTO v_session_id, v_state, v_expires
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -665,11 +857,6 @@ BEGIN
     ELSE
       SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
       UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = v_attempt_id;
-      UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = v_attempt_id;
-      IF v_resource_id <> 0 THEN
-        UPDATE orbit_key_permit k SET k.expires_at = v_expires
-         WHERE k.resource_id = v_resource_id AND k.attempt_id = v_attempt_id;
-      END IF;
     END IF;
     SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
                            JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'renewed', CAST(v_code = '' AS UNSIGNED),
@@ -689,7 +876,8 @@ DELIMITER ;
 -- so a worker that was paused past its lease never starts. Starting an attempt that is already
 -- RUNNING for the same session is accepted again (a repeated start message). A worker's start
 -- messages that arrive together share one call and one commit (SPEC §10); each attempt is
--- answered on its own, in the order given.
+-- answered on its own, in the order given. No history row: the attempt's started_at records the
+-- start (see orbit_task_event).
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
 --   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
@@ -765,8 +953,6 @@ BEGIN
       SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
       UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = v_attempt_id;
       UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
-      VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
       SET v_state = 'RUNNING';
     END IF;
     IF v_code = 'NOT_FOUND' THEN
@@ -978,10 +1164,50 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_key_promote (from templates/procedures/orbit_key_promote.sql) ----
+-- orbit_key_promote: Internal: make the best blocked task of one key and queue ready, if the key is free.
+--
+-- The caller holds the resource row lock. Promotes nothing when the key has a permit holder or
+-- the queue already has a ready task of the key. Blocked tasks locked by someone else (being
+-- cancelled or expired) are skipped, never waited for.
+-- Parameters: p_resource_id; p_queue_id; p_now.
+-- Result: none. Signals: none.
+-- Locks: the promoted orbit_task row (FOR UPDATE SKIP LOCKED).
+DROP PROCEDURE IF EXISTS orbit_key_promote;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_promote(IN p_resource_id BIGINT UNSIGNED, IN p_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin, IN p_now DATETIME(6))
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_taken TINYINT DEFAULT 0;
+  -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
+  -- change to the key's permit and ready tasks commits under the resource row lock we hold (a
+  -- release clears the holder's key_permit just before it takes that lock, and commits after).
+  SELECT EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = p_resource_id)
+      OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
+                  WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
+    INTO v_taken;
+  IF v_taken THEN
+    LEAVE body;
+  END IF;
+  SELECT t.id INTO v_next
+    FROM orbit_task t FORCE INDEX (ix_task_key)
+   WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id = p_queue_id
+     AND t.blocked_reason = ''
+   ORDER BY t.priority, t.id
+   LIMIT 1
+   FOR UPDATE SKIP LOCKED;
+  IF v_next IS NOT NULL THEN
+    UPDATE orbit_task t SET t.lane = 'ready', t.updated_at = p_now WHERE t.id = v_next;
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
--- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
+-- Clears the attempt's key_permit (only if it holds the key: a late or duplicate release changes
+-- nothing),
 -- advances the resource row's version (the caller records it as the attempt's release_version,
 -- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
 -- caller's transaction:
@@ -1000,8 +1226,8 @@ DELIMITER ;
 --   p_release_version: the resource row's version this release wrote, for the caller to record
 --   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: this attempt's orbit_key_permit row (deleted), the orbit_resource row (updated), then
---   the promoted task rows (SKIP LOCKED).
+-- Locks: this attempt's orbit_attempt row (the caller holds it already), the orbit_resource row
+--   (updated), then the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
@@ -1016,11 +1242,11 @@ body: BEGIN
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  -- The permit first: nothing waits for a permit row while holding the resource row (a grant or
-  -- a placement reads permits without locking them), so this order cannot deadlock, and a
-  -- release of no permit writes nothing. Those plain reads stay exact: the deletion commits only
+  -- The permit first: nothing waits for an attempt row while holding the resource row (a grant
+  -- or a placement reads key_permit without locking), so this order cannot deadlock, and a
+  -- release of no permit writes nothing. Those plain reads stay exact: the release commits only
   -- after the resource row lock below is taken.
-  DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
+  UPDATE orbit_attempt a SET a.key_permit = NULL WHERE a.id = p_attempt_id AND a.key_permit = p_resource_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;
@@ -1073,13 +1299,99 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_lease_recover (from templates/procedures/orbit_lease_recover.sql) ----
+-- orbit_lease_recover: End attempts whose lease ran out, releasing their permits.
+--
+-- An expired LEASED attempt (never started) ends EXPIRED and its task returns to WAITING; an
+-- expired RUNNING attempt ends UNKNOWN and its task goes to NEEDS_REVIEW (RETRY_WAIT if the task
+-- declared retry_unknown and has attempts left). Either way the key's next grant gets a larger
+-- token. Each attempt is recovered in its own short transaction, re-checked under its row lock, so
+-- a renew or result that wins the race is respected. There is no manual unlock. The live leases
+-- are the attempts that hold their permits (released_at NULL), by lease expiry
+-- (ix_attempt_active_lease).
+-- Parameters: p_limit 1-10000 (attempts to recover in this call).
+-- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
+--   still running, NULL when none: when to call again).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end, then the quota slot
+--   row the attempt charged, where its task's incomplete charge goes back too (m::quota_give_back).
+DROP PROCEDURE IF EXISTS orbit_lease_recover;
+DELIMITER $$
+CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_key_queues INT;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_expires DATETIME(6);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_recovered INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  expired: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_attempt_id = NULL, v_state = NULL;
+    SELECT a.id INTO v_attempt_id
+      FROM orbit_attempt a FORCE INDEX (ix_attempt_active_lease)
+     WHERE a.released_at IS NULL AND a.lease_expires_at <= v_now
+     ORDER BY a.lease_expires_at
+     LIMIT 1;
+    IF v_attempt_id IS NULL THEN
+      LEAVE expired;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    SELECT a.state, a.lease_expires_at, a.application_id, a.task_id, a.resource_id, a.concurrency_token, a.quota_slot
+      INTO v_state, v_expires, v_application_id, v_task_id, v_resource_id, v_token, v_slot
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
+       FOR UPDATE;
+    IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
+      SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
+      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_slot, 'expired', 0, NULL,
+                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
+                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
+      UPDATE orbit_application_quota q
+     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
+         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+         q.updated_at = v_now
+   WHERE q.application_id = v_application_id
+     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
+         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+      SET v_recovered = v_recovered + 1;
+    END IF;
+    COMMIT;
+  END WHILE expired;
+  SELECT v_recovered AS recovered,
+         (SELECT MIN(a.lease_expires_at) FROM orbit_attempt a FORCE INDEX (ix_attempt_active_lease)
+           WHERE a.released_at IS NULL) AS next_expiry_at;
+END$$
+DELIMITER ;
+
 -- ---- orbit_metrics_snapshot (from templates/procedures/orbit_metrics_snapshot.sql) ----
 -- orbit_metrics_snapshot: Gauges for operators and GET /metrics, read in one statement (one snapshot).
 --
 -- Operator entry point: it takes no token (the façade decides who may scrape). Its cost grows
 -- with the number of queues, sessions and applications and with the unfinished tasks, never
 -- with the finished ones: each queue's count of a live state is one range of ix_task_list
--- (queue_id, state), permits are counted from their own small tables, and the applications'
+-- (queue_id, state), permits are counted from the active attempts' indexes, and the applications'
 -- counters are read from orbit_application_quota. Finished tasks are not counted here: the
 -- server counts results as they happen (orbit_task_results_total).
 -- Parameters: none.
@@ -1107,10 +1419,13 @@ BEGIN
     FROM orbit_queue q
   UNION ALL
   SELECT 'queue_permits', q.id, '',
-         CAST((SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = q.id) AS SIGNED)
+         CAST((SELECT COUNT(*) FROM orbit_attempt p FORCE INDEX (ix_attempt_active_queue)
+                WHERE p.released_at IS NULL AND p.queue_id = q.id) AS SIGNED)
     FROM orbit_queue q
   UNION ALL
-  SELECT 'key_permits', '', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
+  SELECT 'key_permits', '', '',
+         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
+                WHERE k.key_permit IS NOT NULL) AS SIGNED)
   UNION ALL
   SELECT 'sessions', '', s.label,
          CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)
@@ -1640,6 +1955,96 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_create (from templates/procedures/orbit_task_create.sql) ----
+-- orbit_task_create: Internal: create one accepted task inside the caller's transaction.
+--
+-- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
+-- created by the same code: the key's resource row (insert or lock), the task row, its lane
+-- ('ready' for an unkeyed task, orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
+-- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
+-- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
+-- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
+-- whole batch with one statement, last. No history row: the task row's created_at, plan_id
+-- and plan_version record the creation (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch
+-- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
+--   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
+--   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
+--   charge the incomplete-task quota here, 0 = the caller does).
+-- Out: o_task_id (0 = refused by the quota).
+-- Result: none. Signals: none.
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the new orbit_task row,
+--   then as orbit_task_charge (p_charge = 1).
+DROP PROCEDURE IF EXISTS orbit_task_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_create(
+  IN p_application_id BIGINT UNSIGNED,
+  IN p_namespace_id BIGINT UNSIGNED,
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT,
+  IN p_idempotency_key BLOB,
+  IN p_plan_id BIGINT UNSIGNED,
+  IN p_plan_version INT UNSIGNED,
+  IN p_now DATETIME(6),
+  IN p_charge TINYINT,
+  OUT o_task_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_charged TINYINT DEFAULT 0;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  SET o_task_id = 0;
+  IF p_concurrency_key <> '' THEN
+    -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
+    -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
+    INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
+    VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
+    ON DUPLICATE KEY UPDATE version = version;
+    SELECT r.id INTO v_resource_id
+      FROM orbit_resource r
+     WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
+       FOR UPDATE;
+  END IF;
+  INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
+                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+  VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
+          IF(v_resource_id = 0, 'ready', 'none'), p_priority,
+          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
+          IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
+          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
+  SET o_task_id = LAST_INSERT_ID();
+  -- An unkeyed task is due now and waits for nothing: it went straight into 'ready' above, where
+  -- orbit_task_place would put it. A keyed one is placed behind its key.
+  IF v_resource_id = 0 THEN
+    SET v_state = 'WAITING', v_lane = 'ready';
+  ELSE
+    CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  END IF;
+  IF p_charge THEN
+    CALL orbit_task_charge(p_application_id, p_now, v_charged);
+    IF NOT v_charged THEN
+      SET o_task_id = 0;
+    END IF;
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_get (from templates/procedures/orbit_task_get.sql) ----
 -- orbit_task_get: Read one task, as its credential may see it.
 --
@@ -1686,9 +2091,10 @@ DELIMITER ;
 -- The claim itself, shared by orbit_task_claim (a claim on its own) and orbit_attempt_finish (the
 -- releasing transaction grants the session its next tasks, so a hot key is handed on with the
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
--- (once per attempt), the queue permit and, for a keyed task, the key permit with token
--- highest_token + 1 (the resource row's version advances); creates the attempt (LEASED until
--- p_now + lease; RUNNING at once for a start_on_assign session, see orbit_session_open).
+-- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
+-- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
+-- task, holds the key permit (key_permit, unique) with token highest_token + 1 (the resource
+-- row's version advances).
 -- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
@@ -1725,11 +2131,10 @@ DELIMITER ;
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
+--   candidate; the new orbit_attempt row (its permits); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
---   and history.
+--   below their share (see orbit_application_quota).
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -1770,11 +2175,8 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
-  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
-  DECLARE v_last_task_id BIGINT UNSIGNED;
-  DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_last_token BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
@@ -1881,7 +2283,9 @@ body: BEGIN
         v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
     IF v_queue_max > 0 AND v_any_ready THEN
       SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
+      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
+        FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+       WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
     END IF;
 
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
@@ -1923,7 +2327,7 @@ body: BEGIN
           ITERATE batch;
         END IF;
         IF v_resource_id <> 0 THEN
-          SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+          SELECT COUNT(*) INTO v_key_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
           IF v_key_held > 0 THEN
             -- A head left ready when another queue's task took the key: demote it now.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
@@ -1950,21 +2354,17 @@ body: BEGIN
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
                                    concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at)
+                                   state, granted_at, started_at, lease_expires_at, key_permit)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
                 v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires);
+                p_now, IF(v_start, p_now, NULL), v_expires, NULLIF(v_resource_id, 0));
         SET v_attempt_id = LAST_INSERT_ID();
-        IF v_resource_id <> 0 THEN
-          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
-          VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
-        END IF;
         UPDATE orbit_task t
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
-            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
+            v_last_attempt_id = v_attempt_id;
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
@@ -2083,41 +2483,55 @@ body: BEGIN
       END IF;
     END IF;
   END IF;
-  -- The granted attempts' queue permits and history, one statement each for the whole grant
-  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
-  IF v_granted = 1 THEN
-    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
-    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
-    -- (a temporary table), the largest statement of a hand-off's grant.
-    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-    VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
-    IF v_start THEN
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
-             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
-    ELSE
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
-    END IF;
-  ELSEIF v_granted > 1 THEN
-    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-    SELECT a.id, a.queue_id, a.application_id, v_expires
-      FROM orbit_attempt a
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-    -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
-    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
-    -- the grant of one above.
-    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-    SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
-           IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
-      FROM orbit_attempt a
-      JOIN (SELECT 1 AS step, 'granted' AS event, 'WAITING' AS from_state, 'LEASED' AS to_state
-            UNION ALL
-            SELECT 2, 'started', 'LEASED', 'RUNNING') e ON e.step = 1 OR v_start
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-     ORDER BY a.id, e.step;
-  END IF;
+  -- No history row: the attempt records the grant (granted_at, session, token) and a start on
+  -- assignment (started_at); see orbit_task_event.
   SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_place (from templates/procedures/orbit_task_place.sql) ----
+-- orbit_task_place: Internal: put a WAITING or RETRY_WAIT task into its dispatch lane.
+--
+-- The caller holds the task row lock. A task whose run_at is in the future goes to 'scheduled'.
+-- An unkeyed task goes to 'ready'. A keyed task goes to 'ready' only when its key has no permit
+-- holder and its queue has no ready task of that key yet (at most one ready task per key and
+-- queue); otherwise it goes to 'blocked', outside the range the claim scans. Every change of a
+-- keyed task into or out of 'ready' happens under the resource row lock, so the check below is
+-- exact under READ COMMITTED.
+-- Parameters: p_task_id; p_now (the caller's UTC timestamp).
+-- Out: o_state (WAITING, or RETRY_WAIT for a retry scheduled later), o_lane (the lane it went to).
+-- Result: none. Signals: none.
+-- Locks: orbit_resource row FOR UPDATE (keyed tasks).
+DROP PROCEDURE IF EXISTS orbit_task_place;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_place(IN p_task_id BIGINT UNSIGNED, IN p_now DATETIME(6),
+                                  OUT o_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin, OUT o_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_run_at DATETIME(6) DEFAULT NULL;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'ready';
+  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
+  SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
+    FROM orbit_task t
+   WHERE t.id = p_task_id;
+  IF v_run_at > p_now THEN
+    SET v_lane = 'scheduled';
+  ELSEIF v_resource_id <> 0 THEN
+    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
+    SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
+              OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
+                          WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
+              'blocked', 'ready')
+      INTO v_lane;
+  END IF;
+  SET o_state = IF(v_lane = 'scheduled' AND v_attempt_count > 0, 'RETRY_WAIT', 'WAITING'), o_lane = v_lane;
+  UPDATE orbit_task t
+     SET t.state = o_state, t.lane = v_lane, t.updated_at = p_now
+   WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -2240,8 +2654,8 @@ DELIMITER ;
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
--- insert and one update; when no task of it names a concurrency key, its tasks and their events
--- are created by one insert each (the rows orbit_task_create writes for an unkeyed task),
+-- insert and one update; when no task of it names a concurrency key, its tasks are created by
+-- one insert (the rows orbit_task_create writes for an unkeyed task),
 -- otherwise each task is created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
@@ -2285,8 +2699,8 @@ DELIMITER ;
 -- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
 --   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
 --   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
---   insert or FOR UPDATE), or for a batch without keys the AUTO-INC locks of orbit_task and
---   orbit_task_event, each for one statement; then, once for the batch, the connection's orbit_application_quota slot
+--   insert or FOR UPDATE), or for a batch without keys the AUTO-INC lock of orbit_task for one
+--   statement; then, once for the batch, the connection's orbit_application_quota slot
 --   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
 --   share keys in different orders can deadlock; the loser is rolled back whole and retried by
 --   the caller.
@@ -2686,9 +3100,9 @@ body: BEGIN
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
-    -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
+    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
+    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
@@ -2744,10 +3158,6 @@ body: BEGIN
       SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
     END WHILE;
     CLOSE c_created;
-    INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-    SELECT r.task_id, 'submitted', 'WAITING', 'lane ready', v_now
-      FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
-     ORDER BY r.task_id;
   ELSE
     OPEN c_tasks;
     WHILE v_i < v_count DO
@@ -2903,7 +3313,7 @@ DELIMITER ;
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the permit by its primary key, the queues of the key by ordered probes of
+-- row by ux_resource_key, the holder by ux_attempt_key_permit, the queues of the key by ordered probes of
 -- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
 -- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
@@ -3084,13 +3494,12 @@ BEGIN
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
          CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
-         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         a.lease_expires_at AS holder_lease_expires_at, a.concurrency_token AS holder_token,
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
          v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
     FROM orbit_resource r
-    LEFT JOIN orbit_key_permit k ON k.resource_id = r.id
-    LEFT JOIN orbit_attempt a ON a.id = k.attempt_id
+    LEFT JOIN orbit_attempt a ON a.key_permit = r.id
    WHERE r.id = v_resource_id;
   COMMIT;
 END$$
@@ -3176,10 +3585,10 @@ BEGIN
      AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                   WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
   IF v_namespace_id IS NOT NULL THEN
-    SELECT COALESCE(JSON_ARRAYAGG(k.resource_id), '[]') INTO v_keys
-      FROM orbit_key_permit k
-      JOIN orbit_resource r ON r.id = k.resource_id
-     WHERE r.namespace_id = v_namespace_id;
+    SELECT COALESCE(JSON_ARRAYAGG(k.key_permit), '[]') INTO v_keys
+      FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
+      JOIN orbit_resource r ON r.id = k.key_permit
+     WHERE k.key_permit IS NOT NULL AND r.namespace_id = v_namespace_id;
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
@@ -3236,7 +3645,7 @@ BEGIN
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
          CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
-         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         a.lease_expires_at AS holder_lease_expires_at, a.concurrency_token AS holder_token,
          j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
          o.run_at AS oldest_waiting_since,
          r.id AS resource_id,
@@ -3245,8 +3654,7 @@ BEGIN
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
            o BIGINT UNSIGNED PATH '$.o')) j
     JOIN orbit_resource r ON r.id = j.r
-    JOIN orbit_key_permit k ON k.resource_id = r.id
-    JOIN orbit_attempt a ON a.id = k.attempt_id
+    JOIN orbit_attempt a ON a.key_permit = r.id
     LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
@@ -3286,7 +3694,8 @@ BEGIN
   SELECT 'key_held' AS metric, q.namespace_id, q.id AS queue_id, CAST(COALESCE(h.n, 0) AS DOUBLE) AS value
     FROM orbit_queue q
     LEFT JOIN (SELECT a.queue_id, COUNT(*) AS n
-                 FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id
+                 FROM orbit_attempt a FORCE INDEX (ux_attempt_key_permit)
+                WHERE a.key_permit IS NOT NULL
                 GROUP BY a.queue_id) h ON h.queue_id = q.id
   UNION ALL
   SELECT 'key_blocked_tasks', q.namespace_id, q.id,
@@ -3461,22 +3870,27 @@ DELIMITER ;
 
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '5ed40d26b079f4648b95411de8600c568a424a287688ff7756c289a56804f97c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '55dba1234446def1810ee8ee35561325d30e141078f57de34bc4284d0dd460e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '88f2bb10563f84cc006f11dcec437a17451d61ee4f97c396a7c2f7377e0ccc9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'eeb146109cecec76a8e9e07a7aaaa2860898eba8598e5801de24d83c7bf86533', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f49e836d465a69a45ea94753b579b5f7831bccc4841662274444c49d03902457', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 2, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 2, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '46d06d90b858181a7fad8463bcfa6271ebc5e5cd6b550586bf8383bbfbcd30ec', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '928b8a3b9d35da116ceb6c2f9ecb037c90dea77de9cd05a1936f94e992850be6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'dd902170d604abcaa5fc6f2ddf30201060de740dc11ad61adac2c0405b155526', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '1de8af6942a9e63c75b5d4555a58650723f8fb6a33d23a677825a9f89e72d8d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'c2934bb60c138c682c9d1385d67148557ec4cf8eccf74706592208198142c639', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'a812cac87278e3280baab0951d342a40c50f049124d3f5d415b3ec95144f2729', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '8836a1f62f92389c82a3dc8a9c68d03240e32a78370db0acfbc9b7f20b0b73f1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'a5737b0ce8ac8c92bc85c98c94b57c6b695cc3b227b265f6bd8ea82146346251', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '81e144f13118a0e98d408e4bea904e8670f391b6f2d3df30a9e473e6cf654109', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '35fd7f92a1901ebe5a0eb28be31512f8b6173601c377afe3f31c1a5b7a14b5aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'ded701b941a98ca51faaafa3dfc3e2d2d3a1f7546708d75ee5f9761a777f20a3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, '5b5d01ee21edd6ae5d7131e44f8b911e144b45c272d0d63d6fe9ef2923e2d613', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, '3c2e6b8ab0075652401f45fbb0096f68e577b46f96b92d483ed307342999eb2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, '843aa226207bf7d92745a890ff87ae84172a2049170d1fd85af71407c9029e04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3486,10 +3900,14 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '1fdd7e4d2cde64f69b8731a2182b507f7ec1e33a01fe21c2eb791b37ce0a0ac0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '2cfcfccdf43c2c082988f719f93cd7b153cad0d61d60d9e96655fa9f8cf192b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'a7d3a5420abbd051757f2540da58aff3a5b1194a5c083574f69273e1b5025caa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'a7d3a5420abbd051757f2540da58aff3a5b1194a5c083574f69273e1b5025caa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
+DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b25a4c9851e15c2f56ca7d07c807fcb91c1fdf28523c39e083335b339c8c030e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b25a4c9851e15c2f56ca7d07c807fcb91c1fdf28523c39e083335b339c8c030e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -206,15 +206,15 @@ impl Fixture {
             .session_id
     }
 
-    /// Makes an attempt's lease (and its permits) already expired: a deterministic clock jump.
+    /// Makes an attempt's lease (and so its permits) already expired: a deterministic clock jump.
     pub async fn expire_lease(&self, attempt_id: u64) {
-        for sql in [
+        sqlx::query(
             "UPDATE orbit_attempt SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
-            "UPDATE orbit_queue_permit SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE attempt_id = ?",
-            "UPDATE orbit_key_permit SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE attempt_id = ?",
-        ] {
-            sqlx::query(sql).bind(attempt_id).execute(&self.test_db.pool).await.expect("expire lease");
-        }
+        )
+        .bind(attempt_id)
+        .execute(&self.test_db.pool)
+        .await
+        .expect("expire lease");
     }
 
     /// Makes a scheduled task due now (a deterministic clock jump past its backoff).

@@ -419,7 +419,7 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
     // Each attempt's queue permit and quota charges were given back once: one attempt of the
     // other session is still active; five tasks, four done.
     let permits: Vec<u64> =
-        sqlx::query_scalar("SELECT attempt_id FROM orbit_queue_permit ORDER BY attempt_id")
+        sqlx::query_scalar("SELECT id FROM orbit_attempt WHERE released_at IS NULL ORDER BY id")
             .fetch_all(f.db.pool())
             .await
             .unwrap();

@@ -247,9 +247,16 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
     assert!(up.changed.contains(&"orbit_task_grant".to_string()));
     assert_eq!(
         up.altered,
-        ["orbit_credential", "orbit_extension", "orbit_session"]
+        [
+            "orbit_attempt",
+            "orbit_credential",
+            "orbit_extension",
+            "orbit_session",
+            "orbit_task_event"
+        ]
     );
-    // Exactly the objects 0.1.0 did not have are added, and none is dropped.
+    // Exactly the objects 0.1.0 did not have are added, and the permit tables (now columns of
+    // orbit_attempt) are dropped.
     let base = orbit::codegen::upgrade::baseline().unwrap();
     let new: Vec<String> = objects
         .iter()
@@ -262,7 +269,8 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
     new.sort();
     assert_eq!(added, new);
     assert_eq!(added, ADDED_IN_2);
-    assert!(up.dropped.is_empty());
+    let dropped: Vec<&str> = up.dropped.iter().map(|d| d.1.as_str()).collect();
+    assert_eq!(dropped, ["orbit_key_permit", "orbit_queue_permit"]);
     let text = orbit::codegen::upgrade::script(&objects, &up, "0.1.0");
     assert!(text.contains("DROP PROCEDURE IF EXISTS orbit_task_grant;"));
     assert!(text.contains("CREATE PROCEDURE orbit_task_grant("));
@@ -286,8 +294,11 @@ fn the_upgrade_drops_removed_procedures_and_creates_new_ones() {
     objects.push(added);
     let up = plan_of(objects.clone()).unwrap();
     assert!(up.added.contains(&"orbit_task_fetch".to_string()));
-    assert_eq!(up.dropped.len(), 1);
-    assert_eq!(up.dropped[0].1, "orbit_task_get");
+    let dropped: Vec<&str> = up.dropped.iter().map(|d| d.1.as_str()).collect();
+    assert_eq!(
+        dropped,
+        ["orbit_key_permit", "orbit_queue_permit", "orbit_task_get"]
+    );
     let text = orbit::codegen::upgrade::script(&objects, &up, "0.1.0");
     assert!(text.contains("DROP PROCEDURE IF EXISTS orbit_task_get;"));
     assert!(text.contains("CREATE PROCEDURE orbit_task_fetch("));

@@ -7,7 +7,7 @@ use orbit::testing::Fixture;
 
 async fn key_permit_holder(f: &Fixture, key: &str) -> Option<u64> {
     sqlx::query_scalar(
-        "SELECT k.attempt_id FROM orbit_key_permit k JOIN orbit_resource r ON r.id = k.resource_id WHERE r.concurrency_key = ?",
+        "SELECT a.id FROM orbit_attempt a JOIN orbit_resource r ON r.id = a.key_permit WHERE r.concurrency_key = ?",
     )
     .bind(key.as_bytes())
     .fetch_optional(f.db.pool())
@@ -64,16 +64,14 @@ async fn reconnect_and_resume_keep_the_attempt_and_token_and_renew_extends_the_p
             .unwrap();
     assert!(renewed.accepted);
     assert!(renewed.lease_expires_at.unwrap() > g.lease_expires_at);
-    let (permit_expiry, attempt_expiry, token): (chrono::NaiveDateTime, chrono::NaiveDateTime, u64) = sqlx::query_as(
-        "SELECT k.expires_at, a.lease_expires_at, a.concurrency_token FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id",
+    // The key permit is the attempt's own column: the renewed lease is the permit's.
+    let (holder, token): (u64, u64) = sqlx::query_as(
+        "SELECT a.id, a.concurrency_token FROM orbit_attempt a WHERE a.key_permit IS NOT NULL",
     )
     .fetch_one(f.db.pool())
     .await
     .unwrap();
-    assert_eq!(
-        permit_expiry, attempt_expiry,
-        "renew extends the key permit with the lease"
-    );
+    assert_eq!(holder, g.attempt_id, "renew keeps the key permit");
     assert_eq!(token, g.concurrency_token, "same attempt, same token");
     // The old session can no longer act on it (it is closed: every frame is refused); the new
     // one finishes it.
@@ -145,19 +143,17 @@ async fn a_resumed_attempt_is_never_taken_for_one_of_the_new_sessions_grants() {
     let more = f.db.task_claim(s2.session_id, 2, 30_000).await.unwrap();
     assert_eq!(more.len(), 1);
     let permits: Vec<u64> =
-        sqlx::query_scalar("SELECT attempt_id FROM orbit_queue_permit ORDER BY attempt_id")
+        sqlx::query_scalar("SELECT id FROM orbit_attempt WHERE released_at IS NULL ORDER BY id")
             .fetch_all(f.db.pool())
             .await
             .unwrap();
     assert_eq!(permits, [mine[0].attempt_id, more[0].attempt_id]);
-    let granted: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM orbit_task_event WHERE attempt_id = ? AND event = 'granted'",
-    )
-    .bind(g.attempt_id)
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
-    assert_eq!(granted, 1, "one grant in its history");
+    let attempts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_attempt WHERE task_id = ?")
+        .bind(g.task.id)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(attempts, 1, "the resumed task was granted once");
 }
 
 #[tokio::test]
@@ -288,56 +284,6 @@ async fn lease_expiry_before_start_ends_expired_and_the_task_waits_again() {
 }
 
 #[tokio::test]
-async fn a_stray_permit_of_an_ended_attempt_does_not_stop_lease_recovery() {
-    let f = Fixture::new().await;
-    f.submit(&f.queue_id, "").await;
-    let t = f.submit(&f.queue_id, "k").await;
-    let s = f.session("w", true, &[&f.queue_id]).await;
-    let g = f.db.task_claim(s, 2, 30_000).await.unwrap();
-    let (ended, live) = if g[0].task.id == t.id {
-        (&g[1], &g[0])
-    } else {
-        (&g[0], &g[1])
-    };
-    f.db.attempt_finish(
-        s,
-        ended.attempt_id,
-        Outcome::Succeeded,
-        false,
-        Some("{}"),
-        None,
-    )
-    .await
-    .unwrap();
-    // An ended attempt's permit, as a bug once left one, expired before the live lease.
-    sqlx::query(
-        "INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-         VALUES (?, ?, ?, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE)",
-    )
-    .bind(ended.attempt_id)
-    .bind(&f.queue_id)
-    .bind(f.application_id)
-    .execute(f.db.pool())
-    .await
-    .unwrap();
-    f.expire_lease(live.attempt_id).await;
-    let swept = f.db.lease_recover(100).await.unwrap();
-    assert_eq!(
-        swept.count, 1,
-        "the live expired lease behind it is recovered"
-    );
-    assert_eq!(
-        f.db.task_get(&f.hash, t.id).await.unwrap().state,
-        TaskState::Waiting
-    );
-    let permits: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_queue_permit")
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap();
-    assert_eq!(permits, 0, "and the stray permit is gone");
-}
-
-#[tokio::test]
 async fn lease_expiry_while_running_is_unknown_and_goes_to_review() {
     let f = Fixture::new().await;
     let t = f.submit(&f.queue_id, "k").await;
@@ -435,12 +381,14 @@ async fn unknown_outcome_releases_keeps_history_and_resolve_requeues_with_a_larg
     let c = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
     assert_eq!(c.task.id, t.id);
     assert!(c.concurrency_token > b.concurrency_token);
-    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_task_event WHERE task_id = ?")
-        .bind(t.id)
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap();
-    assert!(events >= 5, "history kept: {events} events");
+    let events: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(event AS CHAR) FROM orbit_task_event WHERE task_id = ? ORDER BY id",
+    )
+    .bind(t.id)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(events, ["attempt_unknown", "resolved"], "history kept");
     // A second unknown, resolved as succeeded, is terminal.
     f.db.attempt_finish(s, c.attempt_id, Outcome::Unknown, false, None, None)
         .await
@@ -717,15 +665,6 @@ async fn starts_and_renewals_of_many_attempts_are_answered_each_in_order() {
         vec![(a, true, ""), (theirs, false, "NOT_FOUND"), (b, true, "")]
     );
     assert!(renewed[0].lease_expires_at.unwrap() > held[0].lease_expires_at);
-    // The key permit's expiry moves with its attempt's lease.
-    let stale: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id \
-          WHERE k.expires_at <> a.lease_expires_at",
-    )
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
-    assert_eq!(stale, 0);
     for bad in ["[]", "[0]", "[1, \"2\"]", "{}", "nope"] {
         for call in [
             "CALL orbit_attempt_start(?, ?)",

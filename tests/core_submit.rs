@@ -549,7 +549,6 @@ async fn a_conflict_in_one_task_rolls_back_the_whole_batch() {
     }
     assert_eq!(count(&f, "orbit_task").await, 1, "none of the batch");
     assert_eq!(count(&f, "orbit_idempotency").await, 1);
-    assert_eq!(count(&f, "orbit_task_event").await, 1);
     assert_eq!(count(&f, "orbit_resource").await, 1, "k2 was not kept");
     // A key twice in one batch with different requests conflicts with itself.
     let mut twice = batch(&f, &f.queue_id, "d", 3);
@@ -936,8 +935,8 @@ async fn created_rows(f: &Fixture, key: &str) -> (String, String) {
                            TIMESTAMPDIFF(SECOND, t.created_at, t.deadline_at), t.plan_id, t.plan_version,
                            t.finished_at, t.current_attempt_id, t.blocked_reason, t.output, t.error)
                     AS CHAR) AS task,
-                CAST((SELECT JSON_ARRAYAGG(JSON_ARRAY(e.event, e.to_state, e.detail, e.created_at = t.created_at))
-                        FROM orbit_task_event e WHERE e.task_id = t.id) AS CHAR) AS events
+                COALESCE(CAST((SELECT JSON_ARRAYAGG(JSON_ARRAY(e.event, e.to_state, e.detail, e.created_at = t.created_at))
+                                 FROM orbit_task_event e WHERE e.task_id = t.id) AS CHAR), '[]') AS events
            FROM orbit_task t WHERE t.idempotency_key = ?",
     )
     .bind(key)

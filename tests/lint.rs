@@ -342,3 +342,86 @@ fn real_templates_lint_clean() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// The tables a procedure header's `Locks` paragraph names, in order of first mention, as ranks
+/// in the lock order; a row it only inserts (`new …`, `… (insert`) or an AUTO-INC lock is not a
+/// wait and is skipped, as are names outside the order (procedures, tables nobody waits on).
+fn documented_lock_ranks(doc: &str, order: &[&str]) -> Vec<(usize, String)> {
+    let Some(at) = doc.find("Locks") else {
+        return Vec::new();
+    };
+    let text = &doc[at..];
+    let mut seen = Vec::new();
+    let mut ranks = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(off) = text[i..].find("orbit_") {
+        let start = i + off;
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        let name = &text[start..end];
+        let before = text[..start].trim_end();
+        let after = &text[end..];
+        let inserted = before.ends_with("new")
+            || before.ends_with("AUTO-INC lock of")
+            || before.ends_with("AUTO-INC locks of")
+            || after.trim_start().starts_with("row (insert")
+            || after.trim_start().starts_with("rows (insert");
+        if let Some(rank) = order.iter().position(|t| *t == name) {
+            if !inserted && !seen.contains(&name) {
+                seen.push(name);
+                ranks.push((rank, name.to_string()));
+            }
+        }
+        i = end;
+    }
+    ranks
+}
+
+fn lock_order_violation(doc: &str, order: &[&str]) -> Option<String> {
+    let ranks = documented_lock_ranks(doc, order);
+    ranks
+        .windows(2)
+        .find(|w| w[1].0 < w[0].0)
+        .map(|w| format!("{} is locked after {}", w[1].1, w[0].1))
+}
+
+#[test]
+fn every_procedure_documents_its_locks_in_the_one_lock_order() {
+    let order = orbit::codegen::lock_order_tables();
+    assert_eq!(order.first(), Some(&"orbit_credential"));
+    assert_eq!(order.last(), Some(&"orbit_application_quota"));
+    assert!(orbit::codegen::LOCK_ORDER.contains("## Lock order"));
+    let objects = orbit::codegen::render_objects().unwrap();
+    let mut checked = 0;
+    for o in objects.iter().filter(|o| o.kind == Kind::Procedure) {
+        assert!(o.doc.contains("Locks"), "{} documents no locks", o.name);
+        if let Some(v) = lock_order_violation(&o.doc, &order) {
+            panic!("{}: {v} (templates/lock_order.md)", o.name);
+        }
+        checked += usize::from(documented_lock_ranks(&o.doc, &order).len() > 1);
+    }
+    assert!(
+        checked >= 10,
+        "only {checked} headers name two ordered tables"
+    );
+    // The check itself: a header that takes the key's row before the task's is refused.
+    let reversed = "Locks, in order: orbit_resource row, then the orbit_task row.";
+    assert_eq!(
+        lock_order_violation(reversed, &order).as_deref(),
+        Some("orbit_task is locked after orbit_resource")
+    );
+    // A row only inserted is not a wait.
+    assert_eq!(
+        lock_order_violation("Locks: orbit_resource row, the new orbit_task row.", &order),
+        None
+    );
+    // And the order is in the DBA's README.
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("generated-sql/README.md"),
+    )
+    .unwrap();
+    assert!(readme.contains(orbit::codegen::LOCK_ORDER.trim()));
+}

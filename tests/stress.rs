@@ -132,7 +132,7 @@ async fn claimers_keep_every_invariant() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xabcdef);
     loop {
         let (active, permits, attempts): (u32, i64, i64) = sqlx::query_as(
-            "SELECT CAST(SUM(active_attempts) AS UNSIGNED), (SELECT COUNT(*) FROM orbit_queue_permit), \
+            "SELECT CAST(SUM(active_attempts) AS UNSIGNED), (SELECT COUNT(*) FROM orbit_attempt WHERE released_at IS NULL), \
                     (SELECT COUNT(*) FROM orbit_attempt WHERE state IN ('LEASED','RUNNING')) FROM orbit_application_quota",
         )
         .fetch_one(db.pool())
@@ -185,7 +185,6 @@ async fn claimers_keep_every_invariant() {
 async fn expire(db: &Db, attempt_id: u64) {
     for sql in [
         "UPDATE orbit_attempt SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ? AND state IN ('LEASED','RUNNING')",
-        "UPDATE orbit_queue_permit SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE attempt_id = ?",
     ] {
         sqlx::query(sql).bind(attempt_id).execute(db.pool()).await.unwrap();
     }
@@ -226,7 +225,8 @@ async fn check_history(db: &Db) {
     .unwrap();
     assert_eq!(gaps, 0);
     let counts: (i64, i64, u32, u64) = sqlx::query_as(
-        "SELECT (SELECT COUNT(*) FROM orbit_queue_permit), (SELECT COUNT(*) FROM orbit_key_permit), \
+        "SELECT (SELECT COUNT(*) FROM orbit_attempt WHERE released_at IS NULL), \
+                (SELECT COUNT(*) FROM orbit_attempt WHERE key_permit IS NOT NULL), \
                 CAST(SUM(active_attempts) AS UNSIGNED), CAST(SUM(incomplete_tasks) AS UNSIGNED) \
            FROM orbit_application_quota",
     )

@@ -188,7 +188,7 @@ fn assert_same_schema(
         );
     }
     assert!(
-        want["tables"].len() > 20 && want["routines"].len() > 40 && want["catalog"].len() > 60,
+        want["tables"].len() > 15 && want["routines"].len() > 40 && want["catalog"].len() > 60,
         "the comparison saw the objects"
     );
 }
@@ -256,6 +256,41 @@ async fn table_checksums(pool: &MySqlPool) -> BTreeMap<String, (i64, String)> {
         out.insert(t, (n, format!("{sum:?}")));
     }
     out
+}
+
+/// The attempts' 0.1.0 columns, row by row, and the permits: as permit rows before the upgrade
+/// (`after` false), as the attempts' columns after it. 000002 moves the permits into
+/// orbit_attempt, so that table's checksum changes by design; these must not.
+async fn attempts_and_permits(
+    pool: &MySqlPool,
+    after: bool,
+) -> (String, Vec<(u64, u64)>, Vec<u64>) {
+    let attempts: String = sqlx::query_scalar(
+        "SELECT CAST(COALESCE(JSON_ARRAYAGG(JSON_ARRAY(id, task_id, attempt_no, application_id, namespace_id, queue_id,
+                      resource_id, concurrency_token, grant_version, release_version, session_id, worker_id,
+                      claim_seq, quota_slot, state, granted_at, lease_expires_at, started_at, released_at,
+                      outcome, retryable, output, error, late_result)), '[]') AS CHAR)
+           FROM (SELECT * FROM orbit_attempt ORDER BY id) a",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let (keys, queues) = if after {
+        (
+            "SELECT key_permit, id FROM orbit_attempt WHERE key_permit IS NOT NULL ORDER BY key_permit",
+            "SELECT id FROM orbit_attempt WHERE released_at IS NULL ORDER BY id",
+        )
+    } else {
+        (
+            "SELECT resource_id, attempt_id FROM orbit_key_permit ORDER BY resource_id",
+            "SELECT attempt_id FROM orbit_queue_permit ORDER BY attempt_id",
+        )
+    };
+    (
+        attempts,
+        sqlx::query_as(keys).fetch_all(pool).await.unwrap(),
+        sqlx::query_scalar(queues).fetch_all(pool).await.unwrap(),
+    )
 }
 
 fn task(f: &Fixture, queue_id: &str, key: Option<&str>) -> NewTask {
@@ -420,8 +455,18 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     }
     assert_eq!(f.lane(blocked.id).await, "blocked");
     let token_before = max_token(&pool).await;
-    let rows_before = table_checksums(&pool).await;
+    let mut rows_before = table_checksums(&pool).await;
     assert!(rows_before["orbit_idempotency"].0 >= 8 && rows_before["orbit_session"].0 == 1);
+    let permits_before = attempts_and_permits(&pool, false).await;
+    assert!(
+        !permits_before.1.is_empty() && permits_before.2.len() > permits_before.1.len(),
+        "keyed and unkeyed attempts hold permits: {:?}",
+        (&permits_before.1, &permits_before.2)
+    );
+    // The tables 000002 rewrites, compared by attempts_and_permits instead.
+    for t in ["orbit_attempt", "orbit_key_permit", "orbit_queue_permit"] {
+        rows_before.remove(t);
+    }
 
     // --- A 0.2 server refuses the 0.1 database, and says what to do. ---
     let refused = Server::try_start(BIN, &f.test_db.dsn)
@@ -462,7 +507,14 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     );
 
     // --- Nothing lost: every row of every table as it was; every task keeps its id and state. ---
-    assert_eq!(table_checksums(&pool).await, rows_before);
+    let mut rows_after = table_checksums(&pool).await;
+    rows_after.remove("orbit_attempt");
+    assert_eq!(rows_after, rows_before);
+    assert_eq!(
+        attempts_and_permits(&pool, true).await,
+        permits_before,
+        "every attempt as it was, every permit moved onto its attempt"
+    );
     assert_eq!(tasks(&pool).await, before);
 
     // --- The new server serves the upgraded database. ---
@@ -659,6 +711,9 @@ async fn the_schema_comparison_sees_what_000002_changes() {
     assert!(differs("columns"), "orbit_extension.version's comment");
     assert!(differs("routines"), "the re-created procedures' bodies");
     assert!(differs("catalog"));
-    assert!(differs("indexes"), "orbit_session's two indexes");
-    assert!(!differs("tables"));
+    assert!(
+        differs("indexes"),
+        "orbit_session's and orbit_attempt's indexes"
+    );
+    assert!(differs("tables"), "the permit tables are dropped");
 }

@@ -6,8 +6,8 @@
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
 -- FOR UPDATE, checked that it is LEASED or RUNNING, and passes the columns it read (no second
 -- read). In the same transaction this records the
--- outcome, deletes the queue permit, releases the key permit (orbit_key_release, which hands the
--- key to the next blocked task), moves the task, writes history, and adds the quota charges it
+-- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
+-- which hands the key to the next blocked task), moves the task, writes history, and adds the quota charges it
 -- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
 -- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
 -- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
@@ -121,7 +121,6 @@ BEGIN
          a.output = p_output, a.error = p_error, a.released_at = p_now,
          a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
    WHERE a.id = p_attempt_id;
-  DELETE FROM orbit_queue_permit WHERE attempt_id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
   VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), p_attempt_state, o_task_state, p_token,

@@ -3,7 +3,8 @@
 
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
--- Deletes the permit (only if this attempt holds it: a late or duplicate release changes nothing),
+-- Clears the attempt's key_permit (only if it holds the key: a late or duplicate release changes
+-- nothing),
 -- advances the resource row's version (the caller records it as the attempt's release_version,
 -- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
 -- caller's transaction:
@@ -22,8 +23,8 @@
 --   p_release_version: the resource row's version this release wrote, for the caller to record
 --   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: this attempt's orbit_key_permit row (deleted), the orbit_resource row (updated), then
---   the promoted task rows (SKIP LOCKED).
+-- Locks: this attempt's orbit_attempt row (the caller holds it already), the orbit_resource row
+--   (updated), then the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
@@ -38,11 +39,11 @@ body: BEGIN
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  -- The permit first: nothing waits for a permit row while holding the resource row (a grant or
-  -- a placement reads permits without locking them), so this order cannot deadlock, and a
-  -- release of no permit writes nothing. Those plain reads stay exact: the deletion commits only
+  -- The permit first: nothing waits for an attempt row while holding the resource row (a grant
+  -- or a placement reads key_permit without locking), so this order cannot deadlock, and a
+  -- release of no permit writes nothing. Those plain reads stay exact: the release commits only
   -- after the resource row lock below is taken.
-  DELETE FROM orbit_key_permit WHERE resource_id = p_resource_id AND attempt_id = p_attempt_id;
+  UPDATE orbit_attempt a SET a.key_permit = NULL WHERE a.id = p_attempt_id AND a.key_permit = p_resource_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;

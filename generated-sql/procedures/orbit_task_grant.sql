@@ -6,9 +6,10 @@
 -- The claim itself, shared by orbit_task_claim (a claim on its own) and orbit_attempt_finish (the
 -- releasing transaction grants the session its next tasks, so a hot key is handed on with the
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
--- (once per attempt), the queue permit and, for a keyed task, the key permit with token
--- highest_token + 1 (the resource row's version advances); creates the attempt (LEASED until
--- p_now + lease; RUNNING at once for a start_on_assign session, see orbit_session_open).
+-- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
+-- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
+-- task, holds the key permit (key_permit, unique) with token highest_token + 1 (the resource
+-- row's version advances).
 -- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
@@ -45,11 +46,10 @@
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; orbit_application_quota slot rows last: the session's slot alone when the grant
+--   candidate; the new orbit_attempt row (its permits); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota); then, inserted, the grant's queue permits
---   and history.
+--   below their share (see orbit_application_quota).
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -90,11 +90,8 @@ body: BEGIN
   DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED;
-  -- The last attempt granted, its task, queue and token: a grant of one writes from these.
+  -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
-  DECLARE v_last_task_id BIGINT UNSIGNED;
-  DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_last_token BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
@@ -201,7 +198,9 @@ body: BEGIN
         v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
     IF v_queue_max > 0 AND v_any_ready THEN
       SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room FROM orbit_queue_permit p WHERE p.queue_id = v_queue_id;
+      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
+        FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+       WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
     END IF;
 
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
@@ -243,7 +242,7 @@ body: BEGIN
           ITERATE batch;
         END IF;
         IF v_resource_id <> 0 THEN
-          SELECT COUNT(*) INTO v_key_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+          SELECT COUNT(*) INTO v_key_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
           IF v_key_held > 0 THEN
             -- A head left ready when another queue's task took the key: demote it now.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
@@ -270,21 +269,17 @@ body: BEGIN
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
                                    concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at)
+                                   state, granted_at, started_at, lease_expires_at, key_permit)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
                 v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires);
+                p_now, IF(v_start, p_now, NULL), v_expires, NULLIF(v_resource_id, 0));
         SET v_attempt_id = LAST_INSERT_ID();
-        IF v_resource_id <> 0 THEN
-          INSERT INTO orbit_key_permit (resource_id, attempt_id, concurrency_token, granted_at, expires_at)
-          VALUES (v_resource_id, v_attempt_id, v_token, p_now, v_expires);
-        END IF;
         UPDATE orbit_task t
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
-            v_last_attempt_id = v_attempt_id, v_last_task_id = v_task_id, v_last_queue_id = v_queue_id, v_last_token = v_token;
+            v_last_attempt_id = v_attempt_id;
       END LOOP batch;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
@@ -403,40 +398,8 @@ body: BEGIN
       END IF;
     END IF;
   END IF;
-  -- The granted attempts' queue permits and history, one statement each for the whole grant
-  -- (the attempts carry claim_seq v_seq), last: nothing above reads them.
-  IF v_granted = 1 THEN
-    -- A grant of one (every hand-off of a hot key) from the variables: single-row inserts take
-    -- no table lock, and the insert below reads the attempts back and sorts them with the steps
-    -- (a temporary table), the largest statement of a hand-off's grant.
-    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-    VALUES (v_last_attempt_id, v_last_queue_id, v_application_id, v_expires);
-    IF v_start THEN
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now),
-             (v_last_task_id, v_last_attempt_id, 'started', 'LEASED', 'RUNNING', v_last_token, 'start_on_assign', p_now);
-    ELSE
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      VALUES (v_last_task_id, v_last_attempt_id, 'granted', 'WAITING', 'LEASED', v_last_token, CONCAT('session ', p_session_id), p_now);
-    END IF;
-  ELSEIF v_granted > 1 THEN
-    INSERT INTO orbit_queue_permit (attempt_id, queue_id, application_id, expires_at)
-    SELECT a.id, a.queue_id, a.application_id, v_expires
-      FROM orbit_attempt a
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-    -- 'granted', and 'started' when the session starts on assignment: one insert (each is a
-    -- bulk insert, holding the table's AUTO-INC lock for the statement). The rows are those of
-    -- the grant of one above.
-    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-    SELECT a.task_id, a.id, e.event, e.from_state, e.to_state, a.concurrency_token,
-           IF(e.step = 1, CONCAT('session ', p_session_id), 'start_on_assign'), p_now
-      FROM orbit_attempt a
-      JOIN (SELECT 1 AS step, 'granted' AS event, 'WAITING' AS from_state, 'LEASED' AS to_state
-            UNION ALL
-            SELECT 2, 'started', 'LEASED', 'RUNNING') e ON e.step = 1 OR v_start
-     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
-     ORDER BY a.id, e.step;
-  END IF;
+  -- No history row: the attempt records the grant (granted_at, session, token) and a start on
+  -- assignment (started_at); see orbit_task_event.
   SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END$$
 DELIMITER ;

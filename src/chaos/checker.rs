@@ -180,7 +180,7 @@ async fn check_grants(orbit: &MySqlPool, report: &mut Report) -> Result<(), sqlx
         }
     }
     let held: Vec<(u64, u64)> =
-        sqlx::query_as("SELECT resource_id, attempt_id FROM orbit_key_permit")
+        sqlx::query_as("SELECT key_permit, id FROM orbit_attempt WHERE key_permit IS NOT NULL")
             .fetch_all(orbit)
             .await?;
     report.held_permits = held.len() as u64;

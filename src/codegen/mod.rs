@@ -342,6 +342,22 @@ pub fn migration_checksum(text: &str) -> String {
     sha256_hex(body)
 }
 
+/// The lock order every procedure keeps: one list, rendered into generated-sql/README.md and
+/// checked against each procedure's header by tests/lint.rs.
+pub const LOCK_ORDER: &str = include_str!("../../templates/lock_order.md");
+
+/// The tables of [`LOCK_ORDER`], in order: each numbered line's first `orbit_…` name.
+pub fn lock_order_tables() -> Vec<&'static str> {
+    LOCK_ORDER
+        .lines()
+        .filter(|l| {
+            l.split_once(". ")
+                .is_some_and(|(n, _)| n.trim().parse::<u32>().is_ok())
+        })
+        .filter_map(|l| l.split('`').nth(1))
+        .collect()
+}
+
 fn readme(
     objects: &[Object],
     unparsed: &[lint::Unparsed],
@@ -357,6 +373,7 @@ fn readme(
     );
     md.push_str(&format!("Extension version: **{EXTENSION_VERSION}**.\n\n"));
     md.push_str(&readme_upgrades(upgrade));
+    md.push_str(LOCK_ORDER);
     for (kind, title) in [(Kind::Table, "Tables"), (Kind::Procedure, "Procedures")] {
         md.push_str(&format!(
             "## {title}\n\n| object | purpose |\n| --- | --- |\n"

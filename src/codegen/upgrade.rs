@@ -307,7 +307,7 @@ pub fn plan(objects: &[Object], base: &Baseline) -> Result<Option<Upgrade>, GenE
         ));
     }
     for table in &altered {
-        if !body.contains(&format!("ALTER TABLE {table}")) {
+        if !names_statement(&body, "ALTER TABLE", table) {
             return Err(shape(format!(
                 "the DDL of table {table} changed since extension {}: add its `ALTER TABLE {table}` here, with a comment saying why",
                 base.version
@@ -315,7 +315,7 @@ pub fn plan(objects: &[Object], base: &Baseline) -> Result<Option<Upgrade>, GenE
         }
     }
     for (kind, name) in &dropped {
-        if *kind == Kind::Table && !body.contains(&format!("DROP TABLE IF EXISTS {name}")) {
+        if *kind == Kind::Table && !names_statement(&body, "DROP TABLE IF EXISTS", name) {
             return Err(shape(format!(
                 "table {name} is no longer rendered: add `DROP TABLE IF EXISTS {name}` here, saying what becomes of its data"
             )));
@@ -425,4 +425,13 @@ pub fn script(objects: &[Object], up: &Upgrade, base_release: &str) -> String {
     text.push_str(&catalog_row("migration", &up.name, up.to, &own));
     text.push_str(&catalog_row("extension", "orbit", up.to, &own));
     text
+}
+
+/// Whether `body` has a `{verb} {table}` statement for exactly that table: `ALTER TABLE
+/// orbit_task_event` is not an `ALTER TABLE orbit_task`.
+fn names_statement(body: &str, verb: &str, table: &str) -> bool {
+    let needle = format!("{verb} {table}");
+    body.match_indices(&needle).any(|(at, _)| {
+        !body[at + needle.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    })
 }

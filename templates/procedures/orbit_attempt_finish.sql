@@ -56,8 +56,7 @@
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row and, after the group, the group's orbit_queue_permit
---   rows; then the quota slot row of the ended attempts, the session's own (their active
+--   unkeyed attempts its orbit_task row; then the quota slot row of the ended attempts, the session's own (their active
 --   attempts and their tasks' incomplete charges go back there, in one statement, before the
 --   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
 --   the same row; then, for each released key the grant did not take and with blocked tasks in
@@ -169,7 +168,7 @@ BEGIN
   -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
   -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
   -- 'attempt_succeeded' event, the charges given back below) but without its call and its
-  -- reads, and the group's queue permits deleted by one statement. Each attempt is checked where
+  -- reads (the attempt's update releases its queue permit: released_at). Each attempt is checked where
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
   -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
@@ -221,9 +220,6 @@ BEGIN
     END WHILE;
     CLOSE c_group;
     IF v_group THEN
-      DELETE p
-        FROM {% call results() %}
-        STRAIGHT_JOIN orbit_queue_permit p ON p.attempt_id = r.attempt_id;
       -- The group's history, one insert (one at a time, each would wait on the AUTO-INC lock of
       -- the grants' bulk inserts).
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
@@ -294,7 +290,7 @@ BEGIN
       SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][0]')),
           v_key_queues = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][1]')),
           v_i = v_i + 1;
-      SELECT COUNT(*) INTO v_held FROM orbit_key_permit k WHERE k.resource_id = v_resource_id;
+      SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
       IF v_held = 0 THEN
         SET v_key_left = 1;
         IF v_key_queues > 1 THEN

@@ -1,5 +1,5 @@
 {% import "_macros.sql" as m %}
--- orbit_attempt_renew: Extend active attempts' leases, and their queue and key permits with them, each on its own, in one transaction.
+-- orbit_attempt_renew: Extend active attempts' leases, and so their permits, each on its own, in one transaction.
 --
 -- An attempt keeps its token: renewing never grants anything new. An attempt whose lease has
 -- already run out or that has ended is rejected; one that belongs to another session gets the
@@ -13,7 +13,7 @@
 --   not found or foreign)}.
 -- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms), UNAUTHENTICATED (the session is closed:
 --   its socket went away, the sweep closed it, or its credential was revoked).
--- Locks, in order, per id: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
+-- Locks, in order, per id: orbit_attempt row (its permits are its columns).
 CREATE PROCEDURE orbit_attempt_renew(IN p_session_id BIGINT UNSIGNED, IN p_attempt_ids TEXT {{ c.ascii }}, IN p_lease_ms INT)
   MODIFIES SQL DATA
 BEGIN
@@ -24,7 +24,6 @@ BEGIN
   DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_expires DATETIME(6);
-  DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_code VARCHAR(32) {{ c.ascii }};
   DECLARE v_answers MEDIUMTEXT {{ c.ascii }} DEFAULT '';
   DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
@@ -39,9 +38,9 @@ BEGIN
   SET v_i = 0;
   WHILE v_i < v_count DO
     SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
-        v_session_id = NULL, v_state = '', v_expires = NULL, v_resource_id = 0, v_code = '';
-    SELECT a.session_id, a.state, a.lease_expires_at, a.resource_id
-      INTO v_session_id, v_state, v_expires, v_resource_id
+        v_session_id = NULL, v_state = '', v_expires = NULL, v_code = '';
+    SELECT a.session_id, a.state, a.lease_expires_at
+      INTO v_session_id, v_state, v_expires
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -56,11 +55,6 @@ BEGIN
     ELSE
       SET v_expires = DATE_ADD(v_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
       UPDATE orbit_attempt a SET a.lease_expires_at = v_expires WHERE a.id = v_attempt_id;
-      UPDATE orbit_queue_permit p SET p.expires_at = v_expires WHERE p.attempt_id = v_attempt_id;
-      IF v_resource_id <> 0 THEN
-        UPDATE orbit_key_permit k SET k.expires_at = v_expires
-         WHERE k.resource_id = v_resource_id AND k.attempt_id = v_attempt_id;
-      END IF;
     END IF;
     SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
                            JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'renewed', CAST(v_code = '' AS UNSIGNED),

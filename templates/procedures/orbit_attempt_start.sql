@@ -6,7 +6,8 @@
 -- so a worker that was paused past its lease never starts. Starting an attempt that is already
 -- RUNNING for the same session is accepted again (a repeated start message). A worker's start
 -- messages that arrive together share one call and one commit (SPEC §10); each attempt is
--- answered on its own, in the order given.
+-- answered on its own, in the order given. No history row: the attempt's started_at records the
+-- start (see orbit_task_event).
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
 --   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
@@ -60,8 +61,6 @@ BEGIN
       SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_task_id FOR UPDATE;
       UPDATE orbit_attempt a SET a.state = 'RUNNING', a.started_at = v_now WHERE a.id = v_attempt_id;
       UPDATE orbit_task t SET t.state = 'RUNNING', t.updated_at = v_now WHERE t.id = v_task_id;
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, created_at)
-      VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
       SET v_state = 'RUNNING';
     END IF;
     IF v_code = 'NOT_FOUND' THEN

@@ -11,7 +11,7 @@
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the permit by its primary key, the queues of the key by ordered probes of
+-- row by ux_resource_key, the holder by ux_attempt_key_permit, the queues of the key by ordered probes of
 -- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
 -- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
@@ -161,13 +161,12 @@ BEGIN
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
          CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
-         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         a.lease_expires_at AS holder_lease_expires_at, a.concurrency_token AS holder_token,
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
          v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
     FROM orbit_resource r
-    LEFT JOIN orbit_key_permit k ON k.resource_id = r.id
-    LEFT JOIN orbit_attempt a ON a.id = k.attempt_id
+    LEFT JOIN orbit_attempt a ON a.key_permit = r.id
    WHERE r.id = v_resource_id;
   COMMIT;
 END

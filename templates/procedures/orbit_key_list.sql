@@ -71,10 +71,10 @@ BEGIN
      AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                   WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
   IF v_namespace_id IS NOT NULL THEN
-    SELECT COALESCE(JSON_ARRAYAGG(k.resource_id), '[]') INTO v_keys
-      FROM orbit_key_permit k
-      JOIN orbit_resource r ON r.id = k.resource_id
-     WHERE r.namespace_id = v_namespace_id;
+    SELECT COALESCE(JSON_ARRAYAGG(k.key_permit), '[]') INTO v_keys
+      FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
+      JOIN orbit_resource r ON r.id = k.key_permit
+     WHERE k.key_permit IS NOT NULL AND r.namespace_id = v_namespace_id;
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
@@ -107,7 +107,7 @@ BEGIN
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
          CAST(a.state AS CHAR) AS holder_state, a.granted_at AS holder_granted_at,
-         a.lease_expires_at AS holder_lease_expires_at, k.concurrency_token AS holder_token,
+         a.lease_expires_at AS holder_lease_expires_at, a.concurrency_token AS holder_token,
          j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
          o.run_at AS oldest_waiting_since,
          r.id AS resource_id,
@@ -116,8 +116,7 @@ BEGIN
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
            o BIGINT UNSIGNED PATH '$.o')) j
     JOIN orbit_resource r ON r.id = j.r
-    JOIN orbit_key_permit k ON k.resource_id = r.id
-    JOIN orbit_attempt a ON a.id = k.attempt_id
+    JOIN orbit_attempt a ON a.key_permit = r.id
     LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))

@@ -23,7 +23,8 @@ BEGIN
   SELECT 'key_held' AS metric, q.namespace_id, q.id AS queue_id, CAST(COALESCE(h.n, 0) AS DOUBLE) AS value
     FROM orbit_queue q
     LEFT JOIN (SELECT a.queue_id, COUNT(*) AS n
-                 FROM orbit_key_permit k JOIN orbit_attempt a ON a.id = k.attempt_id
+                 FROM orbit_attempt a FORCE INDEX (ux_attempt_key_permit)
+                WHERE a.key_permit IS NOT NULL
                 GROUP BY a.queue_id) h ON h.queue_id = q.id
   UNION ALL
   SELECT 'key_blocked_tasks', q.namespace_id, q.id,

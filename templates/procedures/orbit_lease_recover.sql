@@ -5,8 +5,9 @@
 -- expired RUNNING attempt ends UNKNOWN and its task goes to NEEDS_REVIEW (RETRY_WAIT if the task
 -- declared retry_unknown and has attempts left). Either way the key's next grant gets a larger
 -- token. Each attempt is recovered in its own short transaction, re-checked under its row lock, so
--- a renew or result that wins the race is respected. There is no manual unlock. A stray queue
--- permit of an attempt that already ended is deleted, so recovery never stops behind it.
+-- a renew or result that wins the race is respected. There is no manual unlock. The live leases
+-- are the attempts that hold their permits (released_at NULL), by lease expiry
+-- (ix_attempt_active_lease).
 -- Parameters: p_limit 1-10000 (attempts to recover in this call).
 -- Result (one row): recovered INT (attempts ended), next_expiry_at DATETIME(6) (earliest lease
 --   still running, NULL when none: when to call again).
@@ -39,11 +40,10 @@ BEGIN
   END IF;
   expired: WHILE v_seen < p_limit DO
     SET v_now = UTC_TIMESTAMP(6), v_attempt_id = NULL, v_state = NULL;
-    -- Every active attempt holds a queue permit, so this index is the list of live leases.
-    SELECT p.attempt_id INTO v_attempt_id
-      FROM orbit_queue_permit p
-     WHERE p.expires_at <= v_now
-     ORDER BY p.expires_at
+    SELECT a.id INTO v_attempt_id
+      FROM orbit_attempt a FORCE INDEX (ix_attempt_active_lease)
+     WHERE a.released_at IS NULL AND a.lease_expires_at <= v_now
+     ORDER BY a.lease_expires_at
      LIMIT 1;
     IF v_attempt_id IS NULL THEN
       LEAVE expired;
@@ -62,13 +62,10 @@ BEGIN
                              v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
       {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
       SET v_recovered = v_recovered + 1;
-    ELSEIF v_state IS NULL OR v_state NOT IN ('LEASED', 'RUNNING') THEN
-      -- A permit of an attempt that has ended is held by nothing (every ending deletes it; one was
-      -- left by a resumed attempt's grant, RELIABILITY.md). It would stay first in this index and
-      -- stop recovery behind it for good, so it goes.
-      DELETE FROM orbit_queue_permit WHERE attempt_id = v_attempt_id;
     END IF;
     COMMIT;
   END WHILE expired;
-  SELECT v_recovered AS recovered, (SELECT MIN(p.expires_at) FROM orbit_queue_permit p) AS next_expiry_at;
+  SELECT v_recovered AS recovered,
+         (SELECT MIN(a.lease_expires_at) FROM orbit_attempt a FORCE INDEX (ix_attempt_active_lease)
+           WHERE a.released_at IS NULL) AS next_expiry_at;
 END

@@ -4,7 +4,7 @@
 -- Operator entry point: it takes no token (the façade decides who may scrape). Its cost grows
 -- with the number of queues, sessions and applications and with the unfinished tasks, never
 -- with the finished ones: each queue's count of a live state is one range of ix_task_list
--- (queue_id, state), permits are counted from their own small tables, and the applications'
+-- (queue_id, state), permits are counted from the active attempts' indexes, and the applications'
 -- counters are read from orbit_application_quota. Finished tasks are not counted here: the
 -- server counts results as they happen (orbit_task_results_total).
 -- Parameters: none.
@@ -30,10 +30,13 @@ BEGIN
     FROM orbit_queue q
   UNION ALL
   SELECT 'queue_permits', q.id, '',
-         CAST((SELECT COUNT(*) FROM orbit_queue_permit p WHERE p.queue_id = q.id) AS SIGNED)
+         CAST((SELECT COUNT(*) FROM orbit_attempt p FORCE INDEX (ix_attempt_active_queue)
+                WHERE p.released_at IS NULL AND p.queue_id = q.id) AS SIGNED)
     FROM orbit_queue q
   UNION ALL
-  SELECT 'key_permits', '', '', CAST((SELECT COUNT(*) FROM orbit_key_permit) AS SIGNED)
+  SELECT 'key_permits', '', '',
+         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
+                WHERE k.key_permit IS NOT NULL) AS SIGNED)
   UNION ALL
   SELECT 'sessions', '', s.label,
          CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)

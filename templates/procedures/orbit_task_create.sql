@@ -3,12 +3,12 @@
 --
 -- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- ('ready' for an unkeyed task, orbit_task_place for a keyed one), the history event, and
--- (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
+-- ('ready' for an unkeyed task, orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
 -- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
 -- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
 -- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
--- whole batch with one statement, last. One exception: orbit_task_submit_many inserts a batch
+-- whole batch with one statement, last. No history row: the task row's created_at, plan_id
+-- and plan_version record the creation (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch
 -- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
@@ -66,13 +66,6 @@ BEGIN
   ELSE
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
   END IF;
-  -- INSERT ... VALUES, not INSERT ... SELECT: the latter is a bulk insert for InnoDB's
-  -- auto-increment lock (innodb_autoinc_lock_mode 1) and holds the table's AUTO-INC lock, on
-  -- which every concurrent history insert then queues.
-  INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-  VALUES (o_task_id, IF(p_plan_id = 0, 'submitted', 'plan_fired'), v_state,
-          IF(p_plan_id = 0, CONCAT('lane ', v_lane), CONCAT('plan ', p_plan_id, ' version ', p_plan_version, ', lane ', v_lane)),
-          p_now);
   IF p_charge THEN
     CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN

@@ -58,8 +58,8 @@
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
--- insert and one update; when no task of it names a concurrency key, its tasks and their events
--- are created by one insert each (the rows orbit_task_create writes for an unkeyed task),
+-- insert and one update; when no task of it names a concurrency key, its tasks are created by
+-- one insert (the rows orbit_task_create writes for an unkeyed task),
 -- otherwise each task is created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
@@ -88,8 +88,8 @@
 -- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
 --   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
 --   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
---   insert or FOR UPDATE), or for a batch without keys the AUTO-INC locks of orbit_task and
---   orbit_task_event, each for one statement; then, once for the batch, the connection's orbit_application_quota slot
+--   insert or FOR UPDATE), or for a batch without keys the AUTO-INC lock of orbit_task for one
+--   statement; then, once for the batch, the connection's orbit_application_quota slot
 --   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
 --   share keys in different orders can deadlock; the loser is rolled back whole and retried by
 --   the caller.
@@ -266,9 +266,9 @@ body: BEGIN
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert per table, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot, a 'submitted' event); ORDER BY numbers the tasks
-    -- in input order. Under innodb_autoinc_lock_mode 1 each insert holds its table's AUTO-INC
+    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
+    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
@@ -290,10 +290,6 @@ body: BEGIN
       SET v_i = v_i + 1, {% call append_result("0") %};
     END WHILE;
     CLOSE c_created;
-    INSERT INTO orbit_task_event (task_id, event, to_state, detail, created_at)
-    SELECT r.task_id, 'submitted', 'WAITING', 'lane ready', v_now
-      FROM JSON_TABLE(CONCAT(v_results, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
-     ORDER BY r.task_id;
   ELSE
     OPEN c_tasks;
     WHILE v_i < v_count DO

@@ -1,9 +1,15 @@
--- orbit_task_event: Task history: one row per state change, with the attempt and token involved.
+-- orbit_task_event: Task history: a row per attempt end and per change no other row records.
+-- An attempt end (result, lease expiry, cancel of an active attempt) and a change of a task that
+-- has no active attempt (cancel, resolve, deadline expiry, a refused grant) write one row each.
+-- What other rows already record is not repeated here: a task's creation is its row's created_at
+-- (plan_id and plan_version for a plan's task), a grant and a start are the attempt's granted_at
+-- and started_at, with its session, worker and token. A task's full history is therefore its row,
+-- its attempts (orbit_attempt, in attempt_no order) and these rows.
 CREATE TABLE IF NOT EXISTS orbit_task_event (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'event id (commit order per task)',
   task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id',
   attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_attempt.id involved; 0 = none',
-  event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. submitted, granted, released',
+  event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired',
   from_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'task state before',
   to_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'task state after',
   concurrency_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'token involved; 0 = none',

@@ -1,8 +1,13 @@
 -- 000002: orbit 0.2 (extension 2), upgrading orbit 0.1.0 (extension 1).
 --
--- Data rewritten: none. Every task, attempt, permit, session, plan, idempotency receipt and
--- credential keeps its row as it is; only the orbit_extension catalog rows of the changed objects
--- are rewritten (by the migration's catalog section, which gen writes).
+-- Data rewritten: the key permits. Each row of orbit_key_permit (one per attempt that holds a
+-- key now, so at most the active attempts) is copied into its attempt's new key_permit column,
+-- then orbit_key_permit and orbit_queue_permit are dropped: a permit is now a column of its
+-- attempt (SPEC §4 allows either), which saves a grant and a release two row inserts and two
+-- row deletes. Queue permits need no copy: an attempt holds its queue permit exactly while its
+-- released_at is NULL, which every 0.1 release already wrote. Every task, attempt, session, plan,
+-- idempotency receipt and credential keeps its row; the orbit_extension catalog rows of the
+-- changed objects are rewritten (by the migration's catalog section, which gen writes).
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
@@ -16,6 +21,16 @@
 --   row per worker connection, so building the indexes takes moments; both are added online.
 --   Sessions left open by the stopped 0.1 servers are closed by the first sweep after three
 --   leases, and their attempts end by lease expiry as before.
+-- - orbit_task_event.event: the column comment's examples (see below); a comment change only.
+-- - orbit_attempt: a column key_permit (the key permit, unique: one holder per key) and two
+--   indexes on (released_at, queue_id) and (released_at, lease_expires_at), which count a
+--   queue's permits for its limit and list the live leases for recovery, as the permit tables'
+--   indexes did. The column is added at the end (no row copy on MariaDB; MySQL 8.0.29+ adds it
+--   instantly too) and the indexes online; on a table of 1,000,000 attempts the index builds take
+--   seconds (docs/upgrading.md), during which writes continue.
+-- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
+--   attempt that had already ended (0.1 could leave one behind a resumed attempt) was held by
+--   nothing and goes with its table.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -31,7 +46,9 @@
 -- Behaviour that changes without a shape change: a closed session's start, renewal and result are
 -- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
 -- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
--- lists accept metrics:read; a grant no longer writes the session's last_seen_at. The other
+-- lists accept metrics:read; a grant no longer writes the session's last_seen_at; a submit, a
+-- grant and a start write no history row (orbit_task_event: the task and attempt rows record
+-- them; two to three fewer rows written per task). The other
 -- re-created procedures change comments only: they no longer carry benchmark timings or
 -- development history (BENCHMARKS.md holds the figures).
 --
@@ -48,13 +65,23 @@ ALTER TABLE orbit_extension
 ALTER TABLE orbit_credential
   MODIFY scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes';
 
+-- The event column's new comment, exactly as templates/tables/orbit_task_event.sql writes it: the
+-- history no longer has a row for a submit, a grant or a start (the task and attempt rows record
+-- them), so its examples change. A comment change only: no row is copied and nothing waits on it.
+-- History rows 0.1 wrote for those events stay as they are.
+ALTER TABLE orbit_task_event
+  MODIFY event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired';
+
 -- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
 ALTER TABLE orbit_session
   MODIFY last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long';
 
--- The two session indexes. MySQL has no `ADD INDEX IF NOT EXISTS`, so a procedure that lives
--- only for this migration adds each one that information_schema does not list yet: running the
--- migration again after a stop adds what is missing and nothing twice.
+-- The two session indexes, the attempt's key_permit column and its indexes, and the copy of the
+-- key permits. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
+-- procedure that lives only for this migration adds each one that information_schema does not
+-- list yet: running the migration again after a stop adds what is missing and nothing twice. The
+-- copy runs while orbit_key_permit exists (it is dropped only after), and skips attempts already
+-- copied.
 DROP PROCEDURE IF EXISTS orbit_upgrade_000002_indexes;
 DELIMITER $$
 CREATE PROCEDURE orbit_upgrade_000002_indexes()
@@ -69,7 +96,40 @@ BEGIN
                     AND INDEX_NAME = 'ix_session_credential') THEN
     ALTER TABLE orbit_session ADD KEY ix_session_credential (credential_id, state), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND COLUMN_NAME = 'key_permit') THEN
+    ALTER TABLE orbit_attempt
+      ADD COLUMN key_permit BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the key permit: orbit_resource.id while this keyed attempt holds it (LEASED or RUNNING); NULL otherwise. Unique: one holder per key';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND INDEX_NAME = 'ux_attempt_key_permit') THEN
+    ALTER TABLE orbit_attempt ADD UNIQUE KEY ux_attempt_key_permit (key_permit), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND INDEX_NAME = 'ix_attempt_active_queue') THEN
+    ALTER TABLE orbit_attempt ADD KEY ix_attempt_active_queue (released_at, queue_id), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND INDEX_NAME = 'ix_attempt_active_lease') THEN
+    ALTER TABLE orbit_attempt ADD KEY ix_attempt_active_lease (released_at, lease_expires_at), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF EXISTS (SELECT 1 FROM information_schema.TABLES
+              WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_key_permit') THEN
+    UPDATE orbit_attempt a
+      JOIN orbit_key_permit k ON k.attempt_id = a.id
+       SET a.key_permit = k.resource_id
+     WHERE a.key_permit IS NULL;
+  END IF;
 END$$
 DELIMITER ;
 CALL orbit_upgrade_000002_indexes();
 DROP PROCEDURE orbit_upgrade_000002_indexes;
+
+-- The permit tables, now columns of orbit_attempt: the key permits were copied above; a queue
+-- permit is an attempt whose released_at is NULL.
+DROP TABLE IF EXISTS orbit_key_permit;
+DROP TABLE IF EXISTS orbit_queue_permit;

@@ -131,12 +131,11 @@ class Orbit:
 
     def expire_lease(self, attempt_id: int) -> None:
         """Moves an attempt's lease and permits past their expiry (a pause longer than the lease)."""
-        for statement in (
+        sql(
+            self.db,
             "UPDATE orbit_attempt SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = %s",
-            "UPDATE orbit_queue_permit SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE attempt_id = %s",
-            "UPDATE orbit_key_permit SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE attempt_id = %s",
-        ):
-            sql(self.db, statement, attempt_id)
+            attempt_id,
+        )
 
     def close(self) -> None:
         self.kill()
