@@ -113,6 +113,7 @@ fn keys_preload_reports_the_submit_and_processing_phases() {
     assert_eq!(details["batch"], 50, "{report}");
     positive(details, "submit_tasks_per_s");
     positive(details, "submit_seconds");
+    assert!(details["submit_retries"].is_u64(), "{report}");
     positive(&report, "tasks_per_s");
     assert_server_cost(&details["submit_server_cost"], 200);
     let cost = &report["server_cost"];

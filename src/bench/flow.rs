@@ -49,13 +49,24 @@ fn new_task(queue: &str, key: Option<String>, n: u32) -> SubmitTask {
     }
 }
 
-/// Submits `tasks` through `SUBMITTERS` concurrent HTTP clients, `batch` tasks a request; returns
-/// each request's latency.
+/// How often a submit request answered 503 (the server's call timeout, reached when many
+/// batches queue for the same keys on a busy machine) is sent again, with the same
+/// Idempotency-Keys, before the scenario fails.
+const SUBMIT_ATTEMPTS: u32 = 10;
+
+/// What [`submit_all`] saw: each request's latency (retries included) and how many requests were
+/// sent again after a 503.
+struct Submits {
+    latencies: Vec<Duration>,
+    retries: u64,
+}
+
+/// Submits `tasks` through `SUBMITTERS` concurrent HTTP clients, `batch` tasks a request.
 async fn submit_all(
     client: &Client,
     tasks: Vec<SubmitTask>,
     batch: u32,
-) -> Result<Vec<Duration>, DbError> {
+) -> Result<Submits, DbError> {
     let total = tasks.len() as u64;
     let mut requests: Vec<Vec<(String, SubmitTask)>> = Vec::new();
     let mut tasks = tasks.into_iter().enumerate().peekable();
@@ -70,10 +81,16 @@ async fn submit_all(
     }
     requests.reverse();
     let requests = Arc::new(Mutex::new(requests));
+    let retries = Arc::new(AtomicU64::new(0));
     let bar = progress(total, "submitting");
     let mut handles = Vec::new();
     for _ in 0..SUBMITTERS {
-        let (client, requests, bar) = (client.clone(), requests.clone(), bar.clone());
+        let (client, requests, retries, bar) = (
+            client.clone(),
+            requests.clone(),
+            retries.clone(),
+            bar.clone(),
+        );
         handles.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             loop {
@@ -82,22 +99,36 @@ async fn submit_all(
                     return Ok::<_, DbError>(latencies);
                 };
                 let started = Instant::now();
-                if let [(key, task)] = items.as_slice() {
-                    client.submit(key, task).await.map_err(internal)?;
-                } else {
-                    client.submit_many(&items).await.map_err(internal)?;
+                for attempt in 1.. {
+                    let sent = if let [(key, task)] = items.as_slice() {
+                        client.submit(key, task).await.map(drop)
+                    } else {
+                        client.submit_many(&items).await.map(drop)
+                    };
+                    match sent {
+                        Ok(()) => break,
+                        Err(e) if e.status == 503 && attempt < SUBMIT_ATTEMPTS => {
+                            retries.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt)))
+                                .await;
+                        }
+                        Err(e) => return Err(internal(e)),
+                    }
                 }
                 latencies.push(started.elapsed());
                 bar.inc(items.len() as u64);
             }
         }));
     }
-    let mut all = Vec::new();
+    let mut latencies = Vec::new();
     for h in handles {
-        all.extend(h.await.map_err(internal)??);
+        latencies.extend(h.await.map_err(internal)??);
     }
     bar.finish_and_clear();
-    Ok(all)
+    Ok(Submits {
+        latencies,
+        retries: retries.load(Ordering::Relaxed),
+    })
 }
 
 fn worker(
@@ -174,10 +205,10 @@ pub async fn throughput(
     let n = u64::from(opts.tasks);
     let mut details = json!({ "workers": opts.workers, "keys": keys, "start_on_assign": opts.start_on_assign,
                               "batch": opts.batch, "preload": opts.preload, "target_ratio": 0.5 });
-    let (mut latencies, workers, meter, started) = if opts.preload {
+    let (mut submits, workers, meter, started) = if opts.preload {
         let meter = bench.meter(serve.pid()).await?;
         let started = Instant::now();
-        let latencies = submit_all(&client, tasks, opts.batch).await?;
+        let submits = submit_all(&client, tasks, opts.batch).await?;
         let seconds = started.elapsed().as_secs_f64().max(f64::EPSILON);
         let cost = meter.per_task(n).await?;
         eprintln!(
@@ -191,14 +222,14 @@ pub async fn throughput(
         );
         let meter = bench.meter(serve.pid()).await?;
         let started = Instant::now();
-        (latencies, start_workers(), meter, started)
+        (submits, start_workers(), meter, started)
     } else {
         details = with(details, json!({ "latency": "submit request" }));
         let workers = start_workers();
         let meter = bench.meter(serve.pid()).await?;
         let started = Instant::now();
-        let latencies = submit_all(&client, tasks, opts.batch).await?;
-        (latencies, workers, meter, started)
+        let submits = submit_all(&client, tasks, opts.batch).await?;
+        (submits, workers, meter, started)
     };
     wait_for(&done, n, "running").await;
     for w in workers {
@@ -210,9 +241,9 @@ pub async fn throughput(
         if keys == 0 { "e2e" } else { "keys" },
         opts.tasks,
         seconds,
-        &mut latencies,
+        &mut submits.latencies,
         baseline,
-        details,
+        with(details, json!({ "submit_retries": submits.retries })),
     )
     .costing(cost))
 }
@@ -303,16 +334,17 @@ pub async fn submit(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
         .collect();
     let meter = bench.meter(serve.pid()).await?;
     let started = Instant::now();
-    let mut latencies = submit_all(&client, tasks, opts.batch).await?;
+    let mut submits = submit_all(&client, tasks, opts.batch).await?;
     let seconds = started.elapsed().as_secs_f64();
     let cost = meter.per_task(u64::from(opts.tasks)).await?;
     Ok(Report::throughput(
         "submit",
         opts.tasks,
         seconds,
-        &mut latencies,
+        &mut submits.latencies,
         baseline,
-        json!({ "clients": SUBMITTERS, "batch": opts.batch, "latency": "submit request", "target_ratio": 0.8 }),
+        json!({ "clients": SUBMITTERS, "batch": opts.batch, "latency": "submit request", "target_ratio": 0.8,
+                "submit_retries": submits.retries }),
     )
     .costing(cost))
 }

@@ -157,6 +157,9 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
             if let Some(submit) = report.details["submit_tasks_per_s"].as_f64() {
                 println!("submit phase: {submit:.0} tasks/s; the figures above are the processing phase's");
             }
+            if let Some(n) = report.details["submit_retries"].as_u64().filter(|&n| n > 0) {
+                println!("submit requests sent again after a 503 (the server's call timeout): {n}");
+            }
             if let Some(cost) = &report.server_cost {
                 println!("{}", cost.summary());
             }
