@@ -67,6 +67,13 @@ fn assert_server_cost(cost: &Value, tasks: u64) {
             "{cost}"
         );
     }
+    let looks = cost["process_list_looks"]
+        .as_u64()
+        .expect("process_list_looks");
+    assert!(
+        cost["other_clients_seen"].as_u64().unwrap() <= looks,
+        "{cost}"
+    );
     let notes = cost["notes"].to_string();
     assert!(notes.contains("idle server"), "{cost}");
     // The test server runs on this machine: its process is found unless the notes say why not.

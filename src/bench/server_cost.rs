@@ -11,6 +11,8 @@
 //! `claim` adds one per backlog level.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 use sqlx::MySqlPool;
@@ -170,6 +172,10 @@ pub struct Usage {
     counters: BTreeMap<String, u64>,
     server_cpu: Option<f64>,
     serve_cpu: Option<f64>,
+    /// Looks at the server's process list during the phase.
+    watch_samples: u64,
+    /// Looks that saw another client's statement running.
+    watch_busy: u64,
 }
 
 impl Usage {
@@ -185,6 +191,8 @@ impl Usage {
                 .collect(),
             server_cpu: after.server_cpu.zip(before.server_cpu).map(|(a, b)| a - b),
             serve_cpu: after.serve_cpu.zip(before.serve_cpu).map(|(a, b)| a - b),
+            watch_samples: 0,
+            watch_busy: 0,
         }
     }
 
@@ -210,6 +218,8 @@ impl Usage {
         };
         self.server_cpu = sum(self.server_cpu, other.server_cpu);
         self.serve_cpu = sum(self.serve_cpu, other.serve_cpu);
+        self.watch_samples += other.watch_samples;
+        self.watch_busy += other.watch_busy;
     }
 
     fn get(&self, name: &str) -> u64 {
@@ -252,10 +262,16 @@ impl Usage {
             vec!["global server counters: exact only on an otherwise idle server".to_string()];
         if !has("Innodb_rows_inserted") {
             notes.push(
-                "this server has no Innodb_rows_* counters (MariaDB >= 10.6): InnoDB row figures are null; Handler_* count the same row operations plus temporary tables'".into(),
+                "this server has no Innodb_rows_* counters (MariaDB >= 10.6): InnoDB row figures are null; Handler_write/update/delete count the same row operations (explicit temporary tables included, internal ones are tmp_row_writes)".into(),
             );
         }
         notes.extend(server.cpu_note.clone());
+        if self.watch_busy > 0 {
+            notes.push(format!(
+                "NOT IDLE: another client's statement was running in {} of {} looks at the server's process list; these figures include its work",
+                self.watch_busy, self.watch_samples
+            ));
+        }
         ServerCost {
             tasks,
             statements: per(self.get("Questions")),
@@ -279,12 +295,16 @@ impl Usage {
             handler_update: per(self.get("Handler_update")),
             handler_delete: per(self.get("Handler_delete")),
             row_reads: per(row_reads),
+            tmp_row_writes: (has("Handler_tmp_write") || has("Handler_tmp_update"))
+                .then(|| per(self.sum(&["Handler_tmp_write", "Handler_tmp_update"]))),
             innodb_rows_inserted: innodb_rows("Innodb_rows_inserted"),
             innodb_rows_updated: innodb_rows("Innodb_rows_updated"),
             innodb_rows_deleted: innodb_rows("Innodb_rows_deleted"),
             page_reads: per(self.get("Innodb_buffer_pool_read_requests")),
             server_cpu_ms: self.server_cpu.map(|s| s * 1000.0 / n),
             serve_cpu_ms: self.serve_cpu.map(|s| s * 1000.0 / n),
+            other_clients_seen: self.watch_busy,
+            process_list_looks: self.watch_samples,
             notes,
         }
     }
@@ -318,6 +338,9 @@ pub struct ServerCost {
     pub handler_delete: f64,
     /// Row reads: every `Handler_read_*` summed.
     pub row_reads: f64,
+    /// Rows written to internal temporary tables (`Handler_tmp_write` + `Handler_tmp_update`,
+    /// MariaDB's; null where the server has no such counters), not part of `row_writes`.
+    pub tmp_row_writes: Option<f64>,
     /// `Innodb_rows_inserted` (null where the server has no such counter).
     pub innodb_rows_inserted: Option<f64>,
     /// `Innodb_rows_updated` (null where the server has no such counter).
@@ -331,6 +354,11 @@ pub struct ServerCost {
     pub server_cpu_ms: Option<f64>,
     /// CPU milliseconds of the scenario's `serve` process (null without one).
     pub serve_cpu_ms: Option<f64>,
+    /// Looks at the server's process list (every 250 ms) that saw another client's statement
+    /// running: above 0, the server was not idle and the figures include other work.
+    pub other_clients_seen: u64,
+    /// Looks at the server's process list during the phase.
+    pub process_list_looks: u64,
     /// How to read the figures: what is global, what is missing and why.
     pub notes: Vec<String>,
 }
@@ -341,8 +369,8 @@ impl ServerCost {
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
         let mut lines = vec![format!(
             "server cost per task ({} tasks): {:.1} statements sent, {:.1} SQL statements, {:.1} stored-program statements, \
-             {:.1} row writes ({:.1} inserts, {:.1} updates, {:.1} deletes), {:.0} row reads, {:.0} page reads, \
-             {:.2} commits, {:.2} fsyncs; CPU ms: server {}, serve {}",
+             {:.1} row writes ({:.1} inserts, {:.1} updates, {:.1} deletes), {} temporary-table row writes, \
+             {:.0} row reads, {:.0} page reads, {:.2} commits, {:.2} fsyncs; CPU ms: server {}, serve {}",
             self.tasks,
             self.statements,
             self.sql_statements,
@@ -351,6 +379,7 @@ impl ServerCost {
             self.handler_write,
             self.handler_update,
             self.handler_delete,
+            self.tmp_row_writes.map_or("-".to_string(), |v| format!("{v:.1}")),
             self.row_reads,
             self.page_reads,
             self.commits,
@@ -363,7 +392,17 @@ impl ServerCost {
     }
 }
 
-/// Measures one phase: [`Meter::start`] before it, [`Meter::stop`] after.
+/// Statements of other clients running now: another database's, or no database's (the
+/// benchmark's own connections, `serve`'s included, use the benchmark database).
+const OTHERS_RUNNING: &str = "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+  WHERE ID <> CONNECTION_ID() AND COMMAND IN ('Query', 'Execute') AND (DB IS NULL OR DB <> DATABASE())";
+
+/// How often [`Meter`] looks at the server's process list.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Measures one phase: [`Meter::start`] before it, [`Meter::stop`] after. Meanwhile it looks at
+/// the server's process list every [`WATCH_EVERY`] for other clients' statements, which the
+/// global counters would count too.
 pub struct Meter {
     pool: MySqlPool,
     server: Server,
@@ -371,6 +410,9 @@ pub struct Meter {
     before: Snapshot,
     /// What reading the counters costs by itself (subtracted from the phase's usage).
     reading: Usage,
+    watching: Arc<AtomicBool>,
+    /// The watch's (samples, samples that saw another client's statement).
+    watch: tokio::task::JoinHandle<(u64, u64)>,
 }
 
 impl Meter {
@@ -380,42 +422,78 @@ impl Meter {
         server: &Server,
         serve_pid: Option<u32>,
     ) -> Result<Meter, DbError> {
-        let mut meter = Meter {
+        let snapshot = |pool| Meter::snapshot(pool, server, serve_pid);
+        let first = snapshot(pool).await?;
+        let before = snapshot(pool).await?;
+        let reading = Usage::between(&first, &before);
+        let watching = Arc::new(AtomicBool::new(true));
+        let watch = tokio::spawn({
+            let (pool, watching) = (pool.clone(), watching.clone());
+            async move {
+                let (mut samples, mut busy) = (0, 0);
+                while watching.load(Ordering::Relaxed) {
+                    if let Ok((n,)) = sqlx::query_as::<_, (i64,)>(OTHERS_RUNNING)
+                        .fetch_one(&pool)
+                        .await
+                    {
+                        samples += 1;
+                        busy += u64::from(n > 0);
+                    }
+                    tokio::time::sleep(WATCH_EVERY).await;
+                }
+                (samples, busy)
+            }
+        });
+        Ok(Meter {
             pool: pool.clone(),
             server: server.clone(),
             serve_pid,
-            before: Snapshot::default(),
-            reading: Usage::default(),
-        };
-        let first = meter.snapshot().await?;
-        meter.before = meter.snapshot().await?;
-        meter.reading = Usage::between(&first, &meter.before);
-        Ok(meter)
+            before,
+            reading,
+            watching,
+            watch,
+        })
     }
 
-    async fn snapshot(&self) -> Result<Snapshot, DbError> {
-        let mut counters = status(&self.pool).await?;
-        if self.server.performance_schema {
-            if let Ok(Some(n)) = sp_statements(&self.pool).await {
+    async fn snapshot(
+        pool: &MySqlPool,
+        server: &Server,
+        serve_pid: Option<u32>,
+    ) -> Result<Snapshot, DbError> {
+        let mut counters = status(pool).await?;
+        if server.performance_schema {
+            if let Ok(Some(n)) = sp_statements(pool).await {
                 counters.insert(PS_SP_STATEMENTS.into(), n);
             }
         }
         Ok(Snapshot {
             counters,
-            server_cpu: self.server.pid.and_then(process_cpu_seconds),
-            serve_cpu: self.serve_pid.and_then(process_cpu_seconds),
+            server_cpu: server.pid.and_then(process_cpu_seconds),
+            serve_cpu: serve_pid.and_then(process_cpu_seconds),
         })
     }
 
     /// What the phase used since [`Meter::start`].
-    pub async fn stop(&self) -> Result<Usage, DbError> {
-        let after = self.snapshot().await?;
-        Ok(Usage::between(&self.before, &after).less(&self.reading))
+    pub async fn stop(self) -> Result<Usage, DbError> {
+        self.watching.store(false, Ordering::Relaxed);
+        let (samples, busy) = self.watch.await.unwrap_or((0, 0));
+        let after = Meter::snapshot(&self.pool, &self.server, self.serve_pid).await?;
+        let mut usage = Usage::between(&self.before, &after).less(&self.reading);
+        // Each look at the process list is one statement sent, and one SELECT.
+        for name in ["Questions", "Queries", "Com_select"] {
+            if let Some(v) = usage.counters.get_mut(name) {
+                *v = v.saturating_sub(samples);
+            }
+        }
+        usage.watch_samples = samples;
+        usage.watch_busy = busy;
+        Ok(usage)
     }
 
     /// The phase's cost per task, `tasks` being what it processed.
-    pub async fn per_task(&self, tasks: u64) -> Result<ServerCost, DbError> {
-        Ok(self.stop().await?.per_task(&self.server, tasks))
+    pub async fn per_task(self, tasks: u64) -> Result<ServerCost, DbError> {
+        let server = self.server.clone();
+        Ok(self.stop().await?.per_task(&server, tasks))
     }
 }
 
