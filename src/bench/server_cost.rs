@@ -262,7 +262,7 @@ impl Usage {
             vec!["global server counters: exact only on an otherwise idle server".to_string()];
         if !has("Innodb_rows_inserted") {
             notes.push(
-                "this server has no Innodb_rows_* counters (MariaDB >= 10.6): InnoDB row figures are null; Handler_write/update/delete count the same row operations (explicit temporary tables included, internal ones are tmp_row_writes)".into(),
+                "this server has no Innodb_rows_* counters (MariaDB 10.11 has none): InnoDB row figures are null; Handler_write/update/delete count the same row operations (explicit temporary tables included, internal ones are tmp_row_writes)".into(),
             );
         }
         notes.extend(server.cpu_note.clone());
