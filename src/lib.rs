@@ -22,7 +22,8 @@
 //!   sessions and the scheduler (which imports nothing from [`http`]).
 //! - [`auth`]: bearer tokens (random, stored only as SHA-256).
 //! - [`dev`]: `orbit dev` — a private MariaDB/MySQL from the machine's server binary for local use.
-//! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline.
+//! - [`bench`]: `orbit bench` scenarios, measured against the server's durable-commit baseline,
+//!   with the database server's work per task ([`bench::server_cost`]).
 //! - [`chaos`]: `orbit chaos` — keyed worker processes under injected faults (kills, pauses,
 //!   façade and database restarts) and the invariant checker that reads the history afterwards.
 //! - [`telemetry`]: the Prometheus metrics `/metrics` exports, declared once with their help.

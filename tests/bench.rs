@@ -1,23 +1,19 @@
 //! `orbit bench` scenarios that run in seconds, end to end against the test server (each
 //! creates its own database and drops it).
+//!
+//! The server cost figures come from the server's global counters, which other tests running
+//! at the same time add to: these tests check that each figure is reported and plausible, not
+//! its exact value.
 
 use orbit::testing::server_dsn;
+use serde_json::Value;
 
-/// `handoff-sql` hands the key on with every call: it completes only if each
-/// `orbit_attempt_finish` granted the next task, and reports every call.
-#[test]
-fn handoff_sql_reports_every_call() {
+/// Runs `orbit bench ARGS --baseline-seconds 1 --json` and returns its JSON report.
+fn bench(args: &[&str]) -> Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
-        .args([
-            "bench",
-            "handoff-sql",
-            "--tasks",
-            "40",
-            "--baseline-seconds",
-            "1",
-            "--json",
-        ])
-        .args(["--dsn", &server_dsn()])
+        .arg("bench")
+        .args(args)
+        .args(["--baseline-seconds", "1", "--json", "--dsn", &server_dsn()])
         .output()
         .expect("run orbit bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -26,10 +22,192 @@ fn handoff_sql_reports_every_call() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("JSON report line");
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("JSON report line")
+}
+
+fn positive(cost: &Value, field: &str) -> f64 {
+    let v = cost[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{field} is not a number: {cost}"));
+    assert!(v > 0.0, "{field} is not positive: {cost}");
+    v
+}
+
+/// A server cost as every scenario reports it: `tasks` tasks, statements sent and run by the
+/// procedures, rows written and read, pages read, and the server's CPU when it runs here.
+fn assert_server_cost(cost: &Value, tasks: u64) {
+    assert_eq!(cost["tasks"], tasks, "{cost}");
+    for field in [
+        "statements",
+        "sql_statements",
+        "stored_program_statements",
+        "row_writes",
+        "handler_write",
+        "row_reads",
+        "page_reads",
+    ] {
+        positive(cost, field);
+    }
+    let writes = ["handler_write", "handler_update", "handler_delete"]
+        .iter()
+        .map(|f| cost[f].as_f64().unwrap())
+        .sum::<f64>();
+    assert!(
+        (cost["row_writes"].as_f64().unwrap() - writes).abs() < 1e-9,
+        "{cost}"
+    );
+    assert!(cost["stored_program_statements_from"].is_string(), "{cost}");
+    for f in [
+        "innodb_rows_inserted",
+        "innodb_rows_updated",
+        "innodb_rows_deleted",
+    ] {
+        assert!(
+            cost[f].is_null() || cost[f].as_f64().unwrap() >= 0.0,
+            "{cost}"
+        );
+    }
+    let looks = cost["process_list_looks"]
+        .as_u64()
+        .expect("process_list_looks");
+    assert!(
+        cost["other_clients_seen"].as_u64().unwrap() <= looks,
+        "{cost}"
+    );
+    let notes = cost["notes"].to_string();
+    assert!(notes.contains("idle server"), "{cost}");
+    // The test server runs on this machine: its process is found unless the notes say why not.
+    match cost["server_cpu_ms"].as_f64() {
+        Some(ms) => assert!(ms >= 0.0, "{cost}"),
+        None => assert!(notes.contains("server CPU not measured"), "{cost}"),
+    }
+}
+
+/// `handoff-sql` hands the key on with every call: it completes only if each
+/// `orbit_attempt_finish` granted the next task, and reports every call.
+#[test]
+fn handoff_sql_reports_every_call() {
+    let report = bench(&["handoff-sql", "--tasks", "40"]);
     assert_eq!(report["scenario"], "handoff-sql");
     assert_eq!(report["tasks"], 40);
     assert!(report["p50_ms"].as_f64().unwrap() > 0.0, "{report}");
     assert!(report["tasks_per_s"].as_f64().unwrap() > 0.0, "{report}");
+    assert_server_cost(&report["server_cost"], 40);
+    assert!(report["server_cost"]["serve_cpu_ms"].is_null(), "{report}");
+}
+
+/// `keys --preload` submits every keyed task in batches first, then times the workers' burn-down:
+/// both phases report their tasks/s and their server cost, and a keyed task writes rows.
+#[test]
+fn keys_preload_reports_the_submit_and_processing_phases() {
+    let report = bench(&[
+        "keys",
+        "--tasks",
+        "200",
+        "--keys",
+        "10",
+        "--batch",
+        "50",
+        "--workers",
+        "2",
+        "--start-on-assign",
+        "--preload",
+    ]);
+    assert_eq!(report["scenario"], "keys");
+    assert_eq!(report["tasks"], 200);
+    let details = &report["details"];
+    assert_eq!(details["preload"], true, "{report}");
+    assert_eq!(details["batch"], 50, "{report}");
+    positive(details, "submit_tasks_per_s");
+    positive(details, "submit_seconds");
+    assert!(details["submit_retries"].is_u64(), "{report}");
+    positive(&report, "tasks_per_s");
+    assert_server_cost(&details["submit_server_cost"], 200);
+    let cost = &report["server_cost"];
+    assert_server_cost(cost, 200);
+    // Processing a keyed task updates rows (its attempt, its task) besides inserting some.
+    positive(cost, "handler_update");
+    positive(cost, "serve_cpu_ms");
+}
+
+/// `e2e --preload` does the same for unkeyed tasks.
+#[test]
+fn e2e_preload_reports_the_submit_and_processing_phases() {
+    let report = bench(&[
+        "e2e",
+        "--tasks",
+        "200",
+        "--batch",
+        "50",
+        "--workers",
+        "2",
+        "--preload",
+    ]);
+    assert_eq!(report["scenario"], "e2e");
+    assert_eq!(report["details"]["preload"], true, "{report}");
+    positive(&report["details"], "submit_tasks_per_s");
+    assert_server_cost(&report["details"]["submit_server_cost"], 200);
+    assert_server_cost(&report["server_cost"], 200);
+}
+
+/// Without `--preload`, `keys` submits in batches while the workers run, and reports one phase.
+#[test]
+fn keys_with_workers_running_reports_one_phase() {
+    let report = bench(&[
+        "keys",
+        "--tasks",
+        "100",
+        "--keys",
+        "5",
+        "--batch",
+        "25",
+        "--workers",
+        "2",
+    ]);
+    assert_eq!(report["details"]["preload"], false, "{report}");
+    assert!(
+        report["details"]["submit_tasks_per_s"].is_null(),
+        "{report}"
+    );
+    assert_server_cost(&report["server_cost"], 100);
+}
+
+/// `claim` reports the server cost of each backlog level's claims, and of all of them.
+#[test]
+fn claim_reports_the_server_cost_per_level() {
+    let report = bench(&[
+        "claim",
+        "--backlogs",
+        "0,200",
+        "--samples",
+        "30",
+        "--keys",
+        "10",
+    ]);
+    assert_eq!(report["scenario"], "claim");
+    let levels = report["details"]["levels"].as_array().expect("levels");
+    assert_eq!(levels.len(), 2, "{report}");
+    for level in levels {
+        assert_server_cost(&level["server_cost"], 30);
+    }
+    assert_server_cost(&report["server_cost"], 60);
+}
+
+/// `hotkey` reports the server cost of its hand-offs.
+#[test]
+fn hotkey_reports_the_server_cost() {
+    let report = bench(&["hotkey", "--tasks", "40", "--start-on-assign"]);
+    assert_eq!(report["scenario"], "hotkey");
+    assert_server_cost(&report["server_cost"], 40);
+}
+
+/// `--preload` belongs to e2e and keys: elsewhere it is a usage error (exit 2).
+#[test]
+fn preload_is_refused_for_other_scenarios() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
+        .args(["bench", "submit", "--preload", "--dsn", &server_dsn()])
+        .output()
+        .expect("run orbit bench");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--preload"));
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
+use super::server_cost::{ServerCost, Usage};
 use super::{progress, sql_err, tenant, BenchDb, Percentiles, Report, Tenant};
 use crate::db::tasks::NewTask;
 use crate::db::workers::{Outcome, SessionOpen};
@@ -30,6 +31,8 @@ pub struct Level {
     pub p99_ms: f64,
     pub max_ms: f64,
     pub setup_seconds: f64,
+    /// The server's work per claimed task at this level (the claim and the attempt's finish).
+    pub server_cost: ServerCost,
 }
 
 fn task(t: &Tenant, key: String) -> NewTask {
@@ -172,6 +175,7 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
     let mut levels = Vec::new();
     let mut have = 0;
     let mut all = Vec::new();
+    let mut usage = Usage::default();
     for (round, &target) in opts.backlogs.iter().enumerate() {
         let setup = Instant::now();
         grow_backlog(db, &t, have, target.max(have), opts.busy_keys).await?;
@@ -181,6 +185,7 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
         // Warm up the claim path, then measure each claim call.
         let bar = progress(u64::from(opts.samples), &format!("claims, {have} blocked"));
         let mut samples: Vec<Duration> = Vec::with_capacity(opts.samples as usize);
+        let meter = bench.meter(None).await?;
         loop {
             let started = Instant::now();
             let grants = db.task_claim(claimer, 1, 60_000).await?;
@@ -194,6 +199,8 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
                 .await?;
         }
         bar.finish_and_clear();
+        let used = meter.stop().await?;
+        usage.add(&used);
         if samples.len() < opts.samples as usize {
             return Err(DbError::Internal(format!(
                 "only {} of {} free tasks were claimable",
@@ -213,6 +220,7 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
             p99_ms: p.p99_ms,
             max_ms: p.max_ms,
             setup_seconds,
+            server_cost: used.per_task(&bench.server, samples.len() as u64),
         });
     }
     let first = levels.first().map_or(0.0, |l| l.p99_ms);
@@ -229,5 +237,6 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
         baseline_commits_per_s: baseline,
         ratio: if first > 0.0 { last / first } else { 0.0 },
         details: json!({ "levels": levels, "busy_keys": opts.busy_keys, "samples_per_level": opts.samples }),
+        server_cost: Some(usage.per_task(&bench.server, all.len() as u64)),
     })
 }

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::serve::ServeProcess;
-use super::{progress, tenant, with, BenchDb, CpuMeter, Percentiles, Report};
+use super::{progress, tenant, with, BenchDb, Percentiles, Report};
 use crate::db::DbError;
 
 /// Options of the flow scenarios.
@@ -26,6 +26,9 @@ pub struct FlowOptions {
     pub start_on_assign: bool,
     /// Tasks per submit request (1 = `POST /v1/tasks`, more = `POST /v1/tasks/batch`).
     pub batch: u32,
+    /// `e2e` and `keys`: submit every task before the workers start, and time the processing
+    /// alone (a burn-down); the submit phase is reported on its own.
+    pub preload: bool,
 }
 
 const SUBMITTERS: u32 = 16;
@@ -46,13 +49,24 @@ fn new_task(queue: &str, key: Option<String>, n: u32) -> SubmitTask {
     }
 }
 
-/// Submits `tasks` through `SUBMITTERS` concurrent HTTP clients, `batch` tasks a request; returns
-/// each request's latency.
+/// How often a submit request answered 503 (the server's call timeout, reached when many
+/// batches queue for the same keys on a busy machine) is sent again, with the same
+/// Idempotency-Keys, before the scenario fails.
+const SUBMIT_ATTEMPTS: u32 = 10;
+
+/// What [`submit_all`] saw: each request's latency (retries included) and how many requests were
+/// sent again after a 503.
+struct Submits {
+    latencies: Vec<Duration>,
+    retries: u64,
+}
+
+/// Submits `tasks` through `SUBMITTERS` concurrent HTTP clients, `batch` tasks a request.
 async fn submit_all(
     client: &Client,
     tasks: Vec<SubmitTask>,
     batch: u32,
-) -> Result<Vec<Duration>, DbError> {
+) -> Result<Submits, DbError> {
     let total = tasks.len() as u64;
     let mut requests: Vec<Vec<(String, SubmitTask)>> = Vec::new();
     let mut tasks = tasks.into_iter().enumerate().peekable();
@@ -67,10 +81,16 @@ async fn submit_all(
     }
     requests.reverse();
     let requests = Arc::new(Mutex::new(requests));
+    let retries = Arc::new(AtomicU64::new(0));
     let bar = progress(total, "submitting");
     let mut handles = Vec::new();
     for _ in 0..SUBMITTERS {
-        let (client, requests, bar) = (client.clone(), requests.clone(), bar.clone());
+        let (client, requests, retries, bar) = (
+            client.clone(),
+            requests.clone(),
+            retries.clone(),
+            bar.clone(),
+        );
         handles.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             loop {
@@ -79,22 +99,36 @@ async fn submit_all(
                     return Ok::<_, DbError>(latencies);
                 };
                 let started = Instant::now();
-                if let [(key, task)] = items.as_slice() {
-                    client.submit(key, task).await.map_err(internal)?;
-                } else {
-                    client.submit_many(&items).await.map_err(internal)?;
+                for attempt in 1.. {
+                    let sent = if let [(key, task)] = items.as_slice() {
+                        client.submit(key, task).await.map(drop)
+                    } else {
+                        client.submit_many(&items).await.map(drop)
+                    };
+                    match sent {
+                        Ok(()) => break,
+                        Err(e) if e.status == 503 && attempt < SUBMIT_ATTEMPTS => {
+                            retries.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt)))
+                                .await;
+                        }
+                        Err(e) => return Err(internal(e)),
+                    }
                 }
                 latencies.push(started.elapsed());
                 bar.inc(items.len() as u64);
             }
         }));
     }
-    let mut all = Vec::new();
+    let mut latencies = Vec::new();
     for h in handles {
-        all.extend(h.await.map_err(internal)??);
+        latencies.extend(h.await.map_err(internal)??);
     }
     bar.finish_and_clear();
-    Ok(all)
+    Ok(Submits {
+        latencies,
+        retries: retries.load(Ordering::Relaxed),
+    })
 }
 
 fn worker(
@@ -130,7 +164,9 @@ async fn wait_for(done: &AtomicU64, target: u64, what: &str) {
     bar.finish_and_clear();
 }
 
-/// `e2e` (keys = 0) and `keys` (keys > 0): tasks/s from the first submit to the last result ack.
+/// `e2e` (keys = 0) and `keys` (keys > 0): tasks/s from the first submit to the last result ack
+/// with workers running meanwhile, or with `preload` from the workers' start to the last result
+/// ack, every task submitted beforehand (the submit phase is reported in `details`).
 pub async fn throughput(
     bench: &BenchDb,
     opts: &FlowOptions,
@@ -141,20 +177,22 @@ pub async fn throughput(
     let serve = ServeProcess::start(&bench.dsn).await?;
     let client = Client::new(&serve.url, &t.token);
     let done = Arc::new(AtomicU64::new(0));
-    let workers: Vec<_> = (0..opts.workers)
-        .map(|i| {
-            worker(
-                &serve.url,
-                &t.token,
-                &format!("bench-{i}"),
-                std::slice::from_ref(&t.queue_id),
-                16,
-                opts.start_on_assign,
-                done.clone(),
-            )
-            .start()
-        })
-        .collect();
+    let start_workers = || -> Vec<_> {
+        (0..opts.workers)
+            .map(|i| {
+                worker(
+                    &serve.url,
+                    &t.token,
+                    &format!("bench-{i}"),
+                    std::slice::from_ref(&t.queue_id),
+                    16,
+                    opts.start_on_assign,
+                    done.clone(),
+                )
+                .start()
+            })
+            .collect()
+    };
     let tasks = (0..opts.tasks)
         .map(|n| {
             new_task(
@@ -164,25 +202,50 @@ pub async fn throughput(
             )
         })
         .collect();
-    let cpu = CpuMeter::start(serve.pid());
-    let started = Instant::now();
-    let mut latencies = submit_all(&client, tasks, opts.batch).await?;
-    wait_for(&done, u64::from(opts.tasks), "running").await;
+    let n = u64::from(opts.tasks);
+    let mut details = json!({ "workers": opts.workers, "keys": keys, "start_on_assign": opts.start_on_assign,
+                              "batch": opts.batch, "preload": opts.preload, "target_ratio": 0.5 });
+    let (mut submits, workers, meter, started) = if opts.preload {
+        let meter = bench.meter(serve.pid()).await?;
+        let started = Instant::now();
+        let submits = submit_all(&client, tasks, opts.batch).await?;
+        let seconds = started.elapsed().as_secs_f64().max(f64::EPSILON);
+        let cost = meter.per_task(n).await?;
+        eprintln!(
+            "bench: submitted {n} tasks in {seconds:.2} s ({:.0} tasks/s); starting the workers",
+            n as f64 / seconds
+        );
+        details = with(
+            details,
+            json!({ "latency": "submit request (submit phase)", "submit_seconds": seconds,
+                    "submit_tasks_per_s": n as f64 / seconds, "submit_server_cost": cost }),
+        );
+        let meter = bench.meter(serve.pid()).await?;
+        let started = Instant::now();
+        (submits, start_workers(), meter, started)
+    } else {
+        details = with(details, json!({ "latency": "submit request" }));
+        let workers = start_workers();
+        let meter = bench.meter(serve.pid()).await?;
+        let started = Instant::now();
+        let submits = submit_all(&client, tasks, opts.batch).await?;
+        (submits, workers, meter, started)
+    };
+    wait_for(&done, n, "running").await;
     for w in workers {
         w.drain().await.map_err(internal)?;
     }
+    let seconds = started.elapsed().as_secs_f64();
+    let cost = meter.per_task(n).await?;
     Ok(Report::throughput(
         if keys == 0 { "e2e" } else { "keys" },
         opts.tasks,
-        started.elapsed().as_secs_f64(),
-        &mut latencies,
+        seconds,
+        &mut submits.latencies,
         baseline,
-        with(
-            json!({ "workers": opts.workers, "keys": keys, "start_on_assign": opts.start_on_assign, "batch": opts.batch,
-                    "latency": "submit request", "target_ratio": 0.5 }),
-            cpu.per_task(u64::from(opts.tasks)),
-        ),
-    ))
+        with(details, json!({ "submit_retries": submits.retries })),
+    )
+    .costing(cost))
 }
 
 /// `hotkey`: N tasks on one key across two queues and two workers; hand-off = a task's handler
@@ -203,7 +266,7 @@ pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
         .map(|n| new_task(&queues[n as usize % 2], Some("hot".into()), n))
         .collect();
     submit_all(&client, tasks, opts.batch).await?;
-    let cpu = CpuMeter::start(serve.pid());
+    let meter = bench.meter(serve.pid()).await?;
     let spans: Arc<Mutex<Vec<(u64, Instant, Instant)>>> = Arc::default();
     let origin = Instant::now();
     let mut workers = Vec::new();
@@ -248,18 +311,17 @@ pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
         .collect();
     let first = spans.first().map_or(origin, |s| s.1);
     let last = spans.last().map_or(origin, |s| s.2);
+    let cost = meter.per_task(u64::from(opts.tasks)).await?;
     Ok(Report::throughput(
         "hotkey",
         opts.tasks,
         last.duration_since(first).as_secs_f64(),
         &mut handoffs,
         baseline,
-        with(
-            json!({ "latency": "hand-off (previous handler end -> next handler start)", "start_on_assign": opts.start_on_assign,
-                    "targets": {"p99_ms": 5, "tasks_per_s": 500} }),
-            cpu.per_task(u64::from(opts.tasks)),
-        ),
-    ))
+        json!({ "latency": "hand-off (previous handler end -> next handler start)", "start_on_assign": opts.start_on_assign,
+                "targets": {"p99_ms": 5, "tasks_per_s": 500} }),
+    )
+    .costing(cost))
 }
 
 /// `submit`: HTTP submits/s with Idempotency-Keys from 16 concurrent clients.
@@ -270,20 +332,21 @@ pub async fn submit(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
     let tasks = (0..opts.tasks)
         .map(|n| new_task(&t.queue_id, None, n))
         .collect();
-    let cpu = CpuMeter::start(serve.pid());
+    let meter = bench.meter(serve.pid()).await?;
     let started = Instant::now();
-    let mut latencies = submit_all(&client, tasks, opts.batch).await?;
+    let mut submits = submit_all(&client, tasks, opts.batch).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let cost = meter.per_task(u64::from(opts.tasks)).await?;
     Ok(Report::throughput(
         "submit",
         opts.tasks,
-        started.elapsed().as_secs_f64(),
-        &mut latencies,
+        seconds,
+        &mut submits.latencies,
         baseline,
-        with(
-            json!({ "clients": SUBMITTERS, "batch": opts.batch, "latency": "submit request", "target_ratio": 0.8 }),
-            cpu.per_task(u64::from(opts.tasks)),
-        ),
-    ))
+        json!({ "clients": SUBMITTERS, "batch": opts.batch, "latency": "submit request", "target_ratio": 0.8,
+                "submit_retries": submits.retries }),
+    )
+    .costing(cost))
 }
 
 /// `sessions`: resident memory of `serve` holding `tasks` idle worker sessions.
@@ -344,5 +407,6 @@ pub async fn sessions(
         ratio: mb / 100.0,
         details: json!({ "serve_rss_mb_before": before as f64 / 1_048_576.0, "serve_rss_mb": mb, "target_mb": 100,
                          "latency": "connect + hello -> welcome" }),
+        server_cost: None,
     })
 }

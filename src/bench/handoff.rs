@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::{progress, tenant, with, BenchDb, CpuMeter, Report, HOTKEY_CAPACITY};
+use super::{progress, tenant, BenchDb, Report, HOTKEY_CAPACITY};
 use crate::db::tasks::NewTask;
 use crate::db::workers::{AttemptResult, ClaimAfter, Outcome, SessionOpen};
 use crate::db::DbError;
@@ -75,7 +75,7 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
         .ok_or_else(not_handed_on)?
         .attempt_id;
 
-    let cpu = CpuMeter::start(None);
+    let meter = bench.meter(None).await?;
     let bar = progress(u64::from(calls), "hand-offs");
     let mut latencies = Vec::with_capacity(calls as usize);
     let started = Instant::now();
@@ -102,16 +102,16 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    let cost = meter.per_task(u64::from(calls)).await?;
     Ok(Report::throughput(
         "handoff-sql",
         calls,
-        started.elapsed().as_secs_f64(),
+        seconds,
         &mut latencies,
         baseline,
-        with(
-            json!({ "latency": "one orbit_attempt_finish call (a result and the next grant)",
-                    "capacity": HOTKEY_CAPACITY, "queues": 2 }),
-            cpu.per_task(u64::from(calls)),
-        ),
-    ))
+        json!({ "latency": "one orbit_attempt_finish call (a result and the next grant)",
+                "capacity": HOTKEY_CAPACITY, "queues": 2 }),
+    )
+    .costing(cost))
 }

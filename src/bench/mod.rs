@@ -3,13 +3,15 @@
 //!
 //! Scenarios live one per file; every one prints a human summary, and with `--json` its last line
 //! of stdout is one JSON object (`scenario`, `tasks`, `seconds`, `tasks_per_s`, `p50_ms`, `p99_ms`,
-//! `baseline_commits_per_s`, `ratio`, plus scenario fields).
+//! `baseline_commits_per_s`, `ratio`, `details` with scenario fields, and for the scenarios that
+//! process tasks `server_cost`: the database server's work per task, [`server_cost::ServerCost`]).
 
 pub mod baseline;
 pub mod claim;
 pub mod flow;
 pub mod handoff;
 pub mod serve;
+pub mod server_cost;
 
 use std::time::Duration;
 
@@ -24,6 +26,8 @@ use crate::migrate::{self, MigrateError};
 pub struct BenchDb {
     pub db: Db,
     pub dsn: String,
+    /// The server's process and counters, for [`BenchDb::meter`].
+    pub server: server_cost::Server,
     server_dsn: String,
     created: Option<String>,
 }
@@ -66,12 +70,25 @@ impl BenchDb {
         migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {}).await?;
         let _ = conn.close().await;
         let pool = migrate::connect_pool(&dsn, pool_size).await?;
+        let server =
+            server_cost::Server::detect(&pool)
+                .await
+                .map_err(|e| MigrateError::Database {
+                    doing: "finding the database server's process",
+                    reason: e.to_string(),
+                })?;
         Ok(BenchDb {
             db: Db::new(pool),
             dsn,
+            server,
             server_dsn,
             created,
         })
+    }
+
+    /// Starts measuring the server's work (and `serve_pid`'s CPU) for a phase of a scenario.
+    pub async fn meter(&self, serve_pid: Option<u32>) -> Result<server_cost::Meter, DbError> {
+        server_cost::Meter::start(self.db.pool(), &self.server, serve_pid).await
     }
 
     /// Drops the database if this run created it.
@@ -126,6 +143,9 @@ pub struct Report {
     pub ratio: f64,
     /// Scenario-specific figures.
     pub details: serde_json::Value,
+    /// The database server's work per task in the measured phase (scenarios that process tasks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cost: Option<server_cost::ServerCost>,
 }
 
 impl Report {
@@ -152,6 +172,15 @@ impl Report {
             baseline_commits_per_s: baseline,
             ratio: tasks_per_s / baseline,
             details,
+            server_cost: None,
+        }
+    }
+
+    /// The report with the measured phase's server cost.
+    pub fn costing(self, cost: server_cost::ServerCost) -> Report {
+        Report {
+            server_cost: Some(cost),
+            ..self
         }
     }
 }
@@ -215,64 +244,4 @@ pub fn with(mut details: serde_json::Value, more: serde_json::Value) -> serde_js
         d.extend(m);
     }
     details
-}
-
-/// CPU seconds process `pid` has used, user + system (Linux `/proc`; 100 clock ticks a second).
-pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after "pid (comm)": state is the first, utime the 12th, stime the 13th.
-    let fields: Vec<&str> = stat
-        .get(stat.rfind(')')? + 1..)?
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
-}
-
-/// CPU seconds used so far by the database server processes on this machine (`mariadbd`,
-/// `mysqld`): where the procedures' work shows up when the server runs here.
-pub fn database_cpu_seconds() -> Option<f64> {
-    let mut total = None;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if matches!(comm.trim(), "mariadbd" | "mysqld") {
-            *total.get_or_insert(0.0) += process_cpu_seconds(pid).unwrap_or(0.0);
-        }
-    }
-    total
-}
-
-/// Where a scenario's CPU went: the database server and the `serve` process, per task.
-pub struct CpuMeter {
-    serve_pid: Option<u32>,
-    database: Option<f64>,
-    serve: Option<f64>,
-}
-
-impl CpuMeter {
-    pub fn start(serve_pid: Option<u32>) -> CpuMeter {
-        CpuMeter {
-            serve_pid,
-            database: database_cpu_seconds(),
-            serve: serve_pid.and_then(process_cpu_seconds),
-        }
-    }
-
-    /// `{"database_cpu_ms_per_task", "serve_cpu_ms_per_task"}` since `start` (null when unreadable).
-    pub fn per_task(&self, tasks: u64) -> serde_json::Value {
-        let per_task = |before: Option<f64>, after: Option<f64>| {
-            Some((after? - before?) * 1000.0 / tasks.max(1) as f64)
-        };
-        serde_json::json!({
-            "database_cpu_ms_per_task": per_task(self.database, database_cpu_seconds()),
-            "serve_cpu_ms_per_task": per_task(self.serve, self.serve_pid.and_then(process_cpu_seconds)),
-        })
-    }
 }

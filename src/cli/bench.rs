@@ -65,9 +65,17 @@ pub struct BenchArgs {
     /// `POST /v1/tasks/batch` (one transaction, an Idempotency-Key per task).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub batch: u32,
+    /// e2e, keys: submit every task first (through --batch), then start the workers and time the
+    /// processing alone (a burn-down); the submit phase's tasks/s is reported on its own.
+    #[arg(long)]
+    pub preload: bool,
 }
 
 pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
+    if args.preload && !matches!(args.scenario, Scenario::E2e | Scenario::Keys) {
+        eprintln!("error: --preload applies to e2e and keys (hotkey always submits first)");
+        return ExitCode::from(2);
+    }
     let bench_db = match bench::BenchDb::open(&args.dsn, 24).await {
         Ok(b) => b,
         Err(e) => {
@@ -98,6 +106,7 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                 baseline_commits_per_s: baseline,
                 ratio: 1.0,
                 details: serde_json::json!({ "connections": bench::baseline::CONNECTIONS }),
+                server_cost: None,
             }),
             Scenario::Claim => {
                 let opts = bench::claim::ClaimOptions {
@@ -114,6 +123,7 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     keys: args.keys,
                     start_on_assign: args.start_on_assign,
                     batch: args.batch,
+                    preload: args.preload,
                 };
                 match scenario {
                     Scenario::E2e => bench::flow::throughput(&bench_db, &opts, 0, baseline).await,
@@ -135,14 +145,24 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
     match result {
         Ok(report) => {
             println!(
-                "{}: {} tasks, p50 {:.2} ms, p99 {:.2} ms, ratio {:.2} (baseline {:.0} commits/s)",
+                "{}: {} tasks, {:.0} tasks/s, p50 {:.2} ms, p99 {:.2} ms, ratio {:.2} (baseline {:.0} commits/s)",
                 report.scenario,
                 report.tasks,
+                report.tasks_per_s,
                 report.p50_ms,
                 report.p99_ms,
                 report.ratio,
                 report.baseline_commits_per_s
             );
+            if let Some(submit) = report.details["submit_tasks_per_s"].as_f64() {
+                println!("submit phase: {submit:.0} tasks/s; the figures above are the processing phase's");
+            }
+            if let Some(n) = report.details["submit_retries"].as_u64().filter(|&n| n > 0) {
+                println!("submit requests sent again after a 503 (the server's call timeout): {n}");
+            }
+            if let Some(cost) = &report.server_cost {
+                println!("{}", cost.summary());
+            }
             if args.json {
                 println!(
                     "{}",
