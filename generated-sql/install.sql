@@ -506,54 +506,47 @@ DELIMITER ;
 -- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
 --
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
--- FOR UPDATE, checked that it is LEASED or RUNNING, and passes the columns it read (no second
--- read). In the same transaction this records the
+-- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
 -- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
--- which hands the key to the next blocked task), moves the task, writes history, and adds the quota charges it
--- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
--- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
--- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
--- slot row, its own, once. One restatement: orbit_attempt_finish ends a group of successes of
--- unkeyed attempts itself, writing what this writes for each (a test compares the rows).
+-- which hands the key to the next blocked task), moves the task and writes the attempt's history
+-- row. The quota charges it frees (the attempt's active attempt; the task's incomplete task when
+-- the task ended) are given back by the caller, once for all the attempts it ends, from the
+-- attempts' rows (m::quota_give_back_ended): a session's group of results locks its slot row once.
+-- One restatement: orbit_attempt_finish ends a group of successes of unkeyed attempts itself,
+-- writing what this writes for each (a test compares the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
 --   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
--- Parameters: p_attempt_id and its row's task_id, state, resource_id, concurrency_token and
---   quota_slot (p_task_id, p_attempt_state, p_resource_id, p_token, p_slot); p_outcome;
---   p_retryable; p_output, p_error (JSON text or NULL); p_now;
---   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release);
---   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
+-- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+--   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
 --   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
--- Signals: none (callers validate). Locks, in order: orbit_task row (read FOR UPDATE for an outcome
---   that needs its retry settings, otherwise by its update, which comes before the key's release
---   either way), orbit_resource row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
---   quota row (the caller's).
+-- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
+--   again here), orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
+--   otherwise by its update, which comes before the key's release either way), orbit_resource
+--   row (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
   IN p_attempt_id BIGINT UNSIGNED,
-  IN p_task_id BIGINT UNSIGNED,
-  IN p_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
-  IN p_resource_id BIGINT UNSIGNED,
-  IN p_token BIGINT UNSIGNED,
-  IN p_slot TINYINT UNSIGNED,
   IN p_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
   IN p_retryable TINYINT,
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_now DATETIME(6),
   IN p_hand_off TINYINT,
-  INOUT p_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
-  INOUT p_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_key_queues INT)
   MODIFIES SQL DATA
 BEGIN
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
   DECLARE v_retry_base_ms INT UNSIGNED;
@@ -567,17 +560,22 @@ BEGIN
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_release_version BIGINT UNSIGNED;
 
+  -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
+  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token
+    INTO v_task_id, v_attempt_state, v_resource_id, v_token
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id;
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
-  IF v_outcome = 'expired' AND p_attempt_state = 'RUNNING' THEN
+  IF v_outcome = 'expired' AND v_attempt_state = 'RUNNING' THEN
     SET v_outcome = 'unknown';
   END IF;
   -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
-  -- attempt's task is in the attempt's state: the history's from_state is p_attempt_state.)
+  -- attempt's task is in the attempt's state: the history's from_state is v_attempt_state.)
   IF v_outcome IN ('failed', 'unknown') THEN
     SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
       INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
       FROM orbit_task t
-     WHERE t.id = p_task_id
+     WHERE t.id = v_task_id
        FOR UPDATE;
     SET v_attempts_left = v_attempt_count < v_max_attempts,
         v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
@@ -609,14 +607,14 @@ BEGIN
          t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
          t.finished_at = IF(v_terminal, p_now, NULL),
          t.updated_at = p_now
-   WHERE t.id = p_task_id;
+   WHERE t.id = v_task_id;
   -- The key next: the attempt's update records the version its release wrote.
   SET o_key_queues = 0, v_release_version = 0;
-  IF p_resource_id <> 0 THEN
-    CALL orbit_key_release(p_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
+  IF v_resource_id <> 0 THEN
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
   END IF;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
-    CALL orbit_task_place(p_task_id, p_now, o_task_state, v_lane);
+    CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
   END IF;
   UPDATE orbit_attempt a
      SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
@@ -625,18 +623,10 @@ BEGIN
    WHERE a.id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-  VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), p_attempt_state, o_task_state, p_token,
+  VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_attempt_state, o_task_state, v_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
-  SET o_attempt_state = v_new_attempt_state,
-      p_active_back = JSON_SET(p_active_back, CONCAT('$[', p_slot, ']'),
-                                 CAST(JSON_VALUE(p_active_back, CONCAT('$[', p_slot, ']')) AS UNSIGNED) + 1);
-  -- The task's incomplete charge goes back to the attempt's slot, which the caller holds anyway
-  -- (see orbit_application_quota: only the counters' sum has a meaning).
-  IF v_terminal THEN
-    SET p_incomplete_back = JSON_SET(p_incomplete_back, CONCAT('$[', p_slot, ']'),
-                                 CAST(JSON_VALUE(p_incomplete_back, CONCAT('$[', p_slot, ']')) AS UNSIGNED) + 1);
-  END IF;
+  SET o_attempt_state = v_new_attempt_state;
 END$$
 DELIMITER ;
 
@@ -710,14 +700,14 @@ BEGIN
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_duplicate TINYINT;
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
-  DECLARE v_ended MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  -- How many attempts this call ended, and how many of their keys went to a next task.
   DECLARE v_ended_count INT DEFAULT 0;
+  DECLARE v_handed_off INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -734,30 +724,27 @@ BEGIN
   DECLARE v_requeued TINYINT DEFAULT 0;
   DECLARE v_key_left TINYINT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
-  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
-  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
-  -- The group's history rows, [task_id, attempt_id, from_state, token] (comma-separated),
-  -- inserted together.
-  DECLARE v_events MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  -- The keys the per-result path handed off, [resource id, queues with a next task] pairs
-  -- (comma-separated), for after the grant.
-  DECLARE v_keys TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_key_queues INT;
   DECLARE v_held INT;
-  DECLARE v_attempt_slot TINYINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_ord INT;
+  DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
   DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.queue_id, a.application_id, a.quota_slot, a.state, a.concurrency_token
+    SELECT r.ord, a.id, a.task_id, a.application_id, a.state
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
+  -- The keys this call released (after the grant: those it did not take again).
+  DECLARE c_released_keys CURSOR FOR
+    SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e WHERE e.resource_id <> 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -825,7 +812,7 @@ BEGIN
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
       fetch_group: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_queue_id, v_application_id, v_attempt_slot, v_state, v_token;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state;
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
@@ -848,34 +835,31 @@ BEGIN
         SET v_group = ROW_COUNT() = 1;
       END IF;
       IF v_group THEN
-        SET v_events = CONCAT(v_events, IF(v_i > 0, ',', ''), '[', v_task_id, ',', v_attempt_id, ',"', v_state, '",', v_token, ']'),
-            v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+        SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
                                       'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
                                       'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
-            v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
-            v_ended_count = v_ended_count + 1,
-            v_active_back = JSON_SET(v_active_back, CONCAT('$[', v_attempt_slot, ']'),
-                                 CAST(JSON_VALUE(v_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
-            v_incomplete_back = JSON_SET(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']'),
-                                 CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
-            v_i = v_i + 1;
+            v_ended_count = v_ended_count + 1, v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
     IF v_group THEN
-      -- The group's history, one insert (one at a time, each would wait on the AUTO-INC lock of
-      -- the grants' bulk inserts).
+      -- The group's history, one insert from the attempts it ended (one at a time, each would
+      -- wait on the AUTO-INC lock of the grants' bulk inserts). The state before: RUNNING once
+      -- started.
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      SELECT e.task_id, e.attempt_id, 'attempt_succeeded', e.from_state, 'SUCCEEDED', e.token,
+      SELECT e.task_id, e.id, 'attempt_succeeded', IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), 'SUCCEEDED', 0,
              'attempt SUCCEEDED; permits released', v_now
-        FROM JSON_TABLE(CONCAT('[', v_events, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]', attempt_id BIGINT UNSIGNED PATH '$[1]',
-                                                  from_state VARCHAR(16) PATH '$[2]', token BIGINT UNSIGNED PATH '$[3]')) e;
+        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+        STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+       ORDER BY e.id;
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended = '', v_ended_count = 0,
-          v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
+      SET v_acks = '', v_ended_count = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -887,10 +871,8 @@ BEGIN
         v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
         v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id,
-           a.concurrency_token, a.quota_slot
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id,
-           v_token, v_attempt_slot
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -899,16 +881,12 @@ BEGIN
     ELSEIF v_session_id <> p_session_id THEN
       SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_attempt_slot,
-                             v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
-                             v_active_back, v_incomplete_back, v_task_state, v_state, v_key_queues);
+      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
+                             v_task_state, v_state, v_key_queues);
       -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
-            v_ended_count = v_ended_count + 1,
+      SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
+          v_handed_off = v_handed_off + (v_key_queues > 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
-      IF v_key_queues > 0 THEN
-        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), '[', v_resource_id, ',', v_key_queues, ']');
-      END IF;
     ELSE
       SET v_duplicate = 1;
       IF v_outcome <> v_outcome_in THEN
@@ -925,35 +903,47 @@ BEGIN
   END WHILE;
   IF v_ended_count > 0 THEN
     UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = v_now
-   WHERE q.application_id = v_back_application_id
-     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+   WHERE q.application_id = v_back_application_id;
   END IF;
   IF p_claim_max > 0 THEN
     -- Scans start where the session's last one stopped unless these results readied tasks (a
     -- key's next task, a retry), which may sit behind that point.
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_keys = '' AND NOT v_requeued,
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
                           v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
     -- grant did not take leaves that task ready for other sessions, and gets a ready task in
     -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
     -- exact: we hold the resource rows.)
-    SET v_i = 0, v_keys = CONCAT('[', v_keys, ']');
-    WHILE v_i < JSON_LENGTH(v_keys) DO
-      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][0]')),
-          v_key_queues = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][1]')),
-          v_i = v_i + 1;
-      SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
-      IF v_held = 0 THEN
-        SET v_key_left = 1;
-        IF v_key_queues > 1 THEN
+    IF v_handed_off > 0 THEN
+      SET v_done = 0;
+      OPEN c_released_keys;
+      released_keys: LOOP
+        fetch_key: BEGIN
+          DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+          FETCH c_released_keys INTO v_resource_id;
+        END fetch_key;
+        IF v_done THEN
+          LEAVE released_keys;
+        END IF;
+        SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
+        IF v_held = 0 THEN
+          SET v_key_left = 1;
           CALL orbit_key_promote_all(v_resource_id, v_now);
         END IF;
-      END IF;
-    END WHILE;
+      END LOOP released_keys;
+      CLOSE c_released_keys;
+    END IF;
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
   -- left: a ready task of a released key (known above: with a grant, every key released here was
@@ -971,23 +961,31 @@ BEGIN
      WHERE q.application_id = v_back_application_id AND q.paused = 0
        AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
   ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
-    -- One statement over the ended list, each lookup an index probe per ended attempt: the
-    -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
-    -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
-    -- on every result. (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
+    -- One statement over the ended attempts, each lookup an index probe: they are joined first
+    -- (STRAIGHT_JOIN) into a forced index, because an EXISTS over `lane = 'ready'` is otherwise
+    -- materialised through ix_task_due, reading every ready task on every result. (SELECT ...
+    -- INTO: a subquery in SET or IF would be a locking read.)
     SELECT EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]')) e
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')
         OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e
-                     STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+                     STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = e.queue_id
                     WHERE q.max_active_attempts > 0)
       INTO v_wake;
     IF v_wake THEN
       SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM (SELECT DISTINCT CONVERT(e.queue_id USING ascii) COLLATE ascii_bin AS queue_id
-              FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e) w
+      FROM (SELECT DISTINCT e.queue_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
        AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
@@ -2298,7 +2296,8 @@ DELIMITER ;
 --   still running, NULL when none: when to call again).
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end, then the quota slot
---   row the attempt charged, where its task's incomplete charge goes back too (m::quota_give_back).
+--   row the attempt charged, where its task's incomplete charge goes back too
+--   (m::quota_give_back_ended).
 DROP PROCEDURE IF EXISTS orbit_lease_recover;
 DELIMITER $$
 CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
@@ -2310,13 +2309,7 @@ BEGIN
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_key_queues INT;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_expires DATETIME(6);
-  DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_recovered INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
@@ -2342,23 +2335,25 @@ BEGIN
     SET v_seen = v_seen + 1;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    SELECT a.state, a.lease_expires_at, a.application_id, a.task_id, a.resource_id, a.concurrency_token, a.quota_slot
-      INTO v_state, v_expires, v_application_id, v_task_id, v_resource_id, v_token, v_slot
+    SELECT a.state, a.lease_expires_at, a.application_id
+      INTO v_state, v_expires, v_application_id
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
-      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_slot, 'expired', 0, NULL,
+      CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
+                             v_now, 0, v_task_state, v_attempt_state, v_key_queues);
       UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = v_now
-   WHERE q.application_id = v_application_id
-     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+   WHERE q.application_id = v_application_id;
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;
@@ -3446,8 +3441,6 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_key_queues INT;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -3456,8 +3449,6 @@ body: BEGIN
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
-  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
-  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -3477,9 +3468,7 @@ body: BEGIN
   START TRANSACTION;
   -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
   IF v_attempt_id <> 0 THEN
-    SELECT a.state, a.concurrency_token, a.quota_slot
-      INTO v_attempt_state, v_token, v_attempt_slot
-      FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
+    SELECT a.state INTO v_attempt_state FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
   END IF;
   SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
     INTO v_state, v_lane, v_resource_id, v_current, v_slot
@@ -3495,16 +3484,18 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot,
-                           'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
                            v_task_state, v_attempt_state, v_key_queues);
     UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = v_now
-   WHERE q.application_id = v_application_id
-     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+   WHERE q.application_id = v_application_id;
     COMMIT;
     -- The released key, queue permit and quota may let any queue of the application claim.
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
@@ -5665,8 +5656,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'eeb146109cecec76a8e9e07a7aaaa2860898eba8598e5801de24d83c7bf86533', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f49e836d465a69a45ea94753b579b5f7831bccc4841662274444c49d03902457', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'e4af0fbbccf0cf0014e1df739bc8c3cace2d9c482b492df9558127df5977cbba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '5ece2d5306461ca23da49610c26182fd745124462221f73d5e47fa17ef9624f6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5686,7 +5677,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '35fd7f92a1901ebe5a0eb28be31512f8b6173601c377afe3f31c1a5b7a14b5aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'ded701b941a98ca51faaafa3dfc3e2d2d3a1f7546708d75ee5f9761a777f20a3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '6b9172035f12c09017878014bf25f6a3f33e93b79420b71c679487b47ec950fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, '5b5d01ee21edd6ae5d7131e44f8b911e144b45c272d0d63d6fe9ef2923e2d613', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5702,7 +5693,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '17be5c6a46bff2646815de86818cf09334d47e63340da9650daa05828779182a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'ce6f8fe00f6be7e3b0e5549887038de754b1f33840332e5c94add3244a3235d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5719,5 +5710,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b25a4c9851e15c2f56ca7d07c807fcb91c1fdf28523c39e083335b339c8c030e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b25a4c9851e15c2f56ca7d07c807fcb91c1fdf28523c39e083335b339c8c030e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b875e3e1b9d3bc040d2f1ca2c59582e7fb51d8f9f079430d094288ab50edc8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b875e3e1b9d3bc040d2f1ca2c59582e7fb51d8f9f079430d094288ab50edc8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

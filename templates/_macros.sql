@@ -252,6 +252,23 @@
      AND CAST(JSON_VALUE({{ active }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
          + CAST(JSON_VALUE({{ incomplete }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0{% endmacro %}
 
+{#- Gives back the quota charges of attempts just ended, read from their rows: `ended` is a FROM
+    item, alias a, with each ended attempt once (its quota_slot and task_id). An attempt's active
+    attempt goes back to the slot it charged, so that counter never goes below zero, and its task's
+    incomplete task too when the task ended (SUCCEEDED, FAILED or CANCELLED; a task in review or
+    waiting for a retry still counts). One statement, locking only the slot rows with something to
+    give back; last in the transaction's quota work, as every quota lock. -#}
+{% macro quota_give_back_ended(app, ended, now) %}UPDATE orbit_application_quota q
+    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM {{ ended }}
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+         q.updated_at = {{ now }}
+   WHERE q.application_id = {{ app }}{% endmacro %}
+
 {#- Whether slot row `q` may take charges on its own for limit column `col`: the limit is the one
     last verified (checked_<col>) to have every slot of the application within its share. After a
     limit change the shares may be below what slots already hold, so charges lock every slot and

@@ -70,14 +70,14 @@ BEGIN
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_duplicate TINYINT;
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
-  DECLARE v_ended MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  -- How many attempts this call ended, and how many of their keys went to a next task.
   DECLARE v_ended_count INT DEFAULT 0;
+  DECLARE v_handed_off INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -94,30 +94,27 @@ BEGIN
   DECLARE v_requeued TINYINT DEFAULT 0;
   DECLARE v_key_left TINYINT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
-  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
-  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
-  -- The group's history rows, [task_id, attempt_id, from_state, token] (comma-separated),
-  -- inserted together.
-  DECLARE v_events MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  -- The keys the per-result path handed off, [resource id, queues with a next task] pairs
-  -- (comma-separated), for after the grant.
-  DECLARE v_keys TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_key_queues INT;
   DECLARE v_held INT;
-  DECLARE v_attempt_slot TINYINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_ord INT;
+  DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
   DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.queue_id, a.application_id, a.quota_slot, a.state, a.concurrency_token
+    SELECT r.ord, a.id, a.task_id, a.application_id, a.state
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
+  -- The keys this call released (after the grant: those it did not take again).
+  DECLARE c_released_keys CURSOR FOR
+    SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e WHERE e.resource_id <> 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -185,7 +182,7 @@ BEGIN
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
       fetch_group: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_queue_id, v_application_id, v_attempt_slot, v_state, v_token;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state;
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
@@ -208,34 +205,31 @@ BEGIN
         SET v_group = ROW_COUNT() = 1;
       END IF;
       IF v_group THEN
-        SET v_events = CONCAT(v_events, IF(v_i > 0, ',', ''), '[', v_task_id, ',', v_attempt_id, ',"', v_state, '",', v_token, ']'),
-            v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
+        SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
                                       'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
                                       'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
-            v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
-            v_ended_count = v_ended_count + 1,
-            v_active_back = JSON_SET(v_active_back, CONCAT('$[', v_attempt_slot, ']'),
-                                 CAST(JSON_VALUE(v_active_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
-            v_incomplete_back = JSON_SET(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']'),
-                                 CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', v_attempt_slot, ']')) AS UNSIGNED) + 1),
-            v_i = v_i + 1;
+            v_ended_count = v_ended_count + 1, v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
     IF v_group THEN
-      -- The group's history, one insert (one at a time, each would wait on the AUTO-INC lock of
-      -- the grants' bulk inserts).
+      -- The group's history, one insert from the attempts it ended (one at a time, each would
+      -- wait on the AUTO-INC lock of the grants' bulk inserts). The state before: RUNNING once
+      -- started.
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      SELECT e.task_id, e.attempt_id, 'attempt_succeeded', e.from_state, 'SUCCEEDED', e.token,
+      SELECT e.task_id, e.id, 'attempt_succeeded', IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), 'SUCCEEDED', 0,
              'attempt SUCCEEDED; permits released', v_now
-        FROM JSON_TABLE(CONCAT('[', v_events, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]', attempt_id BIGINT UNSIGNED PATH '$[1]',
-                                                  from_state VARCHAR(16) PATH '$[2]', token BIGINT UNSIGNED PATH '$[3]')) e;
+        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+        STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+       ORDER BY e.id;
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended = '', v_ended_count = 0,
-          v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
+      SET v_acks = '', v_ended_count = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -247,10 +241,8 @@ BEGIN
         v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
         v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.resource_id, a.queue_id, a.application_id,
-           a.concurrency_token, a.quota_slot
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_resource_id, v_queue_id, v_application_id,
-           v_token, v_attempt_slot
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -259,16 +251,12 @@ BEGIN
     ELSEIF v_session_id <> p_session_id THEN
       SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_attempt_slot,
-                             v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
-                             v_active_back, v_incomplete_back, v_task_state, v_state, v_key_queues);
+      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
+                             v_task_state, v_state, v_key_queues);
       -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id, v_ended = CONCAT(v_ended, IF(v_ended_count > 0, ',', ''), '[', v_task_id, ',"', v_queue_id, '"]'),
-            v_ended_count = v_ended_count + 1,
+      SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
+          v_handed_off = v_handed_off + (v_key_queues > 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
-      IF v_key_queues > 0 THEN
-        SET v_keys = CONCAT(v_keys, IF(v_keys = '', '', ','), '[', v_resource_id, ',', v_key_queues, ']');
-      END IF;
     ELSE
       SET v_duplicate = 1;
       IF v_outcome <> v_outcome_in THEN
@@ -285,35 +273,47 @@ BEGIN
   END WHILE;
   IF v_ended_count > 0 THEN
     UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = v_now
-   WHERE q.application_id = v_back_application_id
-     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+   WHERE q.application_id = v_back_application_id;
   END IF;
   IF p_claim_max > 0 THEN
     -- Scans start where the session's last one stopped unless these results readied tasks (a
     -- key's next task, a retry), which may sit behind that point.
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_keys = '' AND NOT v_requeued,
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
                           v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
     -- grant did not take leaves that task ready for other sessions, and gets a ready task in
     -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
     -- exact: we hold the resource rows.)
-    SET v_i = 0, v_keys = CONCAT('[', v_keys, ']');
-    WHILE v_i < JSON_LENGTH(v_keys) DO
-      SET v_resource_id = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][0]')),
-          v_key_queues = JSON_EXTRACT(v_keys, CONCAT('$[', v_i, '][1]')),
-          v_i = v_i + 1;
-      SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
-      IF v_held = 0 THEN
-        SET v_key_left = 1;
-        IF v_key_queues > 1 THEN
+    IF v_handed_off > 0 THEN
+      SET v_done = 0;
+      OPEN c_released_keys;
+      released_keys: LOOP
+        fetch_key: BEGIN
+          DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+          FETCH c_released_keys INTO v_resource_id;
+        END fetch_key;
+        IF v_done THEN
+          LEAVE released_keys;
+        END IF;
+        SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
+        IF v_held = 0 THEN
+          SET v_key_left = 1;
           CALL orbit_key_promote_all(v_resource_id, v_now);
         END IF;
-      END IF;
-    END WHILE;
+      END LOOP released_keys;
+      CLOSE c_released_keys;
+    END IF;
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
   -- left: a ready task of a released key (known above: with a grant, every key released here was
@@ -331,23 +331,31 @@ BEGIN
      WHERE q.application_id = v_back_application_id AND q.paused = 0
        AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
   ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
-    -- One statement over the ended list, each lookup an index probe per ended attempt: the
-    -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
-    -- `lane = 'ready'` is otherwise materialised through ix_task_due, reading every ready task
-    -- on every result. (SELECT ... INTO: a subquery in SET or IF would be a locking read.)
+    -- One statement over the ended attempts, each lookup an index probe: they are joined first
+    -- (STRAIGHT_JOIN) into a forced index, because an EXISTS over `lane = 'ready'` is otherwise
+    -- materialised through ix_task_due, reading every ready task on every result. (SELECT ...
+    -- INTO: a subquery in SET or IF would be a locking read.)
     SELECT EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]')) e
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')
         OR EXISTS (SELECT 1
-                     FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e
-                     STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+                     STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = e.queue_id
                     WHERE q.max_active_attempts > 0)
       INTO v_wake;
     IF v_wake THEN
       SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM (SELECT DISTINCT CONVERT(e.queue_id USING ascii) COLLATE ascii_bin AS queue_id
-              FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e) w
+      FROM (SELECT DISTINCT e.queue_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
        AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');

@@ -15,7 +15,8 @@
 --   still running, NULL when none: when to call again).
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end, then the quota slot
---   row the attempt charged, where its task's incomplete charge goes back too (m::quota_give_back).
+--   row the attempt charged, where its task's incomplete charge goes back too
+--   (m::quota_give_back_ended).
 DROP PROCEDURE IF EXISTS orbit_lease_recover;
 DELIMITER $$
 CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
@@ -27,13 +28,7 @@ BEGIN
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_key_queues INT;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_expires DATETIME(6);
-  DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_recovered INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
@@ -59,23 +54,25 @@ BEGIN
     SET v_seen = v_seen + 1;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    SELECT a.state, a.lease_expires_at, a.application_id, a.task_id, a.resource_id, a.concurrency_token, a.quota_slot
-      INTO v_state, v_expires, v_application_id, v_task_id, v_resource_id, v_token, v_slot
+    SELECT a.state, a.lease_expires_at, a.application_id
+      INTO v_state, v_expires, v_application_id
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      SET v_active_back = CONCAT('[', REPEAT('0,', 15), '0]'), v_incomplete_back = CONCAT('[', REPEAT('0,', 15), '0]');
-      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_slot, 'expired', 0, NULL,
+      CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
+                             v_now, 0, v_task_state, v_attempt_state, v_key_queues);
       UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = v_now
-   WHERE q.application_id = v_application_id
-     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+   WHERE q.application_id = v_application_id;
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;

@@ -37,8 +37,6 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_key_queues INT;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -47,8 +45,6 @@ body: BEGIN
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
-  DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
-  DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -68,9 +64,7 @@ body: BEGIN
   START TRANSACTION;
   -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
   IF v_attempt_id <> 0 THEN
-    SELECT a.state, a.concurrency_token, a.quota_slot
-      INTO v_attempt_state, v_token, v_attempt_slot
-      FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
+    SELECT a.state INTO v_attempt_state FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
   END IF;
   SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
     INTO v_state, v_lane, v_resource_id, v_current, v_slot
@@ -86,16 +80,18 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot,
-                           'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
                            v_task_state, v_attempt_state, v_key_queues);
     UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS SIGNED),
+    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = v_now
-   WHERE q.application_id = v_application_id
-     AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+   WHERE q.application_id = v_application_id;
     COMMIT;
     -- The released key, queue permit and quota may let any queue of the application claim.
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues

@@ -2,52 +2,45 @@
 -- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
 --
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
--- FOR UPDATE, checked that it is LEASED or RUNNING, and passes the columns it read (no second
--- read). In the same transaction this records the
+-- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
 -- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
--- which hands the key to the next blocked task), moves the task, writes history, and adds the quota charges it
--- frees (the attempt's active attempt; the task's incomplete task when the task ended, both on the
--- attempt's slot) to the caller's give-back lists. The caller gives them back with one statement
--- (m::quota_give_back) after all the attempts it ends: a session's group of results locks one
--- slot row, its own, once. One restatement: orbit_attempt_finish ends a group of successes of
--- unkeyed attempts itself, writing what this writes for each (a test compares the rows).
+-- which hands the key to the next blocked task), moves the task and writes the attempt's history
+-- row. The quota charges it frees (the attempt's active attempt; the task's incomplete task when
+-- the task ended) are given back by the caller, once for all the attempts it ends, from the
+-- attempts' rows (m::quota_give_back_ended): a session's group of results locks its slot row once.
+-- One restatement: orbit_attempt_finish ends a group of successes of unkeyed attempts itself,
+-- writing what this writes for each (a test compares the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
 --   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
--- Parameters: p_attempt_id and its row's task_id, state, resource_id, concurrency_token and
---   quota_slot (p_task_id, p_attempt_state, p_resource_id, p_token, p_slot); p_outcome;
---   p_retryable; p_output, p_error (JSON text or NULL); p_now;
---   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release);
---   p_active_back, p_incomplete_back: the caller's give-back lists (m::quota_none to start).
+-- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+--   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
 --   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
--- Signals: none (callers validate). Locks, in order: orbit_task row (read FOR UPDATE for an outcome
---   that needs its retry settings, otherwise by its update, which comes before the key's release
---   either way), orbit_resource row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
---   quota row (the caller's).
+-- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
+--   again here), orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
+--   otherwise by its update, which comes before the key's release either way), orbit_resource
+--   row (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 CREATE PROCEDURE orbit_attempt_end(
   IN p_attempt_id BIGINT UNSIGNED,
-  IN p_task_id BIGINT UNSIGNED,
-  IN p_attempt_state VARCHAR(16) {{ c.ascii }},
-  IN p_resource_id BIGINT UNSIGNED,
-  IN p_token BIGINT UNSIGNED,
-  IN p_slot TINYINT UNSIGNED,
   IN p_outcome VARCHAR(16) {{ c.ascii }},
   IN p_retryable TINYINT,
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
   IN p_now DATETIME(6),
   IN p_hand_off TINYINT,
-  INOUT p_active_back TEXT {{ c.ascii }},
-  INOUT p_incomplete_back TEXT {{ c.ascii }},
   OUT o_task_state VARCHAR(16) {{ c.ascii }},
   OUT o_attempt_state VARCHAR(16) {{ c.ascii }},
   OUT o_key_queues INT)
   MODIFIES SQL DATA
 BEGIN
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
   DECLARE v_retry_base_ms INT UNSIGNED;
@@ -61,17 +54,22 @@ BEGIN
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
   DECLARE v_release_version BIGINT UNSIGNED;
 
+  -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
+  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token
+    INTO v_task_id, v_attempt_state, v_resource_id, v_token
+    FROM orbit_attempt a
+   WHERE a.id = p_attempt_id;
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
-  IF v_outcome = 'expired' AND p_attempt_state = 'RUNNING' THEN
+  IF v_outcome = 'expired' AND v_attempt_state = 'RUNNING' THEN
     SET v_outcome = 'unknown';
   END IF;
   -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
-  -- attempt's task is in the attempt's state: the history's from_state is p_attempt_state.)
+  -- attempt's task is in the attempt's state: the history's from_state is v_attempt_state.)
   IF v_outcome IN ('failed', 'unknown') THEN
     SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
       INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
       FROM orbit_task t
-     WHERE t.id = p_task_id
+     WHERE t.id = v_task_id
        FOR UPDATE;
     SET v_attempts_left = v_attempt_count < v_max_attempts,
         v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
@@ -103,14 +101,14 @@ BEGIN
          t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
          t.finished_at = IF(v_terminal, p_now, NULL),
          t.updated_at = p_now
-   WHERE t.id = p_task_id;
+   WHERE t.id = v_task_id;
   -- The key next: the attempt's update records the version its release wrote.
   SET o_key_queues = 0, v_release_version = 0;
-  IF p_resource_id <> 0 THEN
-    CALL orbit_key_release(p_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
+  IF v_resource_id <> 0 THEN
+    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
   END IF;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
-    CALL orbit_task_place(p_task_id, p_now, o_task_state, v_lane);
+    CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
   END IF;
   UPDATE orbit_attempt a
      SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
@@ -119,14 +117,8 @@ BEGIN
    WHERE a.id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-  VALUES (p_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), p_attempt_state, o_task_state, p_token,
+  VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_attempt_state, o_task_state, v_token,
           CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
-  SET o_attempt_state = v_new_attempt_state,
-      {% call m::quota_add("p_active_back", "p_slot", "1") %};
-  -- The task's incomplete charge goes back to the attempt's slot, which the caller holds anyway
-  -- (see orbit_application_quota: only the counters' sum has a meaning).
-  IF v_terminal THEN
-    SET {% call m::quota_add("p_incomplete_back", "p_slot", "1") %};
-  END IF;
+  SET o_attempt_state = v_new_attempt_state;
 END

@@ -13,7 +13,8 @@
 --   still running, NULL when none: when to call again).
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per attempt in order: orbit_attempt row, then as orbit_attempt_end, then the quota slot
---   row the attempt charged, where its task's incomplete charge goes back too (m::quota_give_back).
+--   row the attempt charged, where its task's incomplete charge goes back too
+--   (m::quota_give_back_ended).
 CREATE PROCEDURE orbit_lease_recover(IN p_limit INT)
   MODIFIES SQL DATA
 BEGIN
@@ -23,13 +24,7 @@ BEGIN
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_key_queues INT;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_active_back TEXT {{ c.ascii }};
-  DECLARE v_incomplete_back TEXT {{ c.ascii }};
   DECLARE v_expires DATETIME(6);
-  DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_recovered INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
@@ -50,17 +45,16 @@ BEGIN
     END IF;
     SET v_seen = v_seen + 1;
     {% call m::begin() %};
-    SELECT a.state, a.lease_expires_at, a.application_id, a.task_id, a.resource_id, a.concurrency_token, a.quota_slot
-      INTO v_state, v_expires, v_application_id, v_task_id, v_resource_id, v_token, v_slot
+    SELECT a.state, a.lease_expires_at, a.application_id
+      INTO v_state, v_expires, v_application_id
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      SET v_active_back = {% call m::quota_none() %}, v_incomplete_back = {% call m::quota_none() %};
-      CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_slot, 'expired', 0, NULL,
+      CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_active_back, v_incomplete_back, v_task_state, v_attempt_state, v_key_queues);
-      {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
+                             v_now, 0, v_task_state, v_attempt_state, v_key_queues);
+      {% call m::quota_give_back_ended("v_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a", "v_now") %};
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;

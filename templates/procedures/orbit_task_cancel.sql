@@ -28,8 +28,6 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }} DEFAULT '';
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_attempt_slot TINYINT UNSIGNED;
   DECLARE v_key_queues INT;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
@@ -38,8 +36,6 @@ body: BEGIN
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
-  DECLARE v_active_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
-  DECLARE v_incomplete_back TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
   {% call m::rollback_on_error() %};
 
@@ -54,9 +50,7 @@ body: BEGIN
   {% call m::begin() %};
   -- Attempt before task: the same order as orbit_attempt_finish, so the two never deadlock.
   IF v_attempt_id <> 0 THEN
-    SELECT a.state, a.concurrency_token, a.quota_slot
-      INTO v_attempt_state, v_token, v_attempt_slot
-      FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
+    SELECT a.state INTO v_attempt_state FROM orbit_attempt a WHERE a.id = v_attempt_id FOR UPDATE;
   END IF;
   SELECT t.state, t.lane, t.resource_id, t.current_attempt_id, t.quota_slot
     INTO v_state, v_lane, v_resource_id, v_current, v_slot
@@ -72,10 +66,9 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, p_task_id, v_attempt_state, v_resource_id, v_token, v_attempt_slot,
-                           'cancelled', 0, NULL, NULL, v_now, 0, v_active_back, v_incomplete_back,
+    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
                            v_task_state, v_attempt_state, v_key_queues);
-    {% call m::quota_give_back("v_application_id", "v_active_back", "v_incomplete_back", "v_now") %};
+    {% call m::quota_give_back_ended("v_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a", "v_now") %};
     COMMIT;
     -- The released key, queue permit and quota may let any queue of the application claim.
     {% call m::application_ready_queues_into("v_wake_queues", "v_application_id") %};
