@@ -201,11 +201,13 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
 
 /// The procedures extension 2 adds (the operator CLI's credential list, the key inspector and
 /// its metrics, the sweep of silent sessions), in name order.
-const ADDED_IN_2: [&str; 5] = [
+const ADDED_IN_2: [&str; 7] = [
     "orbit_credential_list",
     "orbit_key_get",
     "orbit_key_list",
     "orbit_key_metrics",
+    "orbit_plan_schedule_due",
+    "orbit_plan_schedule_set",
     "orbit_session_sweep",
 ];
 
@@ -245,7 +247,14 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
     assert!(up.changed.contains(&"orbit_task_grant".to_string()));
     assert_eq!(
         up.altered,
-        ["orbit_credential", "orbit_extension", "orbit_session"]
+        [
+            "orbit_credential",
+            "orbit_extension",
+            "orbit_plan",
+            "orbit_plan_fire",
+            "orbit_plan_version",
+            "orbit_session"
+        ]
     );
     // Exactly the objects 0.1.0 did not have are added, and none is dropped.
     let base = orbit::codegen::upgrade::baseline().unwrap();

@@ -2,7 +2,7 @@
 //! verbatim, pause, and the same definition rules as a submit.
 
 use chrono::{DateTime, Utc};
-use orbit::db::plans::{NewPlan, Plan};
+use orbit::db::plans::{NewPlan, Plan, PlanSchedule};
 use orbit::db::tasks::{NewTask, Task, TaskFilter};
 use orbit::db::{Db, DbError};
 use orbit::testing::Fixture;
@@ -11,7 +11,7 @@ use sqlx::mysql::MySqlPoolOptions;
 fn plan(f: &Fixture, name: &str, key: &str) -> NewPlan {
     NewPlan {
         name: name.into(),
-        interval_seconds: 60,
+        schedule: PlanSchedule::every(60),
         task: f.task(&f.queue_id, key),
     }
 }
@@ -83,7 +83,7 @@ async fn create_makes_version_one_and_schedules_the_first_slot() {
         ("interval", "60")
     );
     assert_eq!(
-        created.next_fire_at - created.created_at,
+        created.next_fire_at.unwrap() - created.created_at,
         chrono::Duration::seconds(60)
     );
     let t = &created.task;
@@ -134,7 +134,7 @@ async fn a_new_version_becomes_current_and_the_old_one_is_unchanged() {
     task.handler = "other.handler".into();
     task.payload = r#"{"v":2}"#.into();
     let v2 =
-        f.db.plan_version_create(&f.hash, p.id, 30, &task)
+        f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(30), &task)
             .await
             .unwrap();
     assert_eq!(v2.current_version, 2);
@@ -155,7 +155,7 @@ async fn a_new_version_becomes_current_and_the_old_one_is_unchanged() {
     assert_eq!(before, after, "versions are immutable");
     // A longer interval never pushes the scheduled slot later.
     let v3 =
-        f.db.plan_version_create(&f.hash, p.id, 3600, &task)
+        f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(3600), &task)
             .await
             .unwrap();
     assert_eq!(v3.current_version, 3);
@@ -324,7 +324,7 @@ async fn paused_plans_do_not_fire_and_resume_skips_what_was_missed() {
     let resumed = f.db.plan_set_paused(&f.hash, p.id, false).await.unwrap();
     assert!(!resumed.paused);
     assert_eq!(
-        resumed.next_fire_at - slot,
+        resumed.next_fire_at.unwrap() - slot,
         chrono::Duration::seconds(6 * 60),
         "the first whole interval after now"
     );
@@ -341,12 +341,12 @@ async fn later_fires_use_the_new_version_and_earlier_tasks_keep_theirs() {
             .unwrap();
     make_due(&f, p.id, 1).await;
     assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
-    f.db.plan_version_create(&f.hash, p.id, 60, &f.task(&f.queue_id, "k2"))
+    f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(60), &f.task(&f.queue_id, "k2"))
         .await
         .unwrap();
     make_due(&f, p.id, 1).await;
     assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
-    f.db.plan_version_create(&f.hash, p.id, 60, &f.task(&f.queue_id, ""))
+    f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(60), &f.task(&f.queue_id, ""))
         .await
         .unwrap();
     make_due(&f, p.id, 1).await;
@@ -428,9 +428,9 @@ async fn invalid_definitions_name_the_field() {
             Box::new(|p| p.task.concurrency_key = Some("x".repeat(192))),
             "concurrency_key",
         ),
-        (Box::new(|p| p.interval_seconds = 0), "interval_seconds"),
+        (Box::new(|p| p.schedule.interval_seconds = Some(0)), "interval_seconds"),
         (
-            Box::new(|p| p.interval_seconds = 31_536_001),
+            Box::new(|p| p.schedule.interval_seconds = Some(31_536_001)),
             "interval_seconds",
         ),
         (Box::new(|p| p.name = String::new()), "name"),
@@ -457,13 +457,13 @@ async fn invalid_definitions_name_the_field() {
     let mut null_key: NewTask = f.task(&f.queue_id, "");
     null_key.concurrency_key = None;
     let m = invalid(
-        f.db.plan_version_create(&f.hash, p.id, 60, &null_key)
+        f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(60), &null_key)
             .await
             .unwrap_err(),
     );
     assert!(m.starts_with("concurrency_key"), "{m}");
     let m = invalid(
-        f.db.plan_version_create(&f.hash, p.id, 0, &f.task(&f.queue_id, ""))
+        f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(0), &f.task(&f.queue_id, ""))
             .await
             .unwrap_err(),
     );
@@ -504,7 +504,7 @@ async fn plans_stay_within_the_credential_scope() {
     for err in [
         f.db.plan_get(&other, p.id).await.unwrap_err(),
         f.db.plan_set_paused(&other, p.id, true).await.unwrap_err(),
-        f.db.plan_version_create(&other, p.id, 60, &f.task(&f.queue_id, ""))
+        f.db.plan_version_create(&other, p.id, &PlanSchedule::every(60), &f.task(&f.queue_id, ""))
             .await
             .unwrap_err(),
         f.db.plan_get(&f.hash, 424_242).await.unwrap_err(),
