@@ -262,14 +262,14 @@ async fn table_checksums(pool: &MySqlPool) -> BTreeMap<String, (i64, String)> {
 const PLAN_TABLES: [&str; 3] = ["orbit_plan", "orbit_plan_version", "orbit_plan_fire"];
 
 /// The plan tables' rows, in their 0.1 columns.
-async fn plan_rows(pool: &MySqlPool) -> Vec<String> {
+async fn plan_rows(pool: &MySqlPool) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for sql in [
         "SELECT CONCAT_WS('|', id, application_id, namespace_id, queue_id, name, current_version, paused, next_fire_at, created_at, updated_at) FROM orbit_plan ORDER BY id",
         "SELECT CONCAT_WS('|', plan_id, version, schedule_kind, schedule_spec, handler, handler_version, payload_version, payload, business_key, HEX(concurrency_key), priority, max_attempts, retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at) FROM orbit_plan_version ORDER BY plan_id, version",
         "SELECT CONCAT_WS('|', plan_id, scheduled_for, version, task_id, fired_at) FROM orbit_plan_fire ORDER BY plan_id, scheduled_for",
     ] {
-        let rows: Vec<String> = sqlx::query_scalar(sql).fetch_all(pool).await.unwrap();
+        let rows: Vec<Vec<u8>> = sqlx::query_scalar(sql).fetch_all(pool).await.unwrap();
         out.extend(rows);
     }
     out
@@ -500,7 +500,7 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     }
     assert_eq!(rows_after, rows_before);
     assert_eq!(plan_rows(&pool).await, plans_before);
-    let defaults: String = sqlx::query_scalar(
+    let defaults: Vec<u8> = sqlx::query_scalar(
         "SELECT CONCAT_WS('|', IFNULL(p.schedule_after, 'NULL'), v.schedule_kind, v.timezone, v.catch_up, v.on_busy, f.outcome)
            FROM orbit_plan p JOIN orbit_plan_version v ON v.plan_id = p.id JOIN orbit_plan_fire f ON f.plan_id = p.id
           WHERE p.id = ?",
@@ -509,7 +509,10 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(defaults, "NULL|interval||one|queue|created");
+    assert_eq!(
+        String::from_utf8(defaults).unwrap(),
+        "NULL|interval||one|queue|created"
+    );
     assert_eq!(tasks(&pool).await, before);
 
     // --- The new server serves the upgraded database. ---
