@@ -156,7 +156,9 @@ impl CronSchedule {
         if timezone.is_empty() || timezone.len() > TIMEZONE_MAX_LEN {
             return Err(ScheduleError {
                 field: "timezone",
-                message: format!("timezone must be an IANA time zone name of 1-{TIMEZONE_MAX_LEN} characters"),
+                message: format!(
+                    "timezone must be an IANA time zone name of 1-{TIMEZONE_MAX_LEN} characters"
+                ),
             });
         }
         let tz = Tz::from_str(timezone).map_err(|_| ScheduleError {

@@ -342,14 +342,24 @@ async fn later_fires_use_the_new_version_and_earlier_tasks_keep_theirs() {
             .unwrap();
     make_due(&f, p.id, 1).await;
     assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
-    f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(60), &f.task(&f.queue_id, "k2"))
-        .await
-        .unwrap();
+    f.db.plan_version_create(
+        &f.hash,
+        p.id,
+        &PlanSchedule::every(60),
+        &f.task(&f.queue_id, "k2"),
+    )
+    .await
+    .unwrap();
     make_due(&f, p.id, 1).await;
     assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
-    f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(60), &f.task(&f.queue_id, ""))
-        .await
-        .unwrap();
+    f.db.plan_version_create(
+        &f.hash,
+        p.id,
+        &PlanSchedule::every(60),
+        &f.task(&f.queue_id, ""),
+    )
+    .await
+    .unwrap();
     make_due(&f, p.id, 1).await;
     assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
     let fired: Vec<(Option<String>, u32)> = fired_tasks(&f, p.id)
@@ -429,7 +439,10 @@ async fn invalid_definitions_name_the_field() {
             Box::new(|p| p.task.concurrency_key = Some("x".repeat(192))),
             "concurrency_key",
         ),
-        (Box::new(|p| p.schedule.interval_seconds = Some(0)), "interval_seconds"),
+        (
+            Box::new(|p| p.schedule.interval_seconds = Some(0)),
+            "interval_seconds",
+        ),
         (
             Box::new(|p| p.schedule.interval_seconds = Some(31_536_001)),
             "interval_seconds",
@@ -464,9 +477,14 @@ async fn invalid_definitions_name_the_field() {
     );
     assert!(m.starts_with("concurrency_key"), "{m}");
     let m = invalid(
-        f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(0), &f.task(&f.queue_id, ""))
-            .await
-            .unwrap_err(),
+        f.db.plan_version_create(
+            &f.hash,
+            p.id,
+            &PlanSchedule::every(0),
+            &f.task(&f.queue_id, ""),
+        )
+        .await
+        .unwrap_err(),
     );
     assert!(m.starts_with("interval_seconds"), "{m}");
     assert_eq!(
@@ -505,9 +523,14 @@ async fn plans_stay_within_the_credential_scope() {
     for err in [
         f.db.plan_get(&other, p.id).await.unwrap_err(),
         f.db.plan_set_paused(&other, p.id, true).await.unwrap_err(),
-        f.db.plan_version_create(&other, p.id, &PlanSchedule::every(60), &f.task(&f.queue_id, ""))
-            .await
-            .unwrap_err(),
+        f.db.plan_version_create(
+            &other,
+            p.id,
+            &PlanSchedule::every(60),
+            &f.task(&f.queue_id, ""),
+        )
+        .await
+        .unwrap_err(),
         f.db.plan_get(&f.hash, 424_242).await.unwrap_err(),
     ] {
         assert!(matches!(err, DbError::NotFound(_)), "{err:?}");
@@ -590,7 +613,10 @@ async fn a_cron_plan_gets_its_next_fire_time_from_the_server_after_each_fire() {
         ),
         ("cron", "30 2 * * 1-5", "Europe/Berlin")
     );
-    assert_eq!((created.catch_up.as_str(), created.on_busy.as_str()), ("one", "queue"));
+    assert_eq!(
+        (created.catch_up.as_str(), created.on_busy.as_str()),
+        ("one", "queue")
+    );
     // Not computed yet: anchored at the creation time, and the view already knows the answer.
     assert_eq!(created.next_fire_at, None);
     assert_eq!(created.schedule_after, Some(created.created_at));
@@ -646,7 +672,13 @@ async fn a_stale_next_fire_time_is_not_stored() {
         after,
         next,
     };
-    assert_eq!(f.db.plan_schedule_set(&[fresh.clone()]).await.unwrap().count, 1);
+    assert_eq!(
+        f.db.plan_schedule_set(&[fresh.clone()])
+            .await
+            .unwrap()
+            .count,
+        1
+    );
     // A second server storing the same answer changes nothing.
     assert_eq!(f.db.plan_schedule_set(&[fresh]).await.unwrap().count, 0);
     assert_eq!(stored_next(&f, p.id).await, Some(next));
@@ -659,9 +691,8 @@ async fn versions_pause_and_resume_move_between_interval_and_cron() {
     let f = Fixture::new().await;
     let p = f.db.plan_create(&f.hash, &plan(&f, "p", "")).await.unwrap();
     // Interval -> cron: the next time is computed from now.
-    let v2 = f
-        .db
-        .plan_version_create(
+    let v2 =
+        f.db.plan_version_create(
             &f.hash,
             p.id,
             &PlanSchedule::cron("0 12 * * *", "Asia/Tokyo"),
@@ -681,16 +712,23 @@ async fn versions_pause_and_resume_move_between_interval_and_cron() {
     assert_eq!(resumed.next_fire_at, None);
     assert_eq!(resumed.schedule_after, Some(resumed.updated_at));
     // Cron -> interval: now + interval, even while the cron time was not stored.
-    let v3 = f
-        .db
-        .plan_version_create(&f.hash, p.id, &PlanSchedule::every(90), &f.task(&f.queue_id, ""))
+    let v3 =
+        f.db.plan_version_create(
+            &f.hash,
+            p.id,
+            &PlanSchedule::every(90),
+            &f.task(&f.queue_id, ""),
+        )
         .await
         .unwrap();
     assert_eq!(
         v3.next_fire_at.map(|n| n - v3.updated_at),
         Some(chrono::Duration::seconds(90))
     );
-    assert_eq!((v3.schedule_kind.as_str(), v3.schedule_after), ("interval", None));
+    assert_eq!(
+        (v3.schedule_kind.as_str(), v3.schedule_after),
+        ("interval", None)
+    );
     assert_eq!(f.db.plan_schedule_round(100).await.unwrap().count, 0);
 }
 
@@ -763,10 +801,15 @@ async fn catch_up_all_fires_each_missed_interval_slot_up_to_the_bound() {
     let slot = make_due(&f, p.id, 630).await;
     assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 11);
     let fired = fires(&f, p.id).await;
-    let expected: Vec<_> = (0..11).map(|i| slot + chrono::Duration::seconds(60 * i)).collect();
+    let expected: Vec<_> = (0..11)
+        .map(|i| slot + chrono::Duration::seconds(60 * i))
+        .collect();
     assert_eq!(fired.iter().map(|r| r.0).collect::<Vec<_>>(), expected);
     assert_eq!(fired_tasks(&f, p.id).await.len(), 11);
-    assert_eq!(next_fire_at(&f, p.id).await - slot, chrono::Duration::seconds(11 * 60));
+    assert_eq!(
+        next_fire_at(&f, p.id).await - slot,
+        chrono::Duration::seconds(11 * 60)
+    );
     // After a long stop: the due slot, then only the CATCH_UP_ALL_MAX most recent.
     let slot = make_due(&f, p.id, 60 * 1000 + 30).await;
     let n = u64::from(CATCH_UP_ALL_MAX);
@@ -779,7 +822,10 @@ async fn catch_up_all_fires_each_missed_interval_slot_up_to_the_bound() {
         .collect();
     assert_eq!(recent.len() as u64, 1 + n);
     assert_eq!(recent[0], slot);
-    assert_eq!(recent[1] - slot, chrono::Duration::seconds(60 * (1000 - n as i64 + 1)));
+    assert_eq!(
+        recent[1] - slot,
+        chrono::Duration::seconds(60 * (1000 - n as i64 + 1))
+    );
     assert!(next_fire_at(&f, p.id).await > Utc::now());
 }
 
@@ -868,9 +914,16 @@ async fn on_busy_skip_records_the_tick_and_creates_nothing_while_the_key_is_busy
     f.db.plan_fire_due(100).await.unwrap();
     assert_eq!(fired_tasks(&f, p.id).await.len(), 1);
     // A task of the same key submitted by hand counts too (the key, not the plan, is busy).
-    f.db.attempt_finish(s, g[0].attempt_id, orbit::db::workers::Outcome::Succeeded, false, None, None)
-        .await
-        .unwrap();
+    f.db.attempt_finish(
+        s,
+        g[0].attempt_id,
+        orbit::db::workers::Outcome::Succeeded,
+        false,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
     let other = f.submit(&f.queue_id, "busy/1").await;
     let slot4 = make_due(&f, p.id, 1).await;
     f.db.plan_fire_due(100).await.unwrap();
@@ -917,9 +970,16 @@ async fn on_busy_replace_waiting_keeps_one_waiting_task_per_plan_and_key() {
     f.db.plan_fire_due(100).await.unwrap();
     assert_eq!(fired_tasks(&f, p.id).await.len(), 1);
     // Once it runs (no longer waiting), the next tick queues a new one.
-    f.db.attempt_finish(s, g[0].attempt_id, orbit::db::workers::Outcome::Succeeded, false, None, None)
-        .await
-        .unwrap();
+    f.db.attempt_finish(
+        s,
+        g[0].attempt_id,
+        orbit::db::workers::Outcome::Succeeded,
+        false,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, waiting[0].id);
     let slot4 = make_due(&f, p.id, 1).await;
@@ -985,7 +1045,11 @@ async fn several_schedulers_fire_each_cron_tick_once() {
         let fired = fires(&f, id).await;
         assert!(fired.len() >= 4, "plan {id}: {fired:?}");
         for pair in fired.windows(2) {
-            assert_eq!(pair[1].0 - pair[0].0, chrono::Duration::seconds(1), "plan {id}: consecutive seconds, none lost");
+            assert_eq!(
+                pair[1].0 - pair[0].0,
+                chrono::Duration::seconds(1),
+                "plan {id}: consecutive seconds, none lost"
+            );
         }
         assert!(fired.iter().all(|r| r.1 == "created"));
         let tasks = count(&f, "SELECT COUNT(*) FROM orbit_task WHERE plan_id = ?", id).await;

@@ -155,7 +155,10 @@ fn catch_up_all_fires_at_most_the_most_recent_missed_slots() {
     // A long stop: the next one is the CATCH_UP_ALL_MAX-th most recent, so that many fire.
     let fired = utc(2027, 5, 1, 0, 0, 0);
     let next = s.next(fired, now, CatchUp::All).unwrap();
-    assert_eq!(next, utc(2027, 6, 1, 12, 0, 0) - chrono::Duration::minutes(i64::from(CATCH_UP_ALL_MAX) - 1));
+    assert_eq!(
+        next,
+        utc(2027, 6, 1, 12, 0, 0) - chrono::Duration::minutes(i64::from(CATCH_UP_ALL_MAX) - 1)
+    );
     // one and none: the first fire time after the anchor (the procedure anchors them at the
     // firing time, so the missed ones are behind it).
     assert_eq!(

@@ -421,11 +421,13 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     .await
     .unwrap()
     .get(0);
-    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?")
-        .bind(plan_id)
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
+    )
+    .bind(plan_id)
+    .execute(&pool)
+    .await
+    .unwrap();
     let fired: i64 = sqlx::query("CALL orbit_plan_fire_due(10)")
         .fetch_one(&pool)
         .await
@@ -496,7 +498,11 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     // The plan tables gained columns (so their checksums change): their 0.1 columns are compared
     // instead, and the new columns hold the defaults that keep 0.1 behaviour.
     for t in PLAN_TABLES {
-        assert_eq!(rows_after.remove(t).unwrap().0, rows_before.remove(t).unwrap().0, "{t}");
+        assert_eq!(
+            rows_after.remove(t).unwrap().0,
+            rows_before.remove(t).unwrap().0,
+            "{t}"
+        );
     }
     assert_eq!(rows_after, rows_before);
     assert_eq!(plan_rows(&pool).await, plans_before);
@@ -557,7 +563,11 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
         "{body}"
     );
     assert_eq!(body["data"]["on_busy"], json!("queue"), "{body}");
-    assert_eq!(body["data"]["next_fire_times"].as_array().unwrap().len(), 5, "{body}");
+    assert_eq!(
+        body["data"]["next_fire_times"].as_array().unwrap().len(),
+        5,
+        "{body}"
+    );
 
     // The key's old holder finishes; the key goes on with a larger token than any before.
     let ack =

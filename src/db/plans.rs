@@ -251,7 +251,7 @@ impl Db {
             .into_iter()
             .chain(schedule.args())
             .chain(task.definition_args())
-        .collect();
+            .collect();
         self.plan_call("orbit_plan_version_create", &args).await
     }
 
