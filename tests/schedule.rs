@@ -170,3 +170,24 @@ fn catch_up_all_fires_at_most_the_most_recent_missed_slots() {
         Some(utc(2027, 6, 1, 12, 1, 0))
     );
 }
+
+#[test]
+fn weekdays_follow_vixie_cron() {
+    use chrono::Datelike;
+    // 0 and 7 are Sunday.
+    for expr in ["0 0 * * 0", "0 0 * * 7", "0 0 * * SUN"] {
+        let t = cron(expr, "UTC").after(utc(2027, 1, 1, 0, 0, 0)).unwrap();
+        assert_eq!(t, utc(2027, 1, 3, 0, 0, 0), "{expr}");
+        assert_eq!(t.weekday(), chrono::Weekday::Sun);
+    }
+    // Both day fields restricted: either matching fires (the 13th, or any Friday).
+    let s = cron("0 0 13 * 5", "UTC");
+    assert_eq!(
+        run(&s, utc(2027, 1, 1, 0, 0, 0), 3),
+        [
+            utc(2027, 1, 8, 0, 0, 0),
+            utc(2027, 1, 13, 0, 0, 0),
+            utc(2027, 1, 15, 0, 0, 0)
+        ]
+    );
+}

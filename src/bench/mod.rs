@@ -9,6 +9,7 @@ pub mod baseline;
 pub mod claim;
 pub mod flow;
 pub mod handoff;
+pub mod plans;
 pub mod serve;
 
 use std::time::Duration;
