@@ -2597,11 +2597,13 @@ DELIMITER ;
 -- ---- orbit_plan_fire_due (from templates/procedures/orbit_plan_fire_due.sql) ----
 -- orbit_plan_fire_due: Fire due plans: one task per plan from its current version.
 --
--- Called by the scheduler loop of every serve node. Each due plan (not paused, next_fire_at <=
--- now) is fired in its own short transaction: its row is locked FOR UPDATE SKIP LOCKED, so two
--- nodes never fire the same plan at once (the other node skips it, and after the commit the
--- plan is no longer due); the orbit_plan_fire row (primary key plan_id, scheduled_for) makes a
--- slot fire at most once even if next_fire_at is set back.
+-- Called by the scheduler loop of every serve node. Due plans (not paused, next_fire_at <= now)
+-- are fired in short transactions of up to 20 plans without a concurrency_key,
+-- or of one keyed plan (whose task locks its key's orbit_resource row: alone in its transaction,
+-- it takes its locks in the order a single fire always did). Each plan's row is locked FOR UPDATE
+-- SKIP LOCKED, so two nodes never fire the same plan at once (the other node skips it, and after
+-- the commit the plan is no longer due); the orbit_plan_fire row (primary key plan_id,
+-- scheduled_for) makes a slot fire at most once even if next_fire_at is set back.
 -- A slot fires unless the version's catch_up is 'none' and the slot is more than
 -- 60 s late (missed: nothing is created or recorded). Firing records the
 -- orbit_plan_fire row with its outcome, by the version's on_busy:
@@ -2649,6 +2651,8 @@ BEGIN
   DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_batched INT DEFAULT 0;
+  DECLARE v_keyed TINYINT DEFAULT 0;
   DECLARE v_handler VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_handler_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_payload_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -2677,8 +2681,10 @@ BEGIN
   END IF;
   due: WHILE v_seen < p_limit DO
     SET v_now = UTC_TIMESTAMP(6), v_plan_id = NULL, v_duplicate = 0;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    IF v_batched = 0 THEN
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
+    END IF;
     SELECT p.id, p.next_fire_at, p.current_version, p.application_id, p.namespace_id, p.queue_id
       INTO v_plan_id, v_slot, v_version, v_application_id, v_namespace_id, v_queue_id
       FROM orbit_plan p
@@ -2688,7 +2694,30 @@ BEGIN
        FOR UPDATE SKIP LOCKED;
     IF v_plan_id IS NULL THEN
       COMMIT;
+      SET v_batched = 0;
       LEAVE due;
+    END IF;
+    SET v_keyed = 0;
+    IF v_batched > 0 THEN
+      SELECT v.concurrency_key <> '' INTO v_keyed
+        FROM orbit_plan_version v WHERE v.plan_id = v_plan_id AND v.version = v_version;
+    END IF;
+    IF v_keyed THEN
+      -- A keyed plan fires in a transaction of its own: commit the batch (which lets this plan's
+      -- row go too) and take the plan again, unless another node took it meanwhile.
+      COMMIT;
+      SET v_batched = 0, v_plan_id = NULL;
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+      SELECT p.id, p.next_fire_at, p.current_version, p.application_id, p.namespace_id, p.queue_id
+        INTO v_plan_id, v_slot, v_version, v_application_id, v_namespace_id, v_queue_id
+        FROM orbit_plan p
+       WHERE p.id = v_plan_id AND p.paused = 0 AND p.next_fire_at <= v_now
+         FOR UPDATE SKIP LOCKED;
+      IF v_plan_id IS NULL THEN
+        COMMIT;
+        ITERATE due;
+      END IF;
     END IF;
     SET v_seen = v_seen + 1;
     SELECT v.schedule_kind, IF(v.schedule_kind = 'interval', CAST(v.schedule_spec AS UNSIGNED), 0), v.catch_up,
@@ -2760,8 +2789,15 @@ BEGIN
              p.updated_at = v_now
        WHERE p.id = v_plan_id;
     END IF;
-    COMMIT;
+    SET v_batched = v_batched + 1;
+    IF v_batched >= 20 OR v_concurrency_key <> '' THEN
+      COMMIT;
+      SET v_batched = 0;
+    END IF;
   END WHILE due;
+  IF v_batched > 0 THEN
+    COMMIT;
+  END IF;
   SELECT v_fired AS fired,
          (SELECT MIN(p.next_fire_at) FROM orbit_plan p WHERE p.paused = 0) AS next_fire_at;
 END$$
@@ -5875,7 +5911,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 1, '3231f014ae3e5727c17e470e23d9a12bb24d392416154b614f5c8b46e680103f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'c2934bb60c138c682c9d1385d67148557ec4cf8eccf74706592208198142c639', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '075239cff13f0f270e0678bbe3a3d4648735098b63479cc8b0a9d158d8b85ef4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '187608d9d5a9afc7de1ed1c5a2716c6f44fe0ae9ee97c332fb9bff972c1deb50', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_set', 2, '8c45e772f520fe5e408230748627ec81c0adcd216e76f54b1d567e5d7c836179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5905,5 +5941,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '2b70fc45c46c1282f4332e3de0d40d9fb1ecebc477930941ff2ada5d44392ab7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '2b70fc45c46c1282f4332e3de0d40d9fb1ecebc477930941ff2ada5d44392ab7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '559844ee95d87c61b89094ddca7fea0324af02a42624c2224a4d16029941a6ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '559844ee95d87c61b89094ddca7fea0324af02a42624c2224a4d16029941a6ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

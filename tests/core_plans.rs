@@ -1056,3 +1056,42 @@ async fn several_schedulers_fire_each_cron_tick_once() {
         assert_eq!(tasks as usize, fired.len(), "plan {id}: one task per tick");
     }
 }
+
+#[tokio::test]
+async fn unkeyed_plans_fire_in_batches_and_keyed_ones_alone_each_once() {
+    let f = Fixture::new().await;
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        // Every tenth plan has a key: it fires in a transaction of its own, between batches.
+        let key = if i % 10 == 5 {
+            format!("k/{i}")
+        } else {
+            String::new()
+        };
+        ids.push(
+            f.db.plan_create(&f.hash, &plan(&f, &format!("p{i}"), &key))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 50);
+    for (i, id) in ids.iter().enumerate() {
+        let tasks = fired_tasks(&f, *id).await;
+        assert_eq!(tasks.len(), 1, "plan {i}");
+        assert_eq!(tasks[0].concurrency_key.is_some(), i % 10 == 5, "plan {i}");
+        assert_eq!(fires(&f, *id).await.len(), 1);
+    }
+    // A limit smaller than a batch stops there, and commits what it fired.
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(f.db.plan_fire_due(7).await.unwrap().count, 7);
+    assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 43);
+    assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 0);
+}

@@ -3,11 +3,13 @@
 
 -- orbit_plan_fire_due: Fire due plans: one task per plan from its current version.
 --
--- Called by the scheduler loop of every serve node. Each due plan (not paused, next_fire_at <=
--- now) is fired in its own short transaction: its row is locked FOR UPDATE SKIP LOCKED, so two
--- nodes never fire the same plan at once (the other node skips it, and after the commit the
--- plan is no longer due); the orbit_plan_fire row (primary key plan_id, scheduled_for) makes a
--- slot fire at most once even if next_fire_at is set back.
+-- Called by the scheduler loop of every serve node. Due plans (not paused, next_fire_at <= now)
+-- are fired in short transactions of up to 20 plans without a concurrency_key,
+-- or of one keyed plan (whose task locks its key's orbit_resource row: alone in its transaction,
+-- it takes its locks in the order a single fire always did). Each plan's row is locked FOR UPDATE
+-- SKIP LOCKED, so two nodes never fire the same plan at once (the other node skips it, and after
+-- the commit the plan is no longer due); the orbit_plan_fire row (primary key plan_id,
+-- scheduled_for) makes a slot fire at most once even if next_fire_at is set back.
 -- A slot fires unless the version's catch_up is 'none' and the slot is more than
 -- 60 s late (missed: nothing is created or recorded). Firing records the
 -- orbit_plan_fire row with its outcome, by the version's on_busy:
@@ -55,6 +57,8 @@ BEGIN
   DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_batched INT DEFAULT 0;
+  DECLARE v_keyed TINYINT DEFAULT 0;
   DECLARE v_handler VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_handler_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_payload_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -83,8 +87,10 @@ BEGIN
   END IF;
   due: WHILE v_seen < p_limit DO
     SET v_now = UTC_TIMESTAMP(6), v_plan_id = NULL, v_duplicate = 0;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    IF v_batched = 0 THEN
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
+    END IF;
     SELECT p.id, p.next_fire_at, p.current_version, p.application_id, p.namespace_id, p.queue_id
       INTO v_plan_id, v_slot, v_version, v_application_id, v_namespace_id, v_queue_id
       FROM orbit_plan p
@@ -94,7 +100,30 @@ BEGIN
        FOR UPDATE SKIP LOCKED;
     IF v_plan_id IS NULL THEN
       COMMIT;
+      SET v_batched = 0;
       LEAVE due;
+    END IF;
+    SET v_keyed = 0;
+    IF v_batched > 0 THEN
+      SELECT v.concurrency_key <> '' INTO v_keyed
+        FROM orbit_plan_version v WHERE v.plan_id = v_plan_id AND v.version = v_version;
+    END IF;
+    IF v_keyed THEN
+      -- A keyed plan fires in a transaction of its own: commit the batch (which lets this plan's
+      -- row go too) and take the plan again, unless another node took it meanwhile.
+      COMMIT;
+      SET v_batched = 0, v_plan_id = NULL;
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+      SELECT p.id, p.next_fire_at, p.current_version, p.application_id, p.namespace_id, p.queue_id
+        INTO v_plan_id, v_slot, v_version, v_application_id, v_namespace_id, v_queue_id
+        FROM orbit_plan p
+       WHERE p.id = v_plan_id AND p.paused = 0 AND p.next_fire_at <= v_now
+         FOR UPDATE SKIP LOCKED;
+      IF v_plan_id IS NULL THEN
+        COMMIT;
+        ITERATE due;
+      END IF;
     END IF;
     SET v_seen = v_seen + 1;
     SELECT v.schedule_kind, IF(v.schedule_kind = 'interval', CAST(v.schedule_spec AS UNSIGNED), 0), v.catch_up,
@@ -166,8 +195,15 @@ BEGIN
              p.updated_at = v_now
        WHERE p.id = v_plan_id;
     END IF;
-    COMMIT;
+    SET v_batched = v_batched + 1;
+    IF v_batched >= 20 OR v_concurrency_key <> '' THEN
+      COMMIT;
+      SET v_batched = 0;
+    END IF;
   END WHILE due;
+  IF v_batched > 0 THEN
+    COMMIT;
+  END IF;
   SELECT v_fired AS fired,
          (SELECT MIN(p.next_fire_at) FROM orbit_plan p WHERE p.paused = 0) AS next_fire_at;
 END$$

@@ -38,6 +38,9 @@ pub struct Consts {
     /// With `catch_up: all`, at most this many missed slots of one plan fire
     /// ([`crate::schedule::CATCH_UP_ALL_MAX`]).
     pub plan_catch_up_all_max: u32,
+    /// `orbit_plan_fire_due` fires up to this many unkeyed plans per transaction (one durable
+    /// commit); a keyed plan fires alone.
+    pub plan_fire_batch: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -50,6 +53,7 @@ pub const CONSTS: Consts = Consts {
     scan_restart_every: 16,
     plan_missed_grace_seconds: crate::schedule::MISSED_GRACE_SECONDS,
     plan_catch_up_all_max: crate::schedule::CATCH_UP_ALL_MAX,
+    plan_fire_batch: 20,
 };
 
 /// One registered template.
