@@ -26,7 +26,8 @@
 -- Then the plan advances. An interval plan's next_fire_at moves by whole intervals: catch_up
 -- 'one' and 'none' to the first slot after now (missed slots are skipped, not fired in a burst);
 -- 'all' to the next slot, but no earlier than 100 intervals before the
--- first slot after now (at most 100 missed slots fire, one per visit). A cron
+-- first slot after now (one per visit; after a long stop the slot that was due and the
+-- 100 most recent fire, those between are skipped). A cron
 -- plan's next_fire_at becomes NULL and schedule_after the slot ('all') or the later of the slot
 -- and now ('one', 'none'): the server computes the next fire time after it (src/schedule.rs) and
 -- stores it with orbit_plan_schedule_set. A crash in between leaves the plan NULL, which any
@@ -38,7 +39,9 @@
 -- Signals: INVALID_ARGUMENT (p_limit).
 -- Locks, per plan in order: orbit_plan row (FOR UPDATE SKIP LOCKED), orbit_plan_fire row
 --   (insert), then the orbit_resource row (on_busy other than 'queue', keyed), then through
---   orbit_task_create: orbit_resource row (keyed), one orbit_application_quota slot row.
+--   orbit_task_create: orbit_resource row (keyed), one orbit_application_quota slot row. A batch
+--   of unkeyed plans holds its plans' rows, their fire rows and the quota slot rows its tasks
+--   charged until its commit; it takes no orbit_resource row.
 DROP PROCEDURE IF EXISTS orbit_plan_fire_due;
 DELIMITER $$
 CREATE PROCEDURE orbit_plan_fire_due(IN p_limit INT)
