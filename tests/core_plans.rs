@@ -322,6 +322,14 @@ async fn paused_plans_do_not_fire_and_resume_skips_what_was_missed() {
     let swept = f.db.plan_fire_due(100).await.unwrap();
     assert_eq!(swept.count, 0);
     assert_eq!(swept.next_due_at, None, "no active plan");
+    // The view lists the times it would have once resumed: whole intervals after now.
+    let now = Utc::now();
+    let upcoming = f.db.plan_get(&f.hash, p.id).await.unwrap().upcoming(now, 5);
+    assert!(upcoming[0] > now && upcoming[0] - now <= chrono::Duration::seconds(60));
+    assert_eq!(
+        (upcoming[0] - slot).num_microseconds().unwrap() % 60_000_000,
+        0
+    );
     let resumed = f.db.plan_set_paused(&f.hash, p.id, false).await.unwrap();
     assert!(!resumed.paused);
     assert_eq!(

@@ -184,23 +184,36 @@ impl Plan {
     }
 
     /// The plan's next `n` fire times (UTC) as of `now`: from its stored next slot, or, while the
-    /// scheduler has yet to store a cron plan's, from the one it will store. Empty only for a
-    /// cron plan whose stored expression does not parse (a server checks it before storing).
+    /// scheduler has yet to store a cron plan's, from the one it will store. A paused plan lists
+    /// the times it would have once resumed now (resuming skips what was missed). Empty only for
+    /// a cron plan whose stored expression does not parse (a server checks it before storing).
     pub fn upcoming(&self, now: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
         if self.schedule_kind == "cron" {
             let Ok(cron) = CronSchedule::parse(&self.schedule_spec, &self.timezone) else {
                 return Vec::new();
             };
             let catch_up = self.catch_up.parse().unwrap_or_default();
-            let first = self.next_fire_at.or_else(|| {
-                self.schedule_after
-                    .and_then(|after| cron.next(after, now, catch_up))
-            });
+            let first = match (self.paused, self.next_fire_at) {
+                (true, Some(next)) if next > now => Some(next),
+                (true, _) => cron.after(now),
+                (false, Some(next)) => Some(next),
+                (false, None) => self
+                    .schedule_after
+                    .and_then(|after| cron.next(after, now, catch_up)),
+            };
             first.map_or_else(Vec::new, |f| cron.upcoming(f, n))
         } else {
-            let seconds = self.schedule_spec.parse().unwrap_or(1);
-            self.next_fire_at
-                .map_or_else(Vec::new, |f| interval_upcoming(f, seconds, n))
+            let seconds: i64 = self.schedule_spec.parse().unwrap_or(1).max(1);
+            let Some(mut first) = self.next_fire_at else {
+                return Vec::new();
+            };
+            if self.paused && first <= now {
+                // As orbit_plan_set_paused resumes: the first whole interval after now.
+                let missed =
+                    (now - first).num_microseconds().unwrap_or(i64::MAX) / (seconds * 1_000_000);
+                first += chrono::Duration::seconds(seconds * (missed + 1));
+            }
+            interval_upcoming(first, seconds, n)
         }
     }
 }
