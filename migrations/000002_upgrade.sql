@@ -46,7 +46,11 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
 -- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
---   only.
+--   only;
+-- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
+--   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
+--   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
+--   plan for the server to schedule (orbit_plan_schedule_due and orbit_plan_schedule_set are new).
 -- Behaviour that changes without a shape change: a closed session's start, renewal and result are
 -- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
 -- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
@@ -3845,5 +3849,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'c3fc8c214b89e87044fd6c78380a8bdc721b0b87a51b969330eac811c3646c97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'c3fc8c214b89e87044fd6c78380a8bdc721b0b87a51b969330eac811c3646c97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'd5d4e41929d9d755801b0e3bdc7c5cc0404053cf70d9bd346399c3399a0b813b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'd5d4e41929d9d755801b0e3bdc7c5cc0404053cf70d9bd346399c3399a0b813b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -35,7 +35,11 @@
 -- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
 -- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
---   only.
+--   only;
+-- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
+--   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
+--   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
+--   plan for the server to schedule (orbit_plan_schedule_due and orbit_plan_schedule_set are new).
 -- Behaviour that changes without a shape change: a closed session's start, renewal and result are
 -- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
 -- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
