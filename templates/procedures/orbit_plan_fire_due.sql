@@ -104,19 +104,11 @@ BEGIN
     END IF;
     IF v_keyed THEN
       -- A keyed plan fires in a transaction of its own: commit the batch (which lets this plan's
-      -- row go too) and take the plan again, unless another node took it meanwhile.
+      -- row go too) and start over; the next round takes the earliest due plan, this one unless
+      -- another node took it meanwhile.
       COMMIT;
-      SET v_batched = 0, v_plan_id = NULL;
-      {% call m::begin() %};
-      SELECT p.id, p.next_fire_at, p.current_version, p.application_id, p.namespace_id, p.queue_id
-        INTO v_plan_id, v_slot, v_version, v_application_id, v_namespace_id, v_queue_id
-        FROM orbit_plan p
-       WHERE p.id = v_plan_id AND p.paused = 0 AND p.next_fire_at <= v_now
-         FOR UPDATE SKIP LOCKED;
-      IF v_plan_id IS NULL THEN
-        COMMIT;
-        ITERATE due;
-      END IF;
+      SET v_batched = 0;
+      ITERATE due;
     END IF;
     SET v_seen = v_seen + 1;
     SELECT v.schedule_kind, IF(v.schedule_kind = 'interval', CAST(v.schedule_spec AS UNSIGNED), 0), v.catch_up,
