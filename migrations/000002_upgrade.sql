@@ -42,6 +42,14 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
 --   attempt that had already ended (0.1 could leave one behind a resumed attempt) was held by
 --   nothing and goes with its table.
+-- - orbit_plan, orbit_plan_version, orbit_plan_fire: cron plans in a time zone, catch_up and
+--   on_busy (issue 26). orbit_plan.next_fire_at may be NULL (a cron plan whose next fire time
+--   the server computes) and gains schedule_after; orbit_plan_version gains timezone, catch_up and
+--   on_busy; orbit_plan_fire gains outcome. The new columns' defaults keep every existing plan
+--   what it was: an interval plan ('' time zone) with catch_up 'one' (the oldest missed slot
+--   fires, the others are skipped) and on_busy 'queue' (a task is queued whatever its key), and
+--   every recorded fire 'created'. Plan tables hold one row per plan, version or fired slot;
+--   making next_fire_at nullable rebuilds orbit_plan, which takes moments.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -53,7 +61,11 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
 -- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
---   only.
+--   only;
+-- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
+--   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
+--   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
+--   plan for the server to schedule (orbit_plan_schedule_due and orbit_plan_schedule_set are new).
 -- Behaviour that changes without a shape change: a closed session's start, renewal and result are
 -- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
 -- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
@@ -86,6 +98,58 @@ ALTER TABLE orbit_task_event
 -- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
 ALTER TABLE orbit_session
   MODIFY last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long';
+
+-- next_fire_at may be NULL, and the comments of the plan columns whose meaning grew, exactly as
+-- templates/tables/orbit_plan*.sql write them.
+ALTER TABLE orbit_plan
+  MODIFY next_fire_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time of the next scheduled slot; NULL = a cron plan whose next slot the server has yet to compute (after schedule_after)';
+ALTER TABLE orbit_plan_version
+  MODIFY schedule_spec VARCHAR(191) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'interval seconds, or a cron expression (5 or 6 fields) read in timezone';
+ALTER TABLE orbit_plan_fire
+  MODIFY task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id created (created) or kept (kept); 0 = none (skipped)';
+
+-- The new plan columns, each where the table templates put it. MySQL has no `ADD COLUMN IF NOT
+-- EXISTS`, so a procedure that lives only for this migration adds each one that
+-- information_schema does not list yet (running the migration again adds nothing twice). Their
+-- defaults are the behaviour of 0.1 plans.
+DROP PROCEDURE IF EXISTS orbit_upgrade_000002_plans;
+DELIMITER $$
+CREATE PROCEDURE orbit_upgrade_000002_plans()
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan'
+                    AND COLUMN_NAME = 'schedule_after') THEN
+    ALTER TABLE orbit_plan
+      ADD COLUMN schedule_after DATETIME(6) NULL DEFAULT NULL COMMENT 'cron plans: the next slot is the first fire time after this UTC time (the fired slot, or when it was created, resumed or got a new version); NULL for interval plans' AFTER updated_at;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan_version'
+                    AND COLUMN_NAME = 'timezone') THEN
+    ALTER TABLE orbit_plan_version
+      ADD COLUMN timezone VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'cron plans: IANA time zone of the expression; empty for interval plans' AFTER schedule_spec;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan_version'
+                    AND COLUMN_NAME = 'catch_up') THEN
+    ALTER TABLE orbit_plan_version
+      ADD COLUMN catch_up ENUM('none','one','all') NOT NULL DEFAULT 'one' COMMENT 'missed slots: none fired, one fired (the oldest), or all fired (at most 100)' AFTER timezone;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan_version'
+                    AND COLUMN_NAME = 'on_busy') THEN
+    ALTER TABLE orbit_plan_version
+      ADD COLUMN on_busy ENUM('queue','skip','replace_waiting') NOT NULL DEFAULT 'queue' COMMENT 'a slot while concurrency_key is busy: queue a task, skip it, or keep the plan''s waiting task' AFTER catch_up;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan_fire'
+                    AND COLUMN_NAME = 'outcome') THEN
+    ALTER TABLE orbit_plan_fire
+      ADD COLUMN outcome ENUM('created','skipped','kept') NOT NULL DEFAULT 'created' COMMENT 'created a task; skipped (key busy, on_busy skip); kept the plan''s waiting task (on_busy replace_waiting)' AFTER task_id;
+  END IF;
+END$$
+DELIMITER ;
+CALL orbit_upgrade_000002_plans();
+DROP PROCEDURE orbit_upgrade_000002_plans;
 
 -- The two session indexes, the attempt's key_permit column and its indexes, and the copy of the
 -- key permits. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
@@ -1439,16 +1503,380 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_plan_create (from templates/procedures/orbit_plan_create.sql) ----
+-- orbit_plan_create: Create a plan: a named interval or cron schedule that fires tasks into a queue.
+--
+-- Version 1 holds the schedule and the task definition, validated by the same rules as a submit
+-- (orbit_task_validate); versions are immutable. Tasks fired from a version inherit its
+-- concurrency_key verbatim (no interpolation). An interval plan's first slot is now + interval.
+-- A cron plan starts with next_fire_at NULL and schedule_after = now: the scheduler computes its
+-- first fire time after now (orbit_plan_schedule_due, orbit_plan_schedule_set).
+-- Parameters (NULL = default where one is given):
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the queue)
+--   p_queue_id                CHAR(32): where fired tasks go
+--   p_name                    1-191 characters, unique within the queue's namespace
+--   p_interval_seconds        1-31536000 for an interval plan; NULL for a cron plan
+--   p_cron                    a cron plan's expression, 1-191 ASCII characters, parsed and checked by
+--                             the server (src/schedule.rs), which computes its fire times; NULL for
+--                             an interval plan. Exactly one of p_interval_seconds, p_cron is given.
+--   p_timezone                a cron plan's IANA time zone, 1-64 characters; NULL = 'UTC'. Must be
+--                             NULL or '' for an interval plan.
+--   p_catch_up                'none' | 'one' | 'all' (NULL = 'one'): missed slots after a stop
+--   p_on_busy                 'queue' | 'skip' | 'replace_waiting' (NULL = 'queue'): a slot while
+--                             the key is busy; other than 'queue' needs a concurrency_key
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result (one row): the plan columns:
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC; NULL while
+--   the server computes a cron plan's next slot), created_at, updated_at, then the current
+--   version's schedule_kind ('interval' or 'cron'), schedule_spec (interval seconds, or the cron
+--   expression), handler, handler_version, payload_version, payload (JSON text), business_key
+--   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none), then the plan's schedule_after (UTC,
+--   cron plans; NULL for interval plans) and the version's timezone ('' for interval plans),
+--   catch_up ('none', 'one', 'all') and on_busy ('queue', 'skip', 'replace_waiting').
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
+--   field), STATE_CONFLICT (a plan of that name exists in the namespace).
+-- Locks: the new orbit_plan and orbit_plan_version rows.
+DROP PROCEDURE IF EXISTS orbit_plan_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_create(
+  IN p_token_hash BINARY(32),
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_interval_seconds BIGINT,
+  IN p_cron TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_timezone TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_catch_up TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_plan_id BIGINT UNSIGNED;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_spec VARCHAR(191) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_timezone VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_catch_up VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: name must be 1-191 characters';
+  END IF;
+  CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
+                           p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
+                           p_retry_unknown, p_deadline_seconds);
+  IF (p_interval_seconds IS NULL) = (p_cron IS NULL) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: schedule needs exactly one of interval_seconds and cron';
+  END IF;
+  IF p_interval_seconds IS NOT NULL THEN
+    IF p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
+    END IF;
+    IF p_timezone IS NOT NULL AND p_timezone <> '' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: timezone is for cron schedules only';
+    END IF;
+    SET v_kind = 'interval', v_spec = CAST(p_interval_seconds AS CHAR), v_timezone = '';
+  ELSE
+    IF CHAR_LENGTH(p_cron) NOT BETWEEN 1 AND 191 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: cron must be 1-191 characters';
+    END IF;
+    IF p_timezone IS NOT NULL AND CHAR_LENGTH(p_timezone) NOT BETWEEN 1 AND 64 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: timezone must be 1-64 characters';
+    END IF;
+    SET v_kind = 'cron', v_spec = p_cron, v_timezone = COALESCE(p_timezone, 'UTC');
+  END IF;
+  SET v_catch_up = COALESCE(p_catch_up, 'one'), v_on_busy = COALESCE(p_on_busy, 'queue');
+  IF v_catch_up NOT IN ('none', 'one', 'all') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: catch_up must be none, one or all';
+  END IF;
+  IF v_on_busy NOT IN ('queue', 'skip', 'replace_waiting') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, skip or replace_waiting';
+  END IF;
+  IF v_on_busy <> 'queue' AND p_concurrency_key = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy skip and replace_waiting need a concurrency_key';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_plan (application_id, namespace_id, queue_id, name, current_version, paused, next_fire_at,
+                          created_at, updated_at, schedule_after)
+  VALUES (v_application_id, v_namespace_id, p_queue_id, p_name, 1, 0,
+          IF(v_kind = 'interval', DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND), NULL), v_now, v_now,
+          IF(v_kind = 'cron', v_now, NULL));
+  IF v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a plan with this name already exists in the namespace';
+  END IF;
+  SET v_plan_id = LAST_INSERT_ID();
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, timezone, catch_up, on_busy,
+                                  handler, handler_version,
+                                  payload_version, payload, business_key, concurrency_key, priority, max_attempts,
+                                  retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
+  VALUES (v_plan_id, 1, v_kind, v_spec, v_timezone, v_catch_up, v_on_busy, p_handler, p_handler_version,
+          p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
+          p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
+  COMMIT;
+  SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
+         p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
+         v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
+         v.payload_version, v.payload, v.business_key, v.concurrency_key,
+         v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+         v.retry_unknown, v.deadline_seconds, p.schedule_after, v.timezone, v.catch_up,
+         v.on_busy
+    FROM orbit_plan p
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.id = v_plan_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_fire_due (from templates/procedures/orbit_plan_fire_due.sql) ----
+-- orbit_plan_fire_due: Fire due plans: one task per plan from its current version.
+--
+-- Called by the scheduler loop of every serve node. Due plans (not paused, next_fire_at <= now)
+-- are fired in short transactions of up to 20 plans without a concurrency_key,
+-- or of one keyed plan (whose task locks its key's orbit_resource row: alone in its transaction,
+-- it takes its locks in the order a single fire always did). Each plan's row is locked FOR UPDATE
+-- SKIP LOCKED, so two nodes never fire the same plan at once (the other node skips it, and after
+-- the commit the plan is no longer due); the orbit_plan_fire row (primary key plan_id,
+-- scheduled_for) makes a slot fire at most once even if next_fire_at is set back.
+-- A slot fires unless the version's catch_up is 'none' and the slot is more than
+-- 60 s late (missed: nothing is created or recorded). Firing records the
+-- orbit_plan_fire row with its outcome, by the version's on_busy:
+-- - 'queue': the task is created like a submit (orbit_task_create) with the version's
+--   definition, concurrency_key verbatim, plan_id and plan_version set, and no Idempotency-Key
+--   row (outcome 'created');
+-- - 'skip': when the key has a permit holder or any task of the key waits (lanes ready, blocked,
+--   scheduled), no task is created (outcome 'skipped', task_id 0); otherwise as 'queue';
+-- - 'replace_waiting': when a task this plan fired still waits for the key (state WAITING), it is
+--   kept and no task is created (outcome 'kept', task_id that task); otherwise as 'queue'.
+-- Both checks run under the key's orbit_resource row lock, which every grant and release takes.
+-- When the application's incomplete-task quota is full, the slot is skipped (nothing recorded)
+-- and the plan still advances; the call goes on with the next plan.
+-- Then the plan advances. An interval plan's next_fire_at moves by whole intervals: catch_up
+-- 'one' and 'none' to the first slot after now (missed slots are skipped, not fired in a burst);
+-- 'all' to the next slot, but no earlier than 100 intervals before the
+-- first slot after now (one per visit; after a long stop the slot that was due and the
+-- 100 most recent fire, those between are skipped). A cron
+-- plan's next_fire_at becomes NULL and schedule_after the slot ('all') or the later of the slot
+-- and now ('one', 'none'): the server computes the next fire time after it (src/schedule.rs) and
+-- stores it with orbit_plan_schedule_set. A crash in between leaves the plan NULL, which any
+-- server's next round completes; the slot already fired is behind schedule_after, so it never
+-- fires twice.
+-- Parameters: p_limit 1-10000 (plans visited per call).
+-- Result (one row): fired INT (slots fired: tasks created, skipped or kept), next_fire_at
+--   DATETIME(6) (earliest slot of an active plan, NULL when none).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per plan in order: orbit_plan row (FOR UPDATE SKIP LOCKED), orbit_plan_fire row
+--   (insert), then the orbit_resource row (on_busy other than 'queue', keyed), then through
+--   orbit_task_create: orbit_resource row (keyed), one orbit_application_quota slot row. A batch
+--   of unkeyed plans holds its plans' rows, their fire rows and the quota slot rows its tasks
+--   charged until its commit; it takes no orbit_resource row.
+DROP PROCEDURE IF EXISTS orbit_plan_fire_due;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_fire_due(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_plan_id BIGINT UNSIGNED;
+  DECLARE v_slot DATETIME(6);
+  DECLARE v_version INT UNSIGNED;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_interval BIGINT;
+  DECLARE v_kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_catch_up VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_batched INT DEFAULT 0;
+  DECLARE v_keyed TINYINT DEFAULT 0;
+  DECLARE v_handler VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_handler_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload_version VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_business_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_concurrency_key VARBINARY(764);
+  DECLARE v_priority INT;
+  DECLARE v_max_attempts INT;
+  DECLARE v_retry_base_ms BIGINT;
+  DECLARE v_retry_max_ms BIGINT;
+  DECLARE v_retry_unknown TINYINT;
+  DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_fired INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  due: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_plan_id = NULL, v_duplicate = 0;
+    IF v_batched = 0 THEN
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    END IF;
+    SELECT p.id, p.next_fire_at, p.current_version, p.application_id, p.namespace_id, p.queue_id
+      INTO v_plan_id, v_slot, v_version, v_application_id, v_namespace_id, v_queue_id
+      FROM orbit_plan p
+     WHERE p.paused = 0 AND p.next_fire_at <= v_now
+     ORDER BY p.next_fire_at
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF v_plan_id IS NULL THEN
+      COMMIT;
+      SET v_batched = 0;
+      LEAVE due;
+    END IF;
+    SET v_keyed = 0;
+    IF v_batched > 0 THEN
+      SELECT v.concurrency_key <> '' INTO v_keyed
+        FROM orbit_plan_version v WHERE v.plan_id = v_plan_id AND v.version = v_version;
+    END IF;
+    IF v_keyed THEN
+      -- A keyed plan fires in a transaction of its own: commit the batch (which lets this plan's
+      -- row go too) and start over; the next round takes the earliest due plan, this one unless
+      -- another node took it meanwhile.
+      COMMIT;
+      SET v_batched = 0;
+      ITERATE due;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SELECT v.schedule_kind, IF(v.schedule_kind = 'interval', CAST(v.schedule_spec AS UNSIGNED), 0), v.catch_up,
+           v.on_busy, v.handler, v.handler_version, v.payload_version, v.payload,
+           v.business_key, v.concurrency_key, v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
+           v.retry_unknown, v.deadline_seconds
+      INTO v_kind, v_interval, v_catch_up, v_on_busy, v_handler, v_handler_version, v_payload_version, v_payload,
+           v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms, v_retry_max_ms,
+           v_retry_unknown, v_deadline_seconds
+      FROM orbit_plan_version v
+     WHERE v.plan_id = v_plan_id AND v.version = v_version;
+    IF v_catch_up = 'none' AND TIMESTAMPDIFF(MICROSECOND, v_slot, v_now) > 60 * 1000000 THEN
+      -- Missed: catch_up none fires no late slot.
+      SET v_duplicate = 1;
+    ELSE
+      SAVEPOINT plan_fire;
+      INSERT INTO orbit_plan_fire (plan_id, scheduled_for, version, task_id, outcome, fired_at)
+      VALUES (v_plan_id, v_slot, v_version, 0, 'created', v_now);
+    END IF;
+    IF NOT v_duplicate THEN
+      SET v_outcome = 'created', v_task_id = 0, v_resource_id = NULL;
+      IF v_on_busy <> 'queue' AND v_concurrency_key <> '' THEN
+        SELECT r.id INTO v_resource_id FROM orbit_resource r
+         WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = v_concurrency_key
+           FOR UPDATE;
+        IF v_resource_id IS NOT NULL AND v_on_busy = 'skip' THEN
+          -- Plain reads, exact under the resource row lock.
+          SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
+                    OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
+                                WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled')),
+                    'skipped', 'created')
+            INTO v_outcome;
+        ELSEIF v_resource_id IS NOT NULL THEN
+          SELECT h.id INTO v_task_id FROM orbit_task h FORCE INDEX (ix_task_key)
+           WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled')
+             AND h.state = 'WAITING' AND h.plan_id = v_plan_id
+           ORDER BY h.id
+           LIMIT 1;
+          SET v_outcome = IF(v_task_id <> 0, 'kept', 'created');
+        END IF;
+      END IF;
+      IF v_outcome = 'created' THEN
+        CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                               v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                               v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                               v_deadline_seconds, '', v_plan_id, v_version, v_now, 1, v_task_id);
+      END IF;
+      IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
+        -- QUOTA_EXCEEDED: skip this slot without recording it.
+        ROLLBACK TO SAVEPOINT plan_fire;
+      ELSE
+        UPDATE orbit_plan_fire f SET f.task_id = v_task_id, f.outcome = v_outcome
+         WHERE f.plan_id = v_plan_id AND f.scheduled_for = v_slot;
+        SET v_fired = v_fired + 1;
+      END IF;
+    END IF;
+    IF v_kind = 'interval' THEN
+      UPDATE orbit_plan p
+         SET p.next_fire_at = IF(v_catch_up = 'all',
+                                 GREATEST(DATE_ADD(v_slot, INTERVAL v_interval SECOND),
+                                          DATE_SUB(DATE_ADD(v_slot, INTERVAL v_interval * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, v_slot, v_now) / (v_interval * 1000000)) + 1, 0) SECOND),
+                                                   INTERVAL v_interval * 100 SECOND)),
+                                 DATE_ADD(v_slot, INTERVAL v_interval * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, v_slot, v_now) / (v_interval * 1000000)) + 1, 0) SECOND)),
+             p.updated_at = v_now
+       WHERE p.id = v_plan_id;
+    ELSE
+      UPDATE orbit_plan p
+         SET p.next_fire_at = NULL, p.schedule_after = IF(v_catch_up = 'all', v_slot, GREATEST(v_slot, v_now)),
+             p.updated_at = v_now
+       WHERE p.id = v_plan_id;
+    END IF;
+    SET v_batched = v_batched + 1;
+    IF v_batched >= 20 OR v_concurrency_key <> '' THEN
+      COMMIT;
+      SET v_batched = 0;
+    END IF;
+  END WHILE due;
+  IF v_batched > 0 THEN
+    COMMIT;
+  END IF;
+  SELECT v_fired AS fired,
+         (SELECT MIN(p.next_fire_at) FROM orbit_plan p WHERE p.paused = 0) AS next_fire_at;
+END$$
+DELIMITER ;
+
 -- ---- orbit_plan_get (from templates/procedures/orbit_plan_get.sql) ----
 -- orbit_plan_get: Read one plan with its current version, as its credential may see it.
 --
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read on the plan's queue); p_plan_id.
 -- Result (one row): the plan columns:
---   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
---   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
---   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC; NULL while
+--   the server computes a cron plan's next slot), created_at, updated_at, then the current
+--   version's schedule_kind ('interval' or 'cron'), schedule_spec (interval seconds, or the cron
+--   expression), handler, handler_version, payload_version, payload (JSON text), business_key
 --   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
---   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none), then the plan's schedule_after (UTC,
+--   cron plans; NULL for interval plans) and the version's timezone ('' for interval plans),
+--   catch_up ('none', 'one', 'all') and on_busy ('queue', 'skip', 'replace_waiting').
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such plan, or another tenant's).
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_plan_get;
@@ -1473,7 +1901,8 @@ BEGIN
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
          v.payload_version, v.payload, v.business_key, v.concurrency_key,
          v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
-         v.retry_unknown, v.deadline_seconds
+         v.retry_unknown, v.deadline_seconds, p.schedule_after, v.timezone, v.catch_up,
+         v.on_busy
     FROM orbit_plan p
     JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
    WHERE p.id = p_plan_id;
@@ -1483,16 +1912,21 @@ DELIMITER ;
 -- ---- orbit_plan_set_paused (from templates/procedures/orbit_plan_set_paused.sql) ----
 -- orbit_plan_set_paused: Pause or resume a plan.
 --
--- A paused plan does not fire. Resuming does not fire the slots missed while paused: a next slot
--- already past moves to the first whole interval after now. Idempotent.
+-- A paused plan does not fire. Resuming does not fire the slots missed while paused: an interval
+-- plan's next slot already past moves to the first whole interval after now; a cron plan's next
+-- slot is computed again by the scheduler as the first fire time after now (next_fire_at NULL,
+-- schedule_after now). Idempotent.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the plan's queue); p_plan_id;
 --   p_paused 0/1.
 -- Result (one row): the plan columns:
---   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
---   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
---   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC; NULL while
+--   the server computes a cron plan's next slot), created_at, updated_at, then the current
+--   version's schedule_kind ('interval' or 'cron'), schedule_spec (interval seconds, or the cron
+--   expression), handler, handler_version, payload_version, payload (JSON text), business_key
 --   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
---   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none), then the plan's schedule_after (UTC,
+--   cron plans; NULL for interval plans) and the version's timezone ('' for interval plans),
+--   catch_up ('none', 'one', 'all') and on_busy ('queue', 'skip', 'replace_waiting').
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
 -- Locks: the orbit_plan row.
 DROP PROCEDURE IF EXISTS orbit_plan_set_paused;
@@ -1508,6 +1942,7 @@ BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
   DECLARE v_interval BIGINT;
+  DECLARE v_kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_paused TINYINT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -1530,10 +1965,13 @@ BEGIN
   START TRANSACTION;
   SELECT p.current_version, p.paused INTO v_version, v_paused FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
   IF v_paused <> p_paused THEN
-    SELECT CAST(v.schedule_spec AS UNSIGNED) INTO v_interval
+    SELECT v.schedule_kind, IF(v.schedule_kind = 'interval', CAST(v.schedule_spec AS UNSIGNED), 0)
+      INTO v_kind, v_interval
       FROM orbit_plan_version v WHERE v.plan_id = p_plan_id AND v.version = v_version;
     UPDATE orbit_plan p
-       SET p.next_fire_at = IF(p_paused = 0, DATE_ADD(p.next_fire_at, INTERVAL v_interval * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, p.next_fire_at, v_now) / (v_interval * 1000000)) + 1, 0) SECOND), p.next_fire_at),
+       SET p.next_fire_at = IF(p_paused = 1, p.next_fire_at,
+                               IF(v_kind = 'interval', DATE_ADD(p.next_fire_at, INTERVAL v_interval * GREATEST(FLOOR(TIMESTAMPDIFF(MICROSECOND, p.next_fire_at, v_now) / (v_interval * 1000000)) + 1, 0) SECOND), NULL)),
+           p.schedule_after = IF(p_paused = 0 AND v_kind = 'cron', v_now, p.schedule_after),
            p.paused = p_paused, p.updated_at = v_now
      WHERE p.id = p_plan_id;
   END IF;
@@ -1543,7 +1981,8 @@ BEGIN
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
          v.payload_version, v.payload, v.business_key, v.concurrency_key,
          v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
-         v.retry_unknown, v.deadline_seconds
+         v.retry_unknown, v.deadline_seconds, p.schedule_after, v.timezone, v.catch_up,
+         v.on_busy
     FROM orbit_plan p
     JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
    WHERE p.id = p_plan_id;
@@ -1554,13 +1993,23 @@ DELIMITER ;
 -- orbit_plan_version_create: Add a plan version (schedule + task definition) and make it current.
 --
 -- Versions are immutable: earlier ones stay as they were, and tasks they fired keep their
--- plan_version. Later fires use the new version's definition, concurrency_key included. The next
--- slot moves earlier when the new interval is shorter (next_fire_at = the earlier of the
--- scheduled slot and now + interval); it is never pushed later.
+-- plan_version. Later fires use the new version's definition, concurrency_key included. With an
+-- interval schedule the next slot moves earlier when the new interval is shorter (next_fire_at =
+-- the earlier of the scheduled slot and now + interval); it is never pushed later. With a cron
+-- schedule the next slot is the expression's first fire time after now: next_fire_at becomes NULL
+-- and schedule_after now, and the scheduler computes it (orbit_plan_schedule_set).
 -- Parameters (NULL = default where one is given):
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the plan's queue)
 --   p_plan_id
---   p_interval_seconds        1-31536000
+--   p_interval_seconds        1-31536000 for an interval plan; NULL for a cron plan
+--   p_cron                    a cron plan's expression, 1-191 ASCII characters, parsed and checked by
+--                             the server (src/schedule.rs), which computes its fire times; NULL for
+--                             an interval plan. Exactly one of p_interval_seconds, p_cron is given.
+--   p_timezone                a cron plan's IANA time zone, 1-64 characters; NULL = 'UTC'. Must be
+--                             NULL or '' for an interval plan.
+--   p_catch_up                'none' | 'one' | 'all' (NULL = 'one'): missed slots after a stop
+--   p_on_busy                 'queue' | 'skip' | 'replace_waiting' (NULL = 'queue'): a slot while
+--                             the key is busy; other than 'queue' needs a concurrency_key
 --   p_handler                 1-191 characters
 --   p_handler_version, p_payload_version   1-64 characters
 --   p_payload                 JSON text
@@ -1573,11 +2022,14 @@ DELIMITER ;
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
 -- Result (one row): the plan columns, with the new version:
---   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
---   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
---   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC; NULL while
+--   the server computes a cron plan's next slot), created_at, updated_at, then the current
+--   version's schedule_kind ('interval' or 'cron'), schedule_spec (interval seconds, or the cron
+--   expression), handler, handler_version, payload_version, payload (JSON text), business_key
 --   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
---   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none), then the plan's schedule_after (UTC,
+--   cron plans; NULL for interval plans) and the version's timezone ('' for interval plans),
+--   catch_up ('none', 'one', 'all') and on_busy ('queue', 'skip', 'replace_waiting').
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (plan), INVALID_ARGUMENT (naming the
 --   field).
 -- Locks, in order: the orbit_plan row, the new orbit_plan_version row.
@@ -1587,6 +2039,10 @@ CREATE PROCEDURE orbit_plan_version_create(
   IN p_token_hash BINARY(32),
   IN p_plan_id BIGINT UNSIGNED,
   IN p_interval_seconds BIGINT,
+  IN p_cron TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_timezone TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_catch_up TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin,
   IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -1608,6 +2064,11 @@ BEGIN
   DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
+  DECLARE v_kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_spec VARCHAR(191) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_timezone VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_catch_up VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -1621,25 +2082,57 @@ BEGIN
   IF NOT v_visible THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
   END IF;
-  IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
-  END IF;
   CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
                            p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
                            p_retry_unknown, p_deadline_seconds);
+  IF (p_interval_seconds IS NULL) = (p_cron IS NULL) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: schedule needs exactly one of interval_seconds and cron';
+  END IF;
+  IF p_interval_seconds IS NOT NULL THEN
+    IF p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
+    END IF;
+    IF p_timezone IS NOT NULL AND p_timezone <> '' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: timezone is for cron schedules only';
+    END IF;
+    SET v_kind = 'interval', v_spec = CAST(p_interval_seconds AS CHAR), v_timezone = '';
+  ELSE
+    IF CHAR_LENGTH(p_cron) NOT BETWEEN 1 AND 191 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: cron must be 1-191 characters';
+    END IF;
+    IF p_timezone IS NOT NULL AND CHAR_LENGTH(p_timezone) NOT BETWEEN 1 AND 64 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: timezone must be 1-64 characters';
+    END IF;
+    SET v_kind = 'cron', v_spec = p_cron, v_timezone = COALESCE(p_timezone, 'UTC');
+  END IF;
+  SET v_catch_up = COALESCE(p_catch_up, 'one'), v_on_busy = COALESCE(p_on_busy, 'queue');
+  IF v_catch_up NOT IN ('none', 'one', 'all') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: catch_up must be none, one or all';
+  END IF;
+  IF v_on_busy NOT IN ('queue', 'skip', 'replace_waiting') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, skip or replace_waiting';
+  END IF;
+  IF v_on_busy <> 'queue' AND p_concurrency_key = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy skip and replace_waiting need a concurrency_key';
+  END IF;
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SELECT p.current_version + 1 INTO v_version FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
-  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, handler, handler_version,
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, timezone, catch_up, on_busy,
+                                  handler, handler_version,
                                   payload_version, payload, business_key, concurrency_key, priority, max_attempts,
                                   retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
-  VALUES (p_plan_id, v_version, 'interval', CAST(p_interval_seconds AS CHAR), p_handler, p_handler_version,
+  VALUES (p_plan_id, v_version, v_kind, v_spec, v_timezone, v_catch_up, v_on_busy, p_handler, p_handler_version,
           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
           p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
   UPDATE orbit_plan p
      SET p.current_version = v_version,
-         p.next_fire_at = LEAST(p.next_fire_at, DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+         p.next_fire_at = IF(v_kind = 'interval',
+                             LEAST(COALESCE(p.next_fire_at, DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+                                   DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+                             NULL),
+         p.schedule_after = IF(v_kind = 'cron', v_now, NULL),
          p.updated_at = v_now
    WHERE p.id = p_plan_id;
   COMMIT;
@@ -1648,7 +2141,8 @@ BEGIN
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
          v.payload_version, v.payload, v.business_key, v.concurrency_key,
          v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
-         v.retry_unknown, v.deadline_seconds
+         v.retry_unknown, v.deadline_seconds, p.schedule_after, v.timezone, v.catch_up,
+         v.on_busy
     FROM orbit_plan p
     JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
    WHERE p.id = p_plan_id;
@@ -3720,11 +4214,14 @@ DELIMITER ;
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id (NULL = every queue in
 --   scope); p_limit 1-1000; p_after_id (NULL = from the first plan).
 -- Result (0..p_limit rows, plan_id order): the plan columns:
---   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
---   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
---   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC; NULL while
+--   the server computes a cron plan's next slot), created_at, updated_at, then the current
+--   version's schedule_kind ('interval' or 'cron'), schedule_spec (interval seconds, or the cron
+--   expression), handler, handler_version, payload_version, payload (JSON text), business_key
 --   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
---   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none), then the plan's schedule_after (UTC,
+--   cron plans; NULL for interval plans) and the version's timezone ('' for interval plans),
+--   catch_up ('none', 'one', 'all') and on_busy ('queue', 'skip', 'replace_waiting').
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (p_queue_id), INVALID_ARGUMENT (p_limit).
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_plan_list;
@@ -3749,7 +4246,8 @@ BEGIN
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
          v.payload_version, v.payload, v.business_key, v.concurrency_key,
          v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
-         v.retry_unknown, v.deadline_seconds
+         v.retry_unknown, v.deadline_seconds, p.schedule_after, v.timezone, v.catch_up,
+         v.on_busy
     FROM orbit_plan p
     JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
    WHERE p.namespace_id IN (SELECT n.id
@@ -3764,6 +4262,83 @@ BEGIN
                   AND s.queue_id IN ('', p.queue_id))
    ORDER BY p.id
    LIMIT p_limit;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_schedule_due (from templates/procedures/orbit_plan_schedule_due.sql) ----
+-- orbit_plan_schedule_due: The cron plans whose next fire time the server has to compute.
+--
+-- A cron plan's next_fire_at is NULL after it fired, was created, resumed or got a cron version:
+-- the server computes the expression's first fire time after schedule_after in its time zone
+-- (src/schedule.rs) and stores it with orbit_plan_schedule_set. Called by the scheduler loop of
+-- every serve node right after orbit_plan_fire_due; a plan two nodes both compute is stored once
+-- (orbit_plan_schedule_set compares schedule_after). Paused plans are left until resumed.
+-- Parameters: p_limit 1-10000 (plans returned).
+-- Result (one row per plan, by plan id): plan_id, schedule_after DATETIME(6) (UTC), schedule_spec
+--   (the cron expression), timezone (IANA name), catch_up ('none', 'one', 'all').
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_plan_schedule_due;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_schedule_due(IN p_limit INT)
+  READS SQL DATA
+BEGIN
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  SELECT p.id AS plan_id, p.schedule_after, v.schedule_spec, v.timezone, v.catch_up
+    FROM orbit_plan p FORCE INDEX (ix_plan_due)
+    JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+   WHERE p.paused = 0 AND p.next_fire_at IS NULL AND v.schedule_kind = 'cron'
+   ORDER BY p.id
+   LIMIT p_limit;
+END$$
+DELIMITER ;
+
+-- ---- orbit_plan_schedule_set (from templates/procedures/orbit_plan_schedule_set.sql) ----
+-- orbit_plan_schedule_set: Store the next fire times the server computed for cron plans.
+--
+-- Each item sets a plan's next_fire_at only while the plan still waits for it (next_fire_at
+-- NULL) from the same schedule_after it was computed from: a plan another node already stored,
+-- or that fired, was resumed or got a new version meanwhile, is left alone (its answer is
+-- computed again from its new schedule_after). One transaction for the whole list.
+-- Parameters: p_items: a JSON array of 1-10000 objects {"plan_id": N, "after": "YYYY-MM-DD
+--   HH:MM:SS.ffffff" (the schedule_after it was computed from, UTC), "next": the same format
+--   (the next fire time, UTC)}.
+-- Result (one row): stored INT (plans whose next_fire_at was set), next_fire_at DATETIME(6) (the
+--   earliest slot of an active plan, NULL when none).
+-- Signals: INVALID_ARGUMENT (p_items).
+-- Locks: the orbit_plan rows of the items (the server sends them in plan id order).
+DROP PROCEDURE IF EXISTS orbit_plan_schedule_set;
+DELIMITER $$
+CREATE PROCEDURE orbit_plan_schedule_set(IN p_items LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_stored INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_items IS NULL OR NOT JSON_VALID(p_items) OR JSON_TYPE(p_items) <> 'ARRAY'
+     OR JSON_LENGTH(p_items) NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: items must be a JSON array of 1-10000 items';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_plan p
+    JOIN JSON_TABLE(p_items, '$[*]' COLUMNS (plan_id BIGINT UNSIGNED PATH '$.plan_id',
+                                             after_at DATETIME(6) PATH '$.after',
+                                             next_at DATETIME(6) PATH '$.next')) i
+      ON p.id = i.plan_id
+     SET p.next_fire_at = i.next_at, p.updated_at = v_now
+   WHERE p.next_fire_at IS NULL AND p.schedule_after = i.after_at AND i.next_at IS NOT NULL;
+  SET v_stored = ROW_COUNT();
+  COMMIT;
+  SELECT v_stored AS stored,
+         (SELECT MIN(p.next_fire_at) FROM orbit_plan p WHERE p.paused = 0) AS next_fire_at;
 END$$
 DELIMITER ;
 
@@ -3864,6 +4439,9 @@ DELIMITER ;
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '5ed40d26b079f4648b95411de8600c568a424a287688ff7756c289a56804f97c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 2, '0130702457762ecb79159152fbcb679838c448088887e3690152d6ca9f771023', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3882,10 +4460,14 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '35fd7f92a1901ebe5a0eb28be31512f8b6173601c377afe3f31c1a5b7a14b5aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '6b9172035f12c09017878014bf25f6a3f33e93b79420b71c679487b47ec950fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, '5b5d01ee21edd6ae5d7131e44f8b911e144b45c272d0d63d6fe9ef2923e2d613', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, '3c2e6b8ab0075652401f45fbb0096f68e577b46f96b92d483ed307342999eb2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, '843aa226207bf7d92745a890ff87ae84172a2049170d1fd85af71407c9029e04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 2, '181f0b4abee2a9574ea978e72cc2e089d5b82d48d1bde8061c4af83e0bcd10d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '1fae35875c126275d6d591b121795308bbaea0e59c745dea50128ebbefc89d43', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, 'a4d290be6163edd606d4b633768d1c20c724198fd358e1f9331508e356d43b0f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_set', 2, '8c45e772f520fe5e408230748627ec81c0adcd216e76f54b1d567e5d7c836179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, 'c7e5dfd4fb357980f33b59480a8e8eddde1ca83deaf7652214dc170dc567a25d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 2, '707070e517a784d99fefa332c63f444eec083ca1e32a4ecd4e6759e523ad7bcc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 2, '64f7e8e132a4db0b68caa479b14281f3c3d41cc090df326077a44fb8d1fd4656', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, 'b3f333bcbb3ada0d1db10aa7a405be799c5aa0367c3b67d4587e8a9e04cd8d40', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3900,5 +4482,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b875e3e1b9d3bc040d2f1ca2c59582e7fb51d8f9f079430d094288ab50edc8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b875e3e1b9d3bc040d2f1ca2c59582e7fb51d8f9f079430d094288ab50edc8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'd12cc25eb11a5844c1335d0dc6f1b2917b84d8573b62769fae0fd004b567db63', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'd12cc25eb11a5844c1335d0dc6f1b2917b84d8573b62769fae0fd004b567db63', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -17,7 +17,10 @@
 //! - [`http`]: `orbit serve`, the axum façade — one router module per resource, one error type
 //!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers, and the
 //!   operator console at `/console` ([`http::console`]: static assets that call the same API).
-//! - [`scheduler`]: the serve loop that recovers leases, promotes retries and expires deadlines.
+//! - [`scheduler`]: the serve loop that recovers leases, promotes retries, expires deadlines and
+//!   fires plans.
+//! - [`schedule`]: cron expressions in IANA time zones: a cron plan's next fire time, which the
+//!   server computes and stores on the plan row.
 //! - [`dispatch`]: wake-ups of this process's worker sessions, signalled by the handlers, the
 //!   sessions and the scheduler (which imports nothing from [`http`]).
 //! - [`auth`]: bearer tokens (random, stored only as SHA-256).
@@ -43,6 +46,7 @@ pub mod dev;
 pub mod dispatch;
 pub mod http;
 pub mod migrate;
+pub mod schedule;
 pub mod scheduler;
 pub mod sqlscript;
 pub mod telemetry;

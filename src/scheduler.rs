@@ -61,6 +61,10 @@ pub async fn tick(db: &Db, session_idle_ms: u32) -> Result<(bool, Duration), cra
     let promoted = db.task_promote_due(BATCH).await?;
     let expired = db.task_expire_due(BATCH).await?;
     let fired = db.plan_fire_due(BATCH).await?;
+    // Cron plans that fired (or were created, resumed, given a new version) get their next fire
+    // time computed here and stored on the plan row; a crash before that leaves them for the next
+    // round of any server.
+    let scheduled = db.plan_schedule_round(BATCH).await?;
     crate::telemetry::swept(recovered.count, expired.count);
     let counts = [
         swept.count,
@@ -68,6 +72,7 @@ pub async fn tick(db: &Db, session_idle_ms: u32) -> Result<(bool, Duration), cra
         promoted.count,
         expired.count,
         fired.count,
+        scheduled.count,
     ];
     let worked = counts.iter().sum::<u64>() > 0;
     let full = counts.iter().any(|c| *c >= u64::from(BATCH));
@@ -77,6 +82,7 @@ pub async fn tick(db: &Db, session_idle_ms: u32) -> Result<(bool, Duration), cra
         promoted.next_due_at,
         expired.next_due_at,
         fired.next_due_at,
+        scheduled.next_due_at,
     ]
     .into_iter()
     .flatten()

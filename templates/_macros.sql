@@ -97,14 +97,73 @@
          {{ v }}.schedule_kind, {{ v }}.schedule_spec, {{ v }}.handler, {{ v }}.handler_version,
          {{ v }}.payload_version, {{ v }}.payload, {{ v }}.business_key, {{ v }}.concurrency_key,
          {{ v }}.priority, {{ v }}.max_attempts, {{ v }}.retry_base_ms, {{ v }}.retry_max_ms,
-         {{ v }}.retry_unknown, {{ v }}.deadline_seconds{% endmacro %}
+         {{ v }}.retry_unknown, {{ v }}.deadline_seconds, {{ p }}.schedule_after, {{ v }}.timezone, {{ v }}.catch_up,
+         {{ v }}.on_busy{% endmacro %}
 
 {#- The plan columns' documentation, for procedure headers. -#}
-{% macro plan_columns_doc() %}--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
---   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
---   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+{% macro plan_columns_doc() %}--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC; NULL while
+--   the server computes a cron plan's next slot), created_at, updated_at, then the current
+--   version's schedule_kind ('interval' or 'cron'), schedule_spec (interval seconds, or the cron
+--   expression), handler, handler_version, payload_version, payload (JSON text), business_key
 --   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
---   retry_max_ms, retry_unknown, deadline_seconds (0 = none).{% endmacro %}
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none), then the plan's schedule_after (UTC,
+--   cron plans; NULL for interval plans) and the version's timezone ('' for interval plans),
+--   catch_up ('none', 'one', 'all') and on_busy ('queue', 'skip', 'replace_waiting').{% endmacro %}
+
+{#- The schedule parameters orbit_plan_create and orbit_plan_version_create take before the task
+    definition, and their documentation. -#}
+{% macro plan_schedule_params() %}IN p_interval_seconds BIGINT,
+  IN p_cron TEXT {{ c.ascii }},
+  IN p_timezone TEXT {{ c.ascii }},
+  IN p_catch_up TEXT {{ c.ascii }},
+  IN p_on_busy TEXT {{ c.ascii }}{% endmacro %}
+{% macro plan_schedule_doc() %}--   p_interval_seconds        1-31536000 for an interval plan; NULL for a cron plan
+--   p_cron                    a cron plan's expression, 1-191 ASCII characters, parsed and checked by
+--                             the server (src/schedule.rs), which computes its fire times; NULL for
+--                             an interval plan. Exactly one of p_interval_seconds, p_cron is given.
+--   p_timezone                a cron plan's IANA time zone, 1-64 characters; NULL = 'UTC'. Must be
+--                             NULL or '' for an interval plan.
+--   p_catch_up                'none' | 'one' | 'all' (NULL = 'one'): missed slots after a stop
+--   p_on_busy                 'queue' | 'skip' | 'replace_waiting' (NULL = 'queue'): a slot while
+--                             the key is busy; other than 'queue' needs a concurrency_key{% endmacro %}
+
+{#- Checks the schedule parameters (after orbit_task_validate) and sets v_kind, v_spec, v_timezone,
+    v_catch_up, v_on_busy, which the calling procedure declares. -#}
+{% macro plan_schedule_validate() %}IF (p_interval_seconds IS NULL) = (p_cron IS NULL) THEN
+    {% call raise("INVALID_ARGUMENT", "schedule needs exactly one of interval_seconds and cron") %};
+  END IF;
+  IF p_interval_seconds IS NOT NULL THEN
+    IF p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+      {% call raise("INVALID_ARGUMENT", "interval_seconds must be between 1 and 31536000") %};
+    END IF;
+    IF p_timezone IS NOT NULL AND p_timezone <> '' THEN
+      {% call raise("INVALID_ARGUMENT", "timezone is for cron schedules only") %};
+    END IF;
+    SET v_kind = 'interval', v_spec = CAST(p_interval_seconds AS CHAR), v_timezone = '';
+  ELSE
+    IF CHAR_LENGTH(p_cron) NOT BETWEEN 1 AND 191 THEN
+      {% call raise("INVALID_ARGUMENT", "cron must be 1-191 characters") %};
+    END IF;
+    IF p_timezone IS NOT NULL AND CHAR_LENGTH(p_timezone) NOT BETWEEN 1 AND 64 THEN
+      {% call raise("INVALID_ARGUMENT", "timezone must be 1-64 characters") %};
+    END IF;
+    SET v_kind = 'cron', v_spec = p_cron, v_timezone = COALESCE(p_timezone, 'UTC');
+  END IF;
+  SET v_catch_up = COALESCE(p_catch_up, 'one'), v_on_busy = COALESCE(p_on_busy, 'queue');
+  IF v_catch_up NOT IN ('none', 'one', 'all') THEN
+    {% call raise("INVALID_ARGUMENT", "catch_up must be none, one or all") %};
+  END IF;
+  IF v_on_busy NOT IN ('queue', 'skip', 'replace_waiting') THEN
+    {% call raise("INVALID_ARGUMENT", "on_busy must be queue, skip or replace_waiting") %};
+  END IF;
+  IF v_on_busy <> 'queue' AND p_concurrency_key = '' THEN
+    {% call raise("INVALID_ARGUMENT", "on_busy skip and replace_waiting need a concurrency_key") %};
+  END IF{% endmacro %}
+{% macro plan_schedule_declare() %}DECLARE v_kind VARCHAR(16) {{ c.ascii }};
+  DECLARE v_spec VARCHAR(191) {{ c.ascii }};
+  DECLARE v_timezone VARCHAR(64) {{ c.ascii }};
+  DECLARE v_catch_up VARCHAR(16) {{ c.ascii }};
+  DECLARE v_on_busy VARCHAR(16) {{ c.ascii }}{% endmacro %}
 
 {#- The task definition parameters orbit_task_submit, orbit_plan_create and
     orbit_plan_version_create take, in this order (validated by orbit_task_validate). -#}

@@ -201,12 +201,14 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
 
 /// The procedures extension 2 adds (the operator CLI's credential list, the key inspector and
 /// its metrics, the sweep of silent sessions), in name order.
-const ADDED_IN_2: [&str; 7] = [
+const ADDED_IN_2: [&str; 9] = [
     "orbit_credential_list",
     "orbit_key_get",
     "orbit_key_list",
     "orbit_key_metrics",
     "orbit_plan_list",
+    "orbit_plan_schedule_due",
+    "orbit_plan_schedule_set",
     "orbit_session_sweep",
     "orbit_task_event_list",
 ];
@@ -251,6 +253,9 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
             "orbit_attempt",
             "orbit_credential",
             "orbit_extension",
+            "orbit_plan",
+            "orbit_plan_fire",
+            "orbit_plan_version",
             "orbit_session",
             "orbit_task_event"
         ]

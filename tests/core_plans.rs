@@ -2,16 +2,17 @@
 //! verbatim, pause, and the same definition rules as a submit.
 
 use chrono::{DateTime, Utc};
-use orbit::db::plans::{NewPlan, Plan};
+use orbit::db::plans::{NewPlan, Plan, PlanSchedule};
 use orbit::db::tasks::{NewTask, Task, TaskFilter};
 use orbit::db::{Db, DbError};
+use orbit::schedule::{CatchUp, CronSchedule, OnBusy, CATCH_UP_ALL_MAX, MISSED_GRACE_SECONDS};
 use orbit::testing::Fixture;
 use sqlx::mysql::MySqlPoolOptions;
 
 fn plan(f: &Fixture, name: &str, key: &str) -> NewPlan {
     NewPlan {
         name: name.into(),
-        interval_seconds: 60,
+        schedule: PlanSchedule::every(60),
         task: f.task(&f.queue_id, key),
     }
 }
@@ -83,7 +84,7 @@ async fn create_makes_version_one_and_schedules_the_first_slot() {
         ("interval", "60")
     );
     assert_eq!(
-        created.next_fire_at - created.created_at,
+        created.next_fire_at.unwrap() - created.created_at,
         chrono::Duration::seconds(60)
     );
     let t = &created.task;
@@ -134,7 +135,7 @@ async fn a_new_version_becomes_current_and_the_old_one_is_unchanged() {
     task.handler = "other.handler".into();
     task.payload = r#"{"v":2}"#.into();
     let v2 =
-        f.db.plan_version_create(&f.hash, p.id, 30, &task)
+        f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(30), &task)
             .await
             .unwrap();
     assert_eq!(v2.current_version, 2);
@@ -155,7 +156,7 @@ async fn a_new_version_becomes_current_and_the_old_one_is_unchanged() {
     assert_eq!(before, after, "versions are immutable");
     // A longer interval never pushes the scheduled slot later.
     let v3 =
-        f.db.plan_version_create(&f.hash, p.id, 3600, &task)
+        f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(3600), &task)
             .await
             .unwrap();
     assert_eq!(v3.current_version, 3);
@@ -321,10 +322,18 @@ async fn paused_plans_do_not_fire_and_resume_skips_what_was_missed() {
     let swept = f.db.plan_fire_due(100).await.unwrap();
     assert_eq!(swept.count, 0);
     assert_eq!(swept.next_due_at, None, "no active plan");
+    // The view lists the times it would have once resumed: whole intervals after now.
+    let now = Utc::now();
+    let upcoming = f.db.plan_get(&f.hash, p.id).await.unwrap().upcoming(now, 5);
+    assert!(upcoming[0] > now && upcoming[0] - now <= chrono::Duration::seconds(60));
+    assert_eq!(
+        (upcoming[0] - slot).num_microseconds().unwrap() % 60_000_000,
+        0
+    );
     let resumed = f.db.plan_set_paused(&f.hash, p.id, false).await.unwrap();
     assert!(!resumed.paused);
     assert_eq!(
-        resumed.next_fire_at - slot,
+        resumed.next_fire_at.unwrap() - slot,
         chrono::Duration::seconds(6 * 60),
         "the first whole interval after now"
     );
@@ -341,14 +350,24 @@ async fn later_fires_use_the_new_version_and_earlier_tasks_keep_theirs() {
             .unwrap();
     make_due(&f, p.id, 1).await;
     assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
-    f.db.plan_version_create(&f.hash, p.id, 60, &f.task(&f.queue_id, "k2"))
-        .await
-        .unwrap();
+    f.db.plan_version_create(
+        &f.hash,
+        p.id,
+        &PlanSchedule::every(60),
+        &f.task(&f.queue_id, "k2"),
+    )
+    .await
+    .unwrap();
     make_due(&f, p.id, 1).await;
     assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
-    f.db.plan_version_create(&f.hash, p.id, 60, &f.task(&f.queue_id, ""))
-        .await
-        .unwrap();
+    f.db.plan_version_create(
+        &f.hash,
+        p.id,
+        &PlanSchedule::every(60),
+        &f.task(&f.queue_id, ""),
+    )
+    .await
+    .unwrap();
     make_due(&f, p.id, 1).await;
     assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
     let fired: Vec<(Option<String>, u32)> = fired_tasks(&f, p.id)
@@ -428,9 +447,12 @@ async fn invalid_definitions_name_the_field() {
             Box::new(|p| p.task.concurrency_key = Some("x".repeat(192))),
             "concurrency_key",
         ),
-        (Box::new(|p| p.interval_seconds = 0), "interval_seconds"),
         (
-            Box::new(|p| p.interval_seconds = 31_536_001),
+            Box::new(|p| p.schedule.interval_seconds = Some(0)),
+            "interval_seconds",
+        ),
+        (
+            Box::new(|p| p.schedule.interval_seconds = Some(31_536_001)),
             "interval_seconds",
         ),
         (Box::new(|p| p.name = String::new()), "name"),
@@ -457,15 +479,20 @@ async fn invalid_definitions_name_the_field() {
     let mut null_key: NewTask = f.task(&f.queue_id, "");
     null_key.concurrency_key = None;
     let m = invalid(
-        f.db.plan_version_create(&f.hash, p.id, 60, &null_key)
+        f.db.plan_version_create(&f.hash, p.id, &PlanSchedule::every(60), &null_key)
             .await
             .unwrap_err(),
     );
     assert!(m.starts_with("concurrency_key"), "{m}");
     let m = invalid(
-        f.db.plan_version_create(&f.hash, p.id, 0, &f.task(&f.queue_id, ""))
-            .await
-            .unwrap_err(),
+        f.db.plan_version_create(
+            &f.hash,
+            p.id,
+            &PlanSchedule::every(0),
+            &f.task(&f.queue_id, ""),
+        )
+        .await
+        .unwrap_err(),
     );
     assert!(m.starts_with("interval_seconds"), "{m}");
     assert_eq!(
@@ -504,9 +531,14 @@ async fn plans_stay_within_the_credential_scope() {
     for err in [
         f.db.plan_get(&other, p.id).await.unwrap_err(),
         f.db.plan_set_paused(&other, p.id, true).await.unwrap_err(),
-        f.db.plan_version_create(&other, p.id, 60, &f.task(&f.queue_id, ""))
-            .await
-            .unwrap_err(),
+        f.db.plan_version_create(
+            &other,
+            p.id,
+            &PlanSchedule::every(60),
+            &f.task(&f.queue_id, ""),
+        )
+        .await
+        .unwrap_err(),
         f.db.plan_get(&f.hash, 424_242).await.unwrap_err(),
     ] {
         assert!(matches!(err, DbError::NotFound(_)), "{err:?}");
@@ -532,4 +564,542 @@ async fn plans_stay_within_the_credential_scope() {
         DbError::PermissionDenied(_)
     ));
     assert_eq!(f.db.plan_get(&reader, p.id).await.unwrap().id, p.id);
+}
+
+fn cron_plan(f: &Fixture, name: &str, key: &str, expr: &str, tz: &str) -> NewPlan {
+    NewPlan {
+        name: name.into(),
+        schedule: PlanSchedule::cron(expr, tz),
+        task: f.task(&f.queue_id, key),
+    }
+}
+
+async fn schedule_after(f: &Fixture, plan_id: u64) -> Option<DateTime<Utc>> {
+    let t: Option<chrono::NaiveDateTime> =
+        sqlx::query_scalar("SELECT schedule_after FROM orbit_plan WHERE id = ?")
+            .bind(plan_id)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    t.map(|t| t.and_utc())
+}
+
+async fn stored_next(f: &Fixture, plan_id: u64) -> Option<DateTime<Utc>> {
+    let t: Option<chrono::NaiveDateTime> =
+        sqlx::query_scalar("SELECT next_fire_at FROM orbit_plan WHERE id = ?")
+            .bind(plan_id)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    t.map(|t| t.and_utc())
+}
+
+/// The plan's fire rows: (slot, outcome, task id), oldest first.
+async fn fires(f: &Fixture, plan_id: u64) -> Vec<(DateTime<Utc>, String, u64)> {
+    let rows: Vec<(chrono::NaiveDateTime, Vec<u8>, u64)> = sqlx::query_as(
+        "SELECT scheduled_for, CAST(outcome AS BINARY), task_id FROM orbit_plan_fire WHERE plan_id = ? ORDER BY scheduled_for",
+    )
+    .bind(plan_id)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(t, o, id)| (t.and_utc(), String::from_utf8(o).unwrap(), id))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_cron_plan_gets_its_next_fire_time_from_the_server_after_each_fire() {
+    let f = Fixture::new().await;
+    let p = cron_plan(&f, "weekday", "k", "30 2 * * 1-5", "Europe/Berlin");
+    let created = f.db.plan_create(&f.hash, &p).await.unwrap();
+    assert_eq!(
+        (
+            created.schedule_kind.as_str(),
+            created.schedule_spec.as_str(),
+            created.timezone.as_str()
+        ),
+        ("cron", "30 2 * * 1-5", "Europe/Berlin")
+    );
+    assert_eq!(
+        (created.catch_up.as_str(), created.on_busy.as_str()),
+        ("one", "queue")
+    );
+    // Not computed yet: anchored at the creation time, and the view already knows the answer.
+    assert_eq!(created.next_fire_at, None);
+    assert_eq!(created.schedule_after, Some(created.created_at));
+    let cron = CronSchedule::parse("30 2 * * 1-5", "Europe/Berlin").unwrap();
+    let first = cron.after(created.created_at).unwrap();
+    let upcoming = created.upcoming(Utc::now(), 5);
+    assert_eq!(upcoming.len(), 5);
+    assert_eq!(upcoming[0], first);
+    assert_eq!(upcoming[1], cron.after(first).unwrap());
+    // The scheduler's step stores it; a second round finds nothing to do.
+    let stored = f.db.plan_schedule_round(100).await.unwrap();
+    assert_eq!(stored.count, 1);
+    assert_eq!(stored_next(&f, created.id).await, Some(first));
+    assert_eq!(f.db.plan_schedule_round(100).await.unwrap().count, 0);
+    let got = f.db.plan_get(&f.hash, created.id).await.unwrap();
+    assert_eq!(got.upcoming(Utc::now(), 5), upcoming);
+
+    // It fires when due: the slot is recorded, the plan waits for its next time after the slot.
+    let slot = make_due(&f, created.id, 1).await;
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
+    assert_eq!(fired_tasks(&f, created.id).await.len(), 1);
+    assert_eq!(stored_next(&f, created.id).await, None);
+    let anchor = schedule_after(&f, created.id).await.unwrap();
+    assert!(anchor > slot, "catch_up one anchors at the firing time");
+    // Nothing fires while the next time is not stored (a crash here loses nothing: any
+    // server's next round computes it).
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 0);
+    assert_eq!(f.db.plan_schedule_round(100).await.unwrap().count, 1);
+    assert_eq!(stored_next(&f, created.id).await, cron.after(anchor));
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 0);
+    assert_eq!(fired_tasks(&f, created.id).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_stale_next_fire_time_is_not_stored() {
+    let f = Fixture::new().await;
+    let p =
+        f.db.plan_create(&f.hash, &cron_plan(&f, "p", "", "* * * * *", "UTC"))
+            .await
+            .unwrap();
+    let after = schedule_after(&f, p.id).await.unwrap();
+    let next = after + chrono::Duration::minutes(1);
+    // Computed from another anchor (the plan was resumed or re-versioned meanwhile): ignored.
+    let stale = orbit::db::plans::NextFire {
+        plan_id: p.id,
+        after: after - chrono::Duration::seconds(1),
+        next,
+    };
+    assert_eq!(f.db.plan_schedule_set(&[stale]).await.unwrap().count, 0);
+    assert_eq!(stored_next(&f, p.id).await, None);
+    let fresh = orbit::db::plans::NextFire {
+        plan_id: p.id,
+        after,
+        next,
+    };
+    assert_eq!(
+        f.db.plan_schedule_set(&[fresh.clone()])
+            .await
+            .unwrap()
+            .count,
+        1
+    );
+    // A second server storing the same answer changes nothing.
+    assert_eq!(f.db.plan_schedule_set(&[fresh]).await.unwrap().count, 0);
+    assert_eq!(stored_next(&f, p.id).await, Some(next));
+    let e = f.db.plan_schedule_set(&[]).await.unwrap_err();
+    assert!(invalid(e).starts_with("items"));
+}
+
+#[tokio::test]
+async fn versions_pause_and_resume_move_between_interval_and_cron() {
+    let f = Fixture::new().await;
+    let p = f.db.plan_create(&f.hash, &plan(&f, "p", "")).await.unwrap();
+    // Interval -> cron: the next time is computed from now.
+    let v2 =
+        f.db.plan_version_create(
+            &f.hash,
+            p.id,
+            &PlanSchedule::cron("0 12 * * *", "Asia/Tokyo"),
+            &f.task(&f.queue_id, ""),
+        )
+        .await
+        .unwrap();
+    assert_eq!((v2.schedule_kind.as_str(), v2.next_fire_at), ("cron", None));
+    assert_eq!(v2.schedule_after, Some(v2.updated_at));
+    f.db.plan_schedule_round(100).await.unwrap();
+    let cron = CronSchedule::parse("0 12 * * *", "Asia/Tokyo").unwrap();
+    assert_eq!(stored_next(&f, p.id).await, cron.after(v2.updated_at));
+    // Pause keeps it; resume computes it again from the moment of resuming.
+    let paused = f.db.plan_set_paused(&f.hash, p.id, true).await.unwrap();
+    assert_eq!(paused.next_fire_at, cron.after(v2.updated_at));
+    let resumed = f.db.plan_set_paused(&f.hash, p.id, false).await.unwrap();
+    assert_eq!(resumed.next_fire_at, None);
+    assert_eq!(resumed.schedule_after, Some(resumed.updated_at));
+    // Cron -> interval: now + interval, even while the cron time was not stored.
+    let v3 =
+        f.db.plan_version_create(
+            &f.hash,
+            p.id,
+            &PlanSchedule::every(90),
+            &f.task(&f.queue_id, ""),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        v3.next_fire_at.map(|n| n - v3.updated_at),
+        Some(chrono::Duration::seconds(90))
+    );
+    assert_eq!(
+        (v3.schedule_kind.as_str(), v3.schedule_after),
+        ("interval", None)
+    );
+    assert_eq!(f.db.plan_schedule_round(100).await.unwrap().count, 0);
+}
+
+#[tokio::test]
+async fn schedule_rules_name_the_field() {
+    let f = Fixture::new().await;
+    let cases: Vec<(PlanSchedule, &str)> = vec![
+        (PlanSchedule::default(), "schedule"),
+        (
+            PlanSchedule {
+                interval_seconds: Some(60),
+                cron: Some("* * * * *".into()),
+                ..Default::default()
+            },
+            "schedule",
+        ),
+        (
+            PlanSchedule {
+                timezone: Some("UTC".into()),
+                ..PlanSchedule::every(60)
+            },
+            "timezone",
+        ),
+        (PlanSchedule::cron(&"1".repeat(192), "UTC"), "cron"),
+        (PlanSchedule::cron("* * * * *", &"Z".repeat(65)), "timezone"),
+        (
+            PlanSchedule {
+                on_busy: Some(OnBusy::Skip),
+                ..PlanSchedule::every(60)
+            },
+            "on_busy",
+        ),
+        (
+            PlanSchedule {
+                on_busy: Some(OnBusy::ReplaceWaiting),
+                ..PlanSchedule::every(60)
+            },
+            "on_busy",
+        ),
+    ];
+    for (schedule, field) in cases {
+        let p = NewPlan {
+            name: "p".into(),
+            schedule: schedule.clone(),
+            task: f.task(&f.queue_id, ""),
+        };
+        let m = invalid(f.db.plan_create(&f.hash, &p).await.unwrap_err());
+        assert!(m.starts_with(field), "{schedule:?}: {m}");
+    }
+    // A cron plan without a zone is read in UTC.
+    let p = NewPlan {
+        name: "utc".into(),
+        schedule: PlanSchedule {
+            cron: Some("0 * * * *".into()),
+            ..Default::default()
+        },
+        task: f.task(&f.queue_id, ""),
+    };
+    assert_eq!(f.db.plan_create(&f.hash, &p).await.unwrap().timezone, "UTC");
+}
+
+#[tokio::test]
+async fn catch_up_all_fires_each_missed_interval_slot_up_to_the_bound() {
+    let f = Fixture::new().await;
+    let mut p = plan(&f, "p", "");
+    p.schedule.catch_up = Some(CatchUp::All);
+    let p = f.db.plan_create(&f.hash, &p).await.unwrap();
+    assert_eq!(p.catch_up, "all");
+    // Ten and a half intervals late: the due slot and the ten after it, oldest first.
+    let slot = make_due(&f, p.id, 630).await;
+    assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 11);
+    let fired = fires(&f, p.id).await;
+    let expected: Vec<_> = (0..11)
+        .map(|i| slot + chrono::Duration::seconds(60 * i))
+        .collect();
+    assert_eq!(fired.iter().map(|r| r.0).collect::<Vec<_>>(), expected);
+    assert_eq!(fired_tasks(&f, p.id).await.len(), 11);
+    assert_eq!(
+        next_fire_at(&f, p.id).await - slot,
+        chrono::Duration::seconds(11 * 60)
+    );
+    // After a long stop: the due slot, then only the CATCH_UP_ALL_MAX most recent.
+    let slot = make_due(&f, p.id, 60 * 1000 + 30).await;
+    let n = u64::from(CATCH_UP_ALL_MAX);
+    assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 1 + n);
+    let recent: Vec<_> = fires(&f, p.id)
+        .await
+        .into_iter()
+        .map(|r| r.0)
+        .filter(|t| !fired.iter().any(|e| e.0 == *t))
+        .collect();
+    assert_eq!(recent.len() as u64, 1 + n);
+    assert_eq!(recent[0], slot);
+    assert_eq!(
+        recent[1] - slot,
+        chrono::Duration::seconds(60 * (1000 - n as i64 + 1))
+    );
+    assert!(next_fire_at(&f, p.id).await > Utc::now());
+}
+
+#[tokio::test]
+async fn catch_up_none_fires_no_late_slot() {
+    let f = Fixture::new().await;
+    let mut p = plan(&f, "p", "");
+    p.schedule.catch_up = Some(CatchUp::None);
+    let p = f.db.plan_create(&f.hash, &p).await.unwrap();
+    // Within the grace: fires.
+    make_due(&f, p.id, 5).await;
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
+    // Later than the grace: missed, nothing created or recorded, the plan moves on.
+    let late = MISSED_GRACE_SECONDS as u32 + 30;
+    make_due(&f, p.id, late).await;
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 0);
+    assert_eq!(fired_tasks(&f, p.id).await.len(), 1);
+    assert_eq!(fires(&f, p.id).await.len(), 1);
+    assert!(next_fire_at(&f, p.id).await > Utc::now());
+
+    // The same for a cron plan: a late slot is not fired, and the next one is after now.
+    let mut c = cron_plan(&f, "c", "", "* * * * *", "UTC");
+    c.schedule.catch_up = Some(CatchUp::None);
+    let c = f.db.plan_create(&f.hash, &c).await.unwrap();
+    f.db.plan_schedule_round(100).await.unwrap();
+    make_due(&f, c.id, late).await;
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 0);
+    assert!(fires(&f, c.id).await.is_empty());
+    f.db.plan_schedule_round(100).await.unwrap();
+    assert!(stored_next(&f, c.id).await.unwrap() > Utc::now());
+}
+
+#[tokio::test]
+async fn a_cron_plan_with_catch_up_all_fires_every_missed_minute() {
+    let f = Fixture::new().await;
+    let mut c = cron_plan(&f, "c", "", "* * * * *", "UTC");
+    c.schedule.catch_up = Some(CatchUp::All);
+    let c = f.db.plan_create(&f.hash, &c).await.unwrap();
+    // The stored slot is five whole minutes ago: it and the four after it are due.
+    let now = Utc::now();
+    let slot = CronSchedule::parse("* * * * *", "UTC")
+        .unwrap()
+        .after(now - chrono::Duration::minutes(6))
+        .unwrap();
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = ?, schedule_after = NULL WHERE id = ?")
+        .bind(slot.naive_utc())
+        .bind(c.id)
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let mut rounds = 0;
+    while fires(&f, c.id).await.len() < 6 && rounds < 20 {
+        f.db.plan_fire_due(100).await.unwrap();
+        f.db.plan_schedule_round(100).await.unwrap();
+        rounds += 1;
+    }
+    let fired: Vec<_> = fires(&f, c.id).await.into_iter().map(|r| r.0).collect();
+    let expected: Vec<_> = (0..fired.len() as i64)
+        .map(|i| slot + chrono::Duration::minutes(i))
+        .collect();
+    assert!(fired.len() >= 5, "{fired:?}");
+    assert_eq!(fired, expected, "each missed minute once, in order");
+}
+
+#[tokio::test]
+async fn on_busy_skip_records_the_tick_and_creates_nothing_while_the_key_is_busy() {
+    let f = Fixture::new().await;
+    let mut p = plan(&f, "p", "busy/1");
+    p.schedule.on_busy = Some(OnBusy::Skip);
+    let p = f.db.plan_create(&f.hash, &p).await.unwrap();
+    assert_eq!(p.on_busy, "skip");
+    // A never-used key is free: the first tick creates the task.
+    let slot1 = make_due(&f, p.id, 1).await;
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
+    let first = fired_tasks(&f, p.id).await;
+    assert_eq!(first.len(), 1);
+    // That task waits for the key: the next tick is skipped, and the history says so.
+    let slot2 = make_due(&f, p.id, 1).await;
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 1);
+    assert_eq!(fired_tasks(&f, p.id).await.len(), 1);
+    // Claimed and running (the key is held): skipped again.
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 10, 30_000).await.unwrap();
+    assert_eq!(g.len(), 1);
+    let slot3 = make_due(&f, p.id, 1).await;
+    f.db.plan_fire_due(100).await.unwrap();
+    assert_eq!(fired_tasks(&f, p.id).await.len(), 1);
+    // A task of the same key submitted by hand counts too (the key, not the plan, is busy).
+    f.db.attempt_finish(
+        s,
+        g[0].attempt_id,
+        orbit::db::workers::Outcome::Succeeded,
+        false,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let other = f.submit(&f.queue_id, "busy/1").await;
+    let slot4 = make_due(&f, p.id, 1).await;
+    f.db.plan_fire_due(100).await.unwrap();
+    assert_eq!(fired_tasks(&f, p.id).await.len(), 1);
+    // Free again: the tick creates a task.
+    f.db.task_cancel(&f.hash, other.id).await.unwrap();
+    let slot5 = make_due(&f, p.id, 1).await;
+    f.db.plan_fire_due(100).await.unwrap();
+    let tasks = fired_tasks(&f, p.id).await;
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(
+        fires(&f, p.id).await,
+        [
+            (slot1, "created".into(), first[0].id),
+            (slot2, "skipped".into(), 0),
+            (slot3, "skipped".into(), 0),
+            (slot4, "skipped".into(), 0),
+            (slot5, "created".into(), tasks[1].id),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn on_busy_replace_waiting_keeps_one_waiting_task_per_plan_and_key() {
+    let f = Fixture::new().await;
+    // Another task holds the key.
+    let holder = f.submit(&f.queue_id, "rw/1").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    assert_eq!(g[0].task.id, holder.id);
+    let mut p = plan(&f, "p", "rw/1");
+    p.schedule.on_busy = Some(OnBusy::ReplaceWaiting);
+    let p = f.db.plan_create(&f.hash, &p).await.unwrap();
+    // The first tick queues a task behind the holder.
+    let slot1 = make_due(&f, p.id, 1).await;
+    f.db.plan_fire_due(100).await.unwrap();
+    let waiting = fired_tasks(&f, p.id).await;
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(f.lane(waiting[0].id).await, "blocked");
+    // The next ticks keep that waiting task instead of adding more.
+    let slot2 = make_due(&f, p.id, 1).await;
+    f.db.plan_fire_due(100).await.unwrap();
+    let slot3 = make_due(&f, p.id, 1).await;
+    f.db.plan_fire_due(100).await.unwrap();
+    assert_eq!(fired_tasks(&f, p.id).await.len(), 1);
+    // Once it runs (no longer waiting), the next tick queues a new one.
+    f.db.attempt_finish(
+        s,
+        g[0].attempt_id,
+        orbit::db::workers::Outcome::Succeeded,
+        false,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    assert_eq!(g[0].task.id, waiting[0].id);
+    let slot4 = make_due(&f, p.id, 1).await;
+    f.db.plan_fire_due(100).await.unwrap();
+    let tasks = fired_tasks(&f, p.id).await;
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(
+        fires(&f, p.id).await,
+        [
+            (slot1, "created".into(), waiting[0].id),
+            (slot2, "kept".into(), waiting[0].id),
+            (slot3, "kept".into(), waiting[0].id),
+            (slot4, "created".into(), tasks[1].id),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn several_schedulers_fire_each_cron_tick_once() {
+    let f = Fixture::new().await;
+    // Every second, catch_up all: no tick may be lost or fired twice, even when a scheduler
+    // falls behind.
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let mut c = cron_plan(&f, &format!("p{i}"), "", "* * * * * *", "UTC");
+        c.schedule.catch_up = Some(CatchUp::All);
+        ids.push(f.db.plan_create(&f.hash, &c).await.unwrap().id);
+    }
+    let start = Utc::now();
+    let until = start + chrono::Duration::seconds(4);
+    // Four "servers", each with its own pool, run the scheduler's round until every plan has
+    // fired the slots up to `until`.
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        let pool = MySqlPoolOptions::new()
+            .max_connections(1)
+            .connect(&f.test_db.dsn)
+            .await
+            .unwrap();
+        let db = Db::new(pool);
+        let ids = ids.clone();
+        handles.push(tokio::spawn(async move {
+            loop {
+                let (_, sleep) = orbit::scheduler::tick(&db, 60_000).await.unwrap();
+                let done: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM orbit_plan p WHERE p.next_fire_at > ?",
+                )
+                .bind(until.naive_utc())
+                .fetch_one(db.pool())
+                .await
+                .unwrap();
+                if done as usize == ids.len() {
+                    break;
+                }
+                tokio::time::sleep(sleep).await;
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    for id in ids {
+        let fired = fires(&f, id).await;
+        assert!(fired.len() >= 4, "plan {id}: {fired:?}");
+        for pair in fired.windows(2) {
+            assert_eq!(
+                pair[1].0 - pair[0].0,
+                chrono::Duration::seconds(1),
+                "plan {id}: consecutive seconds, none lost"
+            );
+        }
+        assert!(fired.iter().all(|r| r.1 == "created"));
+        let tasks = count(&f, "SELECT COUNT(*) FROM orbit_task WHERE plan_id = ?", id).await;
+        assert_eq!(tasks as usize, fired.len(), "plan {id}: one task per tick");
+    }
+}
+
+#[tokio::test]
+async fn unkeyed_plans_fire_in_batches_and_keyed_ones_alone_each_once() {
+    let f = Fixture::new().await;
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        // Every tenth plan has a key: it fires in a transaction of its own, between batches.
+        let key = if i % 10 == 5 {
+            format!("k/{i}")
+        } else {
+            String::new()
+        };
+        ids.push(
+            f.db.plan_create(&f.hash, &plan(&f, &format!("p{i}"), &key))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 50);
+    for (i, id) in ids.iter().enumerate() {
+        let tasks = fired_tasks(&f, *id).await;
+        assert_eq!(tasks.len(), 1, "plan {i}");
+        assert_eq!(tasks[0].concurrency_key.is_some(), i % 10 == 5, "plan {i}");
+        assert_eq!(fires(&f, *id).await.len(), 1);
+    }
+    // A limit smaller than a batch stops there, and commits what it fired.
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(f.db.plan_fire_due(7).await.unwrap().count, 7);
+    assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 43);
+    assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 0);
 }

@@ -221,3 +221,223 @@ async fn wait_for_tasks(api: &Api, n: usize) -> Vec<serde_json::Value> {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+fn def(key: &str) -> serde_json::Value {
+    json!({"task": {"handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}, "concurrency_key": key}})
+}
+
+fn times(v: &serde_json::Value) -> Vec<chrono::DateTime<chrono::Utc>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_cron_plan_shows_its_next_five_fire_times_in_its_time_zone() {
+    let api = Api::start().await;
+    let created = api
+        .post(
+            "/v1/plans",
+            "/v1/plans",
+            &json!({"name": "weekday", "queue_id": api.fixture.queue_id,
+                    "schedule": {"cron": "30 2 * * 1-5", "timezone": "Europe/Berlin", "catch_up": "all"},
+                    "on_busy": "replace_waiting", "definition": def("report/daily")}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let data = &created.body["data"];
+    assert_eq!(
+        data["schedule"],
+        json!({"cron": "30 2 * * 1-5", "timezone": "Europe/Berlin", "catch_up": "all"})
+    );
+    assert_eq!(data["on_busy"], "replace_waiting");
+    let created_at: chrono::DateTime<chrono::Utc> =
+        data["created_at"].as_str().unwrap().parse().unwrap();
+    let cron = orbit::schedule::CronSchedule::parse("30 2 * * 1-5", "Europe/Berlin").unwrap();
+    let first = cron.after(created_at).unwrap();
+    let expected = cron.upcoming(first, 5);
+    assert_eq!(times(&data["next_fire_times"]), expected);
+    assert_eq!(data["next_fire_at"], data["next_fire_times"][0]);
+    // Weekdays at 02:30 Berlin time: 00:30 or 01:30 UTC.
+    use chrono::{Datelike, Timelike};
+    for t in &expected {
+        assert!(
+            t.weekday().num_days_from_monday() < 5 || t.hour() == 0,
+            "{t}"
+        );
+        assert_eq!(t.minute(), 30);
+    }
+    // The same answer once the server's scheduler has stored it.
+    let id = data["id"].as_u64().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while sqlx::query_scalar::<_, Option<chrono::NaiveDateTime>>(
+        "SELECT next_fire_at FROM orbit_plan WHERE id = ?",
+    )
+    .bind(id)
+    .fetch_one(api.fixture.db.pool())
+    .await
+    .unwrap()
+    .is_none()
+    {
+        assert!(std::time::Instant::now() < deadline, "never scheduled");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let got = api.get("/v1/plans/{id}", &format!("/v1/plans/{id}")).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(times(&got.body["data"]["next_fire_times"]), expected);
+
+    // An interval plan lists whole intervals.
+    let every = api
+        .post("/v1/plans", "/v1/plans", &json!({"name": "every", "queue_id": api.fixture.queue_id, "schedule": {"interval_seconds": 90}, "definition": def("")}))
+        .await;
+    assert_eq!(every.status, 201, "{}", every.body);
+    assert_eq!(
+        every.body["data"]["schedule"],
+        json!({"interval_seconds": 90, "catch_up": "one"})
+    );
+    assert_eq!(every.body["data"]["on_busy"], "queue");
+    let t = times(&every.body["data"]["next_fire_times"]);
+    assert_eq!(t.len(), 5);
+    assert!(t
+        .windows(2)
+        .all(|w| w[1] - w[0] == chrono::Duration::seconds(90)));
+}
+
+#[tokio::test]
+async fn a_cron_plan_fires_through_the_server_and_skips_ticks_while_its_key_is_busy() {
+    let api = Api::start().await;
+    // Every second, on_busy skip; no worker runs, so the first task keeps the key busy.
+    let created = api
+        .post(
+            "/v1/plans",
+            "/v1/plans",
+            &json!({"name": "tick", "queue_id": api.fixture.queue_id,
+                    "schedule": {"cron": "* * * * * *"}, "on_busy": "skip", "definition": def("tick/1")}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["data"]["schedule"]["timezone"], "UTC");
+    let id = created.body["data"]["id"].as_u64().unwrap();
+    let pool = api.fixture.db.pool();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let fires = loop {
+        let rows: Vec<(Vec<u8>, u64)> = sqlx::query_as(
+            "SELECT CAST(outcome AS BINARY), task_id FROM orbit_plan_fire WHERE plan_id = ? ORDER BY scheduled_for",
+        )
+        .bind(id)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        if rows.len() >= 3 {
+            break rows;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the plan did not fire: {rows:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let paused = api
+        .post(
+            "/v1/plans/{id}/pause",
+            &format!("/v1/plans/{id}/pause"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(paused.status, 200);
+    assert_eq!(fires[0].0, b"created");
+    assert!(
+        fires[1..].iter().all(|(o, t)| o == b"skipped" && *t == 0),
+        "{fires:?}"
+    );
+    let tasks = api.get("/v1/tasks", "/v1/tasks").await;
+    let tasks = tasks.body["data"].as_array().unwrap();
+    assert!(tasks.iter().filter(|t| t["plan_id"] == id).count() <= 2);
+    assert_eq!(tasks.last().unwrap()["id"], fires[0].1);
+}
+
+#[tokio::test]
+async fn invalid_schedules_are_400_naming_the_field() {
+    let api = Api::start().await;
+    let q = api.fixture.queue_id.clone();
+    let cases = [
+        (json!({"cron": "61 * * * *"}), "", "schedule.cron"),
+        (json!({"cron": "* * * *"}), "", "schedule.cron"),
+        (json!({"cron": "0 0 30 2 *"}), "", "schedule.cron"),
+        (
+            json!({"cron": "* * * * *", "timezone": "Mars/Olympus"}),
+            "",
+            "schedule.timezone",
+        ),
+        (
+            json!({"cron": "* * * * *", "interval_seconds": 60}),
+            "",
+            "schedule",
+        ),
+        (json!({}), "", "schedule"),
+        (
+            json!({"interval_seconds": 60, "timezone": "UTC"}),
+            "",
+            "schedule.timezone",
+        ),
+        (
+            json!({"interval_seconds": 60, "catch_up": "some"}),
+            "",
+            "schedule.catch_up",
+        ),
+        (json!({"interval_seconds": 0}), "", "interval_seconds"),
+    ];
+    for (schedule, key, field) in &cases {
+        let r = api
+            .post(
+                "/v1/plans",
+                "/v1/plans",
+                &json!({"name": "p", "queue_id": q, "schedule": schedule, "definition": def(key)}),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{schedule}: {}", r.body);
+        assert_eq!(r.body["error"]["code"], "INVALID_ARGUMENT");
+        assert_eq!(
+            r.body["error"]["details"]["field"], *field,
+            "{schedule}: {}",
+            r.body
+        );
+    }
+    // on_busy other than queue needs a key; an unknown one is refused.
+    let r = api
+        .post("/v1/plans", "/v1/plans", &json!({"name": "p", "queue_id": q, "schedule": {"interval_seconds": 60}, "on_busy": "skip", "definition": def("")}))
+        .await;
+    assert_eq!(
+        (r.status, &r.body["error"]["details"]["field"]),
+        (400, &json!("on_busy")),
+        "{}",
+        r.body
+    );
+    let r = api
+        .post("/v1/plans", "/v1/plans", &json!({"name": "p", "queue_id": q, "schedule": {"interval_seconds": 60}, "on_busy": "drop", "definition": def("k")}))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    // The same rules for a new version.
+    let ok = api
+        .post("/v1/plans", "/v1/plans", &json!({"name": "p", "queue_id": q, "schedule": {"interval_seconds": 60}, "definition": def("")}))
+        .await;
+    assert_eq!(ok.status, 201, "{}", ok.body);
+    let id = ok.body["data"]["id"].as_u64().unwrap();
+    let r = api
+        .post("/v1/plans/{id}/versions", &format!("/v1/plans/{id}/versions"), &json!({"schedule": {"cron": "* * * * *", "timezone": "Nowhere"}, "definition": def("")}))
+        .await;
+    assert_eq!(
+        (r.status, &r.body["error"]["details"]["field"]),
+        (400, &json!("schedule.timezone")),
+        "{}",
+        r.body
+    );
+    let r = api
+        .post("/v1/plans/{id}/versions", &format!("/v1/plans/{id}/versions"), &json!({"schedule": {"cron": "0 9 * * MON", "timezone": "America/New_York"}, "on_busy": "skip", "definition": def("k")}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["data"]["schedule"]["cron"], "0 9 * * MON");
+    assert_eq!(r.body["data"]["on_busy"], "skip");
+}

@@ -293,6 +293,23 @@ async fn attempts_and_permits(
     )
 }
 
+/// The tables the 0.2 upgrade adds plan columns to.
+const PLAN_TABLES: [&str; 3] = ["orbit_plan", "orbit_plan_version", "orbit_plan_fire"];
+
+/// The plan tables' rows, in their 0.1 columns.
+async fn plan_rows(pool: &MySqlPool) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT CONCAT_WS('|', id, application_id, namespace_id, queue_id, name, current_version, paused, next_fire_at, created_at, updated_at) FROM orbit_plan ORDER BY id",
+        "SELECT CONCAT_WS('|', plan_id, version, schedule_kind, schedule_spec, handler, handler_version, payload_version, payload, business_key, HEX(concurrency_key), priority, max_attempts, retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at) FROM orbit_plan_version ORDER BY plan_id, version",
+        "SELECT CONCAT_WS('|', plan_id, scheduled_for, version, task_id, fired_at) FROM orbit_plan_fire ORDER BY plan_id, scheduled_for",
+    ] {
+        let rows: Vec<Vec<u8>> = sqlx::query_scalar(sql).fetch_all(pool).await.unwrap();
+        out.extend(rows);
+    }
+    out
+}
+
 fn task(f: &Fixture, queue_id: &str, key: Option<&str>) -> NewTask {
     NewTask {
         concurrency_key: Some(key.unwrap_or("").to_string()),
@@ -428,17 +445,31 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
             .await
             .unwrap()
             .task;
-    let plan =
-        f.db.plan_create(
-            &f.hash,
-            &orbit::db::plans::NewPlan {
-                name: "nightly".into(),
-                interval_seconds: 86_400,
-                task: task(&f, &q2, None),
-            },
-        )
+    // A 0.1 plan (the 0.1 signature of orbit_plan_create), fired once: its version and its fire
+    // row get the new columns' defaults, which keep its 0.1 behaviour.
+    let plan_id: u64 = sqlx::query(
+        "CALL orbit_plan_create(?, ?, 'nightly', 86400, 'h', 'v1', 'v1', '{}', '', '', NULL, NULL, NULL, NULL, NULL, NULL)",
+    )
+    .bind(&f.hash[..])
+    .bind(&q2)
+    .fetch_one(&pool)
+    .await
+    .unwrap()
+    .get(0);
+    sqlx::query(
+        "UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
+    )
+    .bind(plan_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let fired: i64 = sqlx::query("CALL orbit_plan_fire_due(10)")
+        .fetch_one(&pool)
         .await
-        .unwrap();
+        .unwrap()
+        .get(0);
+    assert_eq!(fired, 1);
+    let plans_before = plan_rows(&pool).await;
     let before = tasks(&pool).await;
     let states: BTreeMap<u64, &str> = before.iter().map(|(i, s)| (*i, s.as_str())).collect();
     for (id, state) in [
@@ -509,11 +540,34 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     // --- Nothing lost: every row of every table as it was; every task keeps its id and state. ---
     let mut rows_after = table_checksums(&pool).await;
     rows_after.remove("orbit_attempt");
+    // The plan tables gained columns (so their checksums change): their 0.1 columns are compared
+    // instead, and the new columns hold the defaults that keep 0.1 behaviour.
+    for t in PLAN_TABLES {
+        assert_eq!(
+            rows_after.remove(t).unwrap().0,
+            rows_before.remove(t).unwrap().0,
+            "{t}"
+        );
+    }
     assert_eq!(rows_after, rows_before);
     assert_eq!(
         attempts_and_permits(&pool, true).await,
         permits_before,
         "every attempt as it was, every permit moved onto its attempt"
+    );
+    assert_eq!(plan_rows(&pool).await, plans_before);
+    let defaults: Vec<u8> = sqlx::query_scalar(
+        "SELECT CONCAT_WS('|', IFNULL(p.schedule_after, 'NULL'), v.schedule_kind, v.timezone, v.catch_up, v.on_busy, f.outcome)
+           FROM orbit_plan p JOIN orbit_plan_version v ON v.plan_id = p.id JOIN orbit_plan_fire f ON f.plan_id = p.id
+          WHERE p.id = ?",
+    )
+    .bind(plan_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(defaults).unwrap(),
+        "NULL|interval||one|queue|created"
     );
     assert_eq!(tasks(&pool).await, before);
 
@@ -544,14 +598,26 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     assert_eq!(r.status().as_u16(), 200, "a replay, not a new acceptance");
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["data"]["id"], json!(waiting.id), "{body}");
-    // The plan is still there.
+    // The plan is still there: an interval plan with the 0.1 behaviour.
     let r = http
-        .get(format!("{}/v1/plans/{}", server.url, plan.id))
+        .get(format!("{}/v1/plans/{}", server.url, plan_id))
         .bearer_auth(&f.token)
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["data"]["schedule"],
+        json!({"interval_seconds": 86400, "catch_up": "one"}),
+        "{body}"
+    );
+    assert_eq!(body["data"]["on_busy"], json!("queue"), "{body}");
+    assert_eq!(
+        body["data"]["next_fire_times"].as_array().unwrap().len(),
+        5,
+        "{body}"
+    );
 
     // The key's old holder finishes; the key goes on with a larger token than any before.
     let ack =

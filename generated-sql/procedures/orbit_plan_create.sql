@@ -1,16 +1,26 @@
 -- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/procedures/orbit_plan_create.sql.
 -- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
 
--- orbit_plan_create: Create a plan: a named interval schedule that fires tasks into a queue.
+-- orbit_plan_create: Create a plan: a named interval or cron schedule that fires tasks into a queue.
 --
 -- Version 1 holds the schedule and the task definition, validated by the same rules as a submit
 -- (orbit_task_validate); versions are immutable. Tasks fired from a version inherit its
--- concurrency_key verbatim (no interpolation). The first slot is now + interval.
+-- concurrency_key verbatim (no interpolation). An interval plan's first slot is now + interval.
+-- A cron plan starts with next_fire_at NULL and schedule_after = now: the scheduler computes its
+-- first fire time after now (orbit_plan_schedule_due, orbit_plan_schedule_set).
 -- Parameters (NULL = default where one is given):
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the queue)
 --   p_queue_id                CHAR(32): where fired tasks go
 --   p_name                    1-191 characters, unique within the queue's namespace
---   p_interval_seconds        1-31536000
+--   p_interval_seconds        1-31536000 for an interval plan; NULL for a cron plan
+--   p_cron                    a cron plan's expression, 1-191 ASCII characters, parsed and checked by
+--                             the server (src/schedule.rs), which computes its fire times; NULL for
+--                             an interval plan. Exactly one of p_interval_seconds, p_cron is given.
+--   p_timezone                a cron plan's IANA time zone, 1-64 characters; NULL = 'UTC'. Must be
+--                             NULL or '' for an interval plan.
+--   p_catch_up                'none' | 'one' | 'all' (NULL = 'one'): missed slots after a stop
+--   p_on_busy                 'queue' | 'skip' | 'replace_waiting' (NULL = 'queue'): a slot while
+--                             the key is busy; other than 'queue' needs a concurrency_key
 --   p_handler                 1-191 characters
 --   p_handler_version, p_payload_version   1-64 characters
 --   p_payload                 JSON text
@@ -23,11 +33,14 @@
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
 -- Result (one row): the plan columns:
---   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
---   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
---   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC; NULL while
+--   the server computes a cron plan's next slot), created_at, updated_at, then the current
+--   version's schedule_kind ('interval' or 'cron'), schedule_spec (interval seconds, or the cron
+--   expression), handler, handler_version, payload_version, payload (JSON text), business_key
 --   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
---   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none), then the plan's schedule_after (UTC,
+--   cron plans; NULL for interval plans) and the version's timezone ('' for interval plans),
+--   catch_up ('none', 'one', 'all') and on_busy ('queue', 'skip', 'replace_waiting').
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), STATE_CONFLICT (a plan of that name exists in the namespace).
 -- Locks: the new orbit_plan and orbit_plan_version rows.
@@ -38,6 +51,10 @@ CREATE PROCEDURE orbit_plan_create(
   IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
   IN p_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_interval_seconds BIGINT,
+  IN p_cron TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_timezone TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_catch_up TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin,
   IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -58,6 +75,11 @@ BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_plan_id BIGINT UNSIGNED;
   DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_spec VARCHAR(191) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_timezone VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_catch_up VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -69,28 +91,57 @@ BEGIN
   IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND 191 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: name must be 1-191 characters';
   END IF;
-  IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
-  END IF;
   CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
                            p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
                            p_retry_unknown, p_deadline_seconds);
+  IF (p_interval_seconds IS NULL) = (p_cron IS NULL) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: schedule needs exactly one of interval_seconds and cron';
+  END IF;
+  IF p_interval_seconds IS NOT NULL THEN
+    IF p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
+    END IF;
+    IF p_timezone IS NOT NULL AND p_timezone <> '' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: timezone is for cron schedules only';
+    END IF;
+    SET v_kind = 'interval', v_spec = CAST(p_interval_seconds AS CHAR), v_timezone = '';
+  ELSE
+    IF CHAR_LENGTH(p_cron) NOT BETWEEN 1 AND 191 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: cron must be 1-191 characters';
+    END IF;
+    IF p_timezone IS NOT NULL AND CHAR_LENGTH(p_timezone) NOT BETWEEN 1 AND 64 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: timezone must be 1-64 characters';
+    END IF;
+    SET v_kind = 'cron', v_spec = p_cron, v_timezone = COALESCE(p_timezone, 'UTC');
+  END IF;
+  SET v_catch_up = COALESCE(p_catch_up, 'one'), v_on_busy = COALESCE(p_on_busy, 'queue');
+  IF v_catch_up NOT IN ('none', 'one', 'all') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: catch_up must be none, one or all';
+  END IF;
+  IF v_on_busy NOT IN ('queue', 'skip', 'replace_waiting') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, skip or replace_waiting';
+  END IF;
+  IF v_on_busy <> 'queue' AND p_concurrency_key = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy skip and replace_waiting need a concurrency_key';
+  END IF;
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   INSERT INTO orbit_plan (application_id, namespace_id, queue_id, name, current_version, paused, next_fire_at,
-                          created_at, updated_at)
+                          created_at, updated_at, schedule_after)
   VALUES (v_application_id, v_namespace_id, p_queue_id, p_name, 1, 0,
-          DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND), v_now, v_now);
+          IF(v_kind = 'interval', DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND), NULL), v_now, v_now,
+          IF(v_kind = 'cron', v_now, NULL));
   IF v_duplicate THEN
     ROLLBACK;
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a plan with this name already exists in the namespace';
   END IF;
   SET v_plan_id = LAST_INSERT_ID();
-  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, handler, handler_version,
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, timezone, catch_up, on_busy,
+                                  handler, handler_version,
                                   payload_version, payload, business_key, concurrency_key, priority, max_attempts,
                                   retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
-  VALUES (v_plan_id, 1, 'interval', CAST(p_interval_seconds AS CHAR), p_handler, p_handler_version,
+  VALUES (v_plan_id, 1, v_kind, v_spec, v_timezone, v_catch_up, v_on_busy, p_handler, p_handler_version,
           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
           p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
   COMMIT;
@@ -99,7 +150,8 @@ BEGIN
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
          v.payload_version, v.payload, v.business_key, v.concurrency_key,
          v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
-         v.retry_unknown, v.deadline_seconds
+         v.retry_unknown, v.deadline_seconds, p.schedule_after, v.timezone, v.catch_up,
+         v.on_busy
     FROM orbit_plan p
     JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
    WHERE p.id = v_plan_id;

@@ -5,11 +5,14 @@
 --
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read on the plan's queue); p_plan_id.
 -- Result (one row): the plan columns:
---   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC), created_at,
---   updated_at, then the current version's schedule_kind ('interval'), schedule_spec (interval
---   seconds), handler, handler_version, payload_version, payload (JSON text), business_key
+--   plan_id, queue_id, namespace_id, name, current_version, paused, next_fire_at (UTC; NULL while
+--   the server computes a cron plan's next slot), created_at, updated_at, then the current
+--   version's schedule_kind ('interval' or 'cron'), schedule_spec (interval seconds, or the cron
+--   expression), handler, handler_version, payload_version, payload (JSON text), business_key
 --   ('' = none), concurrency_key VARBINARY ('' = none), priority, max_attempts, retry_base_ms,
---   retry_max_ms, retry_unknown, deadline_seconds (0 = none).
+--   retry_max_ms, retry_unknown, deadline_seconds (0 = none), then the plan's schedule_after (UTC,
+--   cron plans; NULL for interval plans) and the version's timezone ('' for interval plans),
+--   catch_up ('none', 'one', 'all') and on_busy ('queue', 'skip', 'replace_waiting').
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such plan, or another tenant's).
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_plan_get;
@@ -34,7 +37,8 @@ BEGIN
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
          v.payload_version, v.payload, v.business_key, v.concurrency_key,
          v.priority, v.max_attempts, v.retry_base_ms, v.retry_max_ms,
-         v.retry_unknown, v.deadline_seconds
+         v.retry_unknown, v.deadline_seconds, p.schedule_after, v.timezone, v.catch_up,
+         v.on_busy
     FROM orbit_plan p
     JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
    WHERE p.id = p_plan_id;

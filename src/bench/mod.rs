@@ -10,6 +10,7 @@ pub mod baseline;
 pub mod claim;
 pub mod flow;
 pub mod handoff;
+pub mod plans;
 pub mod serve;
 pub mod server_cost;
 

@@ -23,6 +23,9 @@ pub enum Scenario {
     Submit,
     /// Resident memory of serve with 1,000 idle worker sessions (--tasks sets the count).
     Sessions,
+    /// CPU of serve and the database while --plans cron plans fire every minute, over
+    /// --minutes whole minutes.
+    Plans,
 }
 
 #[derive(clap::Args, Debug)]
@@ -69,6 +72,12 @@ pub struct BenchArgs {
     /// processing alone (a burn-down); the submit phase's tasks/s is reported on its own.
     #[arg(long)]
     pub preload: bool,
+    /// plans: cron plans (`* * * * *`) firing every minute.
+    #[arg(long, default_value_t = 10_000)]
+    pub plans: u32,
+    /// plans: minutes of firing measured.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub minutes: u32,
 }
 
 pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
@@ -115,6 +124,13 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     busy_keys: args.keys,
                 };
                 bench::claim::run(&bench_db, &opts, baseline).await
+            }
+            Scenario::Plans => {
+                let opts = bench::plans::PlanOptions {
+                    plans: args.plans,
+                    minutes: args.minutes,
+                };
+                bench::plans::run(&bench_db, &opts, baseline).await
             }
             scenario => {
                 let opts = bench::flow::FlowOptions {

@@ -32,6 +32,15 @@ pub struct Consts {
     /// which bounds how long a task readied behind that point (a retry, a promoted key's task)
     /// can be passed over by hinted scans.
     pub scan_restart_every: u32,
+    /// With `catch_up: none`, a plan's slot fires only within this many seconds of its time
+    /// ([`crate::schedule::MISSED_GRACE_SECONDS`]).
+    pub plan_missed_grace_seconds: i64,
+    /// With `catch_up: all`, at most this many missed slots of one plan fire
+    /// ([`crate::schedule::CATCH_UP_ALL_MAX`]).
+    pub plan_catch_up_all_max: u32,
+    /// `orbit_plan_fire_due` fires up to this many unkeyed plans per transaction (one durable
+    /// commit); a keyed plan fires alone.
+    pub plan_fire_batch: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -42,6 +51,9 @@ pub const CONSTS: Consts = Consts {
     token_max: "18446744073709551615",
     quota_slots: 16,
     scan_restart_every: 16,
+    plan_missed_grace_seconds: crate::schedule::MISSED_GRACE_SECONDS,
+    plan_catch_up_all_max: crate::schedule::CATCH_UP_ALL_MAX,
+    plan_fire_batch: 20,
 };
 
 /// One registered template.
@@ -133,6 +145,8 @@ registry! {
     Procedure orbit_plan_fire_due => "procedures/orbit_plan_fire_due.sql",
     Procedure orbit_plan_get => "procedures/orbit_plan_get.sql",
     Procedure orbit_plan_list => "procedures/orbit_plan_list.sql",
+    Procedure orbit_plan_schedule_due => "procedures/orbit_plan_schedule_due.sql",
+    Procedure orbit_plan_schedule_set => "procedures/orbit_plan_schedule_set.sql",
     Procedure orbit_plan_set_paused => "procedures/orbit_plan_set_paused.sql",
     Procedure orbit_plan_version_create => "procedures/orbit_plan_version_create.sql",
     Procedure orbit_queue_create => "procedures/orbit_queue_create.sql",

@@ -16,7 +16,11 @@ use super::envelope::{
 use super::error::{ApiError, ErrorEnvelope};
 use super::tasks::{json_text, TaskDefinition};
 use super::App;
-use crate::db::plans::{NewPlan, Plan};
+use crate::db::plans::{NewPlan, Plan, PlanSchedule};
+use crate::schedule::{CatchUp, CronSchedule, OnBusy};
+
+/// How many upcoming fire times a plan view lists.
+pub const UPCOMING: usize = 5;
 
 pub fn router() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -27,13 +31,75 @@ pub fn router() -> OpenApiRouter<App> {
         .routes(routes!(resume_plan))
 }
 
-/// When a plan fires.
-#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+/// When a plan fires: every `interval_seconds`, or on a `cron` expression read in `timezone`.
+/// Exactly one of `interval_seconds` and `cron`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
-    /// Fire every N seconds (1-31536000); missed slots are skipped, not fired in a burst.
+    /// Fire every N seconds (1-31536000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 31536000)]
-    pub interval_seconds: i64,
+    pub interval_seconds: Option<i64>,
+    /// A cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
+    /// first), e.g. `30 2 * * 1-5`; names (`MON`, `JAN`), ranges, steps, lists, `L`, `W`, `#`
+    /// and `@daily`-style nicknames are read; a year field is not. Daylight-saving rules: a time
+    /// in a spring-forward gap fires at the first minute after the gap, a time repeated at
+    /// fall-back fires once, at its first occurrence (docs/operations.md, "Plans").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 191, example = "30 2 * * 1-5")]
+    pub cron: Option<String>,
+    /// The IANA time zone `cron` is read in (`Europe/Berlin`); default `UTC`. Only with `cron`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 64, example = "Europe/Berlin")]
+    pub timezone: Option<String>,
+    /// Slots missed while no server ran: `none` fires none (a slot fires only within 60 s of its
+    /// time), `one` (default) fires the oldest and skips the others, `all` fires each, at most
+    /// the 100 most recent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<CatchUp>,
+}
+
+impl Schedule {
+    /// Checks the schedule (a cron expression and zone are parsed here) into what the procedures
+    /// take.
+    fn check(self, on_busy: Option<OnBusy>) -> Result<PlanSchedule, ApiError> {
+        let Schedule {
+            interval_seconds,
+            cron,
+            timezone,
+            catch_up,
+        } = self;
+        match (interval_seconds, &cron) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(ApiError::bad_request(
+                    Some("schedule"),
+                    "schedule needs exactly one of interval_seconds and cron",
+                ))
+            }
+            (Some(_), None) if timezone.is_some() => {
+                return Err(ApiError::bad_request(
+                    Some("schedule.timezone"),
+                    "schedule.timezone is for cron schedules only",
+                ))
+            }
+            (None, Some(expr)) => {
+                CronSchedule::parse_new(expr, timezone.as_deref().unwrap_or("UTC")).map_err(
+                    |e| {
+                        let field = format!("schedule.{}", e.field);
+                        ApiError::bad_request(Some(&field), format!("{field}: {}", e.message))
+                    },
+                )?;
+            }
+            (Some(_), None) => {}
+        }
+        Ok(PlanSchedule {
+            interval_seconds,
+            cron,
+            timezone,
+            catch_up,
+            on_busy,
+        })
+    }
 }
 
 /// What a plan fires.
@@ -56,6 +122,13 @@ pub struct CreatePlan {
     /// 32 hex digits.
     pub queue_id: String,
     pub schedule: Schedule,
+    /// What a slot does while the definition's `concurrency_key` is busy: `queue` (default)
+    /// creates the task, which waits its turn; `skip` creates none while a task holds or waits
+    /// for the key (the slot is recorded as skipped); `replace_waiting` keeps at most one waiting
+    /// task per plan and key: while one this plan fired still waits, the slot keeps it instead of
+    /// adding another. `skip` and `replace_waiting` need a `concurrency_key`.
+    #[serde(default)]
+    pub on_busy: Option<OnBusy>,
     pub definition: Definition,
 }
 
@@ -64,6 +137,9 @@ pub struct CreatePlan {
 #[serde(deny_unknown_fields)]
 pub struct CreateVersion {
     pub schedule: Schedule,
+    /// As in `POST /v1/plans`; default `queue`.
+    #[serde(default)]
+    pub on_busy: Option<OnBusy>,
     pub definition: Definition,
 }
 
@@ -75,8 +151,14 @@ pub struct PlanView {
     pub name: String,
     pub current_version: u32,
     pub paused: bool,
-    pub next_fire_at: DateTime<Utc>,
+    /// The next fire time (UTC); absent only when a stored cron expression cannot be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_fire_at: Option<DateTime<Utc>>,
+    /// The next five fire times (UTC), the first being `next_fire_at`.
+    pub next_fire_times: Vec<DateTime<Utc>>,
+    /// The current version's schedule, `catch_up` included.
     pub schedule: Schedule,
+    pub on_busy: OnBusy,
     pub definition: DefinitionView,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -108,6 +190,8 @@ pub struct PlanTaskView {
 
 impl From<Plan> for PlanView {
     fn from(p: Plan) -> Self {
+        let next_fire_times = p.upcoming(Utc::now(), UPCOMING);
+        let cron = p.schedule_kind == "cron";
         let t = p.task;
         PlanView {
             id: p.id,
@@ -115,10 +199,15 @@ impl From<Plan> for PlanView {
             name: p.name,
             current_version: p.current_version,
             paused: p.paused,
-            next_fire_at: p.next_fire_at,
+            next_fire_at: next_fire_times.first().copied(),
+            next_fire_times,
             schedule: Schedule {
-                interval_seconds: p.schedule_spec.parse().unwrap_or(0),
+                interval_seconds: (!cron).then(|| p.schedule_spec.parse().unwrap_or(0)),
+                cron: cron.then(|| p.schedule_spec.clone()),
+                timezone: cron.then_some(p.timezone),
+                catch_up: Some(p.catch_up.parse().unwrap_or_default()),
             },
+            on_busy: p.on_busy.parse().unwrap_or_default(),
             definition: DefinitionView {
                 task: PlanTaskView {
                     handler: t.handler,
@@ -171,11 +260,12 @@ async fn create_plan(
 ) -> Result<Data<PlanView>, ApiError> {
     check_len("name", &body.name, 191, "1-191 characters")?;
     check_queue_id_len("queue_id", &body.queue_id)?;
+    let schedule = body.schedule.check(body.on_busy)?;
     let task = definition(body.definition)?.to_new_task(body.queue_id);
     check_queue_id(&app.db, &hash, "queues:manage", &task.queue_id).await?;
     let plan = NewPlan {
         name: body.name,
-        interval_seconds: body.schedule.interval_seconds,
+        schedule,
         task,
     };
     Ok(Data(
@@ -248,7 +338,7 @@ async fn list_plans(
     Ok(Page(plans.into_iter().map(PlanView::from).collect(), next))
 }
 
-/// Read a plan and its current version.
+/// Read a plan and its current version, with its next five fire times.
 #[utoipa::path(
     get, path = "/v1/plans/{id}", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(
@@ -284,15 +374,12 @@ async fn create_version(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CreateVersion>,
 ) -> Result<Data<PlanView>, ApiError> {
+    let id = path_id(&id, "id")?;
+    let schedule = body.schedule.check(body.on_busy)?;
     let task = definition(body.definition)?.to_new_task(String::new());
     let plan = app
         .db
-        .plan_version_create(
-            &hash,
-            path_id(&id, "id")?,
-            body.schedule.interval_seconds,
-            &task,
-        )
+        .plan_version_create(&hash, id, &schedule, &task)
         .await?;
     Ok(Data(StatusCode::CREATED, plan.into()))
 }
@@ -320,7 +407,7 @@ async fn pause_plan(
     ))
 }
 
-/// Fire again from the next slot (missed slots are not fired).
+/// Fire again from the next slot (slots missed while paused are not fired, whatever `catch_up`).
 #[utoipa::path(
     post, path = "/v1/plans/{id}/resume", tag = "plans", security(("bearer" = [])), params(("id" = u64, Path, minimum = 1)),
     responses(

@@ -1,8 +1,10 @@
 {% import "_macros.sql" as m %}
 -- orbit_plan_set_paused: Pause or resume a plan.
 --
--- A paused plan does not fire. Resuming does not fire the slots missed while paused: a next slot
--- already past moves to the first whole interval after now. Idempotent.
+-- A paused plan does not fire. Resuming does not fire the slots missed while paused: an interval
+-- plan's next slot already past moves to the first whole interval after now; a cron plan's next
+-- slot is computed again by the scheduler as the first fire time after now (next_fire_at NULL,
+-- schedule_after now). Idempotent.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the plan's queue); p_plan_id;
 --   p_paused 0/1.
 -- Result (one row): the plan columns:
@@ -20,6 +22,7 @@ BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
   DECLARE v_interval BIGINT;
+  DECLARE v_kind VARCHAR(16) {{ c.ascii }};
   DECLARE v_paused TINYINT;
   {% call m::rollback_on_error() %};
 
@@ -37,10 +40,13 @@ BEGIN
   {% call m::begin() %};
   SELECT p.current_version, p.paused INTO v_version, v_paused FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
   IF v_paused <> p_paused THEN
-    SELECT CAST(v.schedule_spec AS UNSIGNED) INTO v_interval
+    SELECT v.schedule_kind, IF(v.schedule_kind = 'interval', CAST(v.schedule_spec AS UNSIGNED), 0)
+      INTO v_kind, v_interval
       FROM orbit_plan_version v WHERE v.plan_id = p_plan_id AND v.version = v_version;
     UPDATE orbit_plan p
-       SET p.next_fire_at = IF(p_paused = 0, {% call m::next_slot("p.next_fire_at", "v_interval", "v_now") %}, p.next_fire_at),
+       SET p.next_fire_at = IF(p_paused = 1, p.next_fire_at,
+                               IF(v_kind = 'interval', {% call m::next_slot("p.next_fire_at", "v_interval", "v_now") %}, NULL)),
+           p.schedule_after = IF(p_paused = 0 AND v_kind = 'cron', v_now, p.schedule_after),
            p.paused = p_paused, p.updated_at = v_now
      WHERE p.id = p_plan_id;
   END IF;

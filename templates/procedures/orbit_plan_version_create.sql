@@ -2,13 +2,15 @@
 -- orbit_plan_version_create: Add a plan version (schedule + task definition) and make it current.
 --
 -- Versions are immutable: earlier ones stay as they were, and tasks they fired keep their
--- plan_version. Later fires use the new version's definition, concurrency_key included. The next
--- slot moves earlier when the new interval is shorter (next_fire_at = the earlier of the
--- scheduled slot and now + interval); it is never pushed later.
+-- plan_version. Later fires use the new version's definition, concurrency_key included. With an
+-- interval schedule the next slot moves earlier when the new interval is shorter (next_fire_at =
+-- the earlier of the scheduled slot and now + interval); it is never pushed later. With a cron
+-- schedule the next slot is the expression's first fire time after now: next_fire_at becomes NULL
+-- and schedule_after now, and the scheduler computes it (orbit_plan_schedule_set).
 -- Parameters (NULL = default where one is given):
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope queues:manage on the plan's queue)
 --   p_plan_id
---   p_interval_seconds        1-31536000
+{% call m::plan_schedule_doc() %}
 {% call m::task_definition_doc() %}
 -- Result (one row): the plan columns, with the new version:
 {% call m::plan_columns_doc() %}
@@ -18,7 +20,7 @@
 CREATE PROCEDURE orbit_plan_version_create(
   IN p_token_hash BINARY(32),
   IN p_plan_id BIGINT UNSIGNED,
-  IN p_interval_seconds BIGINT,
+  {% call m::plan_schedule_params() %},
   {% call m::task_definition_params() %})
   MODIFIES SQL DATA
 BEGIN
@@ -29,6 +31,7 @@ BEGIN
   DECLARE v_visible TINYINT;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
+  {% call m::plan_schedule_declare() %};
   {% call m::rollback_on_error() %};
 
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
@@ -38,24 +41,27 @@ BEGIN
   IF NOT v_visible THEN
     {% call m::raise("NOT_FOUND", "plan not found") %};
   END IF;
-  IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
-    {% call m::raise("INVALID_ARGUMENT", "interval_seconds must be between 1 and 31536000") %};
-  END IF;
   CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
                            p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
                            p_retry_unknown, p_deadline_seconds);
+  {% call m::plan_schedule_validate() %};
 
   {% call m::begin() %};
   SELECT p.current_version + 1 INTO v_version FROM orbit_plan p WHERE p.id = p_plan_id FOR UPDATE;
-  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, handler, handler_version,
+  INSERT INTO orbit_plan_version (plan_id, version, schedule_kind, schedule_spec, timezone, catch_up, on_busy,
+                                  handler, handler_version,
                                   payload_version, payload, business_key, concurrency_key, priority, max_attempts,
                                   retry_base_ms, retry_max_ms, retry_unknown, deadline_seconds, created_at)
-  VALUES (p_plan_id, v_version, 'interval', CAST(p_interval_seconds AS CHAR), p_handler, p_handler_version,
+  VALUES (p_plan_id, v_version, v_kind, v_spec, v_timezone, v_catch_up, v_on_busy, p_handler, p_handler_version,
           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority, p_max_attempts,
           p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_deadline_seconds, v_now);
   UPDATE orbit_plan p
      SET p.current_version = v_version,
-         p.next_fire_at = LEAST(p.next_fire_at, DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+         p.next_fire_at = IF(v_kind = 'interval',
+                             LEAST(COALESCE(p.next_fire_at, DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+                                   DATE_ADD(v_now, INTERVAL p_interval_seconds SECOND)),
+                             NULL),
+         p.schedule_after = IF(v_kind = 'cron', v_now, NULL),
          p.updated_at = v_now
    WHERE p.id = p_plan_id;
   COMMIT;

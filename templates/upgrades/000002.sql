@@ -31,6 +31,14 @@
 -- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
 --   attempt that had already ended (0.1 could leave one behind a resumed attempt) was held by
 --   nothing and goes with its table.
+-- - orbit_plan, orbit_plan_version, orbit_plan_fire: cron plans in a time zone, catch_up and
+--   on_busy (issue 26). orbit_plan.next_fire_at may be NULL (a cron plan whose next fire time
+--   the server computes) and gains schedule_after; orbit_plan_version gains timezone, catch_up and
+--   on_busy; orbit_plan_fire gains outcome. The new columns' defaults keep every existing plan
+--   what it was: an interval plan ('' time zone) with catch_up 'one' (the oldest missed slot
+--   fires, the others are skipped) and on_busy 'queue' (a task is queued whatever its key), and
+--   every recorded fire 'created'. Plan tables hold one row per plan, version or fired slot;
+--   making next_fire_at nullable rebuilds orbit_plan, which takes moments.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -42,7 +50,11 @@
 -- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
 -- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
---   only.
+--   only;
+-- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
+--   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
+--   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
+--   plan for the server to schedule (orbit_plan_schedule_due and orbit_plan_schedule_set are new).
 -- Behaviour that changes without a shape change: a closed session's start, renewal and result are
 -- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
 -- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
@@ -75,6 +87,58 @@ ALTER TABLE orbit_task_event
 -- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
 ALTER TABLE orbit_session
   MODIFY last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long';
+
+-- next_fire_at may be NULL, and the comments of the plan columns whose meaning grew, exactly as
+-- templates/tables/orbit_plan*.sql write them.
+ALTER TABLE orbit_plan
+  MODIFY next_fire_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time of the next scheduled slot; NULL = a cron plan whose next slot the server has yet to compute (after schedule_after)';
+ALTER TABLE orbit_plan_version
+  MODIFY schedule_spec VARCHAR(191) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'interval seconds, or a cron expression (5 or 6 fields) read in timezone';
+ALTER TABLE orbit_plan_fire
+  MODIFY task_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_task.id created (created) or kept (kept); 0 = none (skipped)';
+
+-- The new plan columns, each where the table templates put it. MySQL has no `ADD COLUMN IF NOT
+-- EXISTS`, so a procedure that lives only for this migration adds each one that
+-- information_schema does not list yet (running the migration again adds nothing twice). Their
+-- defaults are the behaviour of 0.1 plans.
+DROP PROCEDURE IF EXISTS orbit_upgrade_000002_plans;
+DELIMITER $$
+CREATE PROCEDURE orbit_upgrade_000002_plans()
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan'
+                    AND COLUMN_NAME = 'schedule_after') THEN
+    ALTER TABLE orbit_plan
+      ADD COLUMN schedule_after DATETIME(6) NULL DEFAULT NULL COMMENT 'cron plans: the next slot is the first fire time after this UTC time (the fired slot, or when it was created, resumed or got a new version); NULL for interval plans' AFTER updated_at;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan_version'
+                    AND COLUMN_NAME = 'timezone') THEN
+    ALTER TABLE orbit_plan_version
+      ADD COLUMN timezone VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'cron plans: IANA time zone of the expression; empty for interval plans' AFTER schedule_spec;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan_version'
+                    AND COLUMN_NAME = 'catch_up') THEN
+    ALTER TABLE orbit_plan_version
+      ADD COLUMN catch_up ENUM('none','one','all') NOT NULL DEFAULT 'one' COMMENT 'missed slots: none fired, one fired (the oldest), or all fired (at most 100)' AFTER timezone;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan_version'
+                    AND COLUMN_NAME = 'on_busy') THEN
+    ALTER TABLE orbit_plan_version
+      ADD COLUMN on_busy ENUM('queue','skip','replace_waiting') NOT NULL DEFAULT 'queue' COMMENT 'a slot while concurrency_key is busy: queue a task, skip it, or keep the plan''s waiting task' AFTER catch_up;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_plan_fire'
+                    AND COLUMN_NAME = 'outcome') THEN
+    ALTER TABLE orbit_plan_fire
+      ADD COLUMN outcome ENUM('created','skipped','kept') NOT NULL DEFAULT 'created' COMMENT 'created a task; skipped (key busy, on_busy skip); kept the plan''s waiting task (on_busy replace_waiting)' AFTER task_id;
+  END IF;
+END$$
+DELIMITER ;
+CALL orbit_upgrade_000002_plans();
+DROP PROCEDURE orbit_upgrade_000002_plans;
 
 -- The two session indexes, the attempt's key_permit column and its indexes, and the copy of the
 -- key permits. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
