@@ -48,6 +48,12 @@ fn authenticated_routes(api: &Api, task_id: u64) -> Vec<(Method, &'static str, S
         ),
         (Method::GET, "/v1/attempts/{id}", "/v1/attempts/1".into()),
         (Method::POST, "/v1/plans", "/v1/plans".into()),
+        (Method::GET, "/v1/plans", "/v1/plans".into()),
+        (
+            Method::GET,
+            "/v1/tasks/{id}/events",
+            format!("/v1/tasks/{task_id}/events"),
+        ),
         (Method::GET, "/v1/plans/{id}", "/v1/plans/1".into()),
         (
             Method::POST,
