@@ -255,6 +255,8 @@ CREATE TABLE IF NOT EXISTS orbit_plan_version (
 -- orbit_queue: Queues of a namespace, with their pause switch and queue-permit limit.
 -- A queue permit (orbit_queue_permit) is held by every LEASED or RUNNING attempt; when
 -- max_active_attempts > 0 the claim counts the queue's permits under this row's lock.
+-- retention_seconds bounds how long its finished tasks are kept (orbit_task_purge); a queue
+-- created without one gets the column default, the same for every server.
 CREATE TABLE IF NOT EXISTS orbit_queue (
   id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT '32 lowercase hex digits, random',
   application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
@@ -263,6 +265,7 @@ CREATE TABLE IF NOT EXISTS orbit_queue (
   name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'name, unique within the namespace',
   paused TINYINT(1) NOT NULL DEFAULT 0 COMMENT '1 = no new claims from this queue; in-flight attempts continue',
   max_active_attempts INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'queue permits available; 0 = unlimited',
+  retention_seconds INT UNSIGNED NOT NULL DEFAULT 604800 COMMENT 'seconds a finished task (SUCCEEDED, FAILED, CANCELLED, EXPIRED) is kept after finished_at; then orbit_task_purge deletes it with its attempts, history and idempotency receipt',
   created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last change',
   PRIMARY KEY (id),
@@ -348,6 +351,8 @@ CREATE TABLE IF NOT EXISTS orbit_session_queue (
 -- blocked task per queue of that key (ix_task_key). Retries wait in 'scheduled' until run_at.
 -- States: WAITING (lanes ready, blocked, scheduled), LEASED, RUNNING, RETRY_WAIT (scheduled),
 -- NEEDS_REVIEW, and the terminal SUCCEEDED, FAILED, CANCELLED, EXPIRED (lane none).
+-- finished_at is set only in a terminal state, so ix_task_finished holds the purge's candidates
+-- (orbit_task_purge: a queue's finished tasks, oldest first) without a scan of unfinished ones.
 CREATE TABLE IF NOT EXISTS orbit_task (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'task id',
   application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
@@ -387,7 +392,8 @@ CREATE TABLE IF NOT EXISTS orbit_task (
   KEY ix_task_due (lane, run_at),
   KEY ix_task_deadline (lane, deadline_at),
   KEY ix_task_list (queue_id, state, id),
-  KEY ix_task_business (namespace_id, business_key, id)
+  KEY ix_task_business (namespace_id, business_key, id),
+  KEY ix_task_finished (queue_id, finished_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Tasks';
 
 -- ---- orbit_task_event (from templates/tables/orbit_task_event.sql) ----
@@ -2864,10 +2870,11 @@ DELIMITER ;
 --
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage, with every queue of the namespace in
 --   scope); p_namespace_id (NULL = the credential's only namespace); p_name 1-191 characters;
---   p_max_active_attempts (queue permits; 0 or NULL = unlimited); p_new_queue_id (32 lowercase
---   hex digits from a random source; NULL = derive one).
+--   p_max_active_attempts (queue permits; 0 or NULL = unlimited); p_retention_seconds (how long
+--   finished tasks are kept, 60-315360000; NULL = the column default,
+--   604800); p_new_queue_id (32 lowercase hex digits from a random source; NULL = derive one).
 -- Result (one row): the queue columns: queue_id, namespace_id, name, paused, max_active_attempts,
---   created_at, updated_at.
+--   created_at, updated_at, then retention_seconds.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (namespace), INVALID_ARGUMENT,
 --   STATE_CONFLICT (a queue of that name exists in the namespace).
 -- Locks: the new orbit_queue row.
@@ -2878,6 +2885,7 @@ CREATE PROCEDURE orbit_queue_create(
   IN p_namespace_id BIGINT UNSIGNED,
   IN p_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_max_active_attempts BIGINT,
+  IN p_retention_seconds BIGINT,
   IN p_new_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
   MODIFIES SQL DATA
 BEGIN
@@ -2917,21 +2925,27 @@ BEGIN
   IF COALESCE(p_max_active_attempts, 0) NOT BETWEEN 0 AND 1000000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max_active_attempts must be between 0 and 1000000';
   END IF;
+  IF p_retention_seconds IS NOT NULL
+     AND p_retention_seconds NOT BETWEEN 60 AND 315360000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}';
+  END IF;
   IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue id must be 32 lowercase hex digits';
   END IF;
   SET v_queue_id = COALESCE(p_new_queue_id, CONVERT(LEFT(SHA2(CONCAT(UUID(), RAND(), v_namespace_id, p_name), 256), 32) USING ascii));
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, max_active_attempts, created_at, updated_at)
-  VALUES (v_queue_id, v_application_id, v_environment_id, v_namespace_id, p_name, COALESCE(p_max_active_attempts, 0), v_now, v_now);
+  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, max_active_attempts,
+                           retention_seconds, created_at, updated_at)
+  VALUES (v_queue_id, v_application_id, v_environment_id, v_namespace_id, p_name, COALESCE(p_max_active_attempts, 0),
+          COALESCE(p_retention_seconds, 604800), v_now, v_now);
   IF v_duplicate THEN
     ROLLBACK;
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a queue with this name already exists in the namespace';
   END IF;
   COMMIT;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = v_queue_id;
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = v_queue_id;
 END$$
 DELIMITER ;
 
@@ -2941,7 +2955,7 @@ DELIMITER ;
 -- A queue outside the credential's reach (another tenant's, or not in its queue list) is
 -- NOT_FOUND, the same as orbit_queue_list not listing it.
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
--- Result (one row): the queue columns (see orbit_queue_create).
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND.
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_queue_get;
@@ -2959,7 +2973,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
 END$$
 DELIMITER ;
 
@@ -2972,7 +2986,7 @@ DELIMITER ;
 -- rows (plus queues of the tenant outside the scope).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
 --   the first queue; any string, compared byte-wise).
--- Result (0..p_limit rows): the queue columns (see orbit_queue_create).
+-- Result (0..p_limit rows): the queue columns and retention_seconds (see orbit_queue_create).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_limit).
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_queue_list;
@@ -2988,7 +3002,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds
     FROM orbit_queue q
    WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id
      AND q.id > COALESCE(p_after_id, '')
@@ -3006,7 +3020,7 @@ DELIMITER ;
 -- Pausing stops new grants from the queue; it releases nothing: in-flight attempts end by their
 -- result or lease. Submits to a paused queue are still accepted.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id; p_paused 0/1.
--- Result (one row): the queue columns (see orbit_queue_create).
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
 -- Locks: the orbit_queue row.
 DROP PROCEDURE IF EXISTS orbit_queue_set_paused;
@@ -3032,7 +3046,47 @@ BEGIN
   UPDATE orbit_queue q SET q.paused = p_paused, q.updated_at = v_now WHERE q.id = p_queue_id;
   COMMIT;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_set_retention (from templates/procedures/orbit_queue_set_retention.sql) ----
+-- orbit_queue_set_retention: Set how long a queue's finished tasks are kept.
+--
+-- Applies to every finished task of the queue, those finished before the change included: the
+-- next orbit_task_purge deletes the queue's tasks that finished more than p_retention_seconds ago.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id;
+--   p_retention_seconds 60-315360000.
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: the orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_set_retention;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_set_retention(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_retention_seconds BIGINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_retention_seconds IS NULL
+     OR p_retention_seconds NOT BETWEEN 60 AND 315360000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_queue q
+     SET q.retention_seconds = p_retention_seconds, q.updated_at = v_now
+   WHERE q.id = p_queue_id;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
 END$$
 DELIMITER ;
 
@@ -4583,6 +4637,119 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_purge (from templates/procedures/orbit_task_purge.sql) ----
+-- orbit_task_purge: Delete finished tasks kept longer than their queue's retention, with their attempts, history and idempotency receipts.
+--
+-- A task is purged when it is SUCCEEDED, FAILED, CANCELLED or EXPIRED and finished more than its
+-- queue's orbit_queue.retention_seconds before p_now. NEEDS_REVIEW and unfinished tasks are never
+-- purged (finished_at is NULL until a terminal state, and the state is checked too). Its
+-- orbit_attempt rows, orbit_task_event rows and the orbit_idempotency receipt that names it go in
+-- the same transaction, so a receipt lives exactly as long as its task. orbit_resource rows are
+-- never deleted: a key's next token stays larger than any token granted before (SPEC §4).
+-- orbit_plan_fire rows stay too: they keep plan firing idempotent.
+-- Queues are visited in id order; in each, the ix_task_finished range (queue_id, finished_at <
+-- cutoff) is read oldest first, 100 tasks per short transaction, taken FOR UPDATE SKIP LOCKED:
+-- two servers purging at once take different tasks and never wait on each other, and a task row
+-- or attempt row someone else holds is skipped and left for a later call. The claim reads the
+-- ready lane (ix_task_dispatch), which holds no finished task, so it never waits on a purge.
+-- Parameters: p_now DATETIME(6) (NULL = UTC_TIMESTAMP(6): tests pass a later time instead of
+--   waiting); p_limit 1-10000: the most tasks this call deletes.
+-- Result (one row): purged INT (tasks deleted; their attempts, events and receipts not counted).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per transaction in order: the batch's orbit_task rows (SKIP LOCKED); per task, its
+--   orbit_attempt rows (SKIP LOCKED: a task with a held attempt row is skipped), then its
+--   orbit_task_event rows, its orbit_idempotency row and the task row's delete.
+DROP PROCEDURE IF EXISTS orbit_task_purge;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_purge(IN p_now DATETIME(6), IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_next_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_retention INT UNSIGNED;
+  DECLARE v_cutoff DATETIME(6);
+  DECLARE v_batch INT DEFAULT 0;
+  DECLARE v_taken INT DEFAULT 0;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_idempotency_key VARBINARY(255);
+  DECLARE v_attempts INT UNSIGNED;
+  DECLARE v_locked INT UNSIGNED;
+  DECLARE v_purged INT DEFAULT 0;
+  DECLARE v_purged_before INT DEFAULT 0;
+  DECLARE v_done TINYINT DEFAULT 0;
+  DECLARE c_batch CURSOR FOR
+    SELECT t.id, t.application_id, t.idempotency_key
+      FROM orbit_task t
+     WHERE t.queue_id = v_queue_id AND t.finished_at < v_cutoff
+       AND t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
+     ORDER BY t.finished_at
+     LIMIT v_batch
+       FOR UPDATE SKIP LOCKED;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  SET v_now = COALESCE(p_now, UTC_TIMESTAMP(6));
+  queues: WHILE v_purged < p_limit DO
+    SET v_next_queue_id = NULL;
+    SELECT q.id, q.retention_seconds INTO v_next_queue_id, v_retention
+      FROM orbit_queue q
+     WHERE q.id > v_queue_id
+     ORDER BY q.id
+     LIMIT 1;
+    IF v_next_queue_id IS NULL THEN
+      LEAVE queues;
+    END IF;
+    SET v_queue_id = v_next_queue_id, v_cutoff = DATE_SUB(v_now, INTERVAL v_retention SECOND);
+    -- Batches until one comes back short (the range is empty, or the rest is held by others) or
+    -- purges nothing (all of it skipped), or the call's limit is reached.
+    batches: REPEAT
+      SET v_batch = LEAST(100, p_limit - v_purged), v_taken = 0, v_done = 0,
+          v_purged_before = v_purged;
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+      OPEN c_batch;
+      tasks: LOOP
+        FETCH c_batch INTO v_task_id, v_application_id, v_idempotency_key;
+        IF v_done = 1 THEN
+          LEAVE tasks;
+        END IF;
+        SET v_taken = v_taken + 1;
+        -- Every attempt row of the task, or none: a held one (a late frame of its worker) means
+        -- the task is left for a later call rather than waited on.
+        SELECT COUNT(*) INTO v_attempts FROM orbit_attempt a WHERE a.task_id = v_task_id;
+        SELECT COUNT(*) INTO v_locked
+          FROM orbit_attempt a
+         WHERE a.task_id = v_task_id
+           FOR UPDATE SKIP LOCKED;
+        IF v_locked = v_attempts THEN
+          DELETE FROM orbit_attempt WHERE task_id = v_task_id;
+          DELETE FROM orbit_task_event WHERE task_id = v_task_id;
+          IF v_idempotency_key <> '' THEN
+            DELETE FROM orbit_idempotency
+             WHERE application_id = v_application_id AND idempotency_key = v_idempotency_key
+               AND task_id = v_task_id;
+          END IF;
+          DELETE FROM orbit_task WHERE id = v_task_id;
+          SET v_purged = v_purged + ROW_COUNT();
+        END IF;
+      END LOOP tasks;
+      CLOSE c_batch;
+      COMMIT;
+    UNTIL v_taken < v_batch OR v_purged = v_purged_before OR v_purged >= p_limit END REPEAT batches;
+  END WHILE queues;
+  SELECT v_purged AS purged;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_ready_queues (from templates/procedures/orbit_task_ready_queues.sql) ----
 -- orbit_task_ready_queues: List the queues that have claimable work (the dispatch probe of `serve`).
 --
@@ -5572,12 +5739,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 1, 'a2f8f02b47fef4c54aad61a9ebf9d5bb1aea7e9a20284906ab72f1bfad090d49', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 1, '330653d2cc1d11b390460d3dcac930f41c3ac14239bde74c3c0af74a25db70c8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 1, 'e0e9bf089bd0a6acac97e514740f6ef8b11778d2f1cd83d6dd09a11570040947', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 1, '302f05b00f12002f7f986454435a58f9aa8c0ac7ac9be352feb9fa51185236a4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, '31c6519e63a7c8f52c9d8b81cf0f2bb3f40defc1e769bdd32f88799c3998d8db', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue_permit', 1, 'd27c1c37129df11fd45a31b3feceaf9f67292f4fb4f3972349ea5de2ae500308', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 1, '8f2c2ea5e9a3780095537951228c2874815c7ca0dad40a256f8f50488c836644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '82327f39e1604d7f77f1f0a7a84498488de524888accc183cfef183fed467a41', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, '817a5074c92e1c3eb33c2eb370c962155282527c4cc9b3b8232b48c1396268cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5609,10 +5776,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, '843aa226207bf7d92745a890ff87ae84172a2049170d1fd85af71407c9029e04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 2, '181f0b4abee2a9574ea978e72cc2e089d5b82d48d1bde8061c4af83e0bcd10d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 1, '2d232fa3e0306f7b1a518b0a74aa6337b0f66882e72f3ebe18c6d2966952e073', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 1, 'da4efd1fb24bcf9ac41defa31f00017cb40316be85f581a0631f5eb55f613b85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 2, 'c707da7c9412469b3df6dc8994f18e86dbee434185fd72fcb0f6b5faf5a3af34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 2, 'ea463afc1f18faa9fc3b2290209df23251df8e03b680f97d2e4315539db60493', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, '7e517b21ec0df56324c404b7e6076883e648c40deccb066629d5d7d6ffdf54c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 2, '3c0c0fc0d51527c02d6a71ea00e30cccf6242404da4484cf6ce8ac4180081e99', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '59a434f9095081dbb95600d7923f7019fd56b6560294b2dc5f1c6d46507ef102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5627,11 +5795,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '7ae4010bc8e226fa8c8e28f3e5f993a2fb2f0f68627e887126dcf561f4068f3e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, '76ae3219839fe4fb11ecaefc36e2f3c89381a29a86fa58e862aa6306747bee59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'cae6c0ed1511b98124aa0b248d76e154a5b3236ffad381d28ccdce34bafbd0be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'cae6c0ed1511b98124aa0b248d76e154a5b3236ffad381d28ccdce34bafbd0be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -27,6 +27,17 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 --   row per worker connection, so building the indexes takes moments; both are added online.
 --   Sessions left open by the stopped 0.1 servers are closed by the first sweep after three
 --   leases, and their attempts end by lease expiry as before.
+-- - orbit_queue.retention_seconds: a new column, how long the queue's finished tasks are kept
+--   before orbit_task_purge deletes them. Every existing queue gets the column default, 7 days
+--   (604800 seconds): after the upgrade, the first purges delete the tasks that finished
+--   more than 7 days ago, in batches (docs/operations.md, "Retention"). To keep them longer, set
+--   the retention between `migrate up` and starting the 0.2 servers (`UPDATE orbit_queue SET
+--   retention_seconds = ...`; later, `orbit queue set-retention`). orbit_queue holds one row per
+--   queue, so the column is added in moments.
+-- - orbit_task: an index, ix_task_finished (queue_id, finished_at), by which the purge finds a
+--   queue's finished tasks oldest first. Built online (ALGORITHM=INPLACE, LOCK=NONE): claims and
+--   submits go on while it builds; on a large table it takes a while (about as long as copying
+--   the table's (queue_id, finished_at, id) columns) and needs that much free space.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -34,6 +45,8 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- Procedures re-created (gen lists them from the templates' difference). Parameters and result
 -- shapes that change, so a 0.1 server must not run against the upgraded database (and `orbit
 -- serve` refuses another extension version):
+-- - orbit_queue_create takes p_retention_seconds, and every queue procedure (create, get, list,
+--   set_paused) returns retention_seconds after the queue columns;
 -- - orbit_session_attempts takes p_touch_after_ms: a renewal is the session's heartbeat;
 -- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
@@ -63,9 +76,28 @@ ALTER TABLE orbit_credential
 ALTER TABLE orbit_session
   MODIFY last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long';
 
--- The two session indexes. MySQL has no `ADD INDEX IF NOT EXISTS`, so a procedure that lives
+-- The two session indexes and the purge's task index. MySQL has no `ADD INDEX IF NOT EXISTS`, so a procedure that lives
 -- only for this migration adds each one that information_schema does not list yet: running the
 -- migration again after a stop adds what is missing and nothing twice.
+-- orbit_queue.retention_seconds, exactly as templates/tables/orbit_queue.sql writes it. MySQL has
+-- no `ADD COLUMN IF NOT EXISTS`, so a procedure that lives only for this migration adds it when
+-- information_schema does not list it yet. The DEFAULT gives every existing queue the default.
+DROP PROCEDURE IF EXISTS orbit_upgrade_000002_columns;
+DELIMITER $$
+CREATE PROCEDURE orbit_upgrade_000002_columns()
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_queue'
+                    AND COLUMN_NAME = 'retention_seconds') THEN
+    ALTER TABLE orbit_queue
+      ADD COLUMN retention_seconds INT UNSIGNED NOT NULL DEFAULT 604800 COMMENT 'seconds a finished task (SUCCEEDED, FAILED, CANCELLED, EXPIRED) is kept after finished_at; then orbit_task_purge deletes it with its attempts, history and idempotency receipt'
+      AFTER max_active_attempts;
+  END IF;
+END$$
+DELIMITER ;
+CALL orbit_upgrade_000002_columns();
+DROP PROCEDURE orbit_upgrade_000002_columns;
+
 DROP PROCEDURE IF EXISTS orbit_upgrade_000002_indexes;
 DELIMITER $$
 CREATE PROCEDURE orbit_upgrade_000002_indexes()
@@ -79,6 +111,11 @@ BEGIN
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
                     AND INDEX_NAME = 'ix_session_credential') THEN
     ALTER TABLE orbit_session ADD KEY ix_session_credential (credential_id, state), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
+                    AND INDEX_NAME = 'ix_task_finished') THEN
+    ALTER TABLE orbit_task ADD KEY ix_task_finished (queue_id, finished_at), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
 END$$
 DELIMITER ;
@@ -1342,6 +1379,191 @@ BEGIN
     FROM orbit_plan p
     JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
    WHERE p.id = p_plan_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_create (from templates/procedures/orbit_queue_create.sql) ----
+-- orbit_queue_create: Create a queue in one of the credential's namespaces.
+--
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage, with every queue of the namespace in
+--   scope); p_namespace_id (NULL = the credential's only namespace); p_name 1-191 characters;
+--   p_max_active_attempts (queue permits; 0 or NULL = unlimited); p_retention_seconds (how long
+--   finished tasks are kept, 60-315360000; NULL = the column default,
+--   604800); p_new_queue_id (32 lowercase hex digits from a random source; NULL = derive one).
+-- Result (one row): the queue columns: queue_id, namespace_id, name, paused, max_active_attempts,
+--   created_at, updated_at, then retention_seconds.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (namespace), INVALID_ARGUMENT,
+--   STATE_CONFLICT (a queue of that name exists in the namespace).
+-- Locks: the new orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_create(
+  IN p_token_hash BINARY(32),
+  IN p_namespace_id BIGINT UNSIGNED,
+  IN p_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_max_active_attempts BIGINT,
+  IN p_retention_seconds BIGINT,
+  IN p_new_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_namespaces INT DEFAULT 0;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_environment_id, v_credential_id);
+  -- Namespaces where the credential reaches every queue; creating a queue needs that.
+  SELECT COUNT(*), MIN(s.namespace_id) INTO v_namespaces, v_namespace_id
+    FROM orbit_credential_scope s
+   WHERE s.credential_id = v_credential_id AND s.queue_id = ''
+     AND (p_namespace_id IS NULL OR s.namespace_id = p_namespace_id);
+  IF v_namespaces = 0 THEN
+    IF p_namespace_id IS NULL THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PERMISSION_DENIED: the credential reaches no namespace as a whole';
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found';
+  END IF;
+  IF v_namespaces > 1 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: namespace_id is required: the credential reaches several namespaces';
+  END IF;
+  IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: name must be 1-191 characters';
+  END IF;
+  IF COALESCE(p_max_active_attempts, 0) NOT BETWEEN 0 AND 1000000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max_active_attempts must be between 0 and 1000000';
+  END IF;
+  IF p_retention_seconds IS NOT NULL
+     AND p_retention_seconds NOT BETWEEN 60 AND 315360000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}';
+  END IF;
+  IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue id must be 32 lowercase hex digits';
+  END IF;
+  SET v_queue_id = COALESCE(p_new_queue_id, CONVERT(LEFT(SHA2(CONCAT(UUID(), RAND(), v_namespace_id, p_name), 256), 32) USING ascii));
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, max_active_attempts,
+                           retention_seconds, created_at, updated_at)
+  VALUES (v_queue_id, v_application_id, v_environment_id, v_namespace_id, p_name, COALESCE(p_max_active_attempts, 0),
+          COALESCE(p_retention_seconds, 604800), v_now, v_now);
+  IF v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a queue with this name already exists in the namespace';
+  END IF;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = v_queue_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_get (from templates/procedures/orbit_queue_get.sql) ----
+-- orbit_queue_get: Read one queue, as its credential may see it.
+--
+-- A queue outside the credential's reach (another tenant's, or not in its queue list) is
+-- NOT_FOUND, the same as orbit_queue_list not listing it.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND.
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_queue_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_get(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', p_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
+  END IF;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_list (from templates/procedures/orbit_queue_list.sql) ----
+-- orbit_queue_list: List the queues a credential reaches, in id order, a page at a time.
+--
+-- Only queues of the credential's application and environment within its queue scope (a
+-- namespace-wide grant or the listed queues). Keyset pagination: pass the last queue_id of a page
+-- as p_after_id for the next one. Reads ix_queue_application in order, so a page costs p_limit
+-- rows (plus queues of the tenant outside the scope).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
+--   the first queue; any string, compared byte-wise).
+-- Result (0..p_limit rows): the queue columns and retention_seconds (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_limit).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_queue_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_list(IN p_token_hash BINARY(32), IN p_limit INT, IN p_after_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds
+    FROM orbit_queue q
+   WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id
+     AND q.id > COALESCE(p_after_id, '')
+     AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                WHERE s.credential_id = v_credential_id AND s.namespace_id = q.namespace_id
+                  AND s.queue_id IN ('', q.id))
+   ORDER BY q.id
+   LIMIT p_limit;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_set_paused (from templates/procedures/orbit_queue_set_paused.sql) ----
+-- orbit_queue_set_paused: Pause or resume a queue's dispatch.
+--
+-- Pausing stops new grants from the queue; it releases nothing: in-flight attempts end by their
+-- result or lease. Submits to a paused queue are still accepted.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id; p_paused 0/1.
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: the orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_set_paused;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_set_paused(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_paused TINYINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_paused IS NULL OR p_paused NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: paused must be true or false';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_queue q SET q.paused = p_paused, q.updated_at = v_now WHERE q.id = p_queue_id;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
 END$$
 DELIMITER ;
 
@@ -3186,6 +3408,46 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_queue_set_retention (from templates/procedures/orbit_queue_set_retention.sql) ----
+-- orbit_queue_set_retention: Set how long a queue's finished tasks are kept.
+--
+-- Applies to every finished task of the queue, those finished before the change included: the
+-- next orbit_task_purge deletes the queue's tasks that finished more than p_retention_seconds ago.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id;
+--   p_retention_seconds 60-315360000.
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: the orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_set_retention;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_set_retention(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_retention_seconds BIGINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_retention_seconds IS NULL
+     OR p_retention_seconds NOT BETWEEN 60 AND 315360000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_queue q
+     SET q.retention_seconds = p_retention_seconds, q.updated_at = v_now
+   WHERE q.id = p_queue_id;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_session_sweep (from templates/procedures/orbit_session_sweep.sql) ----
 -- orbit_session_sweep: Close open worker sessions not heard from for p_idle_ms (their socket is gone).
 --
@@ -3234,11 +3496,126 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_purge (from templates/procedures/orbit_task_purge.sql) ----
+-- orbit_task_purge: Delete finished tasks kept longer than their queue's retention, with their attempts, history and idempotency receipts.
+--
+-- A task is purged when it is SUCCEEDED, FAILED, CANCELLED or EXPIRED and finished more than its
+-- queue's orbit_queue.retention_seconds before p_now. NEEDS_REVIEW and unfinished tasks are never
+-- purged (finished_at is NULL until a terminal state, and the state is checked too). Its
+-- orbit_attempt rows, orbit_task_event rows and the orbit_idempotency receipt that names it go in
+-- the same transaction, so a receipt lives exactly as long as its task. orbit_resource rows are
+-- never deleted: a key's next token stays larger than any token granted before (SPEC §4).
+-- orbit_plan_fire rows stay too: they keep plan firing idempotent.
+-- Queues are visited in id order; in each, the ix_task_finished range (queue_id, finished_at <
+-- cutoff) is read oldest first, 100 tasks per short transaction, taken FOR UPDATE SKIP LOCKED:
+-- two servers purging at once take different tasks and never wait on each other, and a task row
+-- or attempt row someone else holds is skipped and left for a later call. The claim reads the
+-- ready lane (ix_task_dispatch), which holds no finished task, so it never waits on a purge.
+-- Parameters: p_now DATETIME(6) (NULL = UTC_TIMESTAMP(6): tests pass a later time instead of
+--   waiting); p_limit 1-10000: the most tasks this call deletes.
+-- Result (one row): purged INT (tasks deleted; their attempts, events and receipts not counted).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per transaction in order: the batch's orbit_task rows (SKIP LOCKED); per task, its
+--   orbit_attempt rows (SKIP LOCKED: a task with a held attempt row is skipped), then its
+--   orbit_task_event rows, its orbit_idempotency row and the task row's delete.
+DROP PROCEDURE IF EXISTS orbit_task_purge;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_purge(IN p_now DATETIME(6), IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_next_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_retention INT UNSIGNED;
+  DECLARE v_cutoff DATETIME(6);
+  DECLARE v_batch INT DEFAULT 0;
+  DECLARE v_taken INT DEFAULT 0;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_idempotency_key VARBINARY(255);
+  DECLARE v_attempts INT UNSIGNED;
+  DECLARE v_locked INT UNSIGNED;
+  DECLARE v_purged INT DEFAULT 0;
+  DECLARE v_purged_before INT DEFAULT 0;
+  DECLARE v_done TINYINT DEFAULT 0;
+  DECLARE c_batch CURSOR FOR
+    SELECT t.id, t.application_id, t.idempotency_key
+      FROM orbit_task t
+     WHERE t.queue_id = v_queue_id AND t.finished_at < v_cutoff
+       AND t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
+     ORDER BY t.finished_at
+     LIMIT v_batch
+       FOR UPDATE SKIP LOCKED;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  SET v_now = COALESCE(p_now, UTC_TIMESTAMP(6));
+  queues: WHILE v_purged < p_limit DO
+    SET v_next_queue_id = NULL;
+    SELECT q.id, q.retention_seconds INTO v_next_queue_id, v_retention
+      FROM orbit_queue q
+     WHERE q.id > v_queue_id
+     ORDER BY q.id
+     LIMIT 1;
+    IF v_next_queue_id IS NULL THEN
+      LEAVE queues;
+    END IF;
+    SET v_queue_id = v_next_queue_id, v_cutoff = DATE_SUB(v_now, INTERVAL v_retention SECOND);
+    -- Batches until one comes back short (the range is empty, or the rest is held by others) or
+    -- purges nothing (all of it skipped), or the call's limit is reached.
+    batches: REPEAT
+      SET v_batch = LEAST(100, p_limit - v_purged), v_taken = 0, v_done = 0,
+          v_purged_before = v_purged;
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+      OPEN c_batch;
+      tasks: LOOP
+        FETCH c_batch INTO v_task_id, v_application_id, v_idempotency_key;
+        IF v_done = 1 THEN
+          LEAVE tasks;
+        END IF;
+        SET v_taken = v_taken + 1;
+        -- Every attempt row of the task, or none: a held one (a late frame of its worker) means
+        -- the task is left for a later call rather than waited on.
+        SELECT COUNT(*) INTO v_attempts FROM orbit_attempt a WHERE a.task_id = v_task_id;
+        SELECT COUNT(*) INTO v_locked
+          FROM orbit_attempt a
+         WHERE a.task_id = v_task_id
+           FOR UPDATE SKIP LOCKED;
+        IF v_locked = v_attempts THEN
+          DELETE FROM orbit_attempt WHERE task_id = v_task_id;
+          DELETE FROM orbit_task_event WHERE task_id = v_task_id;
+          IF v_idempotency_key <> '' THEN
+            DELETE FROM orbit_idempotency
+             WHERE application_id = v_application_id AND idempotency_key = v_idempotency_key
+               AND task_id = v_task_id;
+          END IF;
+          DELETE FROM orbit_task WHERE id = v_task_id;
+          SET v_purged = v_purged + ROW_COUNT();
+        END IF;
+      END LOOP tasks;
+      CLOSE c_batch;
+      COMMIT;
+    UNTIL v_taken < v_batch OR v_purged = v_purged_before OR v_purged >= p_limit END REPEAT batches;
+  END WHILE queues;
+  SELECT v_purged AS purged;
+END$$
+DELIMITER ;
+
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, '31c6519e63a7c8f52c9d8b81cf0f2bb3f40defc1e769bdd32f88799c3998d8db', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, '817a5074c92e1c3eb33c2eb370c962155282527c4cc9b3b8232b48c1396268cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'f36c706816a824117ff8d41320c50cb74d9d39baec0379d11f1deaabacc77ec3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '55dba1234446def1810ee8ee35561325d30e141078f57de34bc4284d0dd460e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -3255,12 +3632,18 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, '843aa226207bf7d92745a890ff87ae84172a2049170d1fd85af71407c9029e04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 2, '181f0b4abee2a9574ea978e72cc2e089d5b82d48d1bde8061c4af83e0bcd10d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 2, 'c707da7c9412469b3df6dc8994f18e86dbee434185fd72fcb0f6b5faf5a3af34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 2, 'ea463afc1f18faa9fc3b2290209df23251df8e03b680f97d2e4315539db60493', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, '7e517b21ec0df56324c404b7e6076883e648c40deccb066629d5d7d6ffdf54c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 2, '3c0c0fc0d51527c02d6a71ea00e30cccf6242404da4484cf6ce8ac4180081e99', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '59a434f9095081dbb95600d7923f7019fd56b6560294b2dc5f1c6d46507ef102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, '76ae3219839fe4fb11ecaefc36e2f3c89381a29a86fa58e862aa6306747bee59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4b7304babb04365a2a50462ec71fe98f2a80cdf995c11d07fd7d6f9364678720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'cae6c0ed1511b98124aa0b248d76e154a5b3236ffad381d28ccdce34bafbd0be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'cae6c0ed1511b98124aa0b248d76e154a5b3236ffad381d28ccdce34bafbd0be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

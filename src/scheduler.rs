@@ -1,10 +1,11 @@
 //! The maintenance loop of `orbit serve`: lease recovery, retry promotion, deadline expiry,
-//! plan firing, the sweep of silent worker sessions, and the dispatch probe that wakes local sessions for work from other servers.
+//! plan firing, the sweep of silent worker sessions, the purge of finished tasks past their
+//! queue's retention, and the dispatch probe that wakes local sessions for work from other servers.
 //! Every step is a procedure that is safe to run from several servers at once; the loop sleeps
 //! until the earliest thing any of them reported as next due, at most [`MAX_SLEEP`].
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
@@ -17,6 +18,14 @@ use crate::dispatch::Dispatch;
 pub const MAX_SLEEP: Duration = Duration::from_millis(250);
 const MIN_SLEEP: Duration = Duration::from_millis(5);
 const BATCH: u32 = 500;
+
+/// Finished tasks one purge call deletes at most (`orbit_task_purge` works in transactions of
+/// 100 tasks). A call that purges this many is followed by another on the next round.
+pub const PURGE_LIMIT: u32 = 1000;
+/// How often the purge looks for finished tasks past their retention when the last call found
+/// fewer than [`PURGE_LIMIT`]: retention is counted in minutes to years, so a task is purged at
+/// most this much after its time, and a quiet database pays one index probe per queue this often.
+pub const PURGE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A worker session not heard from (hello, lease renewals) for this many leases is closed by the
 /// sweep: its socket is gone although its server never recorded the close (that write failed,
@@ -32,7 +41,24 @@ pub fn session_idle_ms(lease_seconds: u32) -> u32 {
 /// Runs forever (the caller aborts it on shutdown). `lease_seconds` is the lease sessions get.
 pub async fn run(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
     let idle_ms = session_idle_ms(lease_seconds);
+    let mut next_purge = Instant::now();
     loop {
+        let mut purge_more = false;
+        if Instant::now() >= next_purge {
+            purge_more = match purge(&db).await {
+                Ok(n) => n >= u64::from(PURGE_LIMIT),
+                Err(e) => {
+                    tracing::warn!(error = %e, "purge of finished tasks failed; retrying");
+                    false
+                }
+            };
+            next_purge = Instant::now()
+                + if purge_more {
+                    Duration::ZERO
+                } else {
+                    PURGE_INTERVAL
+                };
+        }
         let sleep = match tick(&db, idle_ms).await {
             Ok((_worked, next)) => {
                 // Whatever the steps readied (a recovered lease's key, a due retry, a fired plan)
@@ -49,8 +75,17 @@ pub async fn run(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
                 MAX_SLEEP
             }
         };
-        tokio::time::sleep(sleep).await;
+        tokio::time::sleep(if purge_more { MIN_SLEEP } else { sleep }).await;
     }
+}
+
+/// One purge call: deletes up to [`PURGE_LIMIT`] finished tasks kept longer than their queue's
+/// retention (`orbit_task_purge`, safe with several servers: each takes different tasks), counts
+/// them in `orbit_tasks_purged_total`, and returns how many it deleted.
+pub async fn purge(db: &Db) -> Result<u64, crate::db::DbError> {
+    let purged = db.task_purge(None, PURGE_LIMIT).await?;
+    crate::telemetry::purged(purged);
+    Ok(purged)
 }
 
 /// One round; returns whether anything changed and how long to sleep. Sessions silent for

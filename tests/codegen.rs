@@ -201,12 +201,14 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
 
 /// The procedures extension 2 adds (the operator CLI's credential list, the key inspector and
 /// its metrics, the sweep of silent sessions), in name order.
-const ADDED_IN_2: [&str; 5] = [
+const ADDED_IN_2: [&str; 7] = [
     "orbit_credential_list",
     "orbit_key_get",
     "orbit_key_list",
     "orbit_key_metrics",
+    "orbit_queue_set_retention",
     "orbit_session_sweep",
+    "orbit_task_purge",
 ];
 
 #[test]
@@ -265,10 +267,10 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
     assert!(text.contains("DROP PROCEDURE IF EXISTS orbit_task_grant;"));
     assert!(text.contains("CREATE PROCEDURE orbit_task_grant("));
     // An unchanged procedure is left alone (and is in the install, so the check can fail).
-    assert!(objects.iter().any(|o| o.name == "orbit_queue_get"));
-    assert!(!text.contains("CREATE PROCEDURE orbit_queue_get("));
+    assert!(objects.iter().any(|o| o.name == "orbit_attempt_get"));
+    assert!(!text.contains("CREATE PROCEDURE orbit_attempt_get("));
     assert!(text.contains("VALUES ('procedure', 'orbit_task_grant', 2,"));
-    assert!(!text.contains("'orbit_queue_get'"));
+    assert!(!text.contains("'orbit_attempt_get'"));
 }
 
 #[test]

@@ -6,7 +6,7 @@
 -- A queue outside the credential's reach (another tenant's, or not in its queue list) is
 -- NOT_FOUND, the same as orbit_queue_list not listing it.
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
--- Result (one row): the queue columns (see orbit_queue_create).
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND.
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_queue_get;
@@ -24,6 +24,6 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
 END$$
 DELIMITER ;

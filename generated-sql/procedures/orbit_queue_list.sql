@@ -9,7 +9,7 @@
 -- rows (plus queues of the tenant outside the scope).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
 --   the first queue; any string, compared byte-wise).
--- Result (0..p_limit rows): the queue columns (see orbit_queue_create).
+-- Result (0..p_limit rows): the queue columns and retention_seconds (see orbit_queue_create).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_limit).
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_queue_list;
@@ -25,7 +25,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds
     FROM orbit_queue q
    WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id
      AND q.id > COALESCE(p_after_id, '')

@@ -32,6 +32,17 @@ pub struct Consts {
     /// which bounds how long a task readied behind that point (a retry, a promoted key's task)
     /// can be passed over by hinted scans.
     pub scan_restart_every: u32,
+    /// How long a finished task is kept, in seconds, for a queue created without a retention
+    /// (and for every queue an upgrade from 0.1 finds): 7 days. `orbit_queue.retention_seconds`'s
+    /// column default, so every server reads the same value from the database.
+    pub retention_default_seconds: u32,
+    /// The smallest retention a queue may set: one minute.
+    pub retention_min_seconds: u32,
+    /// The largest: 3650 days.
+    pub retention_max_seconds: u32,
+    /// Tasks `orbit_task_purge` deletes per transaction: short enough that no lock is held long,
+    /// long enough that a commit is not paid per task.
+    pub purge_batch: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -42,6 +53,10 @@ pub const CONSTS: Consts = Consts {
     token_max: "18446744073709551615",
     quota_slots: 16,
     scan_restart_every: 16,
+    retention_default_seconds: 604_800,
+    retention_min_seconds: 60,
+    retention_max_seconds: 315_360_000,
+    purge_batch: 100,
 };
 
 /// One registered template.
@@ -140,6 +155,7 @@ registry! {
     Procedure orbit_queue_get => "procedures/orbit_queue_get.sql",
     Procedure orbit_queue_list => "procedures/orbit_queue_list.sql",
     Procedure orbit_queue_set_paused => "procedures/orbit_queue_set_paused.sql",
+    Procedure orbit_queue_set_retention => "procedures/orbit_queue_set_retention.sql",
     Procedure orbit_session_attempts => "procedures/orbit_session_attempts.sql",
     Procedure orbit_session_close => "procedures/orbit_session_close.sql",
     Procedure orbit_session_open => "procedures/orbit_session_open.sql",
@@ -154,6 +170,7 @@ registry! {
     Procedure orbit_task_list => "procedures/orbit_task_list.sql",
     Procedure orbit_task_place => "procedures/orbit_task_place.sql",
     Procedure orbit_task_promote_due => "procedures/orbit_task_promote_due.sql",
+    Procedure orbit_task_purge => "procedures/orbit_task_purge.sql",
     Procedure orbit_task_ready_queues => "procedures/orbit_task_ready_queues.sql",
     Procedure orbit_task_resolve => "procedures/orbit_task_resolve.sql",
     Procedure orbit_task_submit => "procedures/orbit_task_submit.sql",

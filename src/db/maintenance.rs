@@ -1,4 +1,5 @@
-//! Background procedures the scheduler loop calls: lease recovery, retry promotion, deadlines.
+//! Background procedures the scheduler loop calls: lease recovery, retry promotion, deadlines,
+//! retention.
 
 use chrono::{DateTime, Utc};
 
@@ -35,6 +36,19 @@ impl Db {
     /// `orbit_task_expire_due`: expire up to `limit` waiting tasks past their deadline.
     pub async fn task_expire_due(&self, limit: u32) -> Result<Swept, DbError> {
         self.sweep("orbit_task_expire_due", limit).await
+    }
+
+    /// `orbit_task_purge`: delete up to `limit` (1-10000) finished tasks kept longer than their
+    /// queue's retention, as of `now` (`None` = the database's clock), with their attempts,
+    /// history and idempotency receipts. Returns how many tasks it deleted.
+    pub async fn task_purge(&self, now: Option<DateTime<Utc>>, limit: u32) -> Result<u64, DbError> {
+        let now = now.map(|t| t.format("%Y-%m-%d %H:%M:%S%.6f").to_string());
+        self.call_one(
+            "orbit_task_purge",
+            &[now.as_deref().into(), u64::from(limit).into()],
+            |c| c.u64(),
+        )
+        .await
     }
 }
 

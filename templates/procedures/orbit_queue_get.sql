@@ -4,7 +4,7 @@
 -- A queue outside the credential's reach (another tenant's, or not in its queue list) is
 -- NOT_FOUND, the same as orbit_queue_list not listing it.
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
--- Result (one row): the queue columns (see orbit_queue_create).
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND.
 -- Locks: none.
 CREATE PROCEDURE orbit_queue_get(IN p_token_hash BINARY(32), IN p_queue_id TEXT {{ c.ascii }})
@@ -19,5 +19,5 @@ BEGIN
   IF NOT v_visible THEN
     {% call m::raise("NOT_FOUND", "queue not found") %};
   END IF;
-  SELECT {% call m::queue_columns("q") %} FROM orbit_queue q WHERE q.id = p_queue_id;
+  SELECT {% call m::queue_columns("q") %}, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
 END
