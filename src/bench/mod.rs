@@ -9,6 +9,7 @@ pub mod baseline;
 pub mod claim;
 pub mod flow;
 pub mod handoff;
+pub mod purge;
 pub mod serve;
 
 use std::time::Duration;
