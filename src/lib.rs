@@ -16,7 +16,8 @@
 //!   ([`db::DbError`]) that SIGNALled codes, deadlocks and lost connections map onto.
 //! - [`http`]: `orbit serve`, the axum façade — one router module per resource, one error type
 //!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers.
-//! - [`scheduler`]: the serve loop that recovers leases, promotes retries and expires deadlines.
+//! - [`scheduler`]: the serve loop that recovers leases, promotes retries, expires deadlines and
+//!   purges finished tasks past their queue's retention.
 //! - [`dispatch`]: wake-ups of this process's worker sessions, signalled by the handlers, the
 //!   sessions and the scheduler (which imports nothing from [`http`]).
 //! - [`auth`]: bearer tokens (random, stored only as SHA-256).
