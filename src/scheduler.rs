@@ -5,7 +5,7 @@
 //! until the earliest thing any of them reported as next due, at most [`MAX_SLEEP`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
 
@@ -20,7 +20,7 @@ const MIN_SLEEP: Duration = Duration::from_millis(5);
 const BATCH: u32 = 500;
 
 /// Finished tasks one purge call deletes at most (`orbit_task_purge` works in transactions of
-/// 100 tasks). A call that purges this many is followed by another on the next round.
+/// 100 tasks). A call that purges this many is followed at once by another.
 pub const PURGE_LIMIT: u32 = 1000;
 /// How often the purge looks for finished tasks past their retention when the last call found
 /// fewer than [`PURGE_LIMIT`]: retention is counted in minutes to years, so a task is purged at
@@ -39,26 +39,18 @@ pub fn session_idle_ms(lease_seconds: u32) -> u32 {
 }
 
 /// Runs forever (the caller aborts it on shutdown). `lease_seconds` is the lease sessions get.
+/// The purge of finished tasks runs beside the maintenance rounds, so a long purge never delays
+/// lease recovery or the dispatch probe.
 pub async fn run(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
+    tokio::join!(
+        maintain(db.clone(), dispatch, lease_seconds),
+        purge_loop(db)
+    );
+}
+
+async fn maintain(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
     let idle_ms = session_idle_ms(lease_seconds);
-    let mut next_purge = Instant::now();
     loop {
-        let mut purge_more = false;
-        if Instant::now() >= next_purge {
-            purge_more = match purge(&db).await {
-                Ok(n) => n >= u64::from(PURGE_LIMIT),
-                Err(e) => {
-                    tracing::warn!(error = %e, "purge of finished tasks failed; retrying");
-                    false
-                }
-            };
-            next_purge = Instant::now()
-                + if purge_more {
-                    Duration::ZERO
-                } else {
-                    PURGE_INTERVAL
-                };
-        }
         let sleep = match tick(&db, idle_ms).await {
             Ok((_worked, next)) => {
                 // Whatever the steps readied (a recovered lease's key, a due retry, a fired plan)
@@ -75,7 +67,21 @@ pub async fn run(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
                 MAX_SLEEP
             }
         };
-        tokio::time::sleep(if purge_more { MIN_SLEEP } else { sleep }).await;
+        tokio::time::sleep(sleep).await;
+    }
+}
+
+/// Purges every [`PURGE_INTERVAL`], at once again while a call deletes its whole allowance.
+async fn purge_loop(db: Db) {
+    loop {
+        let more = match purge(&db).await {
+            Ok(n) => n >= u64::from(PURGE_LIMIT),
+            Err(e) => {
+                tracing::warn!(error = %e, "purge of finished tasks failed; retrying");
+                false
+            }
+        };
+        tokio::time::sleep(if more { MIN_SLEEP } else { PURGE_INTERVAL }).await;
     }
 }
 
