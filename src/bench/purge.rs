@@ -7,7 +7,8 @@
 //! (and finishing it, untimed), first with no purge running, then while [`crate::scheduler::purge`]
 //! runs back to back (as the scheduler does while it finds full batches) until the N tasks are
 //! gone. `ratio` = claim p99 during the purge ÷ claim p99 without; `tasks_per_s` is the purge's
-//! rate.
+//! rate; `innodb_row_lock_waits_during_purge` counts the server's row lock waits meanwhile (every
+//! client of the server counts, so it is an upper bound on the claims' and purge's own).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -152,6 +153,17 @@ async fn claim_one(db: &Db, t: &Tenant, session: u64) -> Result<Duration, DbErro
     }
 }
 
+/// InnoDB's row lock waits so far, server-wide (other clients of the server count too).
+async fn row_lock_waits(db: &Db) -> Result<u64, DbError> {
+    let v: Option<String> = sqlx::query_scalar(
+        "SELECT CAST(VARIABLE_VALUE AS CHAR) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_ROW_LOCK_WAITS'",
+    )
+    .fetch_optional(db.pool())
+    .await
+    .map_err(sql_err("reading Innodb_row_lock_waits"))?;
+    Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
 fn level(p: &Percentiles, n: usize) -> serde_json::Value {
     json!({ "claims": n, "p50_ms": p.p50_ms, "p99_ms": p.p99_ms, "max_ms": p.max_ms })
 }
@@ -203,6 +215,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
     );
 
     // During the purge: the scheduler's purge call, back to back until nothing is left.
+    let waits_before = row_lock_waits(db).await?;
     let done = Arc::new(AtomicBool::new(false));
     let purger = {
         let (db, done) = (db.clone(), done.clone());
@@ -235,6 +248,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
     let (purged, calls, took) = purger
         .await
         .map_err(|e| DbError::Internal(e.to_string()))??;
+    let lock_waits = row_lock_waits(db).await?.saturating_sub(waits_before);
     let during_n = during.len();
     let during_p = Percentiles::of(&mut during);
     eprintln!(
@@ -243,7 +257,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
     );
     let seconds = took.as_secs_f64().max(f64::EPSILON);
     eprintln!(
-        "  purged {purged} tasks in {seconds:.1} s ({:.0} tasks/s, {calls} calls)",
+        "  purged {purged} tasks in {seconds:.1} s ({:.0} tasks/s, {calls} calls); InnoDB row lock waits meanwhile, server-wide: {lock_waits}",
         purged as f64 / seconds
     );
     if purged < u64::from(opts.tasks) {
@@ -269,6 +283,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
             "claims_without_purge": level(&quiet_p, quiet.len()),
             "claims_during_purge": level(&during_p, during_n),
             "purge_calls": calls,
+            "innodb_row_lock_waits_during_purge": lock_waits,
             "purge_limit_per_call": crate::scheduler::PURGE_LIMIT,
             "setup_seconds": setup_seconds,
         }),
