@@ -3511,16 +3511,20 @@ DELIMITER ;
 -- two servers purging at once take different tasks and never wait on each other, and a task row
 -- or attempt row someone else holds is skipped and left for a later call. The claim reads the
 -- ready lane (ix_task_dispatch), which holds no finished task, so it never waits on a purge.
+-- A call stops at p_limit tasks, or before its next batch once p_budget_ms have passed, so it
+-- answers well within the caller's timeout however slow the database is; `more` says whether it
+-- stopped early (call again) or found nothing more to purge.
 -- Parameters: p_now DATETIME(6) (NULL = UTC_TIMESTAMP(6): tests pass a later time instead of
---   waiting); p_limit 1-10000: the most tasks this call deletes.
--- Result (one row): purged INT (tasks deleted; their attempts, events and receipts not counted).
--- Signals: INVALID_ARGUMENT (p_limit).
+--   waiting); p_limit 1-10000: the most tasks this call deletes; p_budget_ms 1-60000.
+-- Result (one row): purged INT (tasks deleted; their attempts, events and receipts not counted),
+--   more TINYINT (1 = stopped at the limit or the time budget: there may be more to purge).
+-- Signals: INVALID_ARGUMENT (p_limit, p_budget_ms).
 -- Locks, per transaction in order: the batch's orbit_task rows (SKIP LOCKED); per task, its
 --   orbit_attempt rows (SKIP LOCKED: a task with a held attempt row is skipped), then its
 --   orbit_task_event rows, its orbit_idempotency row and the task row's delete.
 DROP PROCEDURE IF EXISTS orbit_task_purge;
 DELIMITER $$
-CREATE PROCEDURE orbit_task_purge(IN p_now DATETIME(6), IN p_limit INT)
+CREATE PROCEDURE orbit_task_purge(IN p_now DATETIME(6), IN p_limit INT, IN p_budget_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6);
@@ -3538,6 +3542,8 @@ BEGIN
   DECLARE v_purged INT DEFAULT 0;
   DECLARE v_purged_before INT DEFAULT 0;
   DECLARE v_done TINYINT DEFAULT 0;
+  DECLARE v_more TINYINT DEFAULT 0;
+  DECLARE v_started DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE c_batch CURSOR FOR
     SELECT t.id, t.application_id, t.idempotency_key
       FROM orbit_task t
@@ -3556,6 +3562,9 @@ BEGIN
   IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
   END IF;
+  IF p_budget_ms IS NULL OR p_budget_ms NOT BETWEEN 1 AND 60000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: budget must be between 1 and 60000 ms';
+  END IF;
   SET v_now = COALESCE(p_now, UTC_TIMESTAMP(6));
   queues: WHILE v_purged < p_limit DO
     SET v_next_queue_id = NULL;
@@ -3571,6 +3580,11 @@ BEGIN
     -- Batches until one comes back short (the range is empty, or the rest is held by others) or
     -- purges nothing (all of it skipped), or the call's limit is reached.
     batches: REPEAT
+      -- Each statement of a procedure reads the clock anew.
+      IF UTC_TIMESTAMP(6) >= v_started + INTERVAL p_budget_ms * 1000 MICROSECOND THEN
+        SET v_more = 1;
+        LEAVE queues;
+      END IF;
       SET v_batch = LEAST(100, p_limit - v_purged), v_taken = 0, v_done = 0,
           v_purged_before = v_purged;
       SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -3605,7 +3619,7 @@ BEGIN
       COMMIT;
     UNTIL v_taken < v_batch OR v_purged = v_purged_before OR v_purged >= p_limit END REPEAT batches;
   END WHILE queues;
-  SELECT v_purged AS purged;
+  SELECT v_purged AS purged, IF(v_purged >= p_limit, 1, v_more) AS more;
 END$$
 DELIMITER ;
 
@@ -3642,8 +3656,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ca064be9b37cc66cd4d4648419641094750b838d7797dc48d37d3a89d7685330', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, '76ae3219839fe4fb11ecaefc36e2f3c89381a29a86fa58e862aa6306747bee59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'abce81832c6c69a0ced02f0c9b29be911032d5617bccc1783230df71fbd8ea2c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31869f1b37e88b3eabe3197cb1bf044a879f5db49c46c60f591dce6f1814a23d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'cae6c0ed1511b98124aa0b248d76e154a5b3236ffad381d28ccdce34bafbd0be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'cae6c0ed1511b98124aa0b248d76e154a5b3236ffad381d28ccdce34bafbd0be', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '9f1a69cb0dc65e0325696f9faebefde9df9f1b8fa68401b675aacd55fe6abdc5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '9f1a69cb0dc65e0325696f9faebefde9df9f1b8fa68401b675aacd55fe6abdc5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

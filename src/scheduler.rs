@@ -20,8 +20,11 @@ const MIN_SLEEP: Duration = Duration::from_millis(5);
 const BATCH: u32 = 500;
 
 /// Finished tasks one purge call deletes at most (`orbit_task_purge` works in transactions of
-/// 100 tasks). A call that purges this many is followed at once by another.
+/// 100 tasks). A call that stops at this or at [`PURGE_BUDGET`] is followed at once by another.
 pub const PURGE_LIMIT: u32 = 1000;
+/// The time after which a purge call starts no new batch: it answers well within
+/// [`crate::db::CALL_TIMEOUT`] however slow the database is.
+pub const PURGE_BUDGET: Duration = Duration::from_millis(500);
 /// How often the purge looks for finished tasks past their retention when the last call found
 /// fewer than [`PURGE_LIMIT`]: retention is counted in minutes to years, so a task is purged at
 /// most this much after its time, and a quiet database pays one index probe per queue this often.
@@ -75,7 +78,7 @@ async fn maintain(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
 async fn purge_loop(db: Db) {
     loop {
         let more = match purge(&db).await {
-            Ok(n) => n >= u64::from(PURGE_LIMIT),
+            Ok(p) => p.more,
             Err(e) => {
                 tracing::warn!(error = %e, "purge of finished tasks failed; retrying");
                 false
@@ -86,11 +89,11 @@ async fn purge_loop(db: Db) {
 }
 
 /// One purge call: deletes up to [`PURGE_LIMIT`] finished tasks kept longer than their queue's
-/// retention (`orbit_task_purge`, safe with several servers: each takes different tasks), counts
-/// them in `orbit_tasks_purged_total`, and returns how many it deleted.
-pub async fn purge(db: &Db) -> Result<u64, crate::db::DbError> {
-    let purged = db.task_purge(None, PURGE_LIMIT).await?;
-    crate::telemetry::purged(purged);
+/// retention, starting no new batch after [`PURGE_BUDGET`] (`orbit_task_purge`, safe with
+/// several servers: each takes different tasks), and counts them in `orbit_tasks_purged_total`.
+pub async fn purge(db: &Db) -> Result<crate::db::maintenance::Purged, crate::db::DbError> {
+    let purged = db.task_purge(None, PURGE_LIMIT, PURGE_BUDGET).await?;
+    crate::telemetry::purged(purged.count);
     Ok(purged)
 }
 

@@ -50,6 +50,16 @@ async fn rows_of(f: &Fixture, task_id: u64) -> (i64, i64, i64) {
     )
 }
 
+/// One purge call as of `now`, with a budget no test reaches: how many tasks it deleted.
+async fn purge(db: &orbit::db::Db, now: Option<chrono::DateTime<Utc>>, limit: u32) -> u64 {
+    let p = db
+        .task_purge(now, limit, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(p.more, p.count >= u64::from(limit), "{p:?}");
+    p.count
+}
+
 async fn exists(f: &Fixture, task_id: u64) -> bool {
     count(f, "SELECT COUNT(*) FROM orbit_task WHERE id = ?", task_id).await == 1
 }
@@ -156,17 +166,15 @@ async fn a_purge_deletes_exactly_the_expired_finished_tasks_with_their_attempts_
     }
 
     // Within the default retention (7 days), nothing goes.
-    assert_eq!(f.db.task_purge(None, 100).await.unwrap(), 0);
+    assert_eq!(purge(&f.db, None, 100).await, 0);
     let now = Utc::now();
     assert_eq!(
-        f.db.task_purge(Some(now + Duration::seconds(7 * DAY - 60)), 100)
-            .await
-            .unwrap(),
+        purge(&f.db, Some(now + Duration::seconds(7 * DAY - 60)), 100).await,
         0
     );
     // Past it: the four finished tasks and every row that names them; nothing else.
     let later = now + Duration::seconds(8 * DAY);
-    assert_eq!(f.db.task_purge(Some(later), 100).await.unwrap(), 4);
+    assert_eq!(purge(&f.db, Some(later), 100).await, 4);
     for id in finished {
         assert!(!exists(&f, id).await, "task {id} purged");
         assert_eq!(rows_of(&f, id).await, (0, 0, 0), "task {id}'s rows purged");
@@ -180,7 +188,7 @@ async fn a_purge_deletes_exactly_the_expired_finished_tasks_with_their_attempts_
         assert_eq!(&rows_of(&f, *id).await, rows, "task {id}'s rows kept");
     }
     // Nothing is counted twice.
-    assert_eq!(f.db.task_purge(Some(later), 100).await.unwrap(), 0);
+    assert_eq!(purge(&f.db, Some(later), 100).await, 0);
     // A purged task's Idempotency-Key is free again: the same submit is a new task, where a kept
     // task's key still replays.
     let again =
@@ -209,7 +217,7 @@ async fn retention_is_per_queue_and_a_change_applies_to_tasks_already_finished()
     f.db.task_cancel(&f.hash, a).await.unwrap();
     f.db.task_cancel(&f.hash, b).await.unwrap();
     let soon = Utc::now() + Duration::seconds(120);
-    assert_eq!(f.db.task_purge(Some(soon), 100).await.unwrap(), 1);
+    assert_eq!(purge(&f.db, Some(soon), 100).await, 1);
     assert!(!exists(&f, a).await);
     assert!(exists(&f, b).await);
 
@@ -225,7 +233,7 @@ async fn retention_is_per_queue_and_a_change_applies_to_tasks_already_finished()
             .retention_seconds,
         60
     );
-    assert_eq!(f.db.task_purge(Some(soon), 100).await.unwrap(), 1);
+    assert_eq!(purge(&f.db, Some(soon), 100).await, 1);
     assert!(!exists(&f, b).await);
 
     for bad in [0, 59, 315_360_001, -1] {
@@ -242,10 +250,13 @@ async fn retention_is_per_queue_and_a_change_applies_to_tasks_already_finished()
             Err(DbError::InvalidArgument(_))
         ));
     }
-    assert!(matches!(
-        f.db.task_purge(None, 0).await,
-        Err(DbError::InvalidArgument(_))
-    ));
+    for (limit, budget_ms) in [(0, 1000), (10_001, 1000), (100, 0), (100, 60_001)] {
+        assert!(matches!(
+            f.db.task_purge(None, limit, std::time::Duration::from_millis(budget_ms))
+                .await,
+            Err(DbError::InvalidArgument(_))
+        ));
+    }
 }
 
 #[tokio::test]
@@ -277,7 +288,7 @@ async fn a_purge_keeps_the_key_and_its_tokens_stay_monotonic() {
             .unwrap();
     assert_eq!(resource.1, highest);
     let later = Utc::now() + Duration::seconds(8 * DAY);
-    assert_eq!(f.db.task_purge(Some(later), 100).await.unwrap(), 3);
+    assert_eq!(purge(&f.db, Some(later), 100).await, 3);
     assert_eq!(
         count(
             &f,
@@ -319,24 +330,31 @@ async fn two_purges_at_once_split_the_work_without_deadlock_or_double_count() {
     }
     let later = Some(Utc::now() + Duration::seconds(8 * DAY));
     let db2 = orbit::db::Db::connect(&f.test_db.dsn, 4).await.unwrap();
-    let (a, b) = tokio::join!(
-        f.db.task_purge(later, 10_000),
-        db2.task_purge(later, 10_000)
-    );
-    let (a, b) = (a.unwrap(), b.unwrap());
+    let (a, b) = tokio::join!(purge(&f.db, later, 10_000), purge(&db2, later, 10_000));
     assert_eq!(a + b, 600, "{a} + {b}");
     let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_task")
         .fetch_one(f.db.pool())
         .await
         .unwrap();
     assert_eq!(left, 0);
+    // A time budget bounds one call: no batch starts after it, and the call says there is more.
+    for _ in 0..300 {
+        let id = f.submit(&f.queue_id, "").await.id;
+        f.db.task_cancel(&f.hash, id).await.unwrap();
+    }
+    let p =
+        f.db.task_purge(later, 10_000, std::time::Duration::from_millis(1))
+            .await
+            .unwrap();
+    assert!(p.more && p.count < 300, "{p:?}");
+    assert_eq!(p.count + purge(&f.db, later, 10_000).await, 300);
     // A limit bounds one call.
     for _ in 0..5 {
         let id = f.submit(&f.queue_id, "").await.id;
         f.db.task_cancel(&f.hash, id).await.unwrap();
     }
-    assert_eq!(f.db.task_purge(later, 3).await.unwrap(), 3);
-    assert_eq!(f.db.task_purge(later, 3).await.unwrap(), 2);
+    assert_eq!(purge(&f.db, later, 3).await, 3);
+    assert_eq!(purge(&f.db, later, 3).await, 2);
 }
 
 #[tokio::test]

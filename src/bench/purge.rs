@@ -224,12 +224,14 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
             let (mut purged, mut calls) = (0u64, 0u64);
             let result = loop {
                 match crate::scheduler::purge(&db).await {
-                    Ok(0) => break Ok(()),
-                    Ok(n) => {
-                        purged += n;
+                    Ok(p) => {
+                        purged += p.count;
                         calls += 1;
+                        if !p.more {
+                            break Ok(());
+                        }
                     }
-                    Err(e) => break Err(e),
+                    Err(e) => break Err(DbError::Internal(format!("a purge call failed: {e}"))),
                 }
             };
             done.store(true, Ordering::SeqCst);
@@ -239,7 +241,11 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
     let bar = progress(u64::from(opts.tasks), "claims during the purge");
     let mut during = Vec::new();
     while !done.load(Ordering::SeqCst) {
-        during.push(claim_one(db, &t, session).await?);
+        during.push(
+            claim_one(db, &t, session)
+                .await
+                .map_err(|e| DbError::Internal(format!("a claim during the purge failed: {e}")))?,
+        );
         if during.len() % 100 == 0 {
             bar.set_message(format!("claims during the purge: {}", during.len()));
         }
@@ -285,6 +291,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
             "purge_calls": calls,
             "innodb_row_lock_waits_during_purge": lock_waits,
             "purge_limit_per_call": crate::scheduler::PURGE_LIMIT,
+            "purge_budget_ms_per_call": crate::scheduler::PURGE_BUDGET.as_millis() as u64,
             "setup_seconds": setup_seconds,
         }),
     })

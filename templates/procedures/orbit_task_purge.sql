@@ -13,14 +13,18 @@
 -- two servers purging at once take different tasks and never wait on each other, and a task row
 -- or attempt row someone else holds is skipped and left for a later call. The claim reads the
 -- ready lane (ix_task_dispatch), which holds no finished task, so it never waits on a purge.
+-- A call stops at p_limit tasks, or before its next batch once p_budget_ms have passed, so it
+-- answers well within the caller's timeout however slow the database is; `more` says whether it
+-- stopped early (call again) or found nothing more to purge.
 -- Parameters: p_now DATETIME(6) (NULL = UTC_TIMESTAMP(6): tests pass a later time instead of
---   waiting); p_limit 1-10000: the most tasks this call deletes.
--- Result (one row): purged INT (tasks deleted; their attempts, events and receipts not counted).
--- Signals: INVALID_ARGUMENT (p_limit).
+--   waiting); p_limit 1-10000: the most tasks this call deletes; p_budget_ms 1-60000.
+-- Result (one row): purged INT (tasks deleted; their attempts, events and receipts not counted),
+--   more TINYINT (1 = stopped at the limit or the time budget: there may be more to purge).
+-- Signals: INVALID_ARGUMENT (p_limit, p_budget_ms).
 -- Locks, per transaction in order: the batch's orbit_task rows (SKIP LOCKED); per task, its
 --   orbit_attempt rows (SKIP LOCKED: a task with a held attempt row is skipped), then its
 --   orbit_task_event rows, its orbit_idempotency row and the task row's delete.
-CREATE PROCEDURE orbit_task_purge(IN p_now DATETIME(6), IN p_limit INT)
+CREATE PROCEDURE orbit_task_purge(IN p_now DATETIME(6), IN p_limit INT, IN p_budget_ms INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_now DATETIME(6);
@@ -38,6 +42,8 @@ BEGIN
   DECLARE v_purged INT DEFAULT 0;
   DECLARE v_purged_before INT DEFAULT 0;
   DECLARE v_done TINYINT DEFAULT 0;
+  DECLARE v_more TINYINT DEFAULT 0;
+  DECLARE v_started DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE c_batch CURSOR FOR
     SELECT t.id, t.application_id, t.idempotency_key
       FROM orbit_task t
@@ -51,6 +57,9 @@ BEGIN
 
   IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
     {% call m::raise("INVALID_ARGUMENT", "limit must be between 1 and 10000") %};
+  END IF;
+  IF p_budget_ms IS NULL OR p_budget_ms NOT BETWEEN 1 AND 60000 THEN
+    {% call m::raise("INVALID_ARGUMENT", "budget must be between 1 and 60000 ms") %};
   END IF;
   SET v_now = COALESCE(p_now, UTC_TIMESTAMP(6));
   queues: WHILE v_purged < p_limit DO
@@ -67,6 +76,11 @@ BEGIN
     -- Batches until one comes back short (the range is empty, or the rest is held by others) or
     -- purges nothing (all of it skipped), or the call's limit is reached.
     batches: REPEAT
+      -- Each statement of a procedure reads the clock anew.
+      IF UTC_TIMESTAMP(6) >= v_started + INTERVAL p_budget_ms * 1000 MICROSECOND THEN
+        SET v_more = 1;
+        LEAVE queues;
+      END IF;
       SET v_batch = LEAST({{ c.purge_batch }}, p_limit - v_purged), v_taken = 0, v_done = 0,
           v_purged_before = v_purged;
       {% call m::begin() %};
@@ -100,5 +114,5 @@ BEGIN
       COMMIT;
     UNTIL v_taken < v_batch OR v_purged = v_purged_before OR v_purged >= p_limit END REPEAT batches;
   END WHILE queues;
-  SELECT v_purged AS purged;
+  SELECT v_purged AS purged, IF(v_purged >= p_limit, 1, v_more) AS more;
 END
