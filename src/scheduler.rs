@@ -20,11 +20,11 @@ const MIN_SLEEP: Duration = Duration::from_millis(5);
 const BATCH: u32 = 500;
 
 /// Finished tasks one purge call deletes at most (`orbit_task_purge` works in transactions of
-/// 100 tasks). A call that stops at this or at [`PURGE_BUDGET`] is followed at once by another.
+/// 50 tasks). A call that stops at this or at [`PURGE_BUDGET`] is followed at once by another.
 pub const PURGE_LIMIT: u32 = 1000;
 /// The time after which a purge call starts no new batch: it answers well within
 /// [`crate::db::CALL_TIMEOUT`] however slow the database is.
-pub const PURGE_BUDGET: Duration = Duration::from_millis(500);
+pub const PURGE_BUDGET: Duration = Duration::from_millis(250);
 /// How often the purge looks for finished tasks past their retention when the last call found
 /// fewer than [`PURGE_LIMIT`]: retention is counted in minutes to years, so a task is purged at
 /// most this much after its time, and a quiet database pays one index probe per queue this often.

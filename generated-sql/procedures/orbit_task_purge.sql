@@ -11,7 +11,7 @@
 -- never deleted: a key's next token stays larger than any token granted before (SPEC §4).
 -- orbit_plan_fire rows stay too: they keep plan firing idempotent.
 -- Queues are visited in id order; in each, the ix_task_finished range (queue_id, finished_at <
--- cutoff) is read oldest first, 100 tasks per short transaction, taken FOR UPDATE SKIP LOCKED:
+-- cutoff) is read oldest first, 50 tasks per short transaction, taken FOR UPDATE SKIP LOCKED:
 -- two servers purging at once take different tasks and never wait on each other, and a task row
 -- or attempt row someone else holds is skipped and left for a later call. The claim reads the
 -- ready lane (ix_task_dispatch), which holds no finished task, so it never waits on a purge.
@@ -89,7 +89,7 @@ BEGIN
         SET v_more = 1;
         LEAVE queues;
       END IF;
-      SET v_batch = LEAST(100, p_limit - v_purged), v_taken = 0, v_done = 0,
+      SET v_batch = LEAST(50, p_limit - v_purged), v_taken = 0, v_done = 0,
           v_purged_before = v_purged;
       SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;

@@ -221,7 +221,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
         let (db, done) = (db.clone(), done.clone());
         tokio::spawn(async move {
             let started = Instant::now();
-            let (mut purged, mut calls) = (0u64, 0u64);
+            let (mut purged, mut calls, mut failed) = (0u64, 0u64, 0u64);
             let result = loop {
                 match crate::scheduler::purge(&db).await {
                     Ok(p) => {
@@ -231,11 +231,17 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
                             break Ok(());
                         }
                     }
+                    // As the scheduler does, a failed call (e.g. past the 3 s call timeout) is
+                    // retried; a failure that persists ends the run.
+                    Err(e) if failed < 100 => {
+                        failed += 1;
+                        eprintln!("  purge call failed ({failed}), retrying: {e}");
+                    }
                     Err(e) => break Err(DbError::Internal(format!("a purge call failed: {e}"))),
                 }
             };
             done.store(true, Ordering::SeqCst);
-            result.map(|()| (purged, calls, started.elapsed()))
+            result.map(|()| (purged, calls, failed, started.elapsed()))
         })
     };
     let bar = progress(u64::from(opts.tasks), "claims during the purge");
@@ -251,7 +257,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
         }
     }
     bar.finish_and_clear();
-    let (purged, calls, took) = purger
+    let (purged, calls, failed_calls, took) = purger
         .await
         .map_err(|e| DbError::Internal(e.to_string()))??;
     let lock_waits = row_lock_waits(db).await?.saturating_sub(waits_before);
@@ -263,7 +269,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
     );
     let seconds = took.as_secs_f64().max(f64::EPSILON);
     eprintln!(
-        "  purged {purged} tasks in {seconds:.1} s ({:.0} tasks/s, {calls} calls); InnoDB row lock waits meanwhile, server-wide: {lock_waits}",
+        "  purged {purged} tasks in {seconds:.1} s ({:.0} tasks/s, {calls} calls, {failed_calls} failed and retried); InnoDB row lock waits meanwhile, server-wide: {lock_waits}",
         purged as f64 / seconds
     );
     if purged < u64::from(opts.tasks) {
@@ -289,6 +295,7 @@ pub async fn run(bench: &BenchDb, opts: &PurgeOptions, baseline: f64) -> Result<
             "claims_without_purge": level(&quiet_p, quiet.len()),
             "claims_during_purge": level(&during_p, during_n),
             "purge_calls": calls,
+            "purge_calls_failed": failed_calls,
             "innodb_row_lock_waits_during_purge": lock_waits,
             "purge_limit_per_call": crate::scheduler::PURGE_LIMIT,
             "purge_budget_ms_per_call": crate::scheduler::PURGE_BUDGET.as_millis() as u64,

@@ -56,7 +56,7 @@ pub const CONSTS: Consts = Consts {
     retention_default_seconds: 604_800,
     retention_min_seconds: 60,
     retention_max_seconds: 315_360_000,
-    purge_batch: 100,
+    purge_batch: 50,
 };
 
 /// One registered template.
