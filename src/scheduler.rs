@@ -20,11 +20,16 @@ const MIN_SLEEP: Duration = Duration::from_millis(5);
 const BATCH: u32 = 500;
 
 /// Finished tasks one purge call deletes at most (`orbit_task_purge` works in transactions of
-/// 50 tasks). A call that stops at this or at [`PURGE_BUDGET`] is followed at once by another.
+/// 50 tasks). A call that stops at this or at [`PURGE_BUDGET`] is followed by another after
+/// [`PURGE_PAUSE`].
 pub const PURGE_LIMIT: u32 = 1000;
 /// The time after which a purge call starts no new batch: it answers well within
 /// [`crate::db::CALL_TIMEOUT`] however slow the database is.
 pub const PURGE_BUDGET: Duration = Duration::from_millis(250);
+/// The pause between purge calls while there is more to purge: the purge works at most about
+/// half the time, so a large backlog (the first start after an upgrade, a shortened retention)
+/// is worked off without taking the database's I/O and CPU from claims and results for long.
+pub const PURGE_PAUSE: Duration = Duration::from_millis(250);
 /// How often the purge looks for finished tasks past their retention when the last call found
 /// fewer than [`PURGE_LIMIT`]: retention is counted in minutes to years, so a task is purged at
 /// most this much after its time, and a quiet database pays one index probe per queue this often.
@@ -74,7 +79,7 @@ async fn maintain(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
     }
 }
 
-/// Purges every [`PURGE_INTERVAL`], at once again while a call deletes its whole allowance.
+/// Purges every [`PURGE_INTERVAL`], and after [`PURGE_PAUSE`] while a call stops early.
 async fn purge_loop(db: Db) {
     loop {
         let more = match purge(&db).await {
@@ -84,7 +89,7 @@ async fn purge_loop(db: Db) {
                 false
             }
         };
-        tokio::time::sleep(if more { MIN_SLEEP } else { PURGE_INTERVAL }).await;
+        tokio::time::sleep(if more { PURGE_PAUSE } else { PURGE_INTERVAL }).await;
     }
 }
 

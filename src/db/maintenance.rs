@@ -49,7 +49,7 @@ impl Db {
 
     /// `orbit_task_purge`: delete up to `limit` (1-10000) finished tasks kept longer than their
     /// queue's retention, as of `now` (`None` = the database's clock), with their attempts,
-    /// history and idempotency receipts; no new batch of 100 is started after `budget`.
+    /// history and idempotency receipts; no new batch (of 50) is started after `budget`.
     pub async fn task_purge(
         &self,
         now: Option<DateTime<Utc>>,
