@@ -50,7 +50,7 @@ async fn load_finished(db: &Db, t: &Tenant, n: u32) -> Result<(), DbError> {
     while have < n {
         let thousands = ((n - have) / 1000).clamp(1, 100);
         let before = max_task_id(db).await?;
-        sqlx::query(
+        let loaded = sqlx::query(
             "INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version, payload,
                                      state, lane, attempt_count, run_at, idempotency_key, created_at, updated_at, finished_at)
              SELECT ?, ?, ?, 'bench.finished', 'v1', 'v1', '{}', 'SUCCEEDED', 'none', 1,
@@ -67,7 +67,10 @@ async fn load_finished(db: &Db, t: &Tenant, n: u32) -> Result<(), DbError> {
         .bind(thousands)
         .execute(db.pool())
         .await
-        .map_err(sql_err("bulk-loading finished tasks"))?;
+        .map_err(sql_err("bulk-loading finished tasks"))?
+        .rows_affected();
+        // The new tasks' ids lie in (before, after]; an INSERT ... SELECT may leave gaps in the
+        // ids it reserves, so the count is the rows it inserted, not after - before.
         let after = max_task_id(db).await?;
         for (doing, sql) in [
             (
@@ -101,7 +104,7 @@ async fn load_finished(db: &Db, t: &Tenant, n: u32) -> Result<(), DbError> {
                 .await
                 .map_err(sql_err(doing))?;
         }
-        let loaded = (after - before) as u32;
+        let loaded = loaded as u32;
         have += loaded;
         bar.inc(u64::from(loaded));
     }
