@@ -50,6 +50,17 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 --   fires, the others are skipped) and on_busy 'queue' (a task is queued whatever its key), and
 --   every recorded fire 'created'. Plan tables hold one row per plan, version or fired slot;
 --   making next_fire_at nullable rebuilds orbit_plan, which takes moments.
+-- - orbit_queue.retention_seconds: a new column, how long the queue's finished tasks are kept
+--   before orbit_task_purge deletes them. Every existing queue gets the column default, 7 days
+--   (604800 seconds): after the upgrade, the first purges delete the tasks that finished
+--   more than 7 days ago, in batches (docs/operations.md, "Retention"). To keep them longer, set
+--   the retention between `migrate up` and starting the 0.2 servers (`UPDATE orbit_queue SET
+--   retention_seconds = ...`; later, `orbit queue set-retention`). orbit_queue holds one row per
+--   queue, so the column is added in moments.
+-- - orbit_task: an index, ix_task_finished (queue_id, finished_at), by which the purge finds a
+--   queue's finished tasks oldest first. Built online (ALGORITHM=INPLACE, LOCK=NONE): claims and
+--   submits go on while it builds; on a large table it takes a while (about as long as copying
+--   the table's (queue_id, finished_at, id) columns) and needs that much free space.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -57,6 +68,8 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- Procedures re-created (gen lists them from the templates' difference). Parameters and result
 -- shapes that change, so a 0.1 server must not run against the upgraded database (and `orbit
 -- serve` refuses another extension version):
+-- - orbit_queue_create takes p_retention_seconds, and every queue procedure (create, get, list,
+--   set_paused) returns retention_seconds after the queue columns;
 -- - orbit_session_attempts takes p_touch_after_ms: a renewal is the session's heartbeat;
 -- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
@@ -151,7 +164,27 @@ DELIMITER ;
 CALL orbit_upgrade_000002_plans();
 DROP PROCEDURE orbit_upgrade_000002_plans;
 
--- The two session indexes, the attempt's key_permit column and its indexes, and the copy of the
+-- orbit_queue.retention_seconds, exactly as templates/tables/orbit_queue.sql writes it. MySQL has
+-- no `ADD COLUMN IF NOT EXISTS`, so a procedure that lives only for this migration adds it when
+-- information_schema does not list it yet. The DEFAULT gives every existing queue the default.
+DROP PROCEDURE IF EXISTS orbit_upgrade_000002_columns;
+DELIMITER $$
+CREATE PROCEDURE orbit_upgrade_000002_columns()
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_queue'
+                    AND COLUMN_NAME = 'retention_seconds') THEN
+    ALTER TABLE orbit_queue
+      ADD COLUMN retention_seconds INT UNSIGNED NOT NULL DEFAULT 604800 COMMENT 'seconds a finished task (SUCCEEDED, FAILED, CANCELLED, EXPIRED) is kept after finished_at; then orbit_task_purge deletes it with its attempts, history and idempotency receipt'
+      AFTER max_active_attempts;
+  END IF;
+END$$
+DELIMITER ;
+CALL orbit_upgrade_000002_columns();
+DROP PROCEDURE orbit_upgrade_000002_columns;
+
+-- The two session indexes, the purge's task index, the attempt's key_permit column and its
+-- indexes, and the copy of the
 -- key permits. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
 -- procedure that lives only for this migration adds each one that information_schema does not
 -- list yet: running the migration again after a stop adds what is missing and nothing twice. The
@@ -170,6 +203,11 @@ BEGIN
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
                     AND INDEX_NAME = 'ix_session_credential') THEN
     ALTER TABLE orbit_session ADD KEY ix_session_credential (credential_id, state), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
+                    AND INDEX_NAME = 'ix_task_finished') THEN
+    ALTER TABLE orbit_task ADD KEY ix_task_finished (queue_id, finished_at), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
@@ -2149,13 +2187,97 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_queue_create (from templates/procedures/orbit_queue_create.sql) ----
+-- orbit_queue_create: Create a queue in one of the credential's namespaces.
+--
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage, with every queue of the namespace in
+--   scope); p_namespace_id (NULL = the credential's only namespace); p_name 1-191 characters;
+--   p_max_active_attempts (queue permits; 0 or NULL = unlimited); p_retention_seconds (how long
+--   finished tasks are kept, 60-315360000; NULL = the column default,
+--   604800); p_new_queue_id (32 lowercase hex digits from a random source; NULL = derive one).
+-- Result (one row): the queue columns: queue_id, namespace_id, name, paused, max_active_attempts,
+--   created_at, updated_at, then retention_seconds.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (namespace), INVALID_ARGUMENT,
+--   STATE_CONFLICT (a queue of that name exists in the namespace).
+-- Locks: the new orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_create(
+  IN p_token_hash BINARY(32),
+  IN p_namespace_id BIGINT UNSIGNED,
+  IN p_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_max_active_attempts BIGINT,
+  IN p_retention_seconds BIGINT,
+  IN p_new_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_namespaces INT DEFAULT 0;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_environment_id, v_credential_id);
+  -- Namespaces where the credential reaches every queue; creating a queue needs that.
+  SELECT COUNT(*), MIN(s.namespace_id) INTO v_namespaces, v_namespace_id
+    FROM orbit_credential_scope s
+   WHERE s.credential_id = v_credential_id AND s.queue_id = ''
+     AND (p_namespace_id IS NULL OR s.namespace_id = p_namespace_id);
+  IF v_namespaces = 0 THEN
+    IF p_namespace_id IS NULL THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PERMISSION_DENIED: the credential reaches no namespace as a whole';
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found';
+  END IF;
+  IF v_namespaces > 1 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: namespace_id is required: the credential reaches several namespaces';
+  END IF;
+  IF p_name IS NULL OR CHAR_LENGTH(p_name) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: name must be 1-191 characters';
+  END IF;
+  IF COALESCE(p_max_active_attempts, 0) NOT BETWEEN 0 AND 1000000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max_active_attempts must be between 0 and 1000000';
+  END IF;
+  IF p_retention_seconds IS NOT NULL
+     AND p_retention_seconds NOT BETWEEN 60 AND 315360000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}';
+  END IF;
+  IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue id must be 32 lowercase hex digits';
+  END IF;
+  SET v_queue_id = COALESCE(p_new_queue_id, CONVERT(LEFT(SHA2(CONCAT(UUID(), RAND(), v_namespace_id, p_name), 256), 32) USING ascii));
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, max_active_attempts,
+                           retention_seconds, created_at, updated_at)
+  VALUES (v_queue_id, v_application_id, v_environment_id, v_namespace_id, p_name, COALESCE(p_max_active_attempts, 0),
+          COALESCE(p_retention_seconds, 604800), v_now, v_now);
+  IF v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a queue with this name already exists in the namespace';
+  END IF;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = v_queue_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_queue_get (from templates/procedures/orbit_queue_get.sql) ----
 -- orbit_queue_get: Read one queue, as its credential may see it.
 --
 -- A queue outside the credential's reach (another tenant's, or not in its queue list) is
 -- NOT_FOUND, the same as orbit_queue_list not listing it.
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
--- Result (one row): the queue columns (see orbit_queue_create),
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create),
 --   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
 --   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
 --   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
@@ -2178,7 +2300,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'WAITING') AS waiting,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'LEASED') AS leased,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RUNNING') AS running,
@@ -2202,7 +2324,7 @@ DELIMITER ;
 -- rows (plus queues of the tenant outside the scope).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
 --   the first queue; any string, compared byte-wise).
--- Result (0..p_limit rows): the queue columns (see orbit_queue_create),
+-- Result (0..p_limit rows): the queue columns and retention_seconds (see orbit_queue_create),
 --   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
 --   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
 --   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
@@ -2223,7 +2345,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'WAITING') AS waiting,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'LEASED') AS leased,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RUNNING') AS running,
@@ -2242,6 +2364,42 @@ BEGIN
                   AND s.queue_id IN ('', q.id))
    ORDER BY q.id
    LIMIT p_limit;
+END$$
+DELIMITER ;
+
+-- ---- orbit_queue_set_paused (from templates/procedures/orbit_queue_set_paused.sql) ----
+-- orbit_queue_set_paused: Pause or resume a queue's dispatch.
+--
+-- Pausing stops new grants from the queue; it releases nothing: in-flight attempts end by their
+-- result or lease. Submits to a paused queue are still accepted.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id; p_paused 0/1.
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: the orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_set_paused;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_set_paused(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_paused TINYINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_paused IS NULL OR p_paused NOT IN (0, 1) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: paused must be true or false';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_queue q SET q.paused = p_paused, q.updated_at = v_now WHERE q.id = p_queue_id;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
 END$$
 DELIMITER ;
 
@@ -4342,6 +4500,46 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_queue_set_retention (from templates/procedures/orbit_queue_set_retention.sql) ----
+-- orbit_queue_set_retention: Set how long a queue's finished tasks are kept.
+--
+-- Applies to every finished task of the queue, those finished before the change included: the
+-- next orbit_task_purge deletes the queue's tasks that finished more than p_retention_seconds ago.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id;
+--   p_retention_seconds 60-315360000.
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
+-- Locks: the orbit_queue row.
+DROP PROCEDURE IF EXISTS orbit_queue_set_retention;
+DELIMITER $$
+CREATE PROCEDURE orbit_queue_set_retention(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_retention_seconds BIGINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  IF p_retention_seconds IS NULL
+     OR p_retention_seconds NOT BETWEEN 60 AND 315360000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_queue q
+     SET q.retention_seconds = p_retention_seconds, q.updated_at = v_now
+   WHERE q.id = p_queue_id;
+  COMMIT;
+  SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_session_sweep (from templates/procedures/orbit_session_sweep.sql) ----
 -- orbit_session_sweep: Close open worker sessions not heard from for p_idle_ms (their socket is gone).
 --
@@ -4434,6 +4632,133 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_purge (from templates/procedures/orbit_task_purge.sql) ----
+-- orbit_task_purge: Delete finished tasks kept longer than their queue's retention, with their attempts, history and idempotency receipts.
+--
+-- A task is purged when it is SUCCEEDED, FAILED, CANCELLED or EXPIRED and finished more than its
+-- queue's orbit_queue.retention_seconds before p_now. NEEDS_REVIEW and unfinished tasks are never
+-- purged (finished_at is NULL until a terminal state, and the state is checked too). Its
+-- orbit_attempt rows, orbit_task_event rows and the orbit_idempotency receipt that names it go in
+-- the same transaction, so a receipt lives exactly as long as its task. orbit_resource rows are
+-- never deleted: a key's next token stays larger than any token granted before (SPEC §4).
+-- orbit_plan_fire rows stay too: they keep plan firing idempotent.
+-- Queues are visited in id order; in each, the ix_task_finished range (queue_id, finished_at <
+-- cutoff) is read oldest first, 50 tasks per short transaction, taken FOR UPDATE SKIP LOCKED:
+-- two servers purging at once take different tasks and never wait on each other, and a task row
+-- or attempt row someone else holds is skipped and left for a later call. The claim reads the
+-- ready lane (ix_task_dispatch), which holds no finished task, so it never waits on a purge.
+-- A call stops at p_limit tasks, or before its next batch once p_budget_ms have passed, so it
+-- answers well within the caller's timeout however slow the database is; `more` says whether it
+-- stopped early (call again) or found nothing more to purge.
+-- Parameters: p_now DATETIME(6) (NULL = UTC_TIMESTAMP(6): tests pass a later time instead of
+--   waiting); p_limit 1-10000: the most tasks this call deletes; p_budget_ms 1-60000.
+-- Result (one row): purged INT (tasks deleted; their attempts, events and receipts not counted),
+--   more TINYINT (1 = stopped at the limit or the time budget: there may be more to purge).
+-- Signals: INVALID_ARGUMENT (p_limit, p_budget_ms).
+-- Locks, per transaction in order: the batch's orbit_task rows (SKIP LOCKED); per task, its
+--   orbit_attempt rows (SKIP LOCKED: a task with a held attempt row is skipped), then its
+--   orbit_task_event rows, its orbit_idempotency row and the task row's delete.
+DROP PROCEDURE IF EXISTS orbit_task_purge;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_purge(IN p_now DATETIME(6), IN p_limit INT, IN p_budget_ms INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_next_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_retention INT UNSIGNED;
+  DECLARE v_cutoff DATETIME(6);
+  DECLARE v_batch INT DEFAULT 0;
+  DECLARE v_taken INT DEFAULT 0;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_idempotency_key VARBINARY(255);
+  DECLARE v_attempts INT UNSIGNED;
+  DECLARE v_locked INT UNSIGNED;
+  DECLARE v_purged INT DEFAULT 0;
+  DECLARE v_purged_before INT DEFAULT 0;
+  DECLARE v_done TINYINT DEFAULT 0;
+  DECLARE v_more TINYINT DEFAULT 0;
+  DECLARE v_started DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE c_batch CURSOR FOR
+    SELECT t.id, t.application_id, t.idempotency_key
+      FROM orbit_task t
+     WHERE t.queue_id = v_queue_id AND t.finished_at < v_cutoff
+       AND t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
+     ORDER BY t.finished_at
+     LIMIT v_batch
+       FOR UPDATE SKIP LOCKED;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  IF p_budget_ms IS NULL OR p_budget_ms NOT BETWEEN 1 AND 60000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: budget must be between 1 and 60000 ms';
+  END IF;
+  SET v_now = COALESCE(p_now, UTC_TIMESTAMP(6));
+  queues: WHILE v_purged < p_limit DO
+    SET v_next_queue_id = NULL;
+    SELECT q.id, q.retention_seconds INTO v_next_queue_id, v_retention
+      FROM orbit_queue q
+     WHERE q.id > v_queue_id
+     ORDER BY q.id
+     LIMIT 1;
+    IF v_next_queue_id IS NULL THEN
+      LEAVE queues;
+    END IF;
+    SET v_queue_id = v_next_queue_id, v_cutoff = DATE_SUB(v_now, INTERVAL v_retention SECOND);
+    -- Batches until one comes back short (the range is empty, or the rest is held by others) or
+    -- purges nothing (all of it skipped), or the call's limit is reached.
+    batches: REPEAT
+      -- Each statement of a procedure reads the clock anew.
+      IF UTC_TIMESTAMP(6) >= v_started + INTERVAL p_budget_ms * 1000 MICROSECOND THEN
+        SET v_more = 1;
+        LEAVE queues;
+      END IF;
+      SET v_batch = LEAST(50, p_limit - v_purged), v_taken = 0, v_done = 0,
+          v_purged_before = v_purged;
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+      OPEN c_batch;
+      tasks: LOOP
+        FETCH c_batch INTO v_task_id, v_application_id, v_idempotency_key;
+        IF v_done = 1 THEN
+          LEAVE tasks;
+        END IF;
+        SET v_taken = v_taken + 1;
+        -- Every attempt row of the task, or none: a held one (a late frame of its worker) means
+        -- the task is left for a later call rather than waited on.
+        SELECT COUNT(*) INTO v_attempts FROM orbit_attempt a WHERE a.task_id = v_task_id;
+        SELECT COUNT(*) INTO v_locked
+          FROM orbit_attempt a
+         WHERE a.task_id = v_task_id
+           FOR UPDATE SKIP LOCKED;
+        IF v_locked = v_attempts THEN
+          DELETE FROM orbit_attempt WHERE task_id = v_task_id;
+          DELETE FROM orbit_task_event WHERE task_id = v_task_id;
+          IF v_idempotency_key <> '' THEN
+            DELETE FROM orbit_idempotency
+             WHERE application_id = v_application_id AND idempotency_key = v_idempotency_key
+               AND task_id = v_task_id;
+          END IF;
+          DELETE FROM orbit_task WHERE id = v_task_id;
+          SET v_purged = v_purged + ROW_COUNT();
+        END IF;
+      END LOOP tasks;
+      CLOSE c_batch;
+      COMMIT;
+    UNTIL v_taken < v_batch OR v_purged = v_purged_before OR v_purged >= p_limit END REPEAT batches;
+  END WHILE queues;
+  SELECT v_purged AS purged, IF(v_purged >= p_limit, 1, v_more) AS more;
+END$$
+DELIMITER ;
+
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '5ed40d26b079f4648b95411de8600c568a424a287688ff7756c289a56804f97c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4442,7 +4767,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 2, '0130702457762ecb79159152fbcb679838c448088887e3690152d6ca9f771023', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, 'd9c99ed2120160610fce19243eaa73ea2bb58924f02456debbb4cf7800e6c000', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, '817a5074c92e1c3eb33c2eb370c962155282527c4cc9b3b8232b48c1396268cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'e4af0fbbccf0cf0014e1df739bc8c3cace2d9c482b492df9558127df5977cbba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4468,8 +4795,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_set', 2, '8c45e772f520fe5e408230748627ec81c0adcd216e76f54b1d567e5d7c836179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, 'c7e5dfd4fb357980f33b59480a8e8eddde1ca83deaf7652214dc170dc567a25d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 2, '707070e517a784d99fefa332c63f444eec083ca1e32a4ecd4e6759e523ad7bcc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 2, '64f7e8e132a4db0b68caa479b14281f3c3d41cc090df326077a44fb8d1fd4656', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, 'b3f333bcbb3ada0d1db10aa7a405be799c5aa0367c3b67d4587e8a9e04cd8d40', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 2, 'c707da7c9412469b3df6dc8994f18e86dbee434185fd72fcb0f6b5faf5a3af34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 2, 'd5ebf844d44a6669ec8a434c9ed1e22e6c3bf7e3557784587982c772947cb604', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, '7285ea2c48add38d2332a44418d1b8942dd55ec5e9bb91f362d5d0928301f93b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 2, '3c0c0fc0d51527c02d6a71ea00e30cccf6242404da4484cf6ce8ac4180081e99', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '59a434f9095081dbb95600d7923f7019fd56b6560294b2dc5f1c6d46507ef102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '17be5c6a46bff2646815de86818cf09334d47e63340da9650daa05828779182a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4478,9 +4808,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '1fdd7e4d2cde64f69b8731a2182b507f7ec1e33a01fe21c2eb791b37ce0a0ac0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '2cfcfccdf43c2c082988f719f93cd7b153cad0d61d60d9e96655fa9f8cf192b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'd12cc25eb11a5844c1335d0dc6f1b2917b84d8573b62769fae0fd004b567db63', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'd12cc25eb11a5844c1335d0dc6f1b2917b84d8573b62769fae0fd004b567db63', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '5f3f394e98fb31878cda94e96a10c3e1fc08047ba2e28d4f910ee5dfcb8e970b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '5f3f394e98fb31878cda94e96a10c3e1fc08047ba2e28d4f910ee5dfcb8e970b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -17,8 +17,8 @@
 //! - [`http`]: `orbit serve`, the axum façade — one router module per resource, one error type
 //!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers, and the
 //!   operator console at `/console` ([`http::console`]: static assets that call the same API).
-//! - [`scheduler`]: the serve loop that recovers leases, promotes retries, expires deadlines and
-//!   fires plans.
+//! - [`scheduler`]: the serve loop that recovers leases, promotes retries, expires deadlines,
+//!   fires plans and purges finished tasks past their queue's retention.
 //! - [`schedule`]: cron expressions in IANA time zones: a cron plan's next fire time, which the
 //!   server computes and stores on the plan row.
 //! - [`dispatch`]: wake-ups of this process's worker sessions, signalled by the handlers, the

@@ -1,5 +1,6 @@
 //! The maintenance loop of `orbit serve`: lease recovery, retry promotion, deadline expiry,
-//! plan firing, the sweep of silent worker sessions, and the dispatch probe that wakes local sessions for work from other servers.
+//! plan firing, the sweep of silent worker sessions, the purge of finished tasks past their
+//! queue's retention, and the dispatch probe that wakes local sessions for work from other servers.
 //! Every step is a procedure that is safe to run from several servers at once; the loop sleeps
 //! until the earliest thing any of them reported as next due, at most [`MAX_SLEEP`].
 
@@ -18,6 +19,22 @@ pub const MAX_SLEEP: Duration = Duration::from_millis(250);
 const MIN_SLEEP: Duration = Duration::from_millis(5);
 const BATCH: u32 = 500;
 
+/// Finished tasks one purge call deletes at most (`orbit_task_purge` works in transactions of
+/// 50 tasks). A call that stops at this or at [`PURGE_BUDGET`] is followed by another after
+/// [`PURGE_PAUSE`].
+pub const PURGE_LIMIT: u32 = 1000;
+/// The time after which a purge call starts no new batch: it answers well within
+/// [`crate::db::CALL_TIMEOUT`] however slow the database is.
+pub const PURGE_BUDGET: Duration = Duration::from_millis(250);
+/// The pause between purge calls while there is more to purge: the purge works at most about
+/// half the time, so a large backlog (the first start after an upgrade, a shortened retention)
+/// is worked off without taking the database's I/O and CPU from claims and results for long.
+pub const PURGE_PAUSE: Duration = Duration::from_millis(250);
+/// How often the purge looks for finished tasks past their retention when the last call found
+/// fewer than [`PURGE_LIMIT`]: retention is counted in minutes to years, so a task is purged at
+/// most this much after its time, and a quiet database pays one index probe per queue this often.
+pub const PURGE_INTERVAL: Duration = Duration::from_secs(10);
+
 /// A worker session not heard from (hello, lease renewals) for this many leases is closed by the
 /// sweep: its socket is gone although its server never recorded the close (that write failed,
 /// or the server died). A live worker renews three times per lease, and its server records that
@@ -30,7 +47,16 @@ pub fn session_idle_ms(lease_seconds: u32) -> u32 {
 }
 
 /// Runs forever (the caller aborts it on shutdown). `lease_seconds` is the lease sessions get.
+/// The purge of finished tasks runs beside the maintenance rounds, so a long purge never delays
+/// lease recovery or the dispatch probe.
 pub async fn run(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
+    tokio::join!(
+        maintain(db.clone(), dispatch, lease_seconds),
+        purge_loop(db)
+    );
+}
+
+async fn maintain(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
     let idle_ms = session_idle_ms(lease_seconds);
     loop {
         let sleep = match tick(&db, idle_ms).await {
@@ -51,6 +77,29 @@ pub async fn run(db: Db, dispatch: Arc<Dispatch>, lease_seconds: u32) {
         };
         tokio::time::sleep(sleep).await;
     }
+}
+
+/// Purges every [`PURGE_INTERVAL`], and after [`PURGE_PAUSE`] while a call stops early.
+async fn purge_loop(db: Db) {
+    loop {
+        let more = match purge(&db).await {
+            Ok(p) => p.more,
+            Err(e) => {
+                tracing::warn!(error = %e, "purge of finished tasks failed; retrying");
+                false
+            }
+        };
+        tokio::time::sleep(if more { PURGE_PAUSE } else { PURGE_INTERVAL }).await;
+    }
+}
+
+/// One purge call: deletes up to [`PURGE_LIMIT`] finished tasks kept longer than their queue's
+/// retention, starting no new batch after [`PURGE_BUDGET`] (`orbit_task_purge`, safe with
+/// several servers: each takes different tasks), and counts them in `orbit_tasks_purged_total`.
+pub async fn purge(db: &Db) -> Result<crate::db::maintenance::Purged, crate::db::DbError> {
+    let purged = db.task_purge(None, PURGE_LIMIT, PURGE_BUDGET).await?;
+    crate::telemetry::purged(purged.count);
+    Ok(purged)
 }
 
 /// One round; returns whether anything changed and how long to sleep. Sessions silent for

@@ -130,6 +130,12 @@ pub const FAMILIES: &[Family] = &[
         "Tasks expired at their deadline by this server's scheduler.",
     ),
     family(
+        "orbit_tasks_purged_total",
+        Type::Counter,
+        &[],
+        "Finished tasks deleted by this server's scheduler once their queue's retention passed (with their attempts, history and idempotency receipts).",
+    ),
+    family(
         "orbit_database_errors_total",
         Type::Counter,
         &["kind"],
@@ -279,6 +285,7 @@ fn describe() {
         "orbit_retries_total",
         "orbit_lease_expiries_total",
         "orbit_deadline_expiries_total",
+        "orbit_tasks_purged_total",
         "orbit_db_failovers_total",
         "orbit_worker_claims_total",
     ] {
@@ -405,6 +412,11 @@ pub fn submitted(queue: &str, n: u64) {
 pub fn swept(lease_expiries: u64, deadline_expiries: u64) {
     metrics::counter!("orbit_lease_expiries_total").increment(lease_expiries);
     metrics::counter!("orbit_deadline_expiries_total").increment(deadline_expiries);
+}
+
+/// Finished tasks the scheduler's purge deleted.
+pub fn purged(tasks: u64) {
+    metrics::counter!("orbit_tasks_purged_total").increment(tasks);
 }
 
 /// A database call that failed for want of the database (see [`FAMILIES`] for the kinds).

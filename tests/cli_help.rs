@@ -45,6 +45,7 @@ fn every_subcommand_has_help_with_an_example() {
         vec!["queue", "get"],
         vec!["queue", "pause"],
         vec!["queue", "resume"],
+        vec!["queue", "set-retention"],
         vec!["migrate", "verify"],
         vec!["bench"],
         vec!["chaos"],

@@ -1,5 +1,5 @@
 //! The operator CLI against a real server: `orbit task list|get|cancel|resolve`, `orbit queue
-//! list|get|pause|resume` over HTTP (ORBIT_URL, ORBIT_TOKEN / ORBIT_CREDENTIALS_FILE), and
+//! list|get|pause|resume|set-retention` over HTTP (ORBIT_URL, ORBIT_TOKEN / ORBIT_CREDENTIALS_FILE), and
 //! `orbit admin credential list` over the DSN; tables for people, `--json` for scripts, and the
 //! README's exit codes.
 
@@ -98,6 +98,61 @@ async fn queues_are_listed_shown_paused_and_resumed() {
     let (code, _, err) = s.orbit(&["queue", "get", "00000000000000000000000000000000"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.starts_with("error: 404 NOT_FOUND"), "{err}");
+}
+
+#[tokio::test]
+async fn a_queues_retention_is_shown_and_set() {
+    let s = Setup::new().await;
+    let q = s.f.queue_id.clone();
+    let (code, out, err) = s.orbit(&["queue", "get", &q]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().next().unwrap().contains("RETENTION_S"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&q) && l.contains("604800")),
+        "the default, 7 days: {out}"
+    );
+    let (code, out, err) = s.orbit(&["queue", "set-retention", &q, "2592000"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("keeps finished tasks 2592000 seconds"),
+        "{out}"
+    );
+    assert_eq!(
+        s.json(&["queue", "get", &q])["retention_seconds"],
+        2_592_000
+    );
+    let set = s.json(&["queue", "set-retention", &q, "3600"]);
+    assert_eq!(set["retention_seconds"], 3600);
+    assert_eq!(set["id"], q.as_str());
+
+    // Out of bounds: the server's 400, exit 2, one readable line.
+    let (code, _, err) = s.orbit(&["queue", "set-retention", &q, "59"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("error: 400 INVALID_ARGUMENT"), "{err}");
+    assert!(err.contains("between 60 and 315360000"), "{err}");
+    // Not a number: clap's usage error, exit 2.
+    let (code, _, _) = s.orbit(&["queue", "set-retention", &q, "soon"]);
+    assert_eq!(code, 2);
+    // A reader cannot set it: 403, exit 2.
+    let reader = s.f.credential(&["tasks:read"]).await;
+    let (code, _, err) = s.orbit_with(
+        &["queue", "set-retention", &q, "3600"],
+        &[
+            ("ORBIT_URL", s.server.url.as_str()),
+            ("ORBIT_TOKEN", &reader),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("403"), "{err}");
+    // Unknown queue: 404, exit 1.
+    let (code, _, err) = s.orbit(&[
+        "queue",
+        "set-retention",
+        "00000000000000000000000000000000",
+        "3600",
+    ]);
+    assert_eq!(code, 1, "{err}");
 }
 
 #[tokio::test]

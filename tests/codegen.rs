@@ -201,7 +201,7 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
 
 /// The procedures extension 2 adds (the operator CLI's credential list, the key inspector and
 /// its metrics, the sweep of silent sessions), in name order.
-const ADDED_IN_2: [&str; 9] = [
+const ADDED_IN_2: [&str; 11] = [
     "orbit_credential_list",
     "orbit_key_get",
     "orbit_key_list",
@@ -209,8 +209,10 @@ const ADDED_IN_2: [&str; 9] = [
     "orbit_plan_list",
     "orbit_plan_schedule_due",
     "orbit_plan_schedule_set",
+    "orbit_queue_set_retention",
     "orbit_session_sweep",
     "orbit_task_event_list",
+    "orbit_task_purge",
 ];
 
 #[test]
@@ -256,7 +258,9 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
             "orbit_plan",
             "orbit_plan_fire",
             "orbit_plan_version",
+            "orbit_queue",
             "orbit_session",
+            "orbit_task",
             "orbit_task_event"
         ]
     );
@@ -315,22 +319,28 @@ fn the_upgrade_drops_removed_procedures_and_creates_new_ones() {
 #[test]
 fn a_table_change_without_its_alter_in_the_upgrade_template_is_refused() {
     let mut objects = orbit::codegen::render_objects().unwrap();
-    let task = objects.iter_mut().find(|o| o.name == "orbit_task").unwrap();
-    task.sql = task.sql.replacen(
-        "CREATE TABLE IF NOT EXISTS orbit_task (",
-        "CREATE TABLE IF NOT EXISTS orbit_task (\n  extra INT NOT NULL DEFAULT 0 COMMENT 'x',",
+    let worker = objects
+        .iter_mut()
+        .find(|o| o.name == "orbit_worker")
+        .unwrap();
+    worker.sql = worker.sql.replacen(
+        "CREATE TABLE IF NOT EXISTS orbit_worker (",
+        "CREATE TABLE IF NOT EXISTS orbit_worker (\n  extra INT NOT NULL DEFAULT 0 COMMENT 'x',",
         1,
     );
     let err = plan_of(objects.clone()).err().expect("refused");
-    assert!(err.contains("ALTER TABLE orbit_task"), "{err}");
+    assert!(err.contains("ALTER TABLE orbit_worker"), "{err}");
     assert!(err.contains("templates/upgrades/000002.sql"), "{err}");
     // A table's doc comment alone (not installed) needs no ALTER.
     let mut objects = orbit::codegen::render_objects().unwrap();
-    let task = objects.iter_mut().find(|o| o.name == "orbit_task").unwrap();
-    task.sql = format!("-- more words\n{}", task.sql);
+    let worker = objects
+        .iter_mut()
+        .find(|o| o.name == "orbit_worker")
+        .unwrap();
+    worker.sql = format!("-- more words\n{}", worker.sql);
     let up = plan_of(objects).unwrap();
-    assert!(up.changed.contains(&"orbit_task".to_string()));
-    assert!(!up.altered.contains(&"orbit_task".to_string()));
+    assert!(up.changed.contains(&"orbit_worker".to_string()));
+    assert!(!up.altered.contains(&"orbit_worker".to_string()));
     // A dropped table must be dropped by the template, saying where its data went.
     let mut objects = orbit::codegen::render_objects().unwrap();
     objects.retain(|o| o.name != "orbit_plan_fire");

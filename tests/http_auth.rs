@@ -42,6 +42,11 @@ fn authenticated_routes(api: &Api, task_id: u64) -> Vec<(Method, &'static str, S
             format!("/v1/queues/{q}/resume"),
         ),
         (
+            Method::POST,
+            "/v1/queues/{id}/retention",
+            format!("/v1/queues/{q}/retention"),
+        ),
+        (
             Method::GET,
             "/v1/tasks/{id}/attempts",
             format!("/v1/tasks/{task_id}/attempts"),
@@ -123,6 +128,7 @@ async fn every_route_without_a_token_is_401_and_the_document_covers_them() {
             "/v1/tasks/batch" => json!({ "tasks": [batch_task] }),
             "/v1/tasks/{id}/resolve" => json!({"resolution": "requeue"}),
             "/v1/queues" => json!({"name": "x"}),
+            "/v1/queues/{id}/retention" => json!({"retention_seconds": 3600}),
             "/v1/plans" => {
                 json!({"name": "p", "queue_id": api.fixture.queue_id, "schedule": {"interval_seconds": 60}, "definition": {"task": task}})
             }
@@ -406,6 +412,7 @@ async fn every_route_with_a_wrong_scope_is_403() {
             "/v1/tasks/batch" => json!({ "tasks": [batch_task] }),
             "/v1/tasks/{id}/resolve" => json!({"resolution": "requeue"}),
             "/v1/queues" => json!({"name": "x"}),
+            "/v1/queues/{id}/retention" => json!({"retention_seconds": 3600}),
             "/v1/plans" => {
                 json!({"name": "p2", "queue_id": f.queue_id, "schedule": {"interval_seconds": 60}, "definition": {"task": def}})
             }

@@ -5,10 +5,11 @@
 --
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage, with every queue of the namespace in
 --   scope); p_namespace_id (NULL = the credential's only namespace); p_name 1-191 characters;
---   p_max_active_attempts (queue permits; 0 or NULL = unlimited); p_new_queue_id (32 lowercase
---   hex digits from a random source; NULL = derive one).
+--   p_max_active_attempts (queue permits; 0 or NULL = unlimited); p_retention_seconds (how long
+--   finished tasks are kept, 60-315360000; NULL = the column default,
+--   604800); p_new_queue_id (32 lowercase hex digits from a random source; NULL = derive one).
 -- Result (one row): the queue columns: queue_id, namespace_id, name, paused, max_active_attempts,
---   created_at, updated_at.
+--   created_at, updated_at, then retention_seconds.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (namespace), INVALID_ARGUMENT,
 --   STATE_CONFLICT (a queue of that name exists in the namespace).
 -- Locks: the new orbit_queue row.
@@ -19,6 +20,7 @@ CREATE PROCEDURE orbit_queue_create(
   IN p_namespace_id BIGINT UNSIGNED,
   IN p_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_max_active_attempts BIGINT,
+  IN p_retention_seconds BIGINT,
   IN p_new_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
   MODIFIES SQL DATA
 BEGIN
@@ -58,20 +60,26 @@ BEGIN
   IF COALESCE(p_max_active_attempts, 0) NOT BETWEEN 0 AND 1000000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max_active_attempts must be between 0 and 1000000';
   END IF;
+  IF p_retention_seconds IS NOT NULL
+     AND p_retention_seconds NOT BETWEEN 60 AND 315360000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}';
+  END IF;
   IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue id must be 32 lowercase hex digits';
   END IF;
   SET v_queue_id = COALESCE(p_new_queue_id, CONVERT(LEFT(SHA2(CONCAT(UUID(), RAND(), v_namespace_id, p_name), 256), 32) USING ascii));
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, max_active_attempts, created_at, updated_at)
-  VALUES (v_queue_id, v_application_id, v_environment_id, v_namespace_id, p_name, COALESCE(p_max_active_attempts, 0), v_now, v_now);
+  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, max_active_attempts,
+                           retention_seconds, created_at, updated_at)
+  VALUES (v_queue_id, v_application_id, v_environment_id, v_namespace_id, p_name, COALESCE(p_max_active_attempts, 0),
+          COALESCE(p_retention_seconds, 604800), v_now, v_now);
   IF v_duplicate THEN
     ROLLBACK;
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a queue with this name already exists in the namespace';
   END IF;
   COMMIT;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = v_queue_id;
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = v_queue_id;
 END$$
 DELIMITER ;

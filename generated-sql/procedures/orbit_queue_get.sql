@@ -6,7 +6,7 @@
 -- A queue outside the credential's reach (another tenant's, or not in its queue list) is
 -- NOT_FOUND, the same as orbit_queue_list not listing it.
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
--- Result (one row): the queue columns (see orbit_queue_create),
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create),
 --   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
 --   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
 --   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
@@ -29,7 +29,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'WAITING') AS waiting,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'LEASED') AS leased,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RUNNING') AS running,

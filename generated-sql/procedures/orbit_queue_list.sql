@@ -9,7 +9,7 @@
 -- rows (plus queues of the tenant outside the scope).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
 --   the first queue; any string, compared byte-wise).
--- Result (0..p_limit rows): the queue columns (see orbit_queue_create),
+-- Result (0..p_limit rows): the queue columns and retention_seconds (see orbit_queue_create),
 --   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
 --   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
 --   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
@@ -30,7 +30,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
   END IF;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at,
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'WAITING') AS waiting,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'LEASED') AS leased,
          (SELECT COUNT(*) FROM orbit_task t WHERE t.queue_id = q.id AND t.state = 'RUNNING') AS running,

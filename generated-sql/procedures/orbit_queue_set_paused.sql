@@ -6,7 +6,7 @@
 -- Pausing stops new grants from the queue; it releases nothing: in-flight attempts end by their
 -- result or lease. Submits to a paused queue are still accepted.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id; p_paused 0/1.
--- Result (one row): the queue columns (see orbit_queue_create).
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
 -- Locks: the orbit_queue row.
 DROP PROCEDURE IF EXISTS orbit_queue_set_paused;
@@ -32,6 +32,6 @@ BEGIN
   UPDATE orbit_queue q SET q.paused = p_paused, q.updated_at = v_now WHERE q.id = p_queue_id;
   COMMIT;
   SELECT q.id AS queue_id, q.namespace_id, q.name, q.paused,
-         q.max_active_attempts, q.created_at, q.updated_at FROM orbit_queue q WHERE q.id = p_queue_id;
+         q.max_active_attempts, q.created_at, q.updated_at, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
 END$$
 DELIMITER ;

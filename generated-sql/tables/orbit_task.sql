@@ -8,6 +8,8 @@
 -- blocked task per queue of that key (ix_task_key). Retries wait in 'scheduled' until run_at.
 -- States: WAITING (lanes ready, blocked, scheduled), LEASED, RUNNING, RETRY_WAIT (scheduled),
 -- NEEDS_REVIEW, and the terminal SUCCEEDED, FAILED, CANCELLED, EXPIRED (lane none).
+-- finished_at is set only in a terminal state, so ix_task_finished holds the purge's candidates
+-- (orbit_task_purge: a queue's finished tasks, oldest first) without a scan of unfinished ones.
 CREATE TABLE IF NOT EXISTS orbit_task (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'task id',
   application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
@@ -47,5 +49,6 @@ CREATE TABLE IF NOT EXISTS orbit_task (
   KEY ix_task_due (lane, run_at),
   KEY ix_task_deadline (lane, deadline_at),
   KEY ix_task_list (queue_id, state, id),
-  KEY ix_task_business (namespace_id, business_key, id)
+  KEY ix_task_business (namespace_id, business_key, id),
+  KEY ix_task_finished (queue_id, finished_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Tasks';

@@ -343,6 +343,20 @@ impl Client {
         Ok(env.data)
     }
 
+    /// `POST /v1/queues/{id}/retention`: how long the queue's finished tasks are kept, in seconds.
+    pub async fn set_queue_retention(
+        &self,
+        id: &str,
+        retention_seconds: u64,
+    ) -> Result<Queue, ApiError> {
+        let req = self
+            .http
+            .post(format!("{}/v1/queues/{id}/retention", self.base))
+            .json(&serde_json::json!({ "retention_seconds": retention_seconds }));
+        let (_, env): (u16, DataEnvelope<Queue>) = self.send(req).await?;
+        Ok(env.data)
+    }
+
     /// `POST /v1/tasks/{id}/resolve`: settle a NEEDS_REVIEW task. `resolution` is `succeeded`,
     /// `failed` or `requeue`; `note` is kept as the task's output (succeeded) or error (failed).
     pub async fn resolve(

@@ -11,6 +11,7 @@ pub mod claim;
 pub mod flow;
 pub mod handoff;
 pub mod plans;
+pub mod purge;
 pub mod serve;
 pub mod server_cost;
 

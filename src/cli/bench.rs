@@ -26,6 +26,9 @@ pub enum Scenario {
     /// CPU of serve and the database while --plans cron plans fire every minute, over
     /// --minutes whole minutes.
     Plans,
+    /// Claim latency while the scheduler's purge deletes --tasks finished tasks (with their
+    /// attempts, history and receipts), against claims with no purge (--samples of them).
+    Purge,
 }
 
 #[derive(clap::Args, Debug)]
@@ -45,13 +48,14 @@ pub struct BenchArgs {
     /// claim: blocked-task backlogs to measure at, ascending.
     #[arg(long, value_delimiter = ',', default_value = "0,100000,1000000")]
     pub backlogs: Vec<u64>,
-    /// claim: timed claims per backlog level.
+    /// claim: timed claims per backlog level; purge: timed claims without a purge.
     #[arg(long, default_value_t = 1000)]
     pub samples: u32,
     /// claim: keys held busy (the backlog is spread over them); keys: keys the tasks use.
     #[arg(long, default_value_t = 1000)]
     pub keys: u32,
-    /// e2e, keys, hotkey, submit: tasks; handoff-sql: calls; sessions: sessions.
+    /// e2e, keys, hotkey, submit: tasks; handoff-sql: calls; sessions: sessions; purge: finished
+    /// tasks to purge.
     #[arg(long, default_value_t = 2000)]
     pub tasks: u32,
     /// e2e, keys, hotkey: SDK workers (capacity 16 each; hotkey uses at least 2).
@@ -131,6 +135,13 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     minutes: args.minutes,
                 };
                 bench::plans::run(&bench_db, &opts, baseline).await
+            }
+            Scenario::Purge => {
+                let opts = bench::purge::PurgeOptions {
+                    tasks: args.tasks,
+                    samples: args.samples,
+                };
+                bench::purge::run(&bench_db, &opts, baseline).await
             }
             scenario => {
                 let opts = bench::flow::FlowOptions {

@@ -96,7 +96,7 @@ pub enum Command {
         #[command(flatten)]
         api: operator::ApiArgs,
     },
-    /// Queues over the HTTP API: list, get, pause, resume (ORBIT_URL, ORBIT_TOKEN).
+    /// Queues over the HTTP API: list, get, pause, resume, set-retention (ORBIT_URL, ORBIT_TOKEN).
     #[command(
         after_help = "Example:\n  export ORBIT_URL=http://127.0.0.1:8080 ORBIT_CREDENTIALS_FILE=ops.json\n  orbit queue list\n  orbit queue pause 0f1e2d3c4b5a69788796a5b4c3d2e1f0\n\n\
         Exit codes as for `orbit task`."

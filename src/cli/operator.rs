@@ -1,5 +1,5 @@
 //! The operator commands over the HTTP API: `orbit task list|get|cancel|resolve` and `orbit queue
-//! list|get|pause|resume`, through [`orbit_sdk::Client`], so they go through the same procedures
+//! list|get|pause|resume|set-retention`, through [`orbit_sdk::Client`], so they go through the same procedures
 //! and scopes as any client. Each reads the server's URL from `--url`/`ORBIT_URL` and the token
 //! from `ORBIT_TOKEN` or the credentials file `--credentials-file`/`ORBIT_CREDENTIALS_FILE` (a
 //! token is never taken on the command line, where `ps` would show it). Output is a table for
@@ -91,6 +91,15 @@ pub enum QueueAction {
     /// Let a paused queue's tasks be granted again (scope queues:manage).
     #[command(after_help = "Example:\n  orbit queue resume 0f1e2d3c4b5a69788796a5b4c3d2e1f0")]
     Resume { id: String },
+    /// Keep the queue's finished tasks (SUCCEEDED, FAILED, CANCELLED, EXPIRED) this many seconds
+    /// after they finish, then purge them with their attempts, history and idempotency receipts;
+    /// 60 to 315360000, default 604800 (7 days). Applies to tasks already finished too (scope
+    /// queues:manage).
+    #[command(
+        name = "set-retention",
+        after_help = "Example (30 days):\n  orbit queue set-retention 0f1e2d3c4b5a69788796a5b4c3d2e1f0 2592000"
+    )]
+    SetRetention { id: String, seconds: u64 },
 }
 
 /// Why an operator command failed, with its exit code.
@@ -287,11 +296,19 @@ fn queue_row(q: &orbit_sdk::client::Queue) -> Vec<String> {
         q.name.clone(),
         if q.paused { "yes" } else { "no" }.to_string(),
         text(q.rest.get("max_active_attempts")),
+        text(q.rest.get("retention_seconds")),
         text(q.rest.get("created_at")),
     ]
 }
 
-const QUEUE_HEADER: [&str; 5] = ["ID", "NAME", "PAUSED", "MAX_ACTIVE", "CREATED"];
+const QUEUE_HEADER: [&str; 6] = [
+    "ID",
+    "NAME",
+    "PAUSED",
+    "MAX_ACTIVE",
+    "RETENTION_S",
+    "CREATED",
+];
 
 /// `orbit task …`.
 pub async fn task_cmd(action: TaskAction, args: ApiArgs) -> ExitCode {
@@ -459,6 +476,19 @@ async fn queue(action: QueueAction, args: &ApiArgs) -> Result<(), Failure> {
                     q.id,
                     q.name,
                     if q.paused { "paused" } else { "running" }
+                );
+            }
+        }
+        QueueAction::SetRetention { id, seconds } => {
+            let q = client.set_queue_retention(&id, seconds).await?;
+            if args.json {
+                print_json(&q);
+            } else {
+                println!(
+                    "queue {} ({}) keeps finished tasks {} seconds",
+                    q.id,
+                    q.name,
+                    text(q.rest.get("retention_seconds"))
                 );
             }
         }

@@ -122,8 +122,11 @@ impl Object {
 pub struct Rendered {
     pub objects: Vec<Object>,
     pub files: BTreeMap<PathBuf, String>,
-    /// Statements sqlparser could not parse, reported instead of silently skipped.
+    /// Statements neither sqlparser nor the lint's procedural grammar could read, reported
+    /// instead of silently skipped.
     pub unparsed: Vec<lint::Unparsed>,
+    /// How the other statements were read.
+    pub coverage: lint::Coverage,
 }
 
 /// Errors that stop `gen`.
@@ -390,15 +393,29 @@ fn readme(
     }
     md.push_str(
         "## What the lint could not parse\n\n\
-         `gen` parses every DDL statement and every DML statement it can isolate from a procedure body\n\
-         with sqlparser (MySqlDialect) and lints them. sqlparser has no grammar for MySQL's procedural\n\
-         statements, so these are checked by text rules only (no dynamic SQL, no CREATE OR REPLACE);\n\
-         the subqueries inside them are parsed and linted.\n\n",
+         `gen` reads every statement of every table and procedure before it writes them. DDL and DML\n\
+         (with the subqueries inside procedural statements) are parsed by sqlparser (MySqlDialect) and\n\
+         linted. Procedural statements are parsed whole by sqlparser when it has a grammar for them\n\
+         (SET, CALL, START TRANSACTION, COMMIT, ROLLBACK, SAVEPOINT); the others (DECLARE, SIGNAL,\n\
+         RESIGNAL, END, LEAVE, ITERATE, OPEN, CLOSE, FETCH, GET DIAGNOSTICS, UNTIL) are read by the\n\
+         lint's own grammar (`src/codegen/lint/procedural.rs`), and every expression in them, as in\n\
+         the IF, ELSEIF, WHEN and WHILE conditions, is parsed by sqlparser.\n\n\
+         Below is what neither could read, by procedure: the lint checked these by text rules only\n\
+         (no dynamic SQL, no CREATE OR REPLACE), so a DBA reads them by hand.\n\n",
     );
+    if unparsed.is_empty() {
+        md.push_str("Nothing: every statement was read.\n");
+    }
+    let mut last: Option<&str> = None;
     for u in unparsed {
+        if last != Some(u.object.as_str()) {
+            md.push_str(&format!("- `{}`\n", u.object));
+            last = Some(u.object.as_str());
+        }
         md.push_str(&format!(
-            "- `{}`: {} — {}\n",
-            u.object, u.statement, u.reason
+            "  - `{}` — {}\n",
+            u.statement.replace('`', "'"),
+            u.reason
         ));
     }
     md.push('\n');
@@ -537,6 +554,7 @@ pub fn render() -> Result<Rendered, GenError> {
         objects,
         files,
         unparsed: report.unparsed,
+        coverage: report.coverage,
     })
 }
 

@@ -41,6 +41,17 @@ pub struct Consts {
     /// `orbit_plan_fire_due` fires up to this many unkeyed plans per transaction (one durable
     /// commit); a keyed plan fires alone.
     pub plan_fire_batch: u32,
+    /// How long a finished task is kept, in seconds, for a queue created without a retention
+    /// (and for every queue an upgrade from 0.1 finds): 7 days. `orbit_queue.retention_seconds`'s
+    /// column default, so every server reads the same value from the database.
+    pub retention_default_seconds: u32,
+    /// The smallest retention a queue may set: one minute.
+    pub retention_min_seconds: u32,
+    /// The largest: 3650 days.
+    pub retention_max_seconds: u32,
+    /// Tasks `orbit_task_purge` deletes per transaction: short enough that no lock is held long,
+    /// long enough that a commit is not paid per task.
+    pub purge_batch: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -54,6 +65,10 @@ pub const CONSTS: Consts = Consts {
     plan_missed_grace_seconds: crate::schedule::MISSED_GRACE_SECONDS,
     plan_catch_up_all_max: crate::schedule::CATCH_UP_ALL_MAX,
     plan_fire_batch: 20,
+    retention_default_seconds: 604_800,
+    retention_min_seconds: 60,
+    retention_max_seconds: 315_360_000,
+    purge_batch: 50,
 };
 
 /// One registered template.
@@ -153,6 +168,7 @@ registry! {
     Procedure orbit_queue_get => "procedures/orbit_queue_get.sql",
     Procedure orbit_queue_list => "procedures/orbit_queue_list.sql",
     Procedure orbit_queue_set_paused => "procedures/orbit_queue_set_paused.sql",
+    Procedure orbit_queue_set_retention => "procedures/orbit_queue_set_retention.sql",
     Procedure orbit_session_attempts => "procedures/orbit_session_attempts.sql",
     Procedure orbit_session_close => "procedures/orbit_session_close.sql",
     Procedure orbit_session_open => "procedures/orbit_session_open.sql",
@@ -168,6 +184,7 @@ registry! {
     Procedure orbit_task_list => "procedures/orbit_task_list.sql",
     Procedure orbit_task_place => "procedures/orbit_task_place.sql",
     Procedure orbit_task_promote_due => "procedures/orbit_task_promote_due.sql",
+    Procedure orbit_task_purge => "procedures/orbit_task_purge.sql",
     Procedure orbit_task_ready_queues => "procedures/orbit_task_ready_queues.sql",
     Procedure orbit_task_resolve => "procedures/orbit_task_resolve.sql",
     Procedure orbit_task_submit => "procedures/orbit_task_submit.sql",

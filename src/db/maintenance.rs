@@ -1,4 +1,5 @@
-//! Background procedures the scheduler loop calls: lease recovery, retry promotion, deadlines.
+//! Background procedures the scheduler loop calls: lease recovery, retry promotion, deadlines,
+//! retention.
 
 use chrono::{DateTime, Utc};
 
@@ -9,6 +10,15 @@ use super::{Db, DbError};
 pub struct Swept {
     pub count: u64,
     pub next_due_at: Option<DateTime<Utc>>,
+}
+
+/// What one `orbit_task_purge` call did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Purged {
+    /// Tasks deleted.
+    pub count: u64,
+    /// It stopped at its limit or time budget: there may be more to purge now.
+    pub more: bool,
 }
 
 impl Db {
@@ -35,6 +45,34 @@ impl Db {
     /// `orbit_task_expire_due`: expire up to `limit` waiting tasks past their deadline.
     pub async fn task_expire_due(&self, limit: u32) -> Result<Swept, DbError> {
         self.sweep("orbit_task_expire_due", limit).await
+    }
+
+    /// `orbit_task_purge`: delete up to `limit` (1-10000) finished tasks kept longer than their
+    /// queue's retention, as of `now` (`None` = the database's clock), with their attempts,
+    /// history and idempotency receipts; no new batch (of 50) is started after `budget`.
+    pub async fn task_purge(
+        &self,
+        now: Option<DateTime<Utc>>,
+        limit: u32,
+        budget: std::time::Duration,
+    ) -> Result<Purged, DbError> {
+        let now = now.map(|t| t.format("%Y-%m-%d %H:%M:%S%.6f").to_string());
+        let budget_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
+        self.call_one(
+            "orbit_task_purge",
+            &[
+                now.as_deref().into(),
+                u64::from(limit).into(),
+                budget_ms.into(),
+            ],
+            |c| {
+                Ok(Purged {
+                    count: c.u64()?,
+                    more: c.bool()?,
+                })
+            },
+        )
+        .await
     }
 }
 

@@ -1,4 +1,4 @@
-//! Tenancy and queue procedures: bootstrap, queue create, list, get, pause/resume.
+//! Tenancy and queue procedures: bootstrap, queue create, list, get, pause/resume, retention.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -16,6 +16,8 @@ pub struct Queue {
     pub max_active_attempts: u32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Seconds a finished task is kept before `orbit_task_purge` deletes it.
+    pub retention_seconds: u32,
     /// The live counts `orbit_queue_get` and `orbit_queue_list` add; `None` from the procedures
     /// that change a queue.
     pub counts: Option<QueueCounts>,
@@ -45,6 +47,7 @@ impl Queue {
             max_active_attempts: c.u32()?,
             created_at: c.time()?,
             updated_at: c.time()?,
+            retention_seconds: c.u32()?,
             counts: None,
         })
     }
@@ -146,13 +149,35 @@ impl Db {
         .await
     }
 
-    /// `orbit_queue_create`.
+    /// `orbit_queue_create` with the default retention.
     pub async fn queue_create(
         &self,
         token_hash: &[u8],
         namespace_id: Option<u64>,
         name: &str,
         max_active_attempts: Option<i64>,
+        new_queue_id: Option<&str>,
+    ) -> Result<Queue, DbError> {
+        self.queue_create_with(
+            token_hash,
+            namespace_id,
+            name,
+            max_active_attempts,
+            None,
+            new_queue_id,
+        )
+        .await
+    }
+
+    /// `orbit_queue_create`; `retention_seconds` `None` = the default
+    /// ([`crate::codegen::CONSTS`]`.retention_default_seconds`, the column default).
+    pub async fn queue_create_with(
+        &self,
+        token_hash: &[u8],
+        namespace_id: Option<u64>,
+        name: &str,
+        max_active_attempts: Option<i64>,
+        retention_seconds: Option<i64>,
         new_queue_id: Option<&str>,
     ) -> Result<Queue, DbError> {
         self.call_one(
@@ -162,6 +187,7 @@ impl Db {
                 namespace_id.map_or(Arg::Null, Arg::U64),
                 name.into(),
                 max_active_attempts.into(),
+                retention_seconds.into(),
                 new_queue_id.into(),
             ],
             Queue::read,
@@ -209,6 +235,26 @@ impl Db {
         self.call_one(
             "orbit_queue_set_paused",
             &[Arg::Bytes(token_hash), queue_id.into(), paused.into()],
+            Queue::read,
+        )
+        .await
+    }
+
+    /// `orbit_queue_set_retention`: INVALID_ARGUMENT outside
+    /// [`crate::codegen::CONSTS`]`.retention_min_seconds..=retention_max_seconds`.
+    pub async fn queue_set_retention(
+        &self,
+        token_hash: &[u8],
+        queue_id: &str,
+        retention_seconds: i64,
+    ) -> Result<Queue, DbError> {
+        self.call_one(
+            "orbit_queue_set_retention",
+            &[
+                Arg::Bytes(token_hash),
+                queue_id.into(),
+                Arg::I64(retention_seconds),
+            ],
             Queue::read,
         )
         .await

@@ -1,4 +1,4 @@
-//! `/v1/queues`: create, list, get, pause, resume.
+//! `/v1/queues`: create, list, get, pause, resume, retention.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -21,6 +21,7 @@ pub fn router() -> OpenApiRouter<App> {
         .routes(routes!(get_queue))
         .routes(routes!(pause_queue))
         .routes(routes!(resume_queue))
+        .routes(routes!(set_queue_retention))
 }
 
 /// A queue as the API shows it.
@@ -33,6 +34,9 @@ pub struct QueueView {
     pub paused: bool,
     /// Queue permits (LEASED + RUNNING attempts at once); 0 = unlimited.
     pub max_active_attempts: u32,
+    /// Seconds a finished task (SUCCEEDED, FAILED, CANCELLED, EXPIRED) is kept after it finished;
+    /// then it is purged with its attempts, history and idempotency receipt.
+    pub retention_seconds: u32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Live counts: in the answers of list and get, not of create, pause and resume.
@@ -76,6 +80,7 @@ impl From<Queue> for QueueView {
             name: q.name,
             paused: q.paused,
             max_active_attempts: q.max_active_attempts,
+            retention_seconds: q.retention_seconds,
             created_at: q.created_at,
             updated_at: q.updated_at,
             counts: q.counts.map(QueueCountsView::from),
@@ -98,6 +103,27 @@ pub struct CreateQueue {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable = false, minimum = 0, maximum = 1000000)]
     pub max_active_attempts: Option<i64>,
+    /// Seconds a finished task is kept (60-315360000); omitted = 604800 (7 days).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, minimum = 60, maximum = 315360000)]
+    pub retention_seconds: Option<i64>,
+}
+
+/// The retention bounds as a check of a request field: 400 outside them.
+fn check_retention(field: &str, seconds: i64) -> Result<(), ApiError> {
+    let c = &crate::codegen::CONSTS;
+    if (i64::from(c.retention_min_seconds)..=i64::from(c.retention_max_seconds)).contains(&seconds)
+    {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            Some(field),
+            format!(
+                "{field} must be between {} and {}",
+                c.retention_min_seconds, c.retention_max_seconds
+            ),
+        ))
+    }
 }
 
 /// Create a queue (scope queues:manage on a whole namespace).
@@ -116,14 +142,18 @@ async fn create_queue(
     ApiJson(body): ApiJson<CreateQueue>,
 ) -> Result<Data<QueueView>, ApiError> {
     check_len("name", &body.name, 191, "1-191 characters")?;
+    if let Some(seconds) = body.retention_seconds {
+        check_retention("retention_seconds", seconds)?;
+    }
     let id = crate::auth::new_queue_id();
     let q = app
         .db
-        .queue_create(
+        .queue_create_with(
             &hash,
             body.namespace_id,
             &body.name,
             body.max_active_attempts,
+            body.retention_seconds,
             Some(&id),
         )
         .await?;
@@ -250,6 +280,45 @@ async fn resume_queue(
     let q = app.db.queue_set_paused(&hash, &id, false).await?;
     app.dispatch.notify_queues([q.id.clone()].into());
     Ok(Data(StatusCode::OK, q.into()))
+}
+
+/// `POST /v1/queues/{id}/retention` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetRetention {
+    /// Seconds a finished task is kept after it finished: 60 (one minute) to 315360000 (3650
+    /// days).
+    #[schema(minimum = 60, maximum = 315360000)]
+    pub retention_seconds: i64,
+}
+
+/// Set how long the queue's finished tasks are kept. It applies to tasks that finished before the
+/// change too: the scheduler's next purges delete those past the new retention.
+#[utoipa::path(
+    post, path = "/v1/queues/{id}/retention", tag = "queues", security(("bearer" = [])),
+    params(("id" = String, Path, max_length = 32, description = "32 hex digits")), request_body = SetRetention,
+    responses(
+        (status = 200, body = QueueEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+        (status = 413, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn set_queue_retention(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<SetRetention>,
+) -> Result<Data<QueueView>, ApiError> {
+    check_queue_id_len("id", &id)?;
+    check_queue_id(&app.db, &hash, "queues:manage", &id).await?;
+    check_retention("retention_seconds", body.retention_seconds)?;
+    Ok(Data(
+        StatusCode::OK,
+        app.db
+            .queue_set_retention(&hash, &id, body.retention_seconds)
+            .await?
+            .into(),
+    ))
 }
 
 // Envelopes for the OpenAPI document: each names the concrete shape a route returns.

@@ -17,7 +17,7 @@
 -- A queue outside the credential's reach (another tenant's, or not in its queue list) is
 -- NOT_FOUND, the same as orbit_queue_list not listing it.
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id.
--- Result (one row): the queue columns (see orbit_queue_create),
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create),
 --   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
 --   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
 --   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
@@ -37,7 +37,7 @@ BEGIN
   IF NOT v_visible THEN
     {% call m::raise("NOT_FOUND", "queue not found") %};
   END IF;
-  SELECT {% call m::queue_columns("q") %},
+  SELECT {% call m::queue_columns("q") %}, q.retention_seconds,
          {% call live_counts("q") %}
     FROM orbit_queue q WHERE q.id = p_queue_id;
 END

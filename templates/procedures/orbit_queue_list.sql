@@ -20,7 +20,7 @@
 -- rows (plus queues of the tenant outside the scope).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_limit 1-1000; p_after_id (NULL = from
 --   the first queue; any string, compared byte-wise).
--- Result (0..p_limit rows): the queue columns (see orbit_queue_create),
+-- Result (0..p_limit rows): the queue columns and retention_seconds (see orbit_queue_create),
 --   then its live counts: waiting, leased, running, retry_wait, needs_review (its tasks in each
 --   unfinished state; finished tasks are not counted), sessions (open worker sessions serving it,
 --   draining ones excluded) and workers (their distinct worker ids). Cost: one index range per
@@ -38,7 +38,7 @@ BEGIN
   IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
     {% call m::raise("INVALID_ARGUMENT", "limit must be between 1 and 1000") %};
   END IF;
-  SELECT {% call m::queue_columns("q") %},
+  SELECT {% call m::queue_columns("q") %}, q.retention_seconds,
          {% call live_counts("q") %}
     FROM orbit_queue q
    WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id

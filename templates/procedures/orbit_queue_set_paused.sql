@@ -4,7 +4,7 @@
 -- Pausing stops new grants from the queue; it releases nothing: in-flight attempts end by their
 -- result or lease. Submits to a paused queue are still accepted.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the queue); p_queue_id; p_paused 0/1.
--- Result (one row): the queue columns (see orbit_queue_create).
+-- Result (one row): the queue columns and retention_seconds (see orbit_queue_create).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT.
 -- Locks: the orbit_queue row.
 CREATE PROCEDURE orbit_queue_set_paused(IN p_token_hash BINARY(32), IN p_queue_id TEXT {{ c.ascii }}, IN p_paused TINYINT)
@@ -22,5 +22,5 @@ BEGIN
   {% call m::begin() %};
   UPDATE orbit_queue q SET q.paused = p_paused, q.updated_at = v_now WHERE q.id = p_queue_id;
   COMMIT;
-  SELECT {% call m::queue_columns("q") %} FROM orbit_queue q WHERE q.id = p_queue_id;
+  SELECT {% call m::queue_columns("q") %}, q.retention_seconds FROM orbit_queue q WHERE q.id = p_queue_id;
 END

@@ -39,6 +39,17 @@
 --   fires, the others are skipped) and on_busy 'queue' (a task is queued whatever its key), and
 --   every recorded fire 'created'. Plan tables hold one row per plan, version or fired slot;
 --   making next_fire_at nullable rebuilds orbit_plan, which takes moments.
+-- - orbit_queue.retention_seconds: a new column, how long the queue's finished tasks are kept
+--   before orbit_task_purge deletes them. Every existing queue gets the column default, 7 days
+--   ({{ c.retention_default_seconds }} seconds): after the upgrade, the first purges delete the tasks that finished
+--   more than 7 days ago, in batches (docs/operations.md, "Retention"). To keep them longer, set
+--   the retention between `migrate up` and starting the 0.2 servers (`UPDATE orbit_queue SET
+--   retention_seconds = ...`; later, `orbit queue set-retention`). orbit_queue holds one row per
+--   queue, so the column is added in moments.
+-- - orbit_task: an index, ix_task_finished (queue_id, finished_at), by which the purge finds a
+--   queue's finished tasks oldest first. Built online (ALGORITHM=INPLACE, LOCK=NONE): claims and
+--   submits go on while it builds; on a large table it takes a while (about as long as copying
+--   the table's (queue_id, finished_at, id) columns) and needs that much free space.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -46,6 +57,8 @@
 -- Procedures re-created (gen lists them from the templates' difference). Parameters and result
 -- shapes that change, so a 0.1 server must not run against the upgraded database (and `orbit
 -- serve` refuses another extension version):
+-- - orbit_queue_create takes p_retention_seconds, and every queue procedure (create, get, list,
+--   set_paused) returns retention_seconds after the queue columns;
 -- - orbit_session_attempts takes p_touch_after_ms: a renewal is the session's heartbeat;
 -- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
@@ -140,7 +153,27 @@ DELIMITER ;
 CALL orbit_upgrade_000002_plans();
 DROP PROCEDURE orbit_upgrade_000002_plans;
 
--- The two session indexes, the attempt's key_permit column and its indexes, and the copy of the
+-- orbit_queue.retention_seconds, exactly as templates/tables/orbit_queue.sql writes it. MySQL has
+-- no `ADD COLUMN IF NOT EXISTS`, so a procedure that lives only for this migration adds it when
+-- information_schema does not list it yet. The DEFAULT gives every existing queue the default.
+DROP PROCEDURE IF EXISTS orbit_upgrade_000002_columns;
+DELIMITER $$
+CREATE PROCEDURE orbit_upgrade_000002_columns()
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_queue'
+                    AND COLUMN_NAME = 'retention_seconds') THEN
+    ALTER TABLE orbit_queue
+      ADD COLUMN retention_seconds INT UNSIGNED NOT NULL DEFAULT {{ c.retention_default_seconds }} COMMENT 'seconds a finished task (SUCCEEDED, FAILED, CANCELLED, EXPIRED) is kept after finished_at; then orbit_task_purge deletes it with its attempts, history and idempotency receipt'
+      AFTER max_active_attempts;
+  END IF;
+END$$
+DELIMITER ;
+CALL orbit_upgrade_000002_columns();
+DROP PROCEDURE orbit_upgrade_000002_columns;
+
+-- The two session indexes, the purge's task index, the attempt's key_permit column and its
+-- indexes, and the copy of the
 -- key permits. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
 -- procedure that lives only for this migration adds each one that information_schema does not
 -- list yet: running the migration again after a stop adds what is missing and nothing twice. The
@@ -159,6 +192,11 @@ BEGIN
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
                     AND INDEX_NAME = 'ix_session_credential') THEN
     ALTER TABLE orbit_session ADD KEY ix_session_credential (credential_id, state), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
+                    AND INDEX_NAME = 'ix_task_finished') THEN
+    ALTER TABLE orbit_task ADD KEY ix_task_finished (queue_id, finished_at), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'

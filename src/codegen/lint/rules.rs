@@ -13,7 +13,8 @@ use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
 use super::super::Object;
-use super::lexer::{excerpt, excerpt_text, joined, lex, Tk, Token};
+use super::lexer::{excerpt, excerpt_text, joined, lex, Token};
+use super::procedural;
 use super::schema::{blank_comment_lines, last_name, lower, Schema, TableModel};
 use super::statements::{
     count_lock_clauses, isolate, normalize, reads_a_table, split_statements, subqueries, writes,
@@ -90,32 +91,13 @@ pub(super) fn lint_procedure(o: &Object, schema: &Schema, report: &mut Report) {
         );
         return;
     };
-    // sqlparser has no grammar for MySQL's procedural statements: count them by keyword and list
-    // them once per procedure, so what was not parsed is said, never skipped silently.
-    let mut procedural: std::collections::BTreeMap<String, usize> = Default::default();
     for piece in split_statements(&def[body_start..]) {
-        if let Some(keyword) = lint_piece(o, schema, piece, report) {
-            *procedural.entry(keyword).or_default() += 1;
-        }
-    }
-    if !procedural.is_empty() {
-        let counts: Vec<String> = procedural.iter().map(|(k, n)| format!("{k}x{n}")).collect();
-        report.unparsed(
-            &o.name,
-            format!("procedural statements {}", counts.join(" ")),
-            "MySQL procedural grammar, which sqlparser cannot parse: text rules only; their subqueries are parsed".into(),
-        );
+        lint_piece(o, schema, piece, report);
     }
 }
 
-/// Lints one `;`-terminated piece of a body; returns the leading keyword of a procedural
-/// statement (SET, SIGNAL, CALL, ...) that was not parsed.
-pub(super) fn lint_piece(
-    o: &Object,
-    schema: &Schema,
-    piece: &[Token],
-    report: &mut Report,
-) -> Option<String> {
+/// Lints one `;`-terminated piece of a body.
+pub(super) fn lint_piece(o: &Object, schema: &Schema, piece: &[Token], report: &mut Report) {
     if piece
         .iter()
         .any(|t| t.is_any(&["PREPARE", "EXECUTE", "DEALLOCATE"]))
@@ -128,17 +110,28 @@ pub(super) fn lint_piece(
                 excerpt(piece)
             ),
         );
-        return None;
+        return;
     }
     let iso = isolate(piece);
+    // The wrappers' conditions (IF / ELSEIF / WHEN / WHILE, a CASE operand) are expressions.
+    for condition in &iso.conditions {
+        if let Err(reason) = parse_expression(condition) {
+            report.unparsed(
+                &o.name,
+                excerpt(piece),
+                format!("condition `{}`: {reason}", excerpt(condition)),
+            );
+        }
+    }
     // The procedural parts (IF/WHILE/UNTIL conditions, SET and DECLARE DEFAULT expressions, ...)
-    // are not parsed, but the subqueries in them are DML the lint can isolate: each is
-    // parenthesised, so it is parsed and checked like a statement.
+    // may hold subqueries, which are DML the lint can isolate: each is parenthesised, so it is
+    // parsed and checked like a statement.
     let mut procedural = vec![iso.wrapper];
     if iso.kind != StmtKind::Dml {
         procedural.push(iso.statement);
     }
     let mut hidden_locks = 0;
+    let listed_before = report.unparsed.len();
     for part in procedural {
         hidden_locks += count_lock_clauses(part);
         for sub in subqueries(part) {
@@ -171,34 +164,77 @@ pub(super) fn lint_piece(
         );
     }
     match iso.kind {
-        StmtKind::Dml => lint_dml(o, schema, iso.statement, report),
-        StmtKind::Ddl => {
-            if let Err(e) = Parser::parse_sql(&MySqlDialect {}, &joined(iso.statement)) {
-                report.unparsed(&o.name, excerpt(iso.statement), e.to_string());
+        StmtKind::Dml => {
+            if lint_dml(o, schema, iso.statement, report) {
+                report.coverage.sqlparser += 1;
             }
         }
+        StmtKind::Ddl => match Parser::parse_sql(&MySqlDialect {}, &joined(iso.statement)) {
+            Ok(_) => report.coverage.sqlparser += 1,
+            Err(e) => report.unparsed(&o.name, excerpt(iso.statement), e.to_string()),
+        },
         StmtKind::Unknown => report.unparsed(
             &o.name,
             excerpt(iso.statement),
             "not a statement the lint recognises; checked by text rules only".into(),
         ),
         StmtKind::Dynamic => {}
+        // A statement whose unreadable subquery is listed already is not listed again.
         StmtKind::Procedural => {
-            return iso
-                .statement
-                .first()
-                .filter(|t| t.kind == Tk::Word)
-                .map(|t| t.text.to_ascii_uppercase())
+            let subquery_listed = report.unparsed.len() > listed_before;
+            lint_procedural(o, iso.statement, subquery_listed, report)
         }
     }
-    None
 }
 
-pub(super) fn lint_dml(o: &Object, schema: &Schema, t: &[Token], report: &mut Report) {
-    let statement = excerpt(t);
+/// A procedural statement: read by the lint's grammar (its expressions parsed by sqlparser), or
+/// parsed whole by sqlparser (SET, CALL, START TRANSACTION, COMMIT, ...), or listed.
+fn lint_procedural(o: &Object, t: &[Token], subquery_listed: bool, report: &mut Report) {
+    if t.is_empty() {
+        return;
+    }
+    if let Some(form) = procedural::read(t) {
+        for e in &form.expressions {
+            if let Err(reason) = parse_expression(e) {
+                report.unparsed(
+                    &o.name,
+                    excerpt(t),
+                    format!("{} expression `{}`: {reason}", form.keyword, excerpt(e)),
+                );
+                return;
+            }
+        }
+        report.coverage.grammar += 1;
+        return;
+    }
+    match parse_one(&normalize(t)) {
+        Ok(_) => report.coverage.sqlparser += 1,
+        Err(_) if subquery_listed => {}
+        Err(reason) => report.unparsed(&o.name, excerpt(t), reason),
+    }
+}
+
+/// Parses one expression with sqlparser: all of `t` must be the expression.
+fn parse_expression(t: &[Token]) -> Result<(), String> {
     let text = normalize(t);
-    let locks_written = count_lock_clauses(t);
-    let parsed = Parser::parse_sql(&MySqlDialect {}, &text)
+    let mut parser = Parser::new(&MySqlDialect {})
+        .try_with_sql(&text)
+        .map_err(|e| e.to_string())?;
+    parser.parse_expr().map_err(|e| e.to_string())?;
+    let next = parser.peek_token();
+    if next.token == sqlparser::tokenizer::Token::EOF {
+        Ok(())
+    } else {
+        Err(format!(
+            "sqlparser read an expression that ends before {}",
+            next.token
+        ))
+    }
+}
+
+/// Parses exactly one statement with sqlparser.
+fn parse_one(text: &str) -> Result<Statement, String> {
+    Parser::parse_sql(&MySqlDialect {}, text)
         .map_err(|e| e.to_string())
         .and_then(|mut v| {
             if v.len() == 1 {
@@ -209,8 +245,15 @@ pub(super) fn lint_dml(o: &Object, schema: &Schema, t: &[Token], report: &mut Re
                     v.len()
                 ))
             }
-        });
-    let parsed = match parsed {
+        })
+}
+
+/// Parses and checks one DML statement; returns whether sqlparser parsed it.
+pub(super) fn lint_dml(o: &Object, schema: &Schema, t: &[Token], report: &mut Report) -> bool {
+    let statement = excerpt(t);
+    let text = normalize(t);
+    let locks_written = count_lock_clauses(t);
+    let parsed = match parse_one(&text) {
         Ok(s) => s,
         Err(reason) => {
             report.unparsed(&o.name, statement.clone(), reason.clone());
@@ -221,7 +264,7 @@ pub(super) fn lint_dml(o: &Object, schema: &Schema, t: &[Token], report: &mut Re
                     format!("sqlparser cannot parse this locking read/UPDATE/DELETE, so its index filter cannot be proven ({reason}); statement: {statement}"),
                 );
             }
-            return;
+            return false;
         }
     };
     let mut checker = Checker {
@@ -241,6 +284,7 @@ pub(super) fn lint_dml(o: &Object, schema: &Schema, t: &[Token], report: &mut Re
     for (rule, message) in checker.findings {
         report.violation(&o.name, rule, message);
     }
+    true
 }
 
 /// A table reference in a FROM / UPDATE / DELETE clause.

@@ -33,6 +33,9 @@ pub(super) struct Isolated<'t, 'a> {
     pub(super) kind: StmtKind,
     /// The wrapper tokens stripped in front of the statement (labels, `IF ... THEN`, ...).
     pub(super) wrapper: &'t [Token<'a>],
+    /// The expressions of the wrappers: IF / ELSEIF / WHEN / WHILE conditions and a CASE
+    /// statement's operand.
+    pub(super) conditions: Vec<&'t [Token<'a>]>,
     pub(super) statement: &'t [Token<'a>],
 }
 
@@ -85,9 +88,11 @@ pub(super) fn skip_handler_conditions(t: &[Token], mut i: usize) -> usize {
 pub(super) fn isolate<'t, 'a>(piece: &'t [Token<'a>]) -> Isolated<'t, 'a> {
     let t = piece;
     let mut i = 0;
-    let unknown = |i: usize| Isolated {
+    let mut conditions = Vec::new();
+    let unknown = |i: usize, conditions| Isolated {
         kind: StmtKind::Unknown,
         wrapper: &t[..i],
+        conditions,
         statement: &t[i..],
     };
     while i < t.len() {
@@ -105,19 +110,30 @@ pub(super) fn isolate<'t, 'a>(piece: &'t [Token<'a>]) -> Isolated<'t, 'a> {
             }
         } else if w.is_any(&["IF", "ELSEIF", "WHEN"]) {
             match find_top(t, i + 1, "THEN") {
-                Some(then) => i = then + 1,
-                None => return unknown(i),
+                Some(then) => {
+                    conditions.push(&t[i + 1..then]);
+                    i = then + 1;
+                }
+                None => return unknown(i, conditions),
             }
         } else if w.is("WHILE") {
             match find_top(t, i + 1, "DO") {
-                Some(d) => i = d + 1,
-                None => return unknown(i),
+                Some(d) => {
+                    conditions.push(&t[i + 1..d]);
+                    i = d + 1;
+                }
+                None => return unknown(i, conditions),
             }
         } else if w.is("CASE") {
             // A CASE statement: skip its operand up to the first WHEN.
             match find_top(t, i + 1, "WHEN") {
-                Some(when) => i = when,
-                None => return unknown(i),
+                Some(when) => {
+                    if when > i + 1 {
+                        conditions.push(&t[i + 1..when]);
+                    }
+                    i = when;
+                }
+                None => return unknown(i, conditions),
             }
         } else if w.is_any(&["ELSE", "LOOP", "REPEAT"]) {
             i += 1;
@@ -182,6 +198,7 @@ pub(super) fn isolate<'t, 'a>(piece: &'t [Token<'a>]) -> Isolated<'t, 'a> {
     Isolated {
         kind,
         wrapper: &t[..i],
+        conditions,
         statement,
     }
 }
