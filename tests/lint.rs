@@ -384,8 +384,8 @@ fn real_templates_lint_clean() {
 }
 
 /// The tables a procedure header's `Locks` paragraph names, in order of first mention, as ranks
-/// in the lock order; a row it only inserts (`new …`, `… (insert`) or an AUTO-INC lock is not a
-/// wait and is skipped, as are names outside the order (procedures, tables nobody waits on).
+/// in the lock order; a row it only inserts (`new …`, `… (insert`), rows it takes SKIP LOCKED
+/// and an AUTO-INC lock are not waits and are skipped, as are names outside the order (procedures, tables nobody waits on).
 fn documented_lock_ranks(doc: &str, order: &[&str]) -> Vec<(usize, String)> {
     let Some(at) = doc.find("Locks") else {
         return Vec::new();
@@ -408,7 +408,11 @@ fn documented_lock_ranks(doc: &str, order: &[&str]) -> Vec<(usize, String)> {
             || before.ends_with("AUTO-INC lock of")
             || before.ends_with("AUTO-INC locks of")
             || after.trim_start().starts_with("row (insert")
-            || after.trim_start().starts_with("rows (insert");
+            || after.trim_start().starts_with("rows (insert")
+            || after.trim_start().starts_with("rows (SKIP LOCKED")
+            || after
+                .trim_start()
+                .starts_with("rows (FOR UPDATE SKIP LOCKED");
         if let Some(rank) = order.iter().position(|t| *t == name) {
             if !inserted && !seen.contains(&name) {
                 seen.push(name);

@@ -160,7 +160,7 @@ async fn a_purge_deletes_exactly_the_expired_finished_tasks_with_their_attempts_
     for id in finished {
         let (_, events, receipts) = rows_of(&f, id).await;
         assert!(
-            events >= 2 && receipts == 1,
+            events >= 1 && receipts == 1,
             "task {id} has history and a receipt"
         );
     }
