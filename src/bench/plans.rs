@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::serve::ServeProcess;
-use super::server_cost::process_cpu_seconds;
+use super::server_cost::{process_cpu_seconds, thread_cpu_seconds, Server};
 use super::{progress, sql_err, tenant, BenchDb, Report};
 use crate::db::plans::{NewPlan, PlanSchedule};
 use crate::db::tasks::NewTask;
@@ -48,8 +48,8 @@ struct Cpu {
 /// database (MariaDB's `information_schema.PROCESSLIST.TID`, one thread per connection, read
 /// from `/proc/<mariadbd>/task/<tid>/stat`); empty when the server is not on this machine or not
 /// MariaDB.
-async fn connection_threads(bench: &BenchDb) -> HashMap<u64, f64> {
-    let Some(server) = database_pid() else {
+async fn connection_threads(bench: &BenchDb, server: Option<u32>) -> HashMap<u64, f64> {
+    let Some(server) = server else {
         return HashMap::new();
     };
     let tids: Vec<u64> = sqlx::query_scalar(
@@ -59,37 +59,22 @@ async fn connection_threads(bench: &BenchDb) -> HashMap<u64, f64> {
     .await
     .unwrap_or_default();
     tids.into_iter()
-        .filter_map(|tid| {
-            let stat = std::fs::read_to_string(format!("/proc/{server}/task/{tid}/stat")).ok()?;
-            let fields: Vec<&str> = stat
-                .get(stat.rfind(')')? + 1..)?
-                .split_whitespace()
-                .collect();
-            let ticks: u64 =
-                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-            Some((tid, ticks as f64 / 100.0))
-        })
+        .filter_map(|tid| Some((tid, thread_cpu_seconds(server, tid)?)))
         .collect()
 }
 
-/// CPU seconds the database server process has used so far.
-fn database_cpu_seconds() -> Option<f64> {
-    database_pid().and_then(process_cpu_seconds)
-}
-
-/// The `mariadbd` (or `mysqld`) process on this machine.
-fn database_pid() -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        matches!(comm.trim(), "mariadbd" | "mysqld").then_some(pid)
-    })
-}
-
 impl Cpu {
-    async fn measure(&mut self, bench: &BenchDb, pid: Option<u32>, window: Duration) {
-        let (serve, database) = (pid.and_then(process_cpu_seconds), database_cpu_seconds());
-        let threads = connection_threads(bench).await;
+    /// One window: `pid` is serve's process, `server` the database server's.
+    async fn measure(
+        &mut self,
+        bench: &BenchDb,
+        pid: Option<u32>,
+        server: Option<u32>,
+        window: Duration,
+    ) {
+        let database_cpu = || server.and_then(process_cpu_seconds);
+        let (serve, database) = (pid.and_then(process_cpu_seconds), database_cpu());
+        let threads = connection_threads(bench, server).await;
         let started = Instant::now();
         tokio::time::sleep(window).await;
         self.seconds += started.elapsed().as_secs_f64();
@@ -97,8 +82,8 @@ impl Cpu {
             Some(sum.unwrap_or(0.0) + (after? - before?))
         };
         self.serve = add(self.serve, serve, pid.and_then(process_cpu_seconds));
-        self.database = add(self.database, database, database_cpu_seconds());
-        let after = connection_threads(bench).await;
+        self.database = add(self.database, database, database_cpu());
+        let after = connection_threads(bench, server).await;
         if !after.is_empty() {
             let used: f64 = after
                 .iter()
@@ -187,6 +172,7 @@ pub async fn run(bench: &BenchDb, opts: &PlanOptions, baseline: f64) -> Result<R
     // paused: the database server's CPU also counts its other clients, and the paused minutes
     // show that share (and serve's idle loop).
     let pid = serve.pid();
+    let server = Server::detect(bench.db.pool()).await?.pid();
     let minute = Duration::from_secs(60);
     let mut active = Cpu::default();
     let mut idle = Cpu::default();
@@ -200,11 +186,11 @@ pub async fn run(bench: &BenchDb, opts: &PlanOptions, baseline: f64) -> Result<R
         tokio::time::sleep(Duration::from_secs_f64((55.0 - into).rem_euclid(60.0))).await;
         eprintln!("bench: minute {round}/{} firing…", opts.minutes);
         let before = count_fires(bench).await?;
-        active.measure(bench, pid, minute).await;
+        active.measure(bench, pid, server, minute).await;
         fires += count_fires(bench).await? - before;
         set_paused(bench, true).await?;
         eprintln!("bench: minute {round}/{} paused…", opts.minutes);
-        idle.measure(bench, pid, minute).await;
+        idle.measure(bench, pid, server, minute).await;
         set_paused(bench, false).await?;
     }
     let seconds = active.seconds;

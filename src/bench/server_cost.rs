@@ -40,6 +40,11 @@ impl Server {
     /// Finds the server's process: a `mariadbd` or `mysqld` of this machine whose age matches the
     /// server's `Uptime`, on a server whose `@@hostname` is this machine's (the process named by
     /// `@@pid_file` is preferred when several match). Reads `@@performance_schema`.
+    /// The server's process id, when it runs on this machine.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
     pub async fn detect(pool: &MySqlPool) -> Result<Server, DbError> {
         let (pid_file, hostname, performance_schema): (Option<String>, Option<String>, i64) =
             sqlx::query_as("SELECT @@pid_file, @@hostname, @@performance_schema + 0")
@@ -105,7 +110,12 @@ fn server_processes() -> Vec<u32> {
 
 /// The fields of `/proc/<pid>/stat` after "pid (comm)": index 0 is field 3 (state).
 fn stat_fields(pid: u32) -> Option<Vec<u64>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_file_fields(&format!("/proc/{pid}/stat"))
+}
+
+/// The fields of a `stat` file of `/proc` after "pid (comm)".
+fn stat_file_fields(path: &str) -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string(path).ok()?;
     Some(
         stat.get(stat.rfind(')')? + 1..)?
             .split_whitespace()
@@ -117,6 +127,12 @@ fn stat_fields(pid: u32) -> Option<Vec<u64>> {
 /// CPU seconds process `pid` has used, user + system (fields 14 and 15 of `/proc/<pid>/stat`).
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     let f = stat_fields(pid)?;
+    Some((f.get(11)? + f.get(12)?) as f64 / TICKS_PER_SECOND)
+}
+
+/// CPU seconds thread `tid` of process `pid` has used, user + system.
+pub fn thread_cpu_seconds(pid: u32, tid: u64) -> Option<f64> {
+    let f = stat_file_fields(&format!("/proc/{pid}/task/{tid}/stat"))?;
     Some((f.get(11)? + f.get(12)?) as f64 / TICKS_PER_SECOND)
 }
 
