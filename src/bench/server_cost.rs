@@ -223,6 +223,14 @@ impl Usage {
         self
     }
 
+    /// Each counter's lesser value of `self` and `other` (CPU is `self`'s).
+    fn least(mut self, other: &Usage) -> Usage {
+        for (k, v) in self.counters.iter_mut() {
+            *v = (*v).min(other.counters.get(k).copied().unwrap_or(*v));
+        }
+        self
+    }
+
     /// Adds another phase's usage.
     pub fn add(&mut self, other: &Usage) {
         for (k, v) in &other.counters {
@@ -439,9 +447,21 @@ impl Meter {
         serve_pid: Option<u32>,
     ) -> Result<Meter, DbError> {
         let snapshot = |pool| Meter::snapshot(pool, server, serve_pid);
-        let first = snapshot(pool).await?;
-        let before = snapshot(pool).await?;
-        let reading = Usage::between(&first, &before);
+        // What one reading costs is the least of three back-to-back readings' costs: other
+        // clients' work between two readings only ever adds to a difference, and subtracting
+        // it would hide the phase's own rows.
+        let mut previous = snapshot(pool).await?;
+        let mut reading: Option<Usage> = None;
+        for _ in 0..3 {
+            let next = snapshot(pool).await?;
+            let cost = Usage::between(&previous, &next);
+            reading = Some(match reading {
+                None => cost,
+                Some(least) => least.least(&cost),
+            });
+            previous = next;
+        }
+        let (before, reading) = (previous, reading.unwrap_or_default());
         let watching = Arc::new(AtomicBool::new(true));
         let watch = tokio::spawn({
             let (pool, watching) = (pool.clone(), watching.clone());
