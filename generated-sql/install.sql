@@ -70,8 +70,7 @@ CREATE TABLE IF NOT EXISTS orbit_application_quota (
 -- is while it is LEASED or RUNNING). The permits are columns of the attempt, not rows of their own
 -- (SPEC §4): the queue permit is the attempt itself while released_at is NULL
 -- (ix_attempt_active_queue counts a queue's, ix_attempt_active_lease lists them by lease expiry
--- for recovery), and the key permit is key_permit, whose unique index lets the database itself
--- refuse a second holder of one key.
+-- for recovery), and the key permit is its key's orbit_resource.holder_attempt_id.
 -- concurrency_token is the key's token granted with this attempt (0 for a task without a key).
 -- grant_version and release_version are the key's resource-row versions written by the grant and
 -- the release: both happen under that row's lock, so they order all holders of one key exactly
@@ -101,10 +100,8 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON output reported by the worker',
   error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON error reported by the worker or recovery',
   late_result VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'outcome reported after the attempt had already ended; recorded, never acted on',
-  key_permit BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the key permit: orbit_resource.id while this keyed attempt holds it (LEASED or RUNNING); NULL otherwise. Unique: one holder per key',
   PRIMARY KEY (id),
   UNIQUE KEY ux_attempt_task (task_id, attempt_no),
-  UNIQUE KEY ux_attempt_key_permit (key_permit),
   KEY ix_attempt_session (session_id, claim_seq),
   KEY ix_attempt_resource (resource_id, id),
   KEY ix_attempt_active_queue (released_at, queue_id),
@@ -278,16 +275,20 @@ CREATE TABLE IF NOT EXISTS orbit_queue (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Queues';
 
 -- ---- orbit_resource (from templates/tables/orbit_resource.sql) ----
--- orbit_resource: One row per (namespace, concurrency_key): the highest token ever granted.
--- Never deleted or reset, or tokens would stop being monotonic. Every claim and release of the
--- key locks this row FOR UPDATE and advances version; a grant sets highest_token + 1 and is
--- refused at 2^64 - 1 rather than wrapping.
+-- orbit_resource: One row per (namespace, concurrency_key): the highest token ever granted, and
+-- the key permit. Never deleted or reset, or tokens would stop being monotonic. Every claim and
+-- release of the key locks this row FOR UPDATE and advances version; a grant sets highest_token
+-- + 1 (refused at 2^64 - 1 rather than wrapping) and holder_attempt_id, a release clears it. The
+-- permit is a column of this row, which every grant and release writes anyway, rather than a row
+-- or a unique index of its own: a unique secondary index's duplicate check takes gap locks at any
+-- isolation level, and two grants inserting beside one released entry deadlocked there.
 CREATE TABLE IF NOT EXISTS orbit_resource (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'surrogate id referenced by tasks, attempts and permits',
   namespace_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_namespace.id',
   concurrency_key VARBINARY(764) NOT NULL COMMENT 'the key as exact UTF-8 bytes (no collation, no padding)',
   highest_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'largest token granted; 0 = never granted',
   version BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'advanced by every claim and release',
+  holder_attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit: orbit_attempt.id of the attempt holding the key (LEASED or RUNNING); 0 = free',
   created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last grant or release',
   PRIMARY KEY (id),
@@ -674,8 +675,10 @@ DELIMITER ;
 --   "duplicate" (0/1), "code" ("" or NOT_FOUND; then nothing else is set)};
 --   wake_queues, a JSON array of the queue ids where these results may have made work
 --   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
---   the caller wakes the sessions that serve them, and no other), the same in every row; then
---   the grant as
+--   the caller wakes the sessions that serve them, and no other), the same in every row;
+--   claim_again, 1 when the grant was left to a claim of the session's own (the application
+--   quota needed every slot's row: see orbit_task_grant's p_quota_held), the same in every row;
+--   then the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
 --   lease_expires_at, concurrency_token, then the task columns.
 -- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
@@ -684,14 +687,13 @@ DELIMITER ;
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row; then the quota slot row of the ended attempts, the session's own (their active
---   attempts and their tasks' incomplete charges go back there, in one statement, before the
---   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
---   the same row; then, for each released key the grant did not take and with blocked tasks in
---   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED).
---   Charges go back to the session's own slot, not to the slots that accepted the tasks: those
---   are the few slots of the connections that submitted, and every session's results would
---   queue on their row locks.
+--   unkeyed attempts its orbit_task row; then as orbit_task_grant, whose charge is the quota work
+--   it does; then, for each released key the grant did not take and with blocked tasks in several
+--   queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
+--   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
+--   tasks' incomplete charges go back, in one statement, in ascending slot order). The grant
+--   counts the charges given back on the session's slot as room (p_credit), so the capacity
+--   the results free is granted in the same transaction although it goes back after.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
@@ -730,6 +732,13 @@ BEGIN
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
   DECLARE v_room BIGINT;
+  -- The session's quota slot, which its grants charge (orbit_task_grant); how many of the ended
+  -- attempts were charged to it; whether the grant was left to a claim of the session's own
+  -- (orbit_task_grant's p_deferred).
+  DECLARE v_session_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
+  DECLARE v_quota_slot TINYINT UNSIGNED;
+  DECLARE v_credit INT DEFAULT 0;
+  DECLARE v_deferred TINYINT DEFAULT 0;
   DECLARE v_queue_limited TINYINT DEFAULT 1;
   -- The granted attempt when v_granted = 1 (from orbit_task_grant).
   DECLARE v_granted_id BIGINT UNSIGNED;
@@ -744,22 +753,24 @@ BEGIN
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
   DECLARE v_key_queues INT;
-  DECLARE v_held INT;
   DECLARE v_ord INT;
   DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
   DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.application_id, a.state
+    SELECT r.ord, a.id, a.task_id, a.application_id, a.state, a.quota_slot
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
-  -- The keys this call released (after the grant: those it did not take again).
+  -- The keys this call released and the grant did not take again (opened after the grant; a
+  -- plain read of the resource rows, exact: we hold them).
   DECLARE c_released_keys CURSOR FOR
     SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
-            WHERE x.session_id = p_session_id AND x.released_at = v_now) e WHERE e.resource_id <> 0;
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+      JOIN orbit_resource r ON r.id = e.resource_id
+     WHERE e.resource_id <> 0 AND r.holder_attempt_id = 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -827,7 +838,7 @@ BEGIN
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
       fetch_group: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state, v_quota_slot;
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
@@ -854,7 +865,8 @@ BEGIN
                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
                                       'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
                                       'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
-            v_ended_count = v_ended_count + 1, v_i = v_i + 1;
+            v_ended_count = v_ended_count + 1, v_credit = v_credit + (v_quota_slot = v_session_slot),
+            v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
@@ -874,7 +886,7 @@ BEGIN
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended_count = 0;
+      SET v_acks = '', v_ended_count = 0, v_credit = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -886,8 +898,8 @@ BEGIN
         v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
         v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id, a.quota_slot
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id, v_quota_slot
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -900,6 +912,7 @@ BEGIN
                              v_task_state, v_state, v_key_queues);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
+          v_credit = v_credit + (v_quota_slot = v_session_slot),
           v_handed_off = v_handed_off + (v_key_queues > 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
@@ -916,26 +929,15 @@ BEGIN
                                       'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code)),
         v_i = v_i + 1;
   END WHILE;
-  IF v_ended_count > 0 THEN
-    UPDATE orbit_application_quota q
-    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
-                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
-            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
-             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
-             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
-            WHERE x.session_id = p_session_id AND x.released_at = v_now) a
-            JOIN orbit_task t ON t.id = a.task_id
-           GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - g.active,
-         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
-         q.updated_at = v_now
-   WHERE q.application_id = v_back_application_id;
-  END IF;
   IF p_claim_max > 0 THEN
     -- Scans start where the session's last one stopped unless these results readied tasks (a
-    -- key's next task, a retry), which may sit behind that point.
+    -- key's next task, a retry), which may sit behind that point. The charges given back below
+    -- (quota rows last, after the grant's rows) count as room for it: v_credit of them on the
+    -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
+    -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
+    -- no quota row out of slot order.
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
-                          v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+                          v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
     -- grant did not take leaves that task ready for other sessions, and gets a ready task in
     -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
@@ -951,14 +953,27 @@ BEGIN
         IF v_done THEN
           LEAVE released_keys;
         END IF;
-        SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
-        IF v_held = 0 THEN
-          SET v_key_left = 1;
-          CALL orbit_key_promote_all(v_resource_id, v_now);
-        END IF;
+        SET v_key_left = 1;
+        CALL orbit_key_promote_all(v_resource_id, v_now);
       END LOOP released_keys;
       CLOSE c_released_keys;
     END IF;
+  END IF;
+  -- The charges of the ended attempts go back last: quota rows after every other row.
+  IF v_ended_count > 0 THEN
+    UPDATE orbit_application_quota q
+    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
+         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
+         q.updated_at = v_now
+   WHERE q.application_id = v_back_application_id AND g.slot IS NOT NULL;
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
   -- left: a ready task of a released key (known above: with a grant, every key released here was
@@ -1012,7 +1027,7 @@ BEGIN
   -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
   -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -1024,7 +1039,7 @@ BEGIN
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -1037,7 +1052,7 @@ BEGIN
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
      ORDER BY a.id;
   ELSE
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -1695,7 +1710,7 @@ DELIMITER ;
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the holder by ux_attempt_key_permit, the queues of the key by ordered probes of
+-- row by ux_resource_key, the holder by its primary key (the resource row's holder_attempt_id), the queues of the key by ordered probes of
 -- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
 -- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
@@ -1881,7 +1896,7 @@ BEGIN
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
          v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
     FROM orbit_resource r
-    LEFT JOIN orbit_attempt a ON a.key_permit = r.id
+    LEFT JOIN orbit_attempt a ON a.id = r.holder_attempt_id
    WHERE r.id = v_resource_id;
   COMMIT;
 END$$
@@ -1905,8 +1920,8 @@ DELIMITER ;
 -- p_after_resource_id for the next page (both NULL = from the start). The ranking is live: a key
 -- whose rank changes between two pages may appear on both or neither; a steady state is walked
 -- exactly once.
--- Cost: independent of the number of keys and tasks. It reads the permits (one per attempt that
--- holds a key, so bounded by the active attempts), and per held key of the namespace a count of at
+-- Cost: independent of the number of keys and tasks. It reads the active attempts (a key's holder
+-- is one), and per held key of the namespace a count of at
 -- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
 -- of ix_task_key (the next queue, and the oldest per lane and priority).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
@@ -1967,10 +1982,11 @@ BEGIN
      AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                   WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
   IF v_namespace_id IS NOT NULL THEN
-    SELECT COALESCE(JSON_ARRAYAGG(k.key_permit), '[]') INTO v_keys
-      FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
-      JOIN orbit_resource r ON r.id = k.key_permit
-     WHERE k.key_permit IS NOT NULL AND r.namespace_id = v_namespace_id;
+    -- A held key's holder is an active attempt: found among those (ix_attempt_active_queue).
+    SELECT COALESCE(JSON_ARRAYAGG(r.id), '[]') INTO v_keys
+      FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
+      JOIN orbit_resource r ON r.id = k.resource_id AND r.holder_attempt_id = k.id
+     WHERE k.released_at IS NULL AND k.resource_id <> 0 AND k.namespace_id = v_namespace_id;
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
@@ -2036,7 +2052,7 @@ BEGIN
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
            o BIGINT UNSIGNED PATH '$.o')) j
     JOIN orbit_resource r ON r.id = j.r
-    JOIN orbit_attempt a ON a.key_permit = r.id
+    JOIN orbit_attempt a ON a.id = r.holder_attempt_id
     LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
@@ -2054,7 +2070,7 @@ DELIMITER ;
 -- Operator entry point: it takes no token (the façade decides who may scrape). Labels are ids
 -- (namespace id, queue id), never key names, so the number of series is bounded by the number of
 -- queues. One row per queue of the database and gauge, zeros included.
--- Cost: the permits (bounded by the active attempts), plus, per queue, one ordered probe of
+-- Cost: the active attempts (a keyed one holds its key's permit), plus, per queue, one ordered probe of
 -- ix_task_dispatch per priority (0-9) for its oldest blocked task, and its blocked tasks counted
 -- on ix_task_dispatch (index entries only): the count it grows with the number of blocked tasks, like
 -- orbit_metrics_snapshot's task counts, so scrape every few seconds, not per request.
@@ -2076,8 +2092,8 @@ BEGIN
   SELECT 'key_held' AS metric, q.namespace_id, q.id AS queue_id, CAST(COALESCE(h.n, 0) AS DOUBLE) AS value
     FROM orbit_queue q
     LEFT JOIN (SELECT a.queue_id, COUNT(*) AS n
-                 FROM orbit_attempt a FORCE INDEX (ux_attempt_key_permit)
-                WHERE a.key_permit IS NOT NULL
+                 FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+                WHERE a.released_at IS NULL AND a.resource_id <> 0
                 GROUP BY a.queue_id) h ON h.queue_id = q.id
   UNION ALL
   SELECT 'key_blocked_tasks', q.namespace_id, q.id,
@@ -2117,9 +2133,8 @@ body: BEGIN
   DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_taken TINYINT DEFAULT 0;
   -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
-  -- change to the key's permit and ready tasks commits under the resource row lock we hold (a
-  -- release clears the holder's key_permit just before it takes that lock, and commits after).
-  SELECT EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = p_resource_id)
+  -- change to the key's permit and ready tasks commits under the resource row lock we hold.
+  SELECT EXISTS (SELECT 1 FROM orbit_resource k WHERE k.id = p_resource_id AND k.holder_attempt_id <> 0)
       OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
     INTO v_taken;
@@ -2170,9 +2185,8 @@ DELIMITER ;
 -- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
--- Clears the attempt's key_permit (only if it holds the key: a late or duplicate release changes
--- nothing),
--- advances the resource row's version (the caller records it as the attempt's release_version,
+-- Clears the resource row's holder_attempt_id (only if this attempt holds the key: a late or
+-- duplicate release changes nothing), advances its version (the caller records it as the attempt's release_version,
 -- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
 -- caller's transaction:
 --   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
@@ -2190,8 +2204,8 @@ DELIMITER ;
 --   p_release_version: the resource row's version this release wrote, for the caller to record
 --   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: this attempt's orbit_attempt row (the caller holds it already), the orbit_resource row
---   (updated), then the promoted task rows (SKIP LOCKED).
+-- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), then the
+--   promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
@@ -2206,19 +2220,15 @@ body: BEGIN
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  -- The permit first: nothing waits for an attempt row while holding the resource row (a grant
-  -- or a placement reads key_permit without locking), so this order cannot deadlock, and a
-  -- release of no permit writes nothing. Those plain reads stay exact: the release commits only
-  -- after the resource row lock below is taken.
-  UPDATE orbit_attempt a SET a.key_permit = NULL WHERE a.id = p_attempt_id AND a.key_permit = p_resource_id;
+  -- The permit and the version in one update, which writes nothing unless this attempt holds
+  -- the key. The version written is read back without a statement: LAST_INSERT_ID(expr) returns
+  -- expr and keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
+  UPDATE orbit_resource r
+     SET r.holder_attempt_id = 0, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+   WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;
-  -- The version written, read back without a statement: LAST_INSERT_ID(expr) returns expr and
-  -- keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
-  UPDATE orbit_resource r
-     SET r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
-   WHERE r.id = p_resource_id;
   SET p_release_version = LAST_INSERT_ID();
   IF NOT p_hand_off THEN
     CALL orbit_key_promote_all(p_resource_id, p_now);
@@ -2360,15 +2370,15 @@ BEGIN
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
                              v_now, 0, v_task_state, v_attempt_state, v_key_queues);
       UPDATE orbit_application_quota q
-    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
             JOIN orbit_task t ON t.id = a.task_id
            GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - g.active,
-         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
+         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
          q.updated_at = v_now
-   WHERE q.application_id = v_application_id;
+   WHERE q.application_id = v_application_id AND g.slot IS NOT NULL;
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;
@@ -2418,8 +2428,8 @@ BEGIN
     FROM orbit_queue q
   UNION ALL
   SELECT 'key_permits', '', '',
-         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
-                WHERE k.key_permit IS NOT NULL) AS SIGNED)
+         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
+                WHERE k.released_at IS NULL AND k.resource_id <> 0) AS SIGNED)
   UNION ALL
   SELECT 'sessions', '', s.label,
          CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)
@@ -2655,6 +2665,7 @@ BEGIN
   DECLARE v_catch_up VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_batched INT DEFAULT 0;
   DECLARE v_keyed TINYINT DEFAULT 0;
@@ -2736,12 +2747,12 @@ BEGIN
     IF NOT v_duplicate THEN
       SET v_outcome = 'created', v_task_id = 0, v_resource_id = NULL;
       IF v_on_busy <> 'queue' AND v_concurrency_key <> '' THEN
-        SELECT r.id INTO v_resource_id FROM orbit_resource r
+        SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder FROM orbit_resource r
          WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = v_concurrency_key
            FOR UPDATE;
         IF v_resource_id IS NOT NULL AND v_on_busy = 'skip' THEN
           -- Plain reads, exact under the resource row lock.
-          SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
+          SELECT IF(v_holder <> 0
                     OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                                 WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled')),
                     'skipped', 'created')
@@ -3845,15 +3856,15 @@ body: BEGIN
     CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
                            v_task_state, v_attempt_state, v_key_queues);
     UPDATE orbit_application_quota q
-    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
             JOIN orbit_task t ON t.id = a.task_id
            GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - g.active,
-         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
+         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
          q.updated_at = v_now
-   WHERE q.application_id = v_application_id;
+   WHERE q.application_id = v_application_id AND g.slot IS NOT NULL;
     COMMIT;
     -- The released key, queue permit and quota may let any queue of the application claim.
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
@@ -3980,6 +3991,7 @@ BEGIN
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
   DECLARE v_room BIGINT;
+  DECLARE v_deferred TINYINT;
   DECLARE v_queue_limited TINYINT;
   DECLARE v_granted_id BIGINT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -3998,8 +4010,17 @@ BEGIN
   START TRANSACTION;
   -- From the front of each ready lane: a claim on its own is how a woken session finds what
   -- other sessions readied.
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0,
-                        v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0, 0, 0,
+                        v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+  IF v_deferred THEN
+    -- The session's slot refused the charge and may stay locked (see orbit_task_grant): again,
+    -- in a transaction of its own that locks every slot at once.
+    ROLLBACK;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0, 0, 1,
+                          v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+  END IF;
   IF v_seq = 0 THEN
     ROLLBACK;
   ELSE
@@ -4327,8 +4348,8 @@ DELIMITER ;
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
 -- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
 -- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
--- task, holds the key permit (key_permit, unique) with token highest_token + 1 (the resource
--- row's version advances).
+-- task, holds the key permit (the resource row's holder_attempt_id) with token highest_token + 1
+-- (the resource row's version advances).
 -- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
@@ -4352,7 +4373,16 @@ DELIMITER ;
 -- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
 --   p_now; p_hinted: 1 = scans may start where the session's last one stopped (see above; a
---   caller that has just readied tasks of its own passes 0); OUT p_seq: the session's claim_seq
+--   caller that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
+--   the session's slot that the caller gives back after this grant (orbit_attempt_finish's
+--   results, whose quota work comes last), counted as room; p_every_slot: 1 = charge under a lock
+--   on every slot of the application at once (a retry after p_deferred, or a caller that then
+--   gives back charges of other slots), 0 = the session's slot alone when its room takes the
+--   grant; OUT p_deferred: 1 when the session's slot was tried and refused the charge, which
+--   leaves that row locked whenever the update waited for it (InnoDB keeps the lock of a row an
+--   update waited for and then did not change, even in READ COMMITTED), so every slot's row
+--   cannot be taken after it without risking a deadlock: the grant rolled back to its savepoint
+--   and the caller retries in a transaction of its own with p_every_slot = 1; OUT p_seq: the session's claim_seq
 --   recorded on the granted attempts (0 = nothing written); OUT p_granted: how many attempts it
 --   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
 --   application's room for more active attempts after the grant, as read at its start less what
@@ -4365,14 +4395,15 @@ DELIMITER ;
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; the new orbit_attempt row (its permits); orbit_application_quota slot rows last: the session's slot alone when the grant
+--   candidate; the new orbit_attempt row (its queue permit); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
 --   below their share (see orbit_application_quota).
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), IN p_hinted TINYINT, OUT p_seq BIGINT UNSIGNED,
+                                  IN p_now DATETIME(6), IN p_hinted TINYINT, IN p_credit INT,
+                                  IN p_every_slot TINYINT, OUT p_deferred TINYINT, OUT p_seq BIGINT UNSIGNED,
                                   OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
@@ -4387,7 +4418,7 @@ body: BEGIN
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_credential_ok TINYINT DEFAULT 0;
-  DECLARE v_key_held TINYINT;
+  DECLARE v_holder BIGINT UNSIGNED;
   DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
@@ -4415,6 +4446,7 @@ body: BEGIN
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
+  DECLARE v_slot_room BIGINT;
   DECLARE v_limit BIGINT UNSIGNED;
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
@@ -4455,7 +4487,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
+  SET p_deferred = 0, p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -4470,13 +4502,18 @@ body: BEGIN
   END IF;
   -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
   -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
-  -- The credential, the quota's room and the session's queue count: one statement.
+  -- The credential, the quota's room, the session's slot's room (-1: it takes no charge on its
+  -- own) and the session's queue count: one statement.
   SELECT (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = v_credential_id AND c.revoked_at IS NULL),
          (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
             FROM orbit_application_quota q WHERE q.application_id = v_application_id),
+         (SELECT IF(q.checked_max_active_attempts = q.max_active_attempts,
+                    CAST((q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16)) AS SIGNED) - CAST(q.active_attempts AS SIGNED), -1)
+            FROM orbit_application_quota q WHERE q.application_id = v_application_id AND q.slot = v_slot),
          (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
-    INTO v_credential_ok, v_budget, v_queue_count;
-  SET p_room = v_budget, v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
+    INTO v_credential_ok, v_budget, v_slot_room, v_queue_count;
+  SET p_room = v_budget + p_credit, v_slot_room = v_slot_room + p_credit,
+      v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget + p_credit, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
   END IF;
@@ -4543,7 +4580,7 @@ body: BEGIN
             v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version INTO v_highest, v_version
+          SELECT r.highest_token, r.version, r.holder_attempt_id INTO v_highest, v_version, v_holder
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
@@ -4561,8 +4598,7 @@ body: BEGIN
           ITERATE batch;
         END IF;
         IF v_resource_id <> 0 THEN
-          SELECT COUNT(*) INTO v_key_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
-          IF v_key_held > 0 THEN
+          IF v_holder <> 0 THEN
             -- A head left ready when another queue's task took the key: demote it now.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
             SET v_demoted = v_demoted + 1;
@@ -4579,20 +4615,24 @@ body: BEGIN
             ITERATE batch;
           END IF;
           SET v_token = v_highest + 1, v_version = v_version + 1;
-          UPDATE orbit_resource r
-             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
-           WHERE r.id = v_resource_id;
         ELSE
           SET v_token = 0, v_version = 0;
         END IF;
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
                                    concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at, key_permit)
+                                   state, granted_at, started_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
                 v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires, NULLIF(v_resource_id, 0));
+                p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
+        IF v_resource_id <> 0 THEN
+          -- The key permit, with the token and version recorded on the attempt.
+          UPDATE orbit_resource r
+             SET r.highest_token = v_token, r.version = v_version, r.holder_attempt_id = v_attempt_id,
+                 r.updated_at = p_now
+           WHERE r.id = v_resource_id;
+        END IF;
         UPDATE orbit_task t
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
@@ -4630,25 +4670,32 @@ body: BEGIN
     SET p_seq = v_seq;
     LEAVE body;
   END IF;
-  IF v_expired = 0 THEN
-    -- The common case: the whole grant fits the session's slot (the attempts recorded it).
+  -- The common case: the whole grant fits the session's slot (the attempts recorded it), as the
+  -- slot's room read above says. Otherwise every slot's row, without trying this one first (see
+  -- p_deferred).
+  IF v_expired = 0 AND NOT p_every_slot AND v_slot_room >= v_granted THEN
     UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
    WHERE q.application_id = v_application_id AND q.slot = v_slot
      AND q.checked_max_active_attempts = q.max_active_attempts
-     AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+     AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16)) + p_credit;
     SET v_charged = ROW_COUNT();
+    IF v_charged = 0 THEN
+      -- Charged meanwhile by another grant of the slot: see p_deferred.
+      ROLLBACK TO SAVEPOINT orbit_task_grant;
+      SET p_deferred = 1;
+      LEAVE body;
+    END IF;
   END IF;
   IF v_charged = 0 THEN
-    -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
-    -- released the session's slot if the update above did not match it), check the total.
+    -- Otherwise lock every slot of the application in ascending slot order, check the total.
     SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
            MIN(q.checked_max_active_attempts = q.max_active_attempts)
       INTO v_limit, v_total, v_checked
       FROM orbit_application_quota q
      WHERE q.application_id = v_application_id
        FOR UPDATE;
-    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
+    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit + p_credit) THEN
       -- Concurrent claims used the quota first: grant nothing this time.
       ROLLBACK TO SAVEPOINT orbit_task_grant;
       LEAVE body;
@@ -4942,7 +4989,7 @@ body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'ready';
-  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
   SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
@@ -4950,9 +4997,9 @@ body: BEGIN
   IF v_run_at > p_now THEN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
-    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    SELECT r.holder_attempt_id INTO v_holder FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
     -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
-    SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
+    SELECT IF(v_holder <> 0
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                           WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')
@@ -6123,7 +6170,7 @@ DELIMITER ;
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '9f04b73c139415acca6cd7753d4c8a14051e4c7efbf8ee3af40d8dbb1f172641', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '5ed40d26b079f4648b95411de8600c568a424a287688ff7756c289a56804f97c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '8d56f4347818f1db4ae609fb1823f8db8827b337bb92e09653e4ee2cae1389d4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6134,7 +6181,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, 'd9c99ed2120160610fce19243eaa73ea2bb58924f02456debbb4cf7800e6c000', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 1, '8f2c2ea5e9a3780095537951228c2874815c7ca0dad40a256f8f50488c836644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, 'cbc629797296a5cdfa00a4e386c51c2e02d2dc6c4983f55b7482d2d6e201c085', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, '817a5074c92e1c3eb33c2eb370c962155282527c4cc9b3b8232b48c1396268cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6142,7 +6189,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'e4af0fbbccf0cf0014e1df739bc8c3cace2d9c482b492df9558127df5977cbba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '5ece2d5306461ca23da49610c26182fd745124462221f73d5e47fa17ef9624f6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '601f8316f333a8abc7e968eb1c972c80d705d96c388773745cc83c1f6096539c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6155,17 +6202,17 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'a812cac87278e3280baab0951d342a40c50f049124d3f5d415b3ec95144f2729', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '8836a1f62f92389c82a3dc8a9c68d03240e32a78370db0acfbc9b7f20b0b73f1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'a5737b0ce8ac8c92bc85c98c94b57c6b695cc3b227b265f6bd8ea82146346251', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '81e144f13118a0e98d408e4bea904e8670f391b6f2d3df30a9e473e6cf654109', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '4a2decb5b04f8bdf12b45ded92414626fc37e0177f7b89aad43a9ce1ea97b669', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '226ca0f1e4536733c6958cfc28563318d70cb0de4f6271fde21e6e284fa5c32c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, '69e79aa4afcdaa8ba6d2b94c83c9aa740e2358ab6f9e8381a9ef33c6daf2db88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '48718743f2eb621fa2d2bba1c514a9b930a762aebec0262d3919bef265e4f571', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '35fd7f92a1901ebe5a0eb28be31512f8b6173601c377afe3f31c1a5b7a14b5aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '9e993296c91d018abc71d0360d64610ca1375ed20ca91ea7fbea021aa259192e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '6b9172035f12c09017878014bf25f6a3f33e93b79420b71c679487b47ec950fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, '5b5d01ee21edd6ae5d7131e44f8b911e144b45c272d0d63d6fe9ef2923e2d613', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '157e305734481b47a685ae435c3cba70de973d7a97f9c7c74a4794eee74788ce', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '1fae35875c126275d6d591b121795308bbaea0e59c745dea50128ebbefc89d43', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '85211c894937d02cb74497543e9f05a0da1dbc386fcfd38d0bb63aa0998a95ad', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, 'a4d290be6163edd606d4b633768d1c20c724198fd358e1f9331508e356d43b0f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6181,16 +6228,16 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 1, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '17be5c6a46bff2646815de86818cf09334d47e63340da9650daa05828779182a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '309cf492aaa26334205911b399e2c87a0696e936ce014e7bf6ebfea1c81b0dd2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'ce6f8fe00f6be7e3b0e5549887038de754b1f33840332e5c94add3244a3235d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'db0e462ee64354feb593f2984812b8f6b968e951a89c5ae98726312c2029dd7a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '1fdd7e4d2cde64f69b8731a2182b507f7ec1e33a01fe21c2eb791b37ce0a0ac0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'f70a7d571eec4381b15740e8d1f984e7aec170dece24b225eca795504c494b11', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '2cfcfccdf43c2c082988f719f93cd7b153cad0d61d60d9e96655fa9f8cf192b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '76c50f9cabfd917b61c74445a96c57a7a1ba119e24b6c1a5810e847023d9e088', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6199,5 +6246,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '36717bb4cc0056080ef617a9f816f9f84b5dac316d9f4f90a2d34aaa9ff611e9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '36717bb4cc0056080ef617a9f816f9f84b5dac316d9f4f90a2d34aaa9ff611e9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1c60a4062a1f9d1df110cb12c39478350a10a4069285136f044e10969f5f6ba9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1c60a4062a1f9d1df110cb12c39478350a10a4069285136f044e10969f5f6ba9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -11,11 +11,12 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- ==== Table changes and data migrations (reviewed, from templates/upgrades/000002.sql) ====
 -- 000002: orbit 0.2 (extension 2), upgrading orbit 0.1.0 (extension 1).
 --
--- Data rewritten: the key permits. Each row of orbit_key_permit (one per attempt that holds a
--- key now, so at most the active attempts) is copied into its attempt's new key_permit column,
--- then orbit_key_permit and orbit_queue_permit are dropped: a permit is now a column of its
--- attempt (SPEC §4 allows either), which saves a grant and a release two row inserts and two
--- row deletes. Queue permits need no copy: an attempt holds its queue permit exactly while its
+-- Data rewritten: the key permits. Each row of orbit_key_permit (one per key held now, so at most
+-- the active attempts) is copied into its key's new orbit_resource.holder_attempt_id column, then
+-- orbit_key_permit and orbit_queue_permit are dropped: a key permit is now a column of the key's
+-- resource row, which every grant and release updates anyway, and a queue permit is its attempt
+-- (SPEC §4 allows either), which saves a grant and a release two row inserts and two row
+-- deletes. Queue permits need no copy: an attempt holds its queue permit exactly while its
 -- released_at is NULL, which every 0.1 release already wrote. Every task, attempt, session, plan,
 -- idempotency receipt and credential keeps its row; the orbit_extension catalog rows of the
 -- changed objects are rewritten (by the migration's catalog section, which gen writes).
@@ -23,12 +24,15 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
 -- - orbit_task_event.event: the column comment's examples (see below); a comment change only.
--- - orbit_attempt: a column key_permit (the key permit, unique: one holder per key) and two
---   indexes on (released_at, queue_id) and (released_at, lease_expires_at), which count a
---   queue's permits for its limit and list the live leases for recovery, as the permit tables'
---   indexes did. The column is added at the end (no row copy on MariaDB; MySQL 8.0.29+ adds it
---   instantly too) and the indexes online; on a table of 1,000,000 attempts the index builds take
---   seconds (docs/upgrading.md), during which writes continue.
+-- - orbit_attempt: two indexes on (released_at, queue_id) and (released_at, lease_expires_at),
+--   which count a queue's permits for its limit and list the live leases for recovery, as the
+--   permit tables' indexes did. Built online; on a table of 1,000,000 attempts they take seconds
+--   (docs/upgrading.md), during which writes continue.
+-- - orbit_resource: a column holder_attempt_id, the key permit (0 = free), after version. Not a
+--   unique column of orbit_attempt: a unique secondary index's duplicate check takes gap locks
+--   at any isolation level, and two grants inserting beside one released entry deadlocked there.
+--   orbit_resource holds one row per key; MySQL 8.0.29+ and MariaDB 10.3.2+ add the column
+--   instantly, older MySQL 8.0 rebuilds the table.
 -- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
 --   attempt that had already ended (0.1 could leave one behind a resumed attempt) was held by
 --   nothing and goes with its table.
@@ -159,11 +163,11 @@ DELIMITER ;
 CALL orbit_upgrade_000002_columns();
 DROP PROCEDURE orbit_upgrade_000002_columns;
 
--- The purge's task index, the attempt's key_permit column and its indexes, and the copy of the
--- key permits. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
+-- The purge's task index, the attempt's indexes, orbit_resource.holder_attempt_id and the copy
+-- of the key permits into it. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
 -- procedure that lives only for this migration adds each one that information_schema does not
 -- list yet: running the migration again after a stop adds what is missing and nothing twice. The
--- copy runs while orbit_key_permit exists (it is dropped only after), and skips attempts already
+-- copy runs while orbit_key_permit exists (it is dropped only after), and skips keys already
 -- copied.
 DROP PROCEDURE IF EXISTS orbit_upgrade_000002_indexes;
 DELIMITER $$
@@ -175,15 +179,11 @@ BEGIN
     ALTER TABLE orbit_task ADD KEY ix_task_finished (queue_id, finished_at), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
-                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
-                    AND COLUMN_NAME = 'key_permit') THEN
-    ALTER TABLE orbit_attempt
-      ADD COLUMN key_permit BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the key permit: orbit_resource.id while this keyed attempt holds it (LEASED or RUNNING); NULL otherwise. Unique: one holder per key';
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
-                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
-                    AND INDEX_NAME = 'ux_attempt_key_permit') THEN
-    ALTER TABLE orbit_attempt ADD UNIQUE KEY ux_attempt_key_permit (key_permit), ALGORITHM=INPLACE, LOCK=NONE;
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
+                    AND COLUMN_NAME = 'holder_attempt_id') THEN
+    ALTER TABLE orbit_resource
+      ADD COLUMN holder_attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit: orbit_attempt.id of the attempt holding the key (LEASED or RUNNING); 0 = free'
+      AFTER version;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
@@ -197,17 +197,17 @@ BEGIN
   END IF;
   IF EXISTS (SELECT 1 FROM information_schema.TABLES
               WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_key_permit') THEN
-    UPDATE orbit_attempt a
-      JOIN orbit_key_permit k ON k.attempt_id = a.id
-       SET a.key_permit = k.resource_id
-     WHERE a.key_permit IS NULL;
+    UPDATE orbit_resource r
+      JOIN orbit_key_permit k ON k.resource_id = r.id
+       SET r.holder_attempt_id = k.attempt_id
+     WHERE r.holder_attempt_id = 0;
   END IF;
 END$$
 DELIMITER ;
 CALL orbit_upgrade_000002_indexes();
 DROP PROCEDURE orbit_upgrade_000002_indexes;
 
--- The permit tables, now columns of orbit_attempt: the key permits were copied above; a queue
+-- The permit tables, now columns: the key permits were copied into orbit_resource above; a queue
 -- permit is an attempt whose released_at is NULL.
 DROP TABLE IF EXISTS orbit_key_permit;
 DROP TABLE IF EXISTS orbit_queue_permit;
@@ -370,8 +370,10 @@ DELIMITER ;
 --   "duplicate" (0/1), "code" ("" or NOT_FOUND; then nothing else is set)};
 --   wake_queues, a JSON array of the queue ids where these results may have made work
 --   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
---   the caller wakes the sessions that serve them, and no other), the same in every row; then
---   the grant as
+--   the caller wakes the sessions that serve them, and no other), the same in every row;
+--   claim_again, 1 when the grant was left to a claim of the session's own (the application
+--   quota needed every slot's row: see orbit_task_grant's p_quota_held), the same in every row;
+--   then the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
 --   lease_expires_at, concurrency_token, then the task columns.
 -- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
@@ -380,14 +382,13 @@ DELIMITER ;
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row; then the quota slot row of the ended attempts, the session's own (their active
---   attempts and their tasks' incomplete charges go back there, in one statement, before the
---   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
---   the same row; then, for each released key the grant did not take and with blocked tasks in
---   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED).
---   Charges go back to the session's own slot, not to the slots that accepted the tasks: those
---   are the few slots of the connections that submitted, and every session's results would
---   queue on their row locks.
+--   unkeyed attempts its orbit_task row; then as orbit_task_grant, whose charge is the quota work
+--   it does; then, for each released key the grant did not take and with blocked tasks in several
+--   queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
+--   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
+--   tasks' incomplete charges go back, in one statement, in ascending slot order). The grant
+--   counts the charges given back on the session's slot as room (p_credit), so the capacity
+--   the results free is granted in the same transaction although it goes back after.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_finish(
@@ -426,6 +427,13 @@ BEGIN
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
   DECLARE v_room BIGINT;
+  -- The session's quota slot, which its grants charge (orbit_task_grant); how many of the ended
+  -- attempts were charged to it; whether the grant was left to a claim of the session's own
+  -- (orbit_task_grant's p_deferred).
+  DECLARE v_session_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
+  DECLARE v_quota_slot TINYINT UNSIGNED;
+  DECLARE v_credit INT DEFAULT 0;
+  DECLARE v_deferred TINYINT DEFAULT 0;
   DECLARE v_queue_limited TINYINT DEFAULT 1;
   -- The granted attempt when v_granted = 1 (from orbit_task_grant).
   DECLARE v_granted_id BIGINT UNSIGNED;
@@ -440,22 +448,24 @@ BEGIN
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
   DECLARE v_key_queues INT;
-  DECLARE v_held INT;
   DECLARE v_ord INT;
   DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
   DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.application_id, a.state
+    SELECT r.ord, a.id, a.task_id, a.application_id, a.state, a.quota_slot
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
-  -- The keys this call released (after the grant: those it did not take again).
+  -- The keys this call released and the grant did not take again (opened after the grant; a
+  -- plain read of the resource rows, exact: we hold them).
   DECLARE c_released_keys CURSOR FOR
     SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
-            WHERE x.session_id = p_session_id AND x.released_at = v_now) e WHERE e.resource_id <> 0;
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+      JOIN orbit_resource r ON r.id = e.resource_id
+     WHERE e.resource_id <> 0 AND r.holder_attempt_id = 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -523,7 +533,7 @@ BEGIN
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
       fetch_group: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state, v_quota_slot;
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
@@ -550,7 +560,8 @@ BEGIN
                           JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
                                       'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
                                       'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
-            v_ended_count = v_ended_count + 1, v_i = v_i + 1;
+            v_ended_count = v_ended_count + 1, v_credit = v_credit + (v_quota_slot = v_session_slot),
+            v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
@@ -570,7 +581,7 @@ BEGIN
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended_count = 0;
+      SET v_acks = '', v_ended_count = 0, v_credit = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -582,8 +593,8 @@ BEGIN
         v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
         v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id, a.quota_slot
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id, v_quota_slot
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -596,6 +607,7 @@ BEGIN
                              v_task_state, v_state, v_key_queues);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
+          v_credit = v_credit + (v_quota_slot = v_session_slot),
           v_handed_off = v_handed_off + (v_key_queues > 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
@@ -612,26 +624,15 @@ BEGIN
                                       'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code)),
         v_i = v_i + 1;
   END WHILE;
-  IF v_ended_count > 0 THEN
-    UPDATE orbit_application_quota q
-    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
-                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
-            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
-             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
-             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
-            WHERE x.session_id = p_session_id AND x.released_at = v_now) a
-            JOIN orbit_task t ON t.id = a.task_id
-           GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - g.active,
-         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
-         q.updated_at = v_now
-   WHERE q.application_id = v_back_application_id;
-  END IF;
   IF p_claim_max > 0 THEN
     -- Scans start where the session's last one stopped unless these results readied tasks (a
-    -- key's next task, a retry), which may sit behind that point.
+    -- key's next task, a retry), which may sit behind that point. The charges given back below
+    -- (quota rows last, after the grant's rows) count as room for it: v_credit of them on the
+    -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
+    -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
+    -- no quota row out of slot order.
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
-                          v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+                          v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
     -- grant did not take leaves that task ready for other sessions, and gets a ready task in
     -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
@@ -647,14 +648,27 @@ BEGIN
         IF v_done THEN
           LEAVE released_keys;
         END IF;
-        SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
-        IF v_held = 0 THEN
-          SET v_key_left = 1;
-          CALL orbit_key_promote_all(v_resource_id, v_now);
-        END IF;
+        SET v_key_left = 1;
+        CALL orbit_key_promote_all(v_resource_id, v_now);
       END LOOP released_keys;
       CLOSE c_released_keys;
     END IF;
+  END IF;
+  -- The charges of the ended attempts go back last: quota rows after every other row.
+  IF v_ended_count > 0 THEN
+    UPDATE orbit_application_quota q
+    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g ON g.slot = q.slot
+     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
+         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
+         q.updated_at = v_now
+   WHERE q.application_id = v_back_application_id AND g.slot IS NOT NULL;
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
   -- left: a ready task of a released key (known above: with a grant, every key released here was
@@ -708,7 +722,7 @@ BEGIN
   -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
   -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -720,7 +734,7 @@ BEGIN
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -733,7 +747,7 @@ BEGIN
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
      ORDER BY a.id;
   ELSE
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -958,9 +972,8 @@ body: BEGIN
   DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_taken TINYINT DEFAULT 0;
   -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
-  -- change to the key's permit and ready tasks commits under the resource row lock we hold (a
-  -- release clears the holder's key_permit just before it takes that lock, and commits after).
-  SELECT EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = p_resource_id)
+  -- change to the key's permit and ready tasks commits under the resource row lock we hold.
+  SELECT EXISTS (SELECT 1 FROM orbit_resource k WHERE k.id = p_resource_id AND k.holder_attempt_id <> 0)
       OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
     INTO v_taken;
@@ -983,9 +996,8 @@ DELIMITER ;
 -- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
--- Clears the attempt's key_permit (only if it holds the key: a late or duplicate release changes
--- nothing),
--- advances the resource row's version (the caller records it as the attempt's release_version,
+-- Clears the resource row's holder_attempt_id (only if this attempt holds the key: a late or
+-- duplicate release changes nothing), advances its version (the caller records it as the attempt's release_version,
 -- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
 -- caller's transaction:
 --   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
@@ -1003,8 +1015,8 @@ DELIMITER ;
 --   p_release_version: the resource row's version this release wrote, for the caller to record
 --   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: this attempt's orbit_attempt row (the caller holds it already), the orbit_resource row
---   (updated), then the promoted task rows (SKIP LOCKED).
+-- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), then the
+--   promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
@@ -1019,19 +1031,15 @@ body: BEGIN
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  -- The permit first: nothing waits for an attempt row while holding the resource row (a grant
-  -- or a placement reads key_permit without locking), so this order cannot deadlock, and a
-  -- release of no permit writes nothing. Those plain reads stay exact: the release commits only
-  -- after the resource row lock below is taken.
-  UPDATE orbit_attempt a SET a.key_permit = NULL WHERE a.id = p_attempt_id AND a.key_permit = p_resource_id;
+  -- The permit and the version in one update, which writes nothing unless this attempt holds
+  -- the key. The version written is read back without a statement: LAST_INSERT_ID(expr) returns
+  -- expr and keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
+  UPDATE orbit_resource r
+     SET r.holder_attempt_id = 0, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+   WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;
-  -- The version written, read back without a statement: LAST_INSERT_ID(expr) returns expr and
-  -- keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
-  UPDATE orbit_resource r
-     SET r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
-   WHERE r.id = p_resource_id;
   SET p_release_version = LAST_INSERT_ID();
   IF NOT p_hand_off THEN
     CALL orbit_key_promote_all(p_resource_id, p_now);
@@ -1140,15 +1148,15 @@ BEGIN
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
                              v_now, 0, v_task_state, v_attempt_state, v_key_queues);
       UPDATE orbit_application_quota q
-    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
             JOIN orbit_task t ON t.id = a.task_id
            GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - g.active,
-         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
+         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
          q.updated_at = v_now
-   WHERE q.application_id = v_application_id;
+   WHERE q.application_id = v_application_id AND g.slot IS NOT NULL;
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;
@@ -1198,8 +1206,8 @@ BEGIN
     FROM orbit_queue q
   UNION ALL
   SELECT 'key_permits', '', '',
-         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
-                WHERE k.key_permit IS NOT NULL) AS SIGNED)
+         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
+                WHERE k.released_at IS NULL AND k.resource_id <> 0) AS SIGNED)
   UNION ALL
   SELECT 'sessions', '', s.label,
          CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)
@@ -1435,6 +1443,7 @@ BEGIN
   DECLARE v_catch_up VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_batched INT DEFAULT 0;
   DECLARE v_keyed TINYINT DEFAULT 0;
@@ -1516,12 +1525,12 @@ BEGIN
     IF NOT v_duplicate THEN
       SET v_outcome = 'created', v_task_id = 0, v_resource_id = NULL;
       IF v_on_busy <> 'queue' AND v_concurrency_key <> '' THEN
-        SELECT r.id INTO v_resource_id FROM orbit_resource r
+        SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder FROM orbit_resource r
          WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = v_concurrency_key
            FOR UPDATE;
         IF v_resource_id IS NOT NULL AND v_on_busy = 'skip' THEN
           -- Plain reads, exact under the resource row lock.
-          SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
+          SELECT IF(v_holder <> 0
                     OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                                 WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled')),
                     'skipped', 'created')
@@ -2163,15 +2172,15 @@ body: BEGIN
     CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
                            v_task_state, v_attempt_state, v_key_queues);
     UPDATE orbit_application_quota q
-    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
             JOIN orbit_task t ON t.id = a.task_id
            GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - g.active,
-         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
+         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
          q.updated_at = v_now
-   WHERE q.application_id = v_application_id;
+   WHERE q.application_id = v_application_id AND g.slot IS NOT NULL;
     COMMIT;
     -- The released key, queue permit and quota may let any queue of the application claim.
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
@@ -2216,6 +2225,110 @@ body: BEGIN
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_claim (from templates/procedures/orbit_task_claim.sql) ----
+-- orbit_task_claim: Grant up to p_max ready tasks to a worker session, in one transaction.
+--
+-- Runs orbit_task_grant (what is granted, in which order, and what is skipped is described there)
+-- and commits. A claim that grants nothing writes nothing (no durable commit): idle sessions woken
+-- by the dispatch signal cost the server no log flush.
+-- Parameters: p_session_id; p_max 1-1000 (the session's free capacity); p_lease_ms 1000-3600000.
+-- Result (0..p_max rows, one per grant):
+--   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), then the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: NOT_FOUND (no such session), INVALID_ARGUMENT (p_max, p_lease_ms).
+--   A closed or draining session, or a revoked credential, gets no rows.
+-- Locks: as orbit_task_grant (orbit_session row first, orbit_application_quota slot rows last).
+DROP PROCEDURE IF EXISTS orbit_task_claim;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_claim(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_room BIGINT;
+  DECLARE v_deferred TINYINT;
+  DECLARE v_queue_limited TINYINT;
+  DECLARE v_granted_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_max IS NULL OR p_max NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: max must be between 1 and 1000';
+  END IF;
+  IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- From the front of each ready lane: a claim on its own is how a woken session finds what
+  -- other sessions readied.
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0, 0, 0,
+                        v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+  IF v_deferred THEN
+    -- The session's slot refused the charge and may stay locked (see orbit_task_grant): again,
+    -- in a transaction of its own that locks every slot at once.
+    ROLLBACK;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0, 0, 1,
+                          v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+  END IF;
+  IF v_seq = 0 THEN
+    ROLLBACK;
+  ELSE
+    COMMIT;
+  END IF;
+  IF v_granted = 1 THEN
+    SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.id = v_granted_id;
+  ELSEIF v_granted > 1 THEN
+    SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
+     ORDER BY a.id;
+  ELSE
+    -- No grant, no rows: no row has id 0 (a primary-key probe that finds nothing).
+    SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+      FROM orbit_attempt a
+      JOIN orbit_task t ON t.id = a.task_id
+     WHERE a.id = 0;
+  END IF;
 END$$
 DELIMITER ;
 
@@ -2317,8 +2430,8 @@ DELIMITER ;
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
 -- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
 -- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
--- task, holds the key permit (key_permit, unique) with token highest_token + 1 (the resource
--- row's version advances).
+-- task, holds the key permit (the resource row's holder_attempt_id) with token highest_token + 1
+-- (the resource row's version advances).
 -- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
@@ -2342,7 +2455,16 @@ DELIMITER ;
 -- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
 --   p_now; p_hinted: 1 = scans may start where the session's last one stopped (see above; a
---   caller that has just readied tasks of its own passes 0); OUT p_seq: the session's claim_seq
+--   caller that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
+--   the session's slot that the caller gives back after this grant (orbit_attempt_finish's
+--   results, whose quota work comes last), counted as room; p_every_slot: 1 = charge under a lock
+--   on every slot of the application at once (a retry after p_deferred, or a caller that then
+--   gives back charges of other slots), 0 = the session's slot alone when its room takes the
+--   grant; OUT p_deferred: 1 when the session's slot was tried and refused the charge, which
+--   leaves that row locked whenever the update waited for it (InnoDB keeps the lock of a row an
+--   update waited for and then did not change, even in READ COMMITTED), so every slot's row
+--   cannot be taken after it without risking a deadlock: the grant rolled back to its savepoint
+--   and the caller retries in a transaction of its own with p_every_slot = 1; OUT p_seq: the session's claim_seq
 --   recorded on the granted attempts (0 = nothing written); OUT p_granted: how many attempts it
 --   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
 --   application's room for more active attempts after the grant, as read at its start less what
@@ -2355,14 +2477,15 @@ DELIMITER ;
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; the new orbit_attempt row (its permits); orbit_application_quota slot rows last: the session's slot alone when the grant
+--   candidate; the new orbit_attempt row (its queue permit); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
 --   below their share (see orbit_application_quota).
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), IN p_hinted TINYINT, OUT p_seq BIGINT UNSIGNED,
+                                  IN p_now DATETIME(6), IN p_hinted TINYINT, IN p_credit INT,
+                                  IN p_every_slot TINYINT, OUT p_deferred TINYINT, OUT p_seq BIGINT UNSIGNED,
                                   OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
@@ -2377,7 +2500,7 @@ body: BEGIN
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_credential_ok TINYINT DEFAULT 0;
-  DECLARE v_key_held TINYINT;
+  DECLARE v_holder BIGINT UNSIGNED;
   DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
@@ -2405,6 +2528,7 @@ body: BEGIN
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
+  DECLARE v_slot_room BIGINT;
   DECLARE v_limit BIGINT UNSIGNED;
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
@@ -2445,7 +2569,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
+  SET p_deferred = 0, p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -2460,13 +2584,18 @@ body: BEGIN
   END IF;
   -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
   -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
-  -- The credential, the quota's room and the session's queue count: one statement.
+  -- The credential, the quota's room, the session's slot's room (-1: it takes no charge on its
+  -- own) and the session's queue count: one statement.
   SELECT (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = v_credential_id AND c.revoked_at IS NULL),
          (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
             FROM orbit_application_quota q WHERE q.application_id = v_application_id),
+         (SELECT IF(q.checked_max_active_attempts = q.max_active_attempts,
+                    CAST((q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16)) AS SIGNED) - CAST(q.active_attempts AS SIGNED), -1)
+            FROM orbit_application_quota q WHERE q.application_id = v_application_id AND q.slot = v_slot),
          (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
-    INTO v_credential_ok, v_budget, v_queue_count;
-  SET p_room = v_budget, v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
+    INTO v_credential_ok, v_budget, v_slot_room, v_queue_count;
+  SET p_room = v_budget + p_credit, v_slot_room = v_slot_room + p_credit,
+      v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget + p_credit, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
   END IF;
@@ -2533,7 +2662,7 @@ body: BEGIN
             v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version INTO v_highest, v_version
+          SELECT r.highest_token, r.version, r.holder_attempt_id INTO v_highest, v_version, v_holder
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
@@ -2551,8 +2680,7 @@ body: BEGIN
           ITERATE batch;
         END IF;
         IF v_resource_id <> 0 THEN
-          SELECT COUNT(*) INTO v_key_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
-          IF v_key_held > 0 THEN
+          IF v_holder <> 0 THEN
             -- A head left ready when another queue's task took the key: demote it now.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
             SET v_demoted = v_demoted + 1;
@@ -2569,20 +2697,24 @@ body: BEGIN
             ITERATE batch;
           END IF;
           SET v_token = v_highest + 1, v_version = v_version + 1;
-          UPDATE orbit_resource r
-             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
-           WHERE r.id = v_resource_id;
         ELSE
           SET v_token = 0, v_version = 0;
         END IF;
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
                                    concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at, key_permit)
+                                   state, granted_at, started_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
                 v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires, NULLIF(v_resource_id, 0));
+                p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
+        IF v_resource_id <> 0 THEN
+          -- The key permit, with the token and version recorded on the attempt.
+          UPDATE orbit_resource r
+             SET r.highest_token = v_token, r.version = v_version, r.holder_attempt_id = v_attempt_id,
+                 r.updated_at = p_now
+           WHERE r.id = v_resource_id;
+        END IF;
         UPDATE orbit_task t
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
@@ -2620,25 +2752,32 @@ body: BEGIN
     SET p_seq = v_seq;
     LEAVE body;
   END IF;
-  IF v_expired = 0 THEN
-    -- The common case: the whole grant fits the session's slot (the attempts recorded it).
+  -- The common case: the whole grant fits the session's slot (the attempts recorded it), as the
+  -- slot's room read above says. Otherwise every slot's row, without trying this one first (see
+  -- p_deferred).
+  IF v_expired = 0 AND NOT p_every_slot AND v_slot_room >= v_granted THEN
     UPDATE orbit_application_quota q
      SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
    WHERE q.application_id = v_application_id AND q.slot = v_slot
      AND q.checked_max_active_attempts = q.max_active_attempts
-     AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+     AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16)) + p_credit;
     SET v_charged = ROW_COUNT();
+    IF v_charged = 0 THEN
+      -- Charged meanwhile by another grant of the slot: see p_deferred.
+      ROLLBACK TO SAVEPOINT orbit_task_grant;
+      SET p_deferred = 1;
+      LEAVE body;
+    END IF;
   END IF;
   IF v_charged = 0 THEN
-    -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
-    -- released the session's slot if the update above did not match it), check the total.
+    -- Otherwise lock every slot of the application in ascending slot order, check the total.
     SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
            MIN(q.checked_max_active_attempts = q.max_active_attempts)
       INTO v_limit, v_total, v_checked
       FROM orbit_application_quota q
      WHERE q.application_id = v_application_id
        FOR UPDATE;
-    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
+    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit + p_credit) THEN
       -- Concurrent claims used the quota first: grant nothing this time.
       ROLLBACK TO SAVEPOINT orbit_task_grant;
       LEAVE body;
@@ -2736,7 +2875,7 @@ body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'ready';
-  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
   SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
@@ -2744,9 +2883,9 @@ body: BEGIN
   IF v_run_at > p_now THEN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
-    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    SELECT r.holder_attempt_id INTO v_holder FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
     -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
-    SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
+    SELECT IF(v_holder <> 0
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                           WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')
@@ -3429,7 +3568,7 @@ DELIMITER ;
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the holder by ux_attempt_key_permit, the queues of the key by ordered probes of
+-- row by ux_resource_key, the holder by its primary key (the resource row's holder_attempt_id), the queues of the key by ordered probes of
 -- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
 -- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
@@ -3615,7 +3754,7 @@ BEGIN
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
          v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
     FROM orbit_resource r
-    LEFT JOIN orbit_attempt a ON a.key_permit = r.id
+    LEFT JOIN orbit_attempt a ON a.id = r.holder_attempt_id
    WHERE r.id = v_resource_id;
   COMMIT;
 END$$
@@ -3639,8 +3778,8 @@ DELIMITER ;
 -- p_after_resource_id for the next page (both NULL = from the start). The ranking is live: a key
 -- whose rank changes between two pages may appear on both or neither; a steady state is walked
 -- exactly once.
--- Cost: independent of the number of keys and tasks. It reads the permits (one per attempt that
--- holds a key, so bounded by the active attempts), and per held key of the namespace a count of at
+-- Cost: independent of the number of keys and tasks. It reads the active attempts (a key's holder
+-- is one), and per held key of the namespace a count of at
 -- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
 -- of ix_task_key (the next queue, and the oldest per lane and priority).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
@@ -3701,10 +3840,11 @@ BEGIN
      AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                   WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
   IF v_namespace_id IS NOT NULL THEN
-    SELECT COALESCE(JSON_ARRAYAGG(k.key_permit), '[]') INTO v_keys
-      FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
-      JOIN orbit_resource r ON r.id = k.key_permit
-     WHERE k.key_permit IS NOT NULL AND r.namespace_id = v_namespace_id;
+    -- A held key's holder is an active attempt: found among those (ix_attempt_active_queue).
+    SELECT COALESCE(JSON_ARRAYAGG(r.id), '[]') INTO v_keys
+      FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
+      JOIN orbit_resource r ON r.id = k.resource_id AND r.holder_attempt_id = k.id
+     WHERE k.released_at IS NULL AND k.resource_id <> 0 AND k.namespace_id = v_namespace_id;
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
@@ -3770,7 +3910,7 @@ BEGIN
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
            o BIGINT UNSIGNED PATH '$.o')) j
     JOIN orbit_resource r ON r.id = j.r
-    JOIN orbit_attempt a ON a.key_permit = r.id
+    JOIN orbit_attempt a ON a.id = r.holder_attempt_id
     LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
@@ -3788,7 +3928,7 @@ DELIMITER ;
 -- Operator entry point: it takes no token (the façade decides who may scrape). Labels are ids
 -- (namespace id, queue id), never key names, so the number of series is bounded by the number of
 -- queues. One row per queue of the database and gauge, zeros included.
--- Cost: the permits (bounded by the active attempts), plus, per queue, one ordered probe of
+-- Cost: the active attempts (a keyed one holds its key's permit), plus, per queue, one ordered probe of
 -- ix_task_dispatch per priority (0-9) for its oldest blocked task, and its blocked tasks counted
 -- on ix_task_dispatch (index entries only): the count it grows with the number of blocked tasks, like
 -- orbit_metrics_snapshot's task counts, so scrape every few seconds, not per request.
@@ -3810,8 +3950,8 @@ BEGIN
   SELECT 'key_held' AS metric, q.namespace_id, q.id AS queue_id, CAST(COALESCE(h.n, 0) AS DOUBLE) AS value
     FROM orbit_queue q
     LEFT JOIN (SELECT a.queue_id, COUNT(*) AS n
-                 FROM orbit_attempt a FORCE INDEX (ux_attempt_key_permit)
-                WHERE a.key_permit IS NOT NULL
+                 FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+                WHERE a.released_at IS NULL AND a.resource_id <> 0
                 GROUP BY a.queue_id) h ON h.queue_id = q.id
   UNION ALL
   SELECT 'key_blocked_tasks', q.namespace_id, q.id,
@@ -4186,28 +4326,29 @@ DELIMITER ;
 
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '5ed40d26b079f4648b95411de8600c568a424a287688ff7756c289a56804f97c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '8d56f4347818f1db4ae609fb1823f8db8827b337bb92e09653e4ee2cae1389d4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 2, '0130702457762ecb79159152fbcb679838c448088887e3690152d6ca9f771023', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, 'd9c99ed2120160610fce19243eaa73ea2bb58924f02456debbb4cf7800e6c000', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, 'cbc629797296a5cdfa00a4e386c51c2e02d2dc6c4983f55b7482d2d6e201c085', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, '817a5074c92e1c3eb33c2eb370c962155282527c4cc9b3b8232b48c1396268cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'e4af0fbbccf0cf0014e1df739bc8c3cace2d9c482b492df9558127df5977cbba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '5ece2d5306461ca23da49610c26182fd745124462221f73d5e47fa17ef9624f6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '601f8316f333a8abc7e968eb1c972c80d705d96c388773745cc83c1f6096539c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'a812cac87278e3280baab0951d342a40c50f049124d3f5d415b3ec95144f2729', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '8836a1f62f92389c82a3dc8a9c68d03240e32a78370db0acfbc9b7f20b0b73f1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'a5737b0ce8ac8c92bc85c98c94b57c6b695cc3b227b265f6bd8ea82146346251', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '81e144f13118a0e98d408e4bea904e8670f391b6f2d3df30a9e473e6cf654109', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '35fd7f92a1901ebe5a0eb28be31512f8b6173601c377afe3f31c1a5b7a14b5aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '6b9172035f12c09017878014bf25f6a3f33e93b79420b71c679487b47ec950fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, '5b5d01ee21edd6ae5d7131e44f8b911e144b45c272d0d63d6fe9ef2923e2d613', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '4a2decb5b04f8bdf12b45ded92414626fc37e0177f7b89aad43a9ce1ea97b669', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '226ca0f1e4536733c6958cfc28563318d70cb0de4f6271fde21e6e284fa5c32c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, '69e79aa4afcdaa8ba6d2b94c83c9aa740e2358ab6f9e8381a9ef33c6daf2db88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '48718743f2eb621fa2d2bba1c514a9b930a762aebec0262d3919bef265e4f571', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '9e993296c91d018abc71d0360d64610ca1375ed20ca91ea7fbea021aa259192e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '157e305734481b47a685ae435c3cba70de973d7a97f9c7c74a4794eee74788ce', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '1fae35875c126275d6d591b121795308bbaea0e59c745dea50128ebbefc89d43', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '85211c894937d02cb74497543e9f05a0da1dbc386fcfd38d0bb63aa0998a95ad', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, 'a4d290be6163edd606d4b633768d1c20c724198fd358e1f9331508e356d43b0f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4219,14 +4360,15 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, '7285ea2c48add38d2332a44418d1b8942dd55ec5e9bb91f362d5d0928301f93b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 2, '3c0c0fc0d51527c02d6a71ea00e30cccf6242404da4484cf6ce8ac4180081e99', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '59a434f9095081dbb95600d7923f7019fd56b6560294b2dc5f1c6d46507ef102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '17be5c6a46bff2646815de86818cf09334d47e63340da9650daa05828779182a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '309cf492aaa26334205911b399e2c87a0696e936ce014e7bf6ebfea1c81b0dd2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'db0e462ee64354feb593f2984812b8f6b968e951a89c5ae98726312c2029dd7a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '1fdd7e4d2cde64f69b8731a2182b507f7ec1e33a01fe21c2eb791b37ce0a0ac0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '2cfcfccdf43c2c082988f719f93cd7b153cad0d61d60d9e96655fa9f8cf192b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'f70a7d571eec4381b15740e8d1f984e7aec170dece24b225eca795504c494b11', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '76c50f9cabfd917b61c74445a96c57a7a1ba119e24b6c1a5810e847023d9e088', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '36717bb4cc0056080ef617a9f816f9f84b5dac316d9f4f90a2d34aaa9ff611e9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '36717bb4cc0056080ef617a9f816f9f84b5dac316d9f4f90a2d34aaa9ff611e9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1c60a4062a1f9d1df110cb12c39478350a10a4069285136f044e10969f5f6ba9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1c60a4062a1f9d1df110cb12c39478350a10a4069285136f044e10969f5f6ba9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -315,18 +315,19 @@
     item, alias a, with each ended attempt once (its quota_slot and task_id). An attempt's active
     attempt goes back to the slot it charged, so that counter never goes below zero, and its task's
     incomplete task too when the task ended (SUCCEEDED, FAILED or CANCELLED; a task in review or
-    waiting for a retry still counts). One statement, locking only the slot rows with something to
-    give back; last in the transaction's quota work, as every quota lock. -#}
+    waiting for a retry still counts). One statement, locking the slot rows in ascending slot order
+    (q drives the join, scanned in primary key order); last in the transaction's quota work, as
+    every quota lock. -#}
 {% macro quota_give_back_ended(app, ended, now) %}UPDATE orbit_application_quota q
-    JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM {{ ended }}
             JOIN orbit_task t ON t.id = a.task_id
            GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - g.active,
-         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
+         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
          q.updated_at = {{ now }}
-   WHERE q.application_id = {{ app }}{% endmacro %}
+   WHERE q.application_id = {{ app }} AND g.slot IS NOT NULL{% endmacro %}
 
 {#- Whether slot row `q` may take charges on its own for limit column `col`: the limit is the one
     last verified (checked_<col>) to have every slot of the application within its share. After a
@@ -338,11 +339,15 @@
     only while that slot stays within its share of limit column `limit` and the limit is the
     checked one (see orbit_application_quota). ROW_COUNT() = 0: not charged, and READ COMMITTED
     released the row; the caller takes the every-slot path. -#}
-{% macro quota_charge_slot(app, slot, counter, limit, n, now) %}UPDATE orbit_application_quota q
+{% macro quota_charge_slot(app, slot, counter, limit, n, now) %}{% call quota_charge_slot_credit(app, slot, counter, limit, n, "0", now) %}{% endmacro %}
+
+{#- quota_charge_slot, for a caller that gives back `credit` charges of this slot later in its
+    transaction: they count as room. -#}
+{% macro quota_charge_slot_credit(app, slot, counter, limit, n, credit, now) %}UPDATE orbit_application_quota q
      SET q.{{ counter }} = q.{{ counter }} + {{ n }}, q.updated_at = {{ now }}
    WHERE q.application_id = {{ app }} AND q.slot = {{ slot }}
      AND {% call quota_checked("q", limit) %}
-     AND q.{{ counter }} + {{ n }} <= {% call quota_share("q", limit) %}{% endmacro %}
+     AND q.{{ counter }} + {{ n }} <= {% call quota_share("q", limit) %}{% if credit != "0" %} + {{ credit }}{% endif %}{% endmacro %}
 
 {#- Checks that `list` (attempt_ids) is a JSON array of 1-1000 positive integer ids (before anything is written);
     leaves its length in `count`; `i` is a scratch counter. -#}

@@ -19,10 +19,11 @@ async fn a_grant_takes_the_next_token_and_advances_the_version() {
     assert_eq!(g[0].attempt_no, 1);
     assert_eq!(g[0].task.state, TaskState::Leased);
     assert_eq!(resource(&f, "k").await, (1, 1));
-    // Two permit records for one keyed attempt; the application counts it once.
+    // Two permits for one keyed attempt (its queue permit, the key's holder); the application
+    // counts it once.
     let permits: (i64, i64, u32) = sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM orbit_attempt WHERE released_at IS NULL), \
-                (SELECT COUNT(*) FROM orbit_attempt WHERE key_permit IS NOT NULL), \
+                (SELECT COUNT(*) FROM orbit_resource WHERE holder_attempt_id <> 0), \
                 (SELECT CAST(SUM(active_attempts) AS UNSIGNED) FROM orbit_application_quota)",
     )
     .fetch_one(f.db.pool())
@@ -109,7 +110,7 @@ async fn paused_queues_are_skipped_and_pausing_releases_nothing() {
         .unwrap();
     assert!(f.db.task_claim(s, 10, 30_000).await.unwrap().is_empty());
     let keys: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM orbit_attempt WHERE key_permit IS NOT NULL")
+        sqlx::query_scalar("SELECT COUNT(*) FROM orbit_resource WHERE holder_attempt_id <> 0")
             .fetch_one(f.db.pool())
             .await
             .unwrap();
@@ -448,7 +449,7 @@ async fn grant_rows(
                                 a.resource_id = t.resource_id,
                                 a.concurrency_token = IF(a.resource_id = 0, 0, r.highest_token),
                                 a.grant_version = IF(a.resource_id = 0, 0, r.version),
-                                a.key_permit <=> NULLIF(a.resource_id, 0),
+                                COALESCE(r.holder_attempt_id = a.id, a.resource_id = 0),
                                 (a.started_at IS NOT NULL) = (a.state = 'RUNNING'),
                                 a.lease_expires_at > a.granted_at) AS CHAR)
            FROM orbit_attempt a JOIN orbit_task t ON t.id = a.task_id

@@ -371,3 +371,122 @@ async fn a_result_wakes_other_sessions_only_for_what_it_left_claimable() {
         assert_eq!((ack.duplicate, ack.wake), (duplicate, !duplicate));
     }
 }
+
+/// Each slot's share of 32 is 2 (16 slots), and every slot is within it (checked).
+async fn limit_active_attempts_to_32(f: &Fixture) {
+    sqlx::query(
+        "UPDATE orbit_application_quota SET max_active_attempts = 32, checked_max_active_attempts = 32",
+    )
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+}
+
+async fn active_attempts(f: &Fixture) -> u64 {
+    sqlx::query_scalar("SELECT CAST(SUM(active_attempts) AS UNSIGNED) FROM orbit_application_quota")
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap()
+}
+
+/// A result's grant that the session's quota slot cannot take whole, even with the charges the
+/// results give back, is charged under a lock on every slot, in the same transaction: the give-back
+/// comes after it (quota rows last), and counts as room.
+#[tokio::test]
+async fn a_grant_the_sessions_quota_slot_cannot_take_locks_every_slot() {
+    let f = Fixture::new().await;
+    limit_active_attempts_to_32(&f).await;
+    for _ in 0..5 {
+        f.submit(&f.queue_id, "").await;
+    }
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 2, 30_000).await.unwrap();
+    assert_eq!(held.len(), 2, "the session's slot takes its share");
+    let finished =
+        f.db.attempt_finish_many(
+            s,
+            &[result(held[0].attempt_id, Outcome::Succeeded)],
+            ClaimAfter {
+                max: 3,
+                lease_ms: 30_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished.acks[0].task_state, "SUCCEEDED");
+    assert_eq!(finished.grants.len(), 3, "1 + 3 of 32");
+    assert!(!finished.claim_again);
+    assert_eq!(active_attempts(&f).await, 4);
+}
+
+/// When the session's slot was charged by another transaction between the grant's read of its
+/// room and its charge, the update that waited for the row keeps it locked, so the grant is left
+/// to a claim of the session's own (`claim_again`); that claim takes every slot's row at once.
+#[tokio::test]
+async fn a_grant_whose_slot_filled_meanwhile_is_left_to_a_claim() {
+    let f = Fixture::new().await;
+    limit_active_attempts_to_32(&f).await;
+    for _ in 0..4 {
+        f.submit(&f.queue_id, "").await;
+    }
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    // Another transaction charges the session's slot to its share and commits only once the
+    // result's charge waits for the row.
+    let slot: u8 = sqlx::query_scalar("SELECT quota_slot FROM orbit_attempt WHERE id = ?")
+        .bind(held.attempt_id)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    let mut other = f.db.pool().begin().await.unwrap();
+    sqlx::query(
+        "UPDATE orbit_application_quota SET active_attempts = 2 WHERE application_id = ? AND slot = ?",
+    )
+    .bind(f.application_id)
+    .bind(slot)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let db = f.db.clone();
+    let finish = tokio::spawn(async move {
+        db.attempt_finish_many(
+            s,
+            &[result(held.attempt_id, Outcome::Succeeded)],
+            ClaimAfter {
+                max: 2,
+                lease_ms: 30_000,
+            },
+        )
+        .await
+    });
+    // The grant's charge of the slot has started (in this test's database: the other tests share
+    // the server). MariaDB's INNODB_TRX does not show the lock wait; the process list shows the
+    // statement.
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+              WHERE DB = DATABASE() AND INFO LIKE 'UPDATE orbit_application_quota%'",
+        )
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    other.commit().await.unwrap();
+    let finished = tokio::time::timeout(Duration::from_secs(20), finish)
+        .await
+        .expect("the result does not wait for a lock timeout")
+        .unwrap()
+        .unwrap();
+    assert_eq!(finished.acks[0].task_state, "SUCCEEDED");
+    assert!(finished.grants.is_empty(), "{:?}", finished.grants);
+    assert!(finished.claim_again, "the grant is left to a claim");
+    // The other transaction's charge (2) less the result's give-back (1); nothing charged.
+    assert_eq!(active_attempts(&f).await, 1);
+    // The claim: its slot is at its share, so it locks every slot (1 + 2 of 32).
+    assert_eq!(f.db.task_claim(s, 2, 30_000).await.unwrap().len(), 2);
+    assert_eq!(active_attempts(&f).await, 3);
+}

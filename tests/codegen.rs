@@ -257,12 +257,13 @@ fn the_upgrade_recreates_changed_procedures_and_lists_them() {
             "orbit_plan_fire",
             "orbit_plan_version",
             "orbit_queue",
+            "orbit_resource",
             "orbit_task",
             "orbit_task_event"
         ]
     );
     // Exactly the objects 0.1.0 did not have are added, and the permit tables (now columns of
-    // orbit_attempt) are dropped.
+    // orbit_resource and orbit_attempt) are dropped.
     let base = orbit::codegen::upgrade::baseline().unwrap();
     let new: Vec<String> = objects
         .iter()

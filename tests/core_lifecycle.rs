@@ -7,7 +7,7 @@ use orbit::testing::Fixture;
 
 async fn key_permit_holder(f: &Fixture, key: &str) -> Option<u64> {
     sqlx::query_scalar(
-        "SELECT a.id FROM orbit_attempt a JOIN orbit_resource r ON r.id = a.key_permit WHERE r.concurrency_key = ?",
+        "SELECT a.id FROM orbit_resource r JOIN orbit_attempt a ON a.id = r.holder_attempt_id WHERE r.concurrency_key = ?",
     )
     .bind(key.as_bytes())
     .fetch_optional(f.db.pool())
@@ -64,9 +64,9 @@ async fn reconnect_and_resume_keep_the_attempt_and_token_and_renew_extends_the_p
             .unwrap();
     assert!(renewed.accepted);
     assert!(renewed.lease_expires_at.unwrap() > g.lease_expires_at);
-    // The key permit is the attempt's own column: the renewed lease is the permit's.
+    // The key permit names the attempt, whose lease is the permit's: renewed with it.
     let (holder, token): (u64, u64) = sqlx::query_as(
-        "SELECT a.id, a.concurrency_token FROM orbit_attempt a WHERE a.key_permit IS NOT NULL",
+        "SELECT a.id, a.concurrency_token FROM orbit_resource r JOIN orbit_attempt a ON a.id = r.holder_attempt_id",
     )
     .fetch_one(f.db.pool())
     .await

@@ -226,7 +226,7 @@ async fn check_history(db: &Db) {
     assert_eq!(gaps, 0);
     let counts: (i64, i64, u32, u64) = sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM orbit_attempt WHERE released_at IS NULL), \
-                (SELECT COUNT(*) FROM orbit_attempt WHERE key_permit IS NOT NULL), \
+                (SELECT COUNT(*) FROM orbit_resource WHERE holder_attempt_id <> 0), \
                 CAST(SUM(active_attempts) AS UNSIGNED), CAST(SUM(incomplete_tasks) AS UNSIGNED) \
            FROM orbit_application_quota",
     )

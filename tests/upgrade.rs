@@ -248,14 +248,22 @@ async fn table_checksums(pool: &MySqlPool) -> BTreeMap<String, (i64, String)> {
             .fetch_one(pool)
             .await
             .unwrap();
-        // orbit_queue gains a column (retention_seconds): its rows are compared on the columns
-        // 0.1.0 had, every other table on every column.
-        if t == "orbit_queue" {
-            let sum: Option<Vec<u8>> = sqlx::query_scalar(
-                "SELECT MD5(GROUP_CONCAT(CONCAT_WS('|', id, application_id, environment_id, namespace_id, \
-                 name, paused, max_active_attempts, created_at, updated_at) ORDER BY id SEPARATOR '\\n')) \
-                 FROM orbit_queue",
-            )
+        // orbit_queue (retention_seconds) and orbit_resource (holder_attempt_id, compared by
+        // attempts_and_permits) gain a column: their rows are compared on the columns 0.1.0 had,
+        // every other table on every column.
+        let columns = match t.as_str() {
+            "orbit_queue" => Some(
+                "id, application_id, environment_id, namespace_id, name, paused, max_active_attempts, created_at, updated_at",
+            ),
+            "orbit_resource" => Some(
+                "id, namespace_id, HEX(concurrency_key), highest_token, version, created_at, updated_at",
+            ),
+            _ => None,
+        };
+        if let Some(columns) = columns {
+            let sum: Option<Vec<u8>> = sqlx::query_scalar(&format!(
+                "SELECT MD5(GROUP_CONCAT(CONCAT_WS('|', {columns}) ORDER BY id SEPARATOR '\\n')) FROM {t}"
+            ))
             .fetch_one(pool)
             .await
             .unwrap();
@@ -273,8 +281,9 @@ async fn table_checksums(pool: &MySqlPool) -> BTreeMap<String, (i64, String)> {
 }
 
 /// The attempts' 0.1.0 columns, row by row, and the permits: as permit rows before the upgrade
-/// (`after` false), as the attempts' columns after it. 000002 moves the permits into
-/// orbit_attempt, so that table's checksum changes by design; these must not.
+/// (`after` false); after it, key permits as the resource rows' holder_attempt_id and queue
+/// permits as the attempts without released_at. 000002 moves the permits, so orbit_attempt's
+/// checksum changes by design; these must not.
 async fn attempts_and_permits(
     pool: &MySqlPool,
     after: bool,
@@ -291,7 +300,7 @@ async fn attempts_and_permits(
     .unwrap();
     let (keys, queues) = if after {
         (
-            "SELECT key_permit, id FROM orbit_attempt WHERE key_permit IS NOT NULL ORDER BY key_permit",
+            "SELECT id, holder_attempt_id FROM orbit_resource WHERE holder_attempt_id <> 0 ORDER BY id",
             "SELECT id FROM orbit_attempt WHERE released_at IS NULL ORDER BY id",
         )
     } else {
@@ -573,7 +582,7 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     assert_eq!(
         attempts_and_permits(&pool, true).await,
         permits_before,
-        "every attempt as it was, every permit moved onto its attempt"
+        "every attempt as it was, every key permit moved onto its resource row, every queue permit onto its attempt"
     );
     assert_eq!(plan_rows(&pool).await, plans_before);
     let defaults: Vec<u8> = sqlx::query_scalar(

@@ -18,8 +18,8 @@
 -- p_after_resource_id for the next page (both NULL = from the start). The ranking is live: a key
 -- whose rank changes between two pages may appear on both or neither; a steady state is walked
 -- exactly once.
--- Cost: independent of the number of keys and tasks. It reads the permits (one per attempt that
--- holds a key, so bounded by the active attempts), and per held key of the namespace a count of at
+-- Cost: independent of the number of keys and tasks. It reads the active attempts (a key's holder
+-- is one), and per held key of the namespace a count of at
 -- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
 -- of ix_task_key (the next queue, and the oldest per lane and priority).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
@@ -80,10 +80,11 @@ BEGIN
      AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                   WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
   IF v_namespace_id IS NOT NULL THEN
-    SELECT COALESCE(JSON_ARRAYAGG(k.key_permit), '[]') INTO v_keys
-      FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
-      JOIN orbit_resource r ON r.id = k.key_permit
-     WHERE k.key_permit IS NOT NULL AND r.namespace_id = v_namespace_id;
+    -- A held key's holder is an active attempt: found among those (ix_attempt_active_queue).
+    SELECT COALESCE(JSON_ARRAYAGG(r.id), '[]') INTO v_keys
+      FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
+      JOIN orbit_resource r ON r.id = k.resource_id AND r.holder_attempt_id = k.id
+     WHERE k.released_at IS NULL AND k.resource_id <> 0 AND k.namespace_id = v_namespace_id;
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
@@ -149,7 +150,7 @@ BEGIN
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
            o BIGINT UNSIGNED PATH '$.o')) j
     JOIN orbit_resource r ON r.id = j.r
-    JOIN orbit_attempt a ON a.key_permit = r.id
+    JOIN orbit_attempt a ON a.id = r.holder_attempt_id
     LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))

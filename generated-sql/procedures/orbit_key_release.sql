@@ -3,9 +3,8 @@
 
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
--- Clears the attempt's key_permit (only if it holds the key: a late or duplicate release changes
--- nothing),
--- advances the resource row's version (the caller records it as the attempt's release_version,
+-- Clears the resource row's holder_attempt_id (only if this attempt holds the key: a late or
+-- duplicate release changes nothing), advances its version (the caller records it as the attempt's release_version,
 -- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
 -- caller's transaction:
 --   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
@@ -23,8 +22,8 @@
 --   p_release_version: the resource row's version this release wrote, for the caller to record
 --   as the attempt's release_version (0 when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: this attempt's orbit_attempt row (the caller holds it already), the orbit_resource row
---   (updated), then the promoted task rows (SKIP LOCKED).
+-- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), then the
+--   promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
@@ -39,19 +38,15 @@ body: BEGIN
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  -- The permit first: nothing waits for an attempt row while holding the resource row (a grant
-  -- or a placement reads key_permit without locking), so this order cannot deadlock, and a
-  -- release of no permit writes nothing. Those plain reads stay exact: the release commits only
-  -- after the resource row lock below is taken.
-  UPDATE orbit_attempt a SET a.key_permit = NULL WHERE a.id = p_attempt_id AND a.key_permit = p_resource_id;
+  -- The permit and the version in one update, which writes nothing unless this attempt holds
+  -- the key. The version written is read back without a statement: LAST_INSERT_ID(expr) returns
+  -- expr and keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
+  UPDATE orbit_resource r
+     SET r.holder_attempt_id = 0, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+   WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
   IF ROW_COUNT() = 0 THEN
     LEAVE body;
   END IF;
-  -- The version written, read back without a statement: LAST_INSERT_ID(expr) returns expr and
-  -- keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
-  UPDATE orbit_resource r
-     SET r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
-   WHERE r.id = p_resource_id;
   SET p_release_version = LAST_INSERT_ID();
   IF NOT p_hand_off THEN
     CALL orbit_key_promote_all(p_resource_id, p_now);

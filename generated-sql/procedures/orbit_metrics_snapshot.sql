@@ -39,8 +39,8 @@ BEGIN
     FROM orbit_queue q
   UNION ALL
   SELECT 'key_permits', '', '',
-         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ux_attempt_key_permit)
-                WHERE k.key_permit IS NOT NULL) AS SIGNED)
+         CAST((SELECT COUNT(*) FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
+                WHERE k.released_at IS NULL AND k.resource_id <> 0) AS SIGNED)
   UNION ALL
   SELECT 'sessions', '', s.label,
          CAST((SELECT COUNT(*) FROM orbit_session x WHERE x.state = s.label) AS SIGNED)

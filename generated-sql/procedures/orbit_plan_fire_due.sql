@@ -59,6 +59,7 @@ BEGIN
   DECLARE v_catch_up VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_batched INT DEFAULT 0;
   DECLARE v_keyed TINYINT DEFAULT 0;
@@ -140,12 +141,12 @@ BEGIN
     IF NOT v_duplicate THEN
       SET v_outcome = 'created', v_task_id = 0, v_resource_id = NULL;
       IF v_on_busy <> 'queue' AND v_concurrency_key <> '' THEN
-        SELECT r.id INTO v_resource_id FROM orbit_resource r
+        SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder FROM orbit_resource r
          WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = v_concurrency_key
            FOR UPDATE;
         IF v_resource_id IS NOT NULL AND v_on_busy = 'skip' THEN
           -- Plain reads, exact under the resource row lock.
-          SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
+          SELECT IF(v_holder <> 0
                     OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                                 WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled')),
                     'skipped', 'created')

@@ -6,8 +6,7 @@
 -- is while it is LEASED or RUNNING). The permits are columns of the attempt, not rows of their own
 -- (SPEC §4): the queue permit is the attempt itself while released_at is NULL
 -- (ix_attempt_active_queue counts a queue's, ix_attempt_active_lease lists them by lease expiry
--- for recovery), and the key permit is key_permit, whose unique index lets the database itself
--- refuse a second holder of one key.
+-- for recovery), and the key permit is its key's orbit_resource.holder_attempt_id.
 -- concurrency_token is the key's token granted with this attempt (0 for a task without a key).
 -- grant_version and release_version are the key's resource-row versions written by the grant and
 -- the release: both happen under that row's lock, so they order all holders of one key exactly
@@ -37,10 +36,8 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON output reported by the worker',
   error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON error reported by the worker or recovery',
   late_result VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'outcome reported after the attempt had already ended; recorded, never acted on',
-  key_permit BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the key permit: orbit_resource.id while this keyed attempt holds it (LEASED or RUNNING); NULL otherwise. Unique: one holder per key',
   PRIMARY KEY (id),
   UNIQUE KEY ux_attempt_task (task_id, attempt_no),
-  UNIQUE KEY ux_attempt_key_permit (key_permit),
   KEY ix_attempt_session (session_id, claim_seq),
   KEY ix_attempt_resource (resource_id, id),
   KEY ix_attempt_active_queue (released_at, queue_id),

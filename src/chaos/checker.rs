@@ -179,10 +179,11 @@ async fn check_grants(orbit: &MySqlPool, report: &mut Report) -> Result<(), sqlx
             }
         }
     }
-    let held: Vec<(u64, u64)> =
-        sqlx::query_as("SELECT key_permit, id FROM orbit_attempt WHERE key_permit IS NOT NULL")
-            .fetch_all(orbit)
-            .await?;
+    let held: Vec<(u64, u64)> = sqlx::query_as(
+        "SELECT id, holder_attempt_id FROM orbit_resource WHERE holder_attempt_id <> 0",
+    )
+    .fetch_all(orbit)
+    .await?;
     report.held_permits = held.len() as u64;
     for (key, attempt) in held {
         report.violation(format!(

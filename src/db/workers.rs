@@ -55,8 +55,8 @@ pub struct LeaseAnswer {
 /// A worker's reported outcome: the wire protocol's one definition (`orbit_sdk::protocol`).
 pub use orbit_sdk::protocol::Outcome;
 
-/// The columns that open every row of `orbit_attempt_finish`: acks, wake_queues.
-const FINISH_ACK_COLUMNS: usize = 2;
+/// The columns that open every row of `orbit_attempt_finish`: acks, wake_queues, claim_again.
+const FINISH_ACK_COLUMNS: usize = 3;
 
 /// One worker result: an element of `orbit_attempt_finish`'s `p_results` array.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -128,6 +128,10 @@ pub struct Finished {
     /// The queues where the results left claimable work the grants did not take: wake the
     /// sessions that serve them (only those; never another application's).
     pub wake_queues: Vec<String>,
+    /// The grant was left to a claim of the session's own: the application quota needed every
+    /// slot's row, which the results' transaction could not lock safely (orbit_task_grant's
+    /// `p_quota_held`). The caller claims next, as after results without a grant.
+    pub claim_again: bool,
 }
 
 /// One element of `orbit_attempt_start`'s answers.
@@ -483,6 +487,7 @@ fn read_finished(rows: &[sqlx::mysql::MySqlRow]) -> Result<Finished, DbError> {
         let mut c = Cols::new(first);
         let acks = c.text()?;
         let wake_queues = super::tasks::wake_queues(&mut c, "orbit_attempt_finish")?;
+        let claim_again = c.u64()? != 0;
         let mut acks: Vec<FinishAck> = serde_json::from_str(&acks)
             .map_err(|e| DbError::Internal(format!("orbit_attempt_finish acks: {e}")))?;
         for ack in &mut acks {
@@ -499,6 +504,7 @@ fn read_finished(rows: &[sqlx::mysql::MySqlRow]) -> Result<Finished, DbError> {
             acks,
             grants,
             wake_queues,
+            claim_again,
         })
     }
 }

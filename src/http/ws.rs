@@ -704,7 +704,7 @@ impl Session {
             Ok(f) if f.acks.len() == good.len() => Finished {
                 answers: f.acks.into_iter().map(FinishAck::into_result).collect(),
                 grants: f.grants,
-                no_fill: claim.max > 0,
+                no_fill: claim.max > 0 && !f.claim_again,
                 wake_queues: f.wake_queues,
                 closed: false,
             },
@@ -717,7 +717,7 @@ impl Session {
                 Finished {
                     answers: good.iter().map(|_| Err(e.clone())).collect(),
                     grants: f.grants,
-                    no_fill: claim.max > 0,
+                    no_fill: claim.max > 0 && !f.claim_again,
                     wake_queues: f.wake_queues,
                     closed: false,
                 }

@@ -49,8 +49,10 @@
 --   "duplicate" (0/1), "code" ("" or NOT_FOUND; then nothing else is set)};
 --   wake_queues, a JSON array of the queue ids where these results may have made work
 --   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
---   the caller wakes the sessions that serve them, and no other), the same in every row; then
---   the grant as
+--   the caller wakes the sessions that serve them, and no other), the same in every row;
+--   claim_again, 1 when the grant was left to a claim of the session's own (the application
+--   quota needed every slot's row: see orbit_task_grant's p_quota_held), the same in every row;
+--   then the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
 --   lease_expires_at, concurrency_token, then the task columns.
 -- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
@@ -59,14 +61,13 @@
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row; then the quota slot row of the ended attempts, the session's own (their active
---   attempts and their tasks' incomplete charges go back there, in one statement, before the
---   grant, so the grant can use the capacity they free); then as orbit_task_grant, which charges
---   the same row; then, for each released key the grant did not take and with blocked tasks in
---   several queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED).
---   Charges go back to the session's own slot, not to the slots that accepted the tasks: those
---   are the few slots of the connections that submitted, and every session's results would
---   queue on their row locks.
+--   unkeyed attempts its orbit_task row; then as orbit_task_grant, whose charge is the quota work
+--   it does; then, for each released key the grant did not take and with blocked tasks in several
+--   queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
+--   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
+--   tasks' incomplete charges go back, in one statement, in ascending slot order). The grant
+--   counts the charges given back on the session's slot as room (p_credit), so the capacity
+--   the results free is granted in the same transaction although it goes back after.
 CREATE PROCEDURE orbit_attempt_finish(
   IN p_session_id BIGINT UNSIGNED,
   IN p_results MEDIUMTEXT {{ c.utf8 }},
@@ -103,6 +104,13 @@ BEGIN
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
   DECLARE v_room BIGINT;
+  -- The session's quota slot, which its grants charge (orbit_task_grant); how many of the ended
+  -- attempts were charged to it; whether the grant was left to a claim of the session's own
+  -- (orbit_task_grant's p_deferred).
+  DECLARE v_session_slot TINYINT UNSIGNED DEFAULT {% call m::session_slot("p_session_id") %};
+  DECLARE v_quota_slot TINYINT UNSIGNED;
+  DECLARE v_credit INT DEFAULT 0;
+  DECLARE v_deferred TINYINT DEFAULT 0;
   DECLARE v_queue_limited TINYINT DEFAULT 1;
   -- The granted attempt when v_granted = 1 (from orbit_task_grant).
   DECLARE v_granted_id BIGINT UNSIGNED;
@@ -117,18 +125,20 @@ BEGIN
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
   DECLARE v_key_queues INT;
-  DECLARE v_held INT;
   DECLARE v_ord INT;
   DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
   DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.application_id, a.state
+    SELECT r.ord, a.id, a.task_id, a.application_id, a.state, a.quota_slot
       FROM {% call results() %}
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
-  -- The keys this call released (after the grant: those it did not take again).
+  -- The keys this call released and the grant did not take again (opened after the grant; a
+  -- plain read of the resource rows, exact: we hold them).
   DECLARE c_released_keys CURSOR FOR
-    SELECT DISTINCT e.resource_id FROM {{ ended }} e WHERE e.resource_id <> 0;
+    SELECT DISTINCT e.resource_id FROM {{ ended }} e
+      JOIN orbit_resource r ON r.id = e.resource_id
+     WHERE e.resource_id <> 0 AND r.holder_attempt_id = 0;
   {% call m::rollback_on_error() %};
 
   IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
@@ -186,7 +196,7 @@ BEGIN
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
       fetch_group: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state, v_quota_slot;
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
@@ -208,7 +218,8 @@ BEGIN
       END IF;
       IF v_group THEN
         SET {% call append_ack("'SUCCEEDED'", "'SUCCEEDED'", "0", "''") %},
-            v_ended_count = v_ended_count + 1, v_i = v_i + 1;
+            v_ended_count = v_ended_count + 1, v_credit = v_credit + (v_quota_slot = v_session_slot),
+            v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
@@ -225,7 +236,7 @@ BEGIN
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended_count = 0;
+      SET v_acks = '', v_ended_count = 0, v_credit = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -235,8 +246,8 @@ BEGIN
         v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
         {% call result_members() %};
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id
+    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id, a.quota_slot
+      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id, v_quota_slot
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
@@ -249,6 +260,7 @@ BEGIN
                              v_task_state, v_state, v_key_queues);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
+          v_credit = v_credit + (v_quota_slot = v_session_slot),
           v_handed_off = v_handed_off + (v_key_queues > 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
@@ -262,14 +274,15 @@ BEGIN
     SET {% call append_ack("v_task_state", "v_state", "v_duplicate", "v_code") %},
         v_i = v_i + 1;
   END WHILE;
-  IF v_ended_count > 0 THEN
-    {% call m::quota_give_back_ended("v_back_application_id", ended ~ " a", "v_now") %};
-  END IF;
   IF p_claim_max > 0 THEN
     -- Scans start where the session's last one stopped unless these results readied tasks (a
-    -- key's next task, a retry), which may sit behind that point.
+    -- key's next task, a retry), which may sit behind that point. The charges given back below
+    -- (quota rows last, after the grant's rows) count as room for it: v_credit of them on the
+    -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
+    -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
+    -- no quota row out of slot order.
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
-                          v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+                          v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
     -- grant did not take leaves that task ready for other sessions, and gets a ready task in
     -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
@@ -285,14 +298,15 @@ BEGIN
         IF v_done THEN
           LEAVE released_keys;
         END IF;
-        SELECT COUNT(*) INTO v_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
-        IF v_held = 0 THEN
-          SET v_key_left = 1;
-          CALL orbit_key_promote_all(v_resource_id, v_now);
-        END IF;
+        SET v_key_left = 1;
+        CALL orbit_key_promote_all(v_resource_id, v_now);
       END LOOP released_keys;
       CLOSE c_released_keys;
     END IF;
+  END IF;
+  -- The charges of the ended attempts go back last: quota rows after every other row.
+  IF v_ended_count > 0 THEN
+    {% call m::quota_give_back_ended("v_back_application_id", ended ~ " a", "v_now") %};
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
   -- left: a ready task of a released key (known above: with a grant, every key released here was
@@ -329,9 +343,9 @@ BEGIN
   -- order, or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its ORDER BY
   -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
   -- temporary tables hold no BLOB/TEXT), on every result.
-  {% call m::grants_select("CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, ") %}
+  {% call m::grants_select("CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, ") %}
   ELSE
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
            {% call m::grant_columns("a", "t") %}
       FROM (SELECT 1 AS one) AS ack
       -- No row has id 0: a primary-key probe that finds nothing (ON FALSE is a full scan).

@@ -11,7 +11,7 @@
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the holder by ux_attempt_key_permit, the queues of the key by ordered probes of
+-- row by ux_resource_key, the holder by its primary key (the resource row's holder_attempt_id), the queues of the key by ordered probes of
 -- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
 -- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
@@ -166,7 +166,7 @@ BEGIN
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
          v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
     FROM orbit_resource r
-    LEFT JOIN orbit_attempt a ON a.key_permit = r.id
+    LEFT JOIN orbit_attempt a ON a.id = r.holder_attempt_id
    WHERE r.id = v_resource_id;
   COMMIT;
 END

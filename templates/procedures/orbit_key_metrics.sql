@@ -3,7 +3,7 @@
 -- Operator entry point: it takes no token (the façade decides who may scrape). Labels are ids
 -- (namespace id, queue id), never key names, so the number of series is bounded by the number of
 -- queues. One row per queue of the database and gauge, zeros included.
--- Cost: the permits (bounded by the active attempts), plus, per queue, one ordered probe of
+-- Cost: the active attempts (a keyed one holds its key's permit), plus, per queue, one ordered probe of
 -- ix_task_dispatch per priority (0-9) for its oldest blocked task, and its blocked tasks counted
 -- on ix_task_dispatch (index entries only): the count it grows with the number of blocked tasks, like
 -- orbit_metrics_snapshot's task counts, so scrape every few seconds, not per request.
@@ -23,8 +23,8 @@ BEGIN
   SELECT 'key_held' AS metric, q.namespace_id, q.id AS queue_id, CAST(COALESCE(h.n, 0) AS DOUBLE) AS value
     FROM orbit_queue q
     LEFT JOIN (SELECT a.queue_id, COUNT(*) AS n
-                 FROM orbit_attempt a FORCE INDEX (ux_attempt_key_permit)
-                WHERE a.key_permit IS NOT NULL
+                 FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+                WHERE a.released_at IS NULL AND a.resource_id <> 0
                 GROUP BY a.queue_id) h ON h.queue_id = q.id
   UNION ALL
   SELECT 'key_blocked_tasks', q.namespace_id, q.id,

@@ -12,9 +12,8 @@ body: BEGIN
   DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_taken TINYINT DEFAULT 0;
   -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
-  -- change to the key's permit and ready tasks commits under the resource row lock we hold (a
-  -- release clears the holder's key_permit just before it takes that lock, and commits after).
-  SELECT EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = p_resource_id)
+  -- change to the key's permit and ready tasks commits under the resource row lock we hold.
+  SELECT EXISTS (SELECT 1 FROM orbit_resource k WHERE k.id = p_resource_id AND k.holder_attempt_id <> 0)
       OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
     INTO v_taken;

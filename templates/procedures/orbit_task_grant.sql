@@ -6,8 +6,8 @@
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
 -- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
 -- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
--- task, holds the key permit (key_permit, unique) with token highest_token + 1 (the resource
--- row's version advances).
+-- task, holds the key permit (the resource row's holder_attempt_id) with token highest_token + 1
+-- (the resource row's version advances).
 -- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
@@ -31,7 +31,16 @@
 -- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
 --   p_now; p_hinted: 1 = scans may start where the session's last one stopped (see above; a
---   caller that has just readied tasks of its own passes 0); OUT p_seq: the session's claim_seq
+--   caller that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
+--   the session's slot that the caller gives back after this grant (orbit_attempt_finish's
+--   results, whose quota work comes last), counted as room; p_every_slot: 1 = charge under a lock
+--   on every slot of the application at once (a retry after p_deferred, or a caller that then
+--   gives back charges of other slots), 0 = the session's slot alone when its room takes the
+--   grant; OUT p_deferred: 1 when the session's slot was tried and refused the charge, which
+--   leaves that row locked whenever the update waited for it (InnoDB keeps the lock of a row an
+--   update waited for and then did not change, even in READ COMMITTED), so every slot's row
+--   cannot be taken after it without risking a deadlock: the grant rolled back to its savepoint
+--   and the caller retries in a transaction of its own with p_every_slot = 1; OUT p_seq: the session's claim_seq
 --   recorded on the granted attempts (0 = nothing written); OUT p_granted: how many attempts it
 --   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
 --   application's room for more active attempts after the grant, as read at its start less what
@@ -44,12 +53,13 @@
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; the new orbit_attempt row (its permits); orbit_application_quota slot rows last: the session's slot alone when the grant
+--   candidate; the new orbit_attempt row (its queue permit); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the lowest slots
 --   below their share (see orbit_application_quota).
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), IN p_hinted TINYINT, OUT p_seq BIGINT UNSIGNED,
+                                  IN p_now DATETIME(6), IN p_hinted TINYINT, IN p_credit INT,
+                                  IN p_every_slot TINYINT, OUT p_deferred TINYINT, OUT p_seq BIGINT UNSIGNED,
                                   OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
@@ -64,7 +74,7 @@ body: BEGIN
   DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_credential_ok TINYINT DEFAULT 0;
-  DECLARE v_key_held TINYINT;
+  DECLARE v_holder BIGINT UNSIGNED;
   DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
@@ -92,6 +102,7 @@ body: BEGIN
   DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
+  DECLARE v_slot_room BIGINT;
   DECLARE v_limit BIGINT UNSIGNED;
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
@@ -132,7 +143,7 @@ body: BEGIN
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
 
-  SET p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
+  SET p_deferred = 0, p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -147,13 +158,18 @@ body: BEGIN
   END IF;
   -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
   -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
-  -- The credential, the quota's room and the session's queue count: one statement.
+  -- The credential, the quota's room, the session's slot's room (-1: it takes no charge on its
+  -- own) and the session's queue count: one statement.
   SELECT (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = v_credential_id AND c.revoked_at IS NULL),
          (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
             FROM orbit_application_quota q WHERE q.application_id = v_application_id),
+         (SELECT IF({% call m::quota_checked("q", "max_active_attempts") %},
+                    CAST({% call m::quota_share("q", "max_active_attempts") %} AS SIGNED) - CAST(q.active_attempts AS SIGNED), -1)
+            FROM orbit_application_quota q WHERE q.application_id = v_application_id AND q.slot = v_slot),
          (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
-    INTO v_credential_ok, v_budget, v_queue_count;
-  SET p_room = v_budget, v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget, 0), 0));
+    INTO v_credential_ok, v_budget, v_slot_room, v_queue_count;
+  SET p_room = v_budget + p_credit, v_slot_room = v_slot_room + p_credit,
+      v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget + p_credit, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
     LEAVE body;
   END IF;
@@ -220,7 +236,7 @@ body: BEGIN
             v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version INTO v_highest, v_version
+          SELECT r.highest_token, r.version, r.holder_attempt_id INTO v_highest, v_version, v_holder
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
@@ -237,8 +253,7 @@ body: BEGIN
           ITERATE batch;
         END IF;
         IF v_resource_id <> 0 THEN
-          SELECT COUNT(*) INTO v_key_held FROM orbit_attempt a WHERE a.key_permit = v_resource_id;
-          IF v_key_held > 0 THEN
+          IF v_holder <> 0 THEN
             -- A head left ready when another queue's task took the key: demote it now.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
             SET v_demoted = v_demoted + 1;
@@ -255,20 +270,24 @@ body: BEGIN
             ITERATE batch;
           END IF;
           SET v_token = v_highest + 1, v_version = v_version + 1;
-          UPDATE orbit_resource r
-             SET r.highest_token = v_token, r.version = r.version + 1, r.updated_at = p_now
-           WHERE r.id = v_resource_id;
         ELSE
           SET v_token = 0, v_version = 0;
         END IF;
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
                                    concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at, key_permit)
+                                   state, granted_at, started_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
                 v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires, NULLIF(v_resource_id, 0));
+                p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
+        IF v_resource_id <> 0 THEN
+          -- The key permit, with the token and version recorded on the attempt.
+          UPDATE orbit_resource r
+             SET r.highest_token = v_token, r.version = v_version, r.holder_attempt_id = v_attempt_id,
+                 r.updated_at = p_now
+           WHERE r.id = v_resource_id;
+        END IF;
         UPDATE orbit_task t
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
@@ -306,21 +325,28 @@ body: BEGIN
     SET p_seq = v_seq;
     LEAVE body;
   END IF;
-  IF v_expired = 0 THEN
-    -- The common case: the whole grant fits the session's slot (the attempts recorded it).
-    {% call m::quota_charge_slot("v_application_id", "v_slot", "active_attempts", "max_active_attempts", "v_granted", "p_now") %};
+  -- The common case: the whole grant fits the session's slot (the attempts recorded it), as the
+  -- slot's room read above says. Otherwise every slot's row, without trying this one first (see
+  -- p_deferred).
+  IF v_expired = 0 AND NOT p_every_slot AND v_slot_room >= v_granted THEN
+    {% call m::quota_charge_slot_credit("v_application_id", "v_slot", "active_attempts", "max_active_attempts", "v_granted", "p_credit", "p_now") %};
     SET v_charged = ROW_COUNT();
+    IF v_charged = 0 THEN
+      -- Charged meanwhile by another grant of the slot: see p_deferred.
+      ROLLBACK TO SAVEPOINT orbit_task_grant;
+      SET p_deferred = 1;
+      LEAVE body;
+    END IF;
   END IF;
   IF v_charged = 0 THEN
-    -- Otherwise lock every slot of the application in ascending slot order (READ COMMITTED
-    -- released the session's slot if the update above did not match it), check the total.
+    -- Otherwise lock every slot of the application in ascending slot order, check the total.
     SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
            MIN({% call m::quota_checked("q", "max_active_attempts") %})
       INTO v_limit, v_total, v_checked
       FROM orbit_application_quota q
      WHERE q.application_id = v_application_id
        FOR UPDATE;
-    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit) THEN
+    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit + p_credit) THEN
       -- Concurrent claims used the quota first: grant nothing this time.
       ROLLBACK TO SAVEPOINT orbit_task_grant;
       LEAVE body;

@@ -18,7 +18,7 @@ body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) {{ c.ascii }} DEFAULT 'ready';
-  DECLARE v_lock BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
   SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
@@ -26,9 +26,9 @@ body: BEGIN
   IF v_run_at > p_now THEN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
-    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    SELECT r.holder_attempt_id INTO v_holder FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
     -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
-    SELECT IF(EXISTS (SELECT 1 FROM orbit_attempt k WHERE k.key_permit = v_resource_id)
+    SELECT IF(v_holder <> 0
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                           WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')

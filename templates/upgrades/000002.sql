@@ -1,10 +1,11 @@
 -- 000002: orbit 0.2 (extension 2), upgrading orbit 0.1.0 (extension 1).
 --
--- Data rewritten: the key permits. Each row of orbit_key_permit (one per attempt that holds a
--- key now, so at most the active attempts) is copied into its attempt's new key_permit column,
--- then orbit_key_permit and orbit_queue_permit are dropped: a permit is now a column of its
--- attempt (SPEC §4 allows either), which saves a grant and a release two row inserts and two
--- row deletes. Queue permits need no copy: an attempt holds its queue permit exactly while its
+-- Data rewritten: the key permits. Each row of orbit_key_permit (one per key held now, so at most
+-- the active attempts) is copied into its key's new orbit_resource.holder_attempt_id column, then
+-- orbit_key_permit and orbit_queue_permit are dropped: a key permit is now a column of the key's
+-- resource row, which every grant and release updates anyway, and a queue permit is its attempt
+-- (SPEC §4 allows either), which saves a grant and a release two row inserts and two row
+-- deletes. Queue permits need no copy: an attempt holds its queue permit exactly while its
 -- released_at is NULL, which every 0.1 release already wrote. Every task, attempt, session, plan,
 -- idempotency receipt and credential keeps its row; the orbit_extension catalog rows of the
 -- changed objects are rewritten (by the migration's catalog section, which gen writes).
@@ -12,12 +13,15 @@
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
 -- - orbit_task_event.event: the column comment's examples (see below); a comment change only.
--- - orbit_attempt: a column key_permit (the key permit, unique: one holder per key) and two
---   indexes on (released_at, queue_id) and (released_at, lease_expires_at), which count a
---   queue's permits for its limit and list the live leases for recovery, as the permit tables'
---   indexes did. The column is added at the end (no row copy on MariaDB; MySQL 8.0.29+ adds it
---   instantly too) and the indexes online; on a table of 1,000,000 attempts the index builds take
---   seconds (docs/upgrading.md), during which writes continue.
+-- - orbit_attempt: two indexes on (released_at, queue_id) and (released_at, lease_expires_at),
+--   which count a queue's permits for its limit and list the live leases for recovery, as the
+--   permit tables' indexes did. Built online; on a table of 1,000,000 attempts they take seconds
+--   (docs/upgrading.md), during which writes continue.
+-- - orbit_resource: a column holder_attempt_id, the key permit (0 = free), after version. Not a
+--   unique column of orbit_attempt: a unique secondary index's duplicate check takes gap locks
+--   at any isolation level, and two grants inserting beside one released entry deadlocked there.
+--   orbit_resource holds one row per key; MySQL 8.0.29+ and MariaDB 10.3.2+ add the column
+--   instantly, older MySQL 8.0 rebuilds the table.
 -- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
 --   attempt that had already ended (0.1 could leave one behind a resumed attempt) was held by
 --   nothing and goes with its table.
@@ -148,11 +152,11 @@ DELIMITER ;
 CALL orbit_upgrade_000002_columns();
 DROP PROCEDURE orbit_upgrade_000002_columns;
 
--- The purge's task index, the attempt's key_permit column and its indexes, and the copy of the
--- key permits. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
+-- The purge's task index, the attempt's indexes, orbit_resource.holder_attempt_id and the copy
+-- of the key permits into it. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
 -- procedure that lives only for this migration adds each one that information_schema does not
 -- list yet: running the migration again after a stop adds what is missing and nothing twice. The
--- copy runs while orbit_key_permit exists (it is dropped only after), and skips attempts already
+-- copy runs while orbit_key_permit exists (it is dropped only after), and skips keys already
 -- copied.
 DROP PROCEDURE IF EXISTS orbit_upgrade_000002_indexes;
 DELIMITER $$
@@ -164,15 +168,11 @@ BEGIN
     ALTER TABLE orbit_task ADD KEY ix_task_finished (queue_id, finished_at), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
-                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
-                    AND COLUMN_NAME = 'key_permit') THEN
-    ALTER TABLE orbit_attempt
-      ADD COLUMN key_permit BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the key permit: orbit_resource.id while this keyed attempt holds it (LEASED or RUNNING); NULL otherwise. Unique: one holder per key';
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
-                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
-                    AND INDEX_NAME = 'ux_attempt_key_permit') THEN
-    ALTER TABLE orbit_attempt ADD UNIQUE KEY ux_attempt_key_permit (key_permit), ALGORITHM=INPLACE, LOCK=NONE;
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
+                    AND COLUMN_NAME = 'holder_attempt_id') THEN
+    ALTER TABLE orbit_resource
+      ADD COLUMN holder_attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit: orbit_attempt.id of the attempt holding the key (LEASED or RUNNING); 0 = free'
+      AFTER version;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
@@ -186,17 +186,17 @@ BEGIN
   END IF;
   IF EXISTS (SELECT 1 FROM information_schema.TABLES
               WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_key_permit') THEN
-    UPDATE orbit_attempt a
-      JOIN orbit_key_permit k ON k.attempt_id = a.id
-       SET a.key_permit = k.resource_id
-     WHERE a.key_permit IS NULL;
+    UPDATE orbit_resource r
+      JOIN orbit_key_permit k ON k.resource_id = r.id
+       SET r.holder_attempt_id = k.attempt_id
+     WHERE r.holder_attempt_id = 0;
   END IF;
 END$$
 DELIMITER ;
 CALL orbit_upgrade_000002_indexes();
 DROP PROCEDURE orbit_upgrade_000002_indexes;
 
--- The permit tables, now columns of orbit_attempt: the key permits were copied above; a queue
+-- The permit tables, now columns: the key permits were copied into orbit_resource above; a queue
 -- permit is an attempt whose released_at is NULL.
 DROP TABLE IF EXISTS orbit_key_permit;
 DROP TABLE IF EXISTS orbit_queue_permit;
