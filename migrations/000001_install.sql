@@ -113,7 +113,7 @@ CREATE TABLE IF NOT EXISTS orbit_credential (
   label VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '' COMMENT 'free-form description for operators',
   token_hash BINARY(32) NOT NULL COMMENT 'SHA-256 of the bearer token',
   token_hint CHAR(8) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'first characters of the token, to recognise it',
-  scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes',
+  scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume') NOT NULL COMMENT 'granted scopes',
   created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
   revoked_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC revocation time; NULL = active',
   PRIMARY KEY (id),
@@ -301,8 +301,6 @@ CREATE TABLE IF NOT EXISTS orbit_resource (
 
 -- ---- orbit_session (from templates/tables/orbit_session.sql) ----
 -- orbit_session: WebSocket sessions of workers: what they consume and how much.
--- ix_session_seen serves the sweep of silent sessions (orbit_session_sweep); ix_session_credential
--- lets a revocation close the credential's sessions (orbit_credential_revoke).
 CREATE TABLE IF NOT EXISTS orbit_session (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'session id',
   worker_row_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_worker.id',
@@ -320,12 +318,10 @@ CREATE TABLE IF NOT EXISTS orbit_session (
   scan_priority TINYINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'with scan_task_id: the last candidate the last scan of that queue took out of its ready lane (see orbit_task_grant)',
   scan_task_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the id of that candidate; 0 = none',
   connected_at DATETIME(6) NOT NULL COMMENT 'UTC hello time',
-  last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long',
+  last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last message',
   closed_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC close time; NULL = open',
   PRIMARY KEY (id),
-  KEY ix_session_worker (worker_row_id, state),
-  KEY ix_session_seen (state, last_seen_at),
-  KEY ix_session_credential (credential_id, state)
+  KEY ix_session_worker (worker_row_id, state)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Worker sessions';
 
 -- ---- orbit_session_queue (from templates/tables/orbit_session_queue.sql) ----
@@ -431,7 +427,7 @@ CREATE TABLE IF NOT EXISTS orbit_worker (
 --   p_new_queue_id: the id to give the queue if it is created (32 lowercase hex digits; NULL =
 --   derive one); p_token_hash BINARY(32); p_token_hint (first 8 characters of the token);
 --   p_scopes: comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
---   workers:consume,metrics:read; p_label: free text.
+--   workers:consume; p_label: free text.
 -- Result (one row): application_id, environment_id, namespace_id, queue_id, credential_id.
 -- Signals: INVALID_ARGUMENT.
 -- Locks: the four objects' rows (insert or update), the new credential rows.
@@ -474,7 +470,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: token_hash must be a 32-byte SHA-256';
   END IF;
   IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
-     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume|metrics:read)(,|$))+$' THEN
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume)(,|$))+$' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scopes must be a comma-separated list of known scopes';
   END IF;
 
@@ -662,8 +658,8 @@ DELIMITER ;
 -- result gets the same answer with duplicate = 1 and releases nothing again. A result arriving
 -- after the attempt already ended another way (lease expiry recovery, cancel) is recorded in
 -- late_result and changes no permit and no other attempt. A result for an attempt that does not
--- exist or belongs to another session changes nothing and is answered NOT_FOUND (one answer for
--- both); the other results of the call still count. A closed session's results are refused.
+-- exist or belongs to another session changes nothing and is answered with its code; the other
+-- results of the call still count.
 -- With p_claim_max > 0 the same transaction then grants the session up to p_claim_max tasks
 -- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
 -- with this one commit, and the worker gets the assignment with the acknowledgement instead of
@@ -678,16 +674,13 @@ DELIMITER ;
 --   1000-3600000 (the grants' lease; ignored when p_claim_max = 0).
 -- Result (one row per grant, or one row when nothing was granted): acks, a JSON array with one
 --   object per result in input order {"attempt_id", "task_id", "task_state", "attempt_state",
---   "duplicate" (0/1), "code" ("" or NOT_FOUND; then nothing else is set)};
---   wake_queues, a JSON array of the queue ids where these results may have made work
---   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
---   the caller wakes the sessions that serve them, and no other), the same in every row; then
---   the grant as
+--   "duplicate" (0/1), "code" ("" or NOT_FOUND / PERMISSION_DENIED; then nothing else is set)};
+--   wake TINYINT (1 = these results may have made work claimable for other sessions, which the
+--   grant did not take: the caller should wake them), the same in every row; then the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
 --   lease_expires_at, concurrency_token, then the task columns.
--- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
---   such session, or it is closed: its socket went away, the sweep closed it, or its credential
---   was revoked).
+-- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), NOT_FOUND (no such
+--   session, when granting).
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
@@ -732,8 +725,6 @@ BEGIN
   DECLARE v_ended MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
-  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
-  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
@@ -802,11 +793,6 @@ BEGIN
   END IF;
   IF p_claim_max > 0 AND (p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
-  END IF;
-  SET v_session_state = NULL;
-  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
-  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -914,7 +900,7 @@ BEGIN
     IF v_session_id IS NULL THEN
       SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
+      SET v_code = 'PERMISSION_DENIED', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_task_id, v_state, v_resource_id, v_token, v_attempt_slot,
                              v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
@@ -976,17 +962,11 @@ BEGIN
   -- left: a ready task of a released key (known above: with a grant, every key released here was
   -- handed off), room under an application quota that was full (conservatively: at most one
   -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
-  -- without backoff), or room under a queue's permit limit. The last two concern only the ended
-  -- attempts' queues, and need a statement, run only when a task went back to waiting or the
-  -- session has a queue with a limit: most results end their task, and most queues have no limit.
-  -- Which sessions to wake: those serving a queue of the application (a key, the quota) or of an
-  -- ended attempt that now has a ready task; never another application's (wake_queues).
+  -- without backoff), or room under a queue's permit limit. The last two need a statement, run
+  -- only when a task went back to waiting or the session has a queue with a limit: most results
+  -- end their task, and most queues have no limit.
   IF v_ended_count > 0 AND (p_claim_max = 0 OR v_key_left OR COALESCE(v_room, 0) <= 1) THEN
     SET v_wake = 1;
-    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM orbit_queue q FORCE INDEX (ix_queue_application)
-     WHERE q.application_id = v_back_application_id AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
   ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
     -- One statement over the ended list, each lookup an index probe per ended attempt: the
     -- JSON_TABLE is joined first (STRAIGHT_JOIN) into a forced index, because an EXISTS over
@@ -1001,14 +981,6 @@ BEGIN
                      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = CONVERT(e.queue_id USING ascii) COLLATE ascii_bin
                     WHERE q.max_active_attempts > 0)
       INTO v_wake;
-    IF v_wake THEN
-      SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM (SELECT DISTINCT CONVERT(e.queue_id USING ascii) COLLATE ascii_bin AS queue_id
-              FROM JSON_TABLE(CONCAT('[', v_ended, ']'), '$[*]' COLUMNS (queue_id VARCHAR(32) PATH '$[1]')) e) w
-      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
-     WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
-    END IF;
   END IF;
   COMMIT;
   -- The acks on every row, the grants (v_granted, from orbit_task_grant) one per row in attempt
@@ -1016,7 +988,7 @@ BEGIN
   -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
   -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -1028,7 +1000,7 @@ BEGIN
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -1041,7 +1013,7 @@ BEGIN
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
      ORDER BY a.id;
   ELSE
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues,
+    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake AS wake,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -1141,17 +1113,15 @@ DELIMITER ;
 -- orbit_attempt_renew: Extend active attempts' leases, and their queue and key permits with them, each on its own, in one transaction.
 --
 -- An attempt keeps its token: renewing never grants anything new. An attempt whose lease has
--- already run out or that has ended is rejected; one that belongs to another session gets the
--- answer of one that does not exist (NOT_FOUND: ids of other sessions reveal nothing). A worker's
+-- already run out, that has ended, or that belongs to another session is rejected. A worker's
 -- renewal message names all its attempts: one call and one commit for them all.
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids; p_lease_ms
 --   1000-3600000 (new expiry = now + lease).
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
---   "renewed" (0/1), "code" ("" or LEASE_EXPIRED, NOT_FOUND, STATE_CONFLICT),
+--   "renewed" (0/1), "code" ("" or LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED, STATE_CONFLICT),
 --   "lease_expires_at" (UTC, RFC 3339: the new expiry, or the old one when rejected; null when
 --   not found or foreign)}.
--- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms), UNAUTHENTICATED (the session is closed:
---   its socket went away, the sweep closed it, or its credential was revoked).
+-- Signals: INVALID_ARGUMENT (p_attempt_ids, p_lease_ms).
 -- Locks, in order, per id: orbit_attempt row, orbit_queue_permit row, orbit_key_permit row.
 DROP PROCEDURE IF EXISTS orbit_attempt_renew;
 DELIMITER $$
@@ -1168,7 +1138,6 @@ BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -1187,11 +1156,6 @@ BEGIN
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
-  SET v_session_state = NULL;
-  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
-  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
-  END IF;
   IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
   END IF;
@@ -1209,7 +1173,7 @@ BEGIN
     IF v_session_id IS NULL THEN
       SET v_code = 'NOT_FOUND';
     ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'NOT_FOUND', v_expires = NULL;
+      SET v_code = 'PERMISSION_DENIED', v_expires = NULL;
     ELSEIF v_state NOT IN ('LEASED', 'RUNNING') THEN
       SET v_code = 'STATE_CONFLICT';
     ELSEIF v_expires <= v_now THEN
@@ -1244,12 +1208,11 @@ DELIMITER ;
 -- answered on its own, in the order given.
 -- Parameters: p_session_id; p_attempt_ids: a JSON array of 1-1000 attempt ids.
 -- Result (one row): answers, a JSON array with one object per id in input order {"attempt_id",
---   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND (no such attempt, or
---   another session's: one answer) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
+--   "accepted" (0/1), "code" ("" when accepted; LEASE_EXPIRED, NOT_FOUND, PERMISSION_DENIED
+--   (another session's attempt) or STATE_CONFLICT (attempt ended)), "state" (the attempt's state
 --   after the call; "" when not found or foreign), "lease_expires_at" (UTC, RFC 3339; null when
 --   not found or foreign), "concurrency_token" (0 when not found or foreign)}.
--- Signals: INVALID_ARGUMENT (p_attempt_ids), UNAUTHENTICATED (the session is closed: its socket
---   went away, the sweep closed it, or its credential was revoked); none for the answers above.
+-- Signals: INVALID_ARGUMENT (p_attempt_ids); none for the answers above (they are not errors).
 -- Locks, in order, per id: orbit_attempt row, orbit_task row.
 DROP PROCEDURE IF EXISTS orbit_attempt_start;
 DELIMITER $$
@@ -1268,7 +1231,6 @@ BEGIN
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_answers MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -1287,11 +1249,6 @@ BEGIN
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
-  SET v_session_state = NULL;
-  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
-  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
-  END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_i = 0;
@@ -1306,7 +1263,7 @@ BEGIN
     IF v_session_id IS NULL THEN
       SET v_code = 'NOT_FOUND';
     ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'NOT_FOUND';
+      SET v_code = 'PERMISSION_DENIED';
     ELSEIF v_state = 'RUNNING' THEN
       SET v_code = '';
     ELSEIF v_state <> 'LEASED' THEN
@@ -1321,7 +1278,7 @@ BEGIN
       VALUES (v_task_id, v_attempt_id, 'started', 'LEASED', 'RUNNING', v_token, v_now);
       SET v_state = 'RUNNING';
     END IF;
-    IF v_code = 'NOT_FOUND' THEN
+    IF v_code IN ('NOT_FOUND', 'PERMISSION_DENIED') THEN
       SET v_state = '', v_expires = NULL, v_token = 0;
     END IF;
     SET v_answers = CONCAT(v_answers, IF(v_i > 0, ',', ''),
@@ -1341,7 +1298,7 @@ DELIMITER ;
 -- Called first by every API procedure, so a DBA calling a procedure gets the same rules as an HTTP
 -- client. Tokens are never stored: callers pass the SHA-256 of the bearer token.
 -- Parameters: p_token_hash BINARY(32); p_scope: one of queues:manage, tasks:submit, tasks:read,
---   workers:connect, workers:consume, metrics:read.
+--   workers:connect, workers:consume.
 -- Out: o_application_id, o_environment_id, o_credential_id of the active credential.
 -- Signals: UNAUTHENTICATED (unknown or revoked token), PERMISSION_DENIED (scope not granted).
 -- Locks: none.
@@ -1484,7 +1441,7 @@ DELIMITER ;
 --   1000); p_token_hash (the 32 bytes of a SHA-256; BLOB so a wrong length is refused, not
 --   padded); p_token_hint (first 8 characters of the token); p_scopes:
 --   comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
---   workers:consume,metrics:read; p_label: free text (NULL = '').
+--   workers:consume; p_label: free text (NULL = '').
 -- Result (one row): credential_id, application_id, environment_id, namespace_id.
 -- Signals: INVALID_ARGUMENT, NOT_FOUND (application, environment, namespace, or a queue not in
 --   the namespace), STATE_CONFLICT (a credential with this token hash exists).
@@ -1527,7 +1484,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: token_hash must be a 32-byte SHA-256';
   END IF;
   IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
-     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume|metrics:read)(,|$))+$' THEN
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume)(,|$))+$' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scopes must be a comma-separated list of known scopes';
   END IF;
   IF CHAR_LENGTH(COALESCE(p_label, '')) > 191 THEN
@@ -1588,16 +1545,12 @@ DELIMITER ;
 -- orbit_credential_revoke: Revoke a credential: its token is UNAUTHENTICATED from now on.
 --
 -- Operator entry point, not reachable over HTTP: it takes no token. Idempotent: revoking again
--- keeps the first revoked_at. The credential's open worker sessions are closed in the same
--- transaction: their next frame (a renewal, start or result) is refused UNAUTHENTICATED and the
--- server ends the socket, so a result sent after revocation is not recorded; their attempts in
--- flight end by lease expiry (orbit_lease_recover) and their keys go to the next holder with a
--- larger token.
+-- keeps the first revoked_at. Open worker sessions of the credential receive no new grants (the
+-- claim checks the credential); attempts in flight end by their result or lease.
 -- Parameters: p_credential_id.
 -- Result (one row): credential_id, revoked_at DATETIME(6) (UTC).
 -- Signals: NOT_FOUND.
--- Locks: the orbit_credential row, then the credential's open orbit_session rows
---   (ix_session_credential).
+-- Locks: the orbit_credential row.
 DROP PROCEDURE IF EXISTS orbit_credential_revoke;
 DELIMITER $$
 CREATE PROCEDURE orbit_credential_revoke(IN p_credential_id BIGINT UNSIGNED)
@@ -1622,9 +1575,6 @@ BEGIN
     SET v_revoked_at = v_now;
     UPDATE orbit_credential c SET c.revoked_at = v_now WHERE c.id = p_credential_id;
   END IF;
-  UPDATE orbit_session s
-     SET s.state = 'closed', s.closed_at = v_now
-   WHERE s.credential_id = p_credential_id AND s.state IN ('active', 'draining');
   COMMIT;
   SELECT p_credential_id AS credential_id, v_revoked_at AS revoked_at;
 END$$
@@ -2214,16 +2164,14 @@ CREATE PROCEDURE orbit_plan_get(IN p_token_hash BINARY(32), IN p_plan_id BIGINT 
 BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_environment_id BIGINT UNSIGNED;
-  DECLARE v_visible TINYINT;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
   DECLARE v_credential_id BIGINT UNSIGNED;
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
-  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
-                                v_credential_id, v_visible);
-  IF NOT v_visible THEN
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_namespace_id, v_credential_id);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
   END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   SELECT p.id AS plan_id, p.queue_id, p.namespace_id, p.name,
          p.current_version, p.paused, p.next_fire_at, p.created_at, p.updated_at,
          v.schedule_kind, v.schedule_spec, v.handler, v.handler_version,
@@ -2259,8 +2207,7 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_environment_id BIGINT UNSIGNED;
-  DECLARE v_visible TINYINT;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
   DECLARE v_interval BIGINT;
@@ -2272,12 +2219,11 @@ BEGIN
   END;
 
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
-  CALL orbit_auth_queue_visible(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_environment_id,
-                                v_credential_id, v_visible);
-  IF NOT v_visible THEN
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
   END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_paused IS NULL OR p_paused NOT IN (0, 1) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: paused must be true or false';
   END IF;
@@ -2360,8 +2306,7 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_environment_id BIGINT UNSIGNED;
-  DECLARE v_visible TINYINT;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_version INT UNSIGNED;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -2371,12 +2316,11 @@ BEGIN
   END;
 
   SELECT p.queue_id INTO v_queue_id FROM orbit_plan p WHERE p.id = p_plan_id;
-  -- A missing plan and another tenant's (or one outside the credential's queues) get one answer.
-  CALL orbit_auth_queue_visible(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_environment_id,
-                                v_credential_id, v_visible);
-  IF NOT v_visible THEN
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_namespace_id, v_credential_id);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: plan not found';
   END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_interval_seconds IS NULL OR p_interval_seconds NOT BETWEEN 1 AND 31536000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: interval_seconds must be between 1 and 31536000';
   END IF;
@@ -2596,10 +2540,7 @@ DELIMITER ;
 -- killed connection, a failover). Those attempts belong to the session but the worker was never
 -- told; without this they would sit until their lease ran out. The façade compares this list with
 -- what it has sent (at every lease renewal) and sends the difference.
--- It is also the session's heartbeat: with p_touch_after_ms, a session last heard from that long
--- ago or longer gets last_seen_at = now (so an idle worker's renewals write at most once per
--- p_touch_after_ms), which keeps orbit_session_sweep off it.
--- Parameters: p_session_id; p_touch_after_ms (NULL = do not touch).
+-- Parameters: p_session_id.
 -- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
 --   (0 = no key), then the task columns (as orbit_task_claim):
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
@@ -2608,27 +2549,13 @@ DELIMITER ;
 --   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
--- Signals: UNAUTHENTICATED (no such session, or it is closed: its socket went away, the sweep
---   closed it, or its credential was revoked).
--- Locks: the orbit_session row, briefly (the touch; autocommit).
+-- Signals: none (an unknown session has no attempts).
+-- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_session_attempts;
 DELIMITER $$
-CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED, IN p_touch_after_ms INT)
-  MODIFIES SQL DATA
+CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED)
+  READS SQL DATA
 BEGIN
-  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  IF p_touch_after_ms IS NOT NULL THEN
-    UPDATE orbit_session s
-       SET s.last_seen_at = v_now
-     WHERE s.id = p_session_id AND s.state <> 'closed'
-       AND s.last_seen_at <= DATE_SUB(v_now, INTERVAL p_touch_after_ms * 1000 MICROSECOND);
-  END IF;
-  SET v_session_state = NULL;
-  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
-  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
-  END IF;
   SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -2823,54 +2750,6 @@ BEGIN
 END$$
 DELIMITER ;
 
--- ---- orbit_session_sweep (from templates/procedures/orbit_session_sweep.sql) ----
--- orbit_session_sweep: Close open worker sessions not heard from for p_idle_ms (their socket is gone).
---
--- A session is closed by its server when its socket ends; when that write fails (the database
--- was busy or away), or the server died, the session would stay open for ever. The façade
--- touches last_seen_at on hello and at most once per lease on a worker's renewals
--- (orbit_session_attempts); a session silent for p_idle_ms (serve uses three leases) has no live
--- worker. Closing releases nothing: its attempts end by lease expiry as usual
--- (orbit_lease_recover). A frame that still arrives on such a session is refused
--- (UNAUTHENTICATED) and the server ends the socket. Safe from several servers at once.
--- Parameters: p_idle_ms 1000-86400000; p_limit 1-10000 (sessions closed at most).
--- Result (one row): closed INT (sessions closed), next_due_at DATETIME(6) (when the longest
---   silent open session reaches p_idle_ms; NULL when none is open).
--- Signals: INVALID_ARGUMENT.
--- Locks: the closed orbit_session rows (ix_session_seen range).
-DROP PROCEDURE IF EXISTS orbit_session_sweep;
-DELIMITER $$
-CREATE PROCEDURE orbit_session_sweep(IN p_idle_ms INT, IN p_limit INT)
-  MODIFIES SQL DATA
-BEGIN
-  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_closed INT DEFAULT 0;
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION
-  BEGIN
-    ROLLBACK;
-    RESIGNAL;
-  END;
-  IF p_idle_ms IS NULL OR p_idle_ms NOT BETWEEN 1000 AND 86400000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: idle_ms must be between 1000 and 86400000';
-  END IF;
-  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
-  END IF;
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION;
-  UPDATE orbit_session s FORCE INDEX (ix_session_seen)
-     SET s.state = 'closed', s.closed_at = v_now
-   WHERE s.state IN ('active', 'draining')
-     AND s.last_seen_at < DATE_SUB(v_now, INTERVAL p_idle_ms * 1000 MICROSECOND)
-   LIMIT p_limit;
-  SET v_closed = ROW_COUNT();
-  COMMIT;
-  SELECT v_closed AS closed,
-         DATE_ADD((SELECT MIN(s.last_seen_at) FROM orbit_session s WHERE s.state IN ('active', 'draining')),
-                  INTERVAL p_idle_ms * 1000 MICROSECOND) AS next_due_at;
-END$$
-DELIMITER ;
-
 -- ---- orbit_task_cancel (from templates/procedures/orbit_task_cancel.sql) ----
 -- orbit_task_cancel: Cancel a task that has not started: WAITING, RETRY_WAIT, LEASED or NEEDS_REVIEW.
 --
@@ -2887,11 +2766,7 @@ DELIMITER ;
 --   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
---   then wake_queues: a JSON array of the queue ids where the cancel readied work (a key's next
---   task, room under a queue or application limit): unpaused queues of the task's application
---   with a ready task; the caller wakes the sessions that serve them.
--- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
---   or outside the credential's queues: one answer), STATE_CONFLICT.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, STATE_CONFLICT.
 -- Locks, in order: orbit_attempt row (LEASED task), orbit_task row, orbit_resource row (keyed),
 --   promoted task rows (SKIP LOCKED), the orbit_application_quota slot row the charges go back
 --   to (a waiting task: orbit_task.quota_slot; a leased one: its attempt's, orbit_attempt.quota_slot).
@@ -2903,8 +2778,7 @@ body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_environment_id BIGINT UNSIGNED;
-  DECLARE v_visible TINYINT;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
@@ -2920,7 +2794,6 @@ body: BEGIN
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_active_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   DECLARE v_incomplete_back TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
-  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -2928,12 +2801,11 @@ body: BEGIN
   END;
 
   SELECT t.queue_id, t.current_attempt_id INTO v_queue_id, v_attempt_id FROM orbit_task t WHERE t.id = p_task_id;
-  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
-  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
-                                v_credential_id, v_visible);
-  IF NOT v_visible THEN
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
   END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -2968,11 +2840,6 @@ body: BEGIN
      AND CAST(JSON_VALUE(v_active_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
          + CAST(JSON_VALUE(v_incomplete_back, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
     COMMIT;
-    -- The released key, queue permit and quota may let any queue of the application claim.
-    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM orbit_queue q FORCE INDEX (ix_queue_application)
-     WHERE q.application_id = v_application_id AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN
       SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
@@ -2989,14 +2856,6 @@ body: BEGIN
        SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
      WHERE q.application_id = v_application_id AND q.slot = v_slot;
     COMMIT;
-    IF v_resource_id <> 0 AND v_lane = 'ready' THEN
-      -- The key's next task in this queue.
-      SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM (SELECT v_queue_id AS queue_id) w
-      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
-     WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
-    END IF;
   ELSE
     ROLLBACK;
     IF v_state = 'RUNNING' THEN
@@ -3010,7 +2869,7 @@ body: BEGIN
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
+         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -3375,16 +3234,14 @@ CREATE PROCEDURE orbit_task_get(IN p_token_hash BINARY(32), IN p_task_id BIGINT 
 BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_environment_id BIGINT UNSIGNED;
-  DECLARE v_visible TINYINT;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
   DECLARE v_credential_id BIGINT UNSIGNED;
   SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
-  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
-  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
-                                v_credential_id, v_visible);
-  IF NOT v_visible THEN
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_namespace_id, v_credential_id);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
   END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -3698,7 +3555,7 @@ body: BEGIN
   SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
   -- The claim_seq step and where the scan stopped (undone below when nothing was written).
   UPDATE orbit_session s
-     SET s.claim_seq = v_seq,
+     SET s.claim_seq = v_seq, s.last_seen_at = p_now,
          s.scan_position = v_scan_position, s.scan_priority = v_scan_priority, s.scan_task_id = v_scan_task_id
    WHERE s.id = p_session_id;
 
@@ -4179,10 +4036,7 @@ DELIMITER ;
 --   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
---   then wake_queues: a JSON array, the task's queue when a requeue left it ready (unpaused),
---   else empty; the caller wakes the sessions that serve it.
--- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
---   or outside the credential's queues: one answer), INVALID_ARGUMENT, STATE_CONFLICT (not in
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT, STATE_CONFLICT (not in
 --   NEEDS_REVIEW).
 -- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
 --   the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
@@ -4198,14 +4052,12 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_application_id BIGINT UNSIGNED;
-  DECLARE v_environment_id BIGINT UNSIGNED;
-  DECLARE v_visible TINYINT;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -4213,12 +4065,11 @@ BEGIN
   END;
 
   SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
-  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
-  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
-                                v_credential_id, v_visible);
-  IF NOT v_visible THEN
+  IF v_queue_id IS NULL THEN
+    CALL orbit_auth_check(p_token_hash, 'tasks:submit', v_application_id, v_namespace_id, v_credential_id);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
   END IF;
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_resolution IS NULL OR p_resolution NOT IN ('succeeded', 'failed', 'requeue') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: resolution must be succeeded, failed or requeue';
   END IF;
@@ -4254,20 +4105,13 @@ BEGIN
   INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
   VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);
   COMMIT;
-  IF p_resolution = 'requeue' AND v_lane = 'ready' THEN
-    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM (SELECT v_queue_id AS queue_id) w
-      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
-     WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
-  END IF;
   SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
          t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
+         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -5115,7 +4959,7 @@ DELIMITER ;
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '9f04b73c139415acca6cd7753d4c8a14051e4c7efbf8ee3af40d8dbb1f172641', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 1, 'e8ca61c5828f19e5d12dfd9ab10c7c4d4cd4c6a530d77b96878b07412cdca08f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 1, 'a64428db721d127f6bf86fb5e336dbd3c8b14290fc48a7a1f292b7102be2c055', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 1, 'f68b7ad98dd126859fc07f4cf8ee28b595eeb467f798556a1babb2fead69e2db', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5128,24 +4972,24 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 1, '302f05b00f12002f7f986454435a58f9aa8c0ac7ac9be352feb9fa51185236a4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue_permit', 1, 'd27c1c37129df11fd45a31b3feceaf9f67292f4fb4f3972349ea5de2ae500308', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 1, '8f2c2ea5e9a3780095537951228c2874815c7ca0dad40a256f8f50488c836644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 1, '3ef7cb4b0d8055d518996e3900fee8e1e236988ff56f36f941b100bc477058d1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 1, '82327f39e1604d7f77f1f0a7a84498488de524888accc183cfef183fed467a41', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 1, 'b1059844059410baa79f05636cc54c467e6b51a7c9cce437ce7f433b03272a85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 1, '190e2153392d292f22fad68674d0bbb937c9f9c010780de1b774312b0869251b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 1, 'c4b19259446acaf1c7bb6e320c5d46216ccda6bac442aaa78f8cd9e0b531f33a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, '63b3f366d08dcde1584e78380152744ecc2414880f988b2bda1e9ee9de44ca4f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 1, 'a56a904936506b4c7bc94c4d3bfd70c8115d9d1373883bf0cb4e2d9285c7c46f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '55dba1234446def1810ee8ee35561325d30e141078f57de34bc4284d0dd460e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, '88f2bb10563f84cc006f11dcec437a17451d61ee4f97c396a7c2f7377e0ccc9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 1, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 1, '41305d0eff2419e8228afe017119f70747c7cf22121193cebeefef4166ff1a61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 1, '766fae67784ad034745413f1e79fc949ec5e2c8b94d788a9c0466e4cf43c8f35', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 1, '61965484e60a527c51625a516ce608a217c86d6a208ea02b70510063bd8ec859', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_check', 1, '5e302231f5fa23c6880149105bfac1387c1119bd1db6de7af5c8a40013d7698f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 1, '5c856aff05fa62896e34fa27a841863c70d37c33679a7e17b70bc57e262e8a50', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 1, 'ab80e7c916116f870597a946b9d8f2d3276790bf7b3fc90efaa9681c57c8c9bb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 1, 'cc080a1416c557270b2b25c87ef0acc8bce59b5a1e9120d43b443a6ce3506996', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5155,31 +4999,30 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 1, 'd46c9dd2e29650e42bc6a36113597848d21a8d9c1ef6ee6250d62c01fc8577e4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 1, '5e4fd19128130d7937f2569b057987b74696b7ad082e3bfa2932de182c7d3a4c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 1, '2ed0cdae2ebe41624ee4507bb55bd2dce9807dd447bac07c53560a199540b111', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, 'd49e30033451ff5846780a839b2a8150db04498f4bdea61d3e5b60aac3e2b96f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 1, '843aa226207bf7d92745a890ff87ae84172a2049170d1fd85af71407c9029e04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 1, '181f0b4abee2a9574ea978e72cc2e089d5b82d48d1bde8061c4af83e0bcd10d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 1, '35017028931134eb7e8771e31502f81bad2fe265dcfa654f849c966ae87d6d8f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 1, '2ce0baa08588611e40102323a6114180d1dfac6dedb8197b2962af79defe6b97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 1, '08e79902dacd5123d70ddbd8d4fdee9cee1f82ede318b34edb7bfe04ddf2b8c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 1, '2d232fa3e0306f7b1a518b0a74aa6337b0f66882e72f3ebe18c6d2966952e073', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_get', 1, 'da4efd1fb24bcf9ac41defa31f00017cb40316be85f581a0631f5eb55f613b85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 1, '66d43d4925358a1e0f65b1915c2a88c279c605377939b7dde092a564c3ec3346', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 1, '2cf71b6a2e0c2b230dae06294d3a2e0ac624d2bec437c49e06c0549467b455e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 1, 'c5fe743e43a0b674fdeff5609fad5f59dd9c4fc6554fa85cd84b2f7e61be357d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 1, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, 'a38fcb652c7e8d101bfb3a4b7151ed44dedb3ffa32cd9107333d63b9e8017784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 1, '7fe636c70eec3bec0ba39f9bdc46342362fd0304fe0935dbdaadb8d4d8eae22d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 1, 'ce6f8fe00f6be7e3b0e5549887038de754b1f33840332e5c94add3244a3235d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 1, '7e76c7a0ba84d563a7387dde9534b47da291882eb38dd782725f44d2296c94f3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, '9a62b9640abd275e84942f08db6b3019bbe066568e5eec5302fa11544477710e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 1, '80e9f0c570d4a3f2d89ac48b3733b1d517e7c8936dc4f9d6fb10fe6dff2f2ab8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 1, 'bda8dad8b7814810c314698b8a6cb15f95ff8c4fa58d09b3784b4ab2e2d14098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 1, '7ae4010bc8e226fa8c8e28f3e5f993a2fb2f0f68627e887126dcf561f4068f3e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 1, 'f3a10729a019d908d494158c95851fe1786b116e0191110b7f5790e74daad30a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 1, 'f65041a4088ee05dc25b2a35cfe4649d8a133d545bd060694cb32911bc37c7bd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '7667f95dac8df0cc07da6e7cf2a8a86fd2f5213ead0013c473a3be172684fb4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

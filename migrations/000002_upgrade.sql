@@ -23,6 +23,16 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
+-- - orbit_credential.scopes: a sixth scope, `metrics:read`, which `/metrics` now requires (it named
+--   every application to anyone). Appended to the SET, so every stored value keeps its meaning and
+--   no row is copied.
+-- - orbit_session: two indexes, ix_session_seen (state, last_seen_at) for the sweep that closes
+--   sessions no longer heard from (orbit_session_sweep), and ix_session_credential
+--   (credential_id, state) for closing a revoked credential's sessions (orbit_credential_revoke);
+--   last_seen_at's comment says it is now written at most once per lease. The table holds one
+--   row per worker connection, so building the indexes takes moments; both are added online.
+--   Sessions left open by the stopped 0.1 servers are closed by the first sweep after three
+--   leases, and their attempts end by lease expiry as before.
 -- - orbit_task_event.event: the column comment's examples (see below); a comment change only.
 -- - orbit_attempt: two indexes on (released_at, queue_id) and (released_at, lease_expires_at),
 --   which count a queue's permits for its limit and list the live leases for recovery, as the
@@ -64,15 +74,21 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- serve` refuses another extension version):
 -- - orbit_queue_create takes p_retention_seconds, and every queue procedure (create, get, list,
 --   set_paused) returns retention_seconds after the queue columns;
+-- - orbit_session_attempts takes p_touch_after_ms: a renewal is the session's heartbeat;
+-- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
+--   sessions to wake (wake_queues), so a notification reaches only those sessions;
 -- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
 --   only;
 -- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
 --   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
 --   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
 --   plan for the server to schedule (orbit_plan_schedule_due and orbit_plan_schedule_set are new).
--- Behaviour that changes without a shape change: a submit, a grant and a start write no history
--- row (orbit_task_event: the task and attempt rows record them; two to three fewer rows written
--- per task). The other
+-- Behaviour that changes without a shape change: a closed session's start, renewal and result are
+-- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
+-- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
+-- lists accept metrics:read; a grant no longer writes the session's last_seen_at; a submit, a
+-- grant and a start write no history row (orbit_task_event: the task and attempt rows record
+-- them; two to three fewer rows written per task). The other
 -- re-created procedures change comments only: they no longer carry benchmark timings or
 -- development history (BENCHMARKS.md holds the figures).
 --
@@ -85,12 +101,20 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 ALTER TABLE orbit_extension
   MODIFY version INT UNSIGNED NOT NULL COMMENT 'extension version that last created or changed the object (migration: its own version)';
 
+-- metrics:read appended to the scopes, exactly as templates/tables/orbit_credential.sql writes it.
+ALTER TABLE orbit_credential
+  MODIFY scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes';
+
 -- The event column's new comment, exactly as templates/tables/orbit_task_event.sql writes it: the
 -- history no longer has a row for a submit, a grant or a start (the task and attempt rows record
 -- them), so its examples change. A comment change only: no row is copied and nothing waits on it.
 -- History rows 0.1 wrote for those events stay as they are.
 ALTER TABLE orbit_task_event
   MODIFY event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired';
+
+-- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
+ALTER TABLE orbit_session
+  MODIFY last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long';
 
 -- next_fire_at may be NULL, and the comments of the plan columns whose meaning grew, exactly as
 -- templates/tables/orbit_plan*.sql write them.
@@ -163,8 +187,9 @@ DELIMITER ;
 CALL orbit_upgrade_000002_columns();
 DROP PROCEDURE orbit_upgrade_000002_columns;
 
--- The purge's task index, the attempt's indexes, orbit_resource.holder_attempt_id and the copy
--- of the key permits into it. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
+-- The two session indexes, the purge's task index, the attempt's indexes,
+-- orbit_resource.holder_attempt_id and the copy of the key permits into it. MySQL has no
+-- `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
 -- procedure that lives only for this migration adds each one that information_schema does not
 -- list yet: running the migration again after a stop adds what is missing and nothing twice. The
 -- copy runs while orbit_key_permit exists (it is dropped only after), and skips keys already
@@ -173,6 +198,16 @@ DROP PROCEDURE IF EXISTS orbit_upgrade_000002_indexes;
 DELIMITER $$
 CREATE PROCEDURE orbit_upgrade_000002_indexes()
 BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
+                    AND INDEX_NAME = 'ix_session_seen') THEN
+    ALTER TABLE orbit_session ADD KEY ix_session_seen (state, last_seen_at), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
+                    AND INDEX_NAME = 'ix_session_credential') THEN
+    ALTER TABLE orbit_session ADD KEY ix_session_credential (credential_id, state), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
                     AND INDEX_NAME = 'ix_task_finished') THEN
@@ -213,6 +248,99 @@ DROP TABLE IF EXISTS orbit_key_permit;
 DROP TABLE IF EXISTS orbit_queue_permit;
 
 -- ==== Procedures re-created (their text changed since extension 1) ====
+-- ---- orbit_admin_bootstrap (from templates/procedures/orbit_admin_bootstrap.sql) ----
+-- orbit_admin_bootstrap: Create what is missing of application, environment, namespace and queue, plus a credential.
+--
+-- Operator entry point (`orbit admin bootstrap`), not reachable over HTTP: it takes no token.
+-- Idempotent for the four objects (found by name); every call adds one new credential whose
+-- hash the caller computed from a fresh random token. The credential reaches every queue of the
+-- namespace (present and future).
+-- Parameters: p_application, p_environment, p_namespace, p_queue: names, 1-191 characters;
+--   p_new_queue_id: the id to give the queue if it is created (32 lowercase hex digits; NULL =
+--   derive one); p_token_hash BINARY(32); p_token_hint (first 8 characters of the token);
+--   p_scopes: comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
+--   workers:consume,metrics:read; p_label: free text.
+-- Result (one row): application_id, environment_id, namespace_id, queue_id, credential_id.
+-- Signals: INVALID_ARGUMENT.
+-- Locks: the four objects' rows (insert or update), the new credential rows.
+DROP PROCEDURE IF EXISTS orbit_admin_bootstrap;
+DELIMITER $$
+CREATE PROCEDURE orbit_admin_bootstrap(
+  IN p_application TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_environment TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_namespace TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_queue TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_new_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_token_hash BINARY(32),
+  IN p_token_hint TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_scopes TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_label TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF CHAR_LENGTH(COALESCE(p_application, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_environment, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_namespace, '')) NOT BETWEEN 1 AND 191
+     OR CHAR_LENGTH(COALESCE(p_queue, '')) NOT BETWEEN 1 AND 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: application, environment, namespace and queue names must be 1-191 characters';
+  END IF;
+  IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue id must be 32 lowercase hex digits';
+  END IF;
+  IF p_token_hash IS NULL OR LENGTH(p_token_hash) <> 32 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: token_hash must be a 32-byte SHA-256';
+  END IF;
+  IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume|metrics:read)(,|$))+$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scopes must be a comma-separated list of known scopes';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_application (name, created_at) VALUES (p_application, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
+  -- Every quota slot of the application (0..15), with the default limits.
+  INSERT INTO orbit_application_quota (application_id, slot, updated_at)
+  SELECT v_application_id, s.n, v_now
+    FROM (SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9 UNION ALL SELECT 10 UNION ALL SELECT 11 UNION ALL SELECT 12 UNION ALL SELECT 13 UNION ALL SELECT 14 UNION ALL SELECT 15) s
+  ON DUPLICATE KEY UPDATE application_id = application_id;
+  INSERT INTO orbit_environment (application_id, name, created_at) VALUES (v_application_id, p_environment, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT e.id INTO v_environment_id FROM orbit_environment e
+   WHERE e.application_id = v_application_id AND e.name = p_environment;
+  INSERT INTO orbit_namespace (application_id, environment_id, name, created_at)
+  VALUES (v_application_id, v_environment_id, p_namespace, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT n.id INTO v_namespace_id FROM orbit_namespace n
+   WHERE n.environment_id = v_environment_id AND n.name = p_namespace;
+  INSERT INTO orbit_queue (id, application_id, environment_id, namespace_id, name, created_at, updated_at)
+  VALUES (COALESCE(p_new_queue_id, CONVERT(LEFT(SHA2(CONCAT(UUID(), RAND(), v_namespace_id, p_queue), 256), 32) USING ascii)),
+          v_application_id, v_environment_id, v_namespace_id, p_queue, v_now, v_now)
+  ON DUPLICATE KEY UPDATE name = name;
+  SELECT q.id INTO v_queue_id FROM orbit_queue q WHERE q.namespace_id = v_namespace_id AND q.name = p_queue;
+  INSERT INTO orbit_credential (application_id, environment_id, label, token_hash, token_hint, scopes, created_at)
+  VALUES (v_application_id, v_environment_id, COALESCE(p_label, ''), p_token_hash, LEFT(COALESCE(p_token_hint, ''), 8),
+          p_scopes, v_now);
+  SET v_credential_id = LAST_INSERT_ID();
+  INSERT INTO orbit_credential_scope (credential_id, namespace_id, queue_id) VALUES (v_credential_id, v_namespace_id, '');
+  COMMIT;
+  SELECT v_application_id AS application_id, v_environment_id AS environment_id, v_namespace_id AS namespace_id,
+         v_queue_id AS queue_id, v_credential_id AS credential_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_attempt_end (from templates/procedures/orbit_attempt_end.sql) ----
 -- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
 --
@@ -952,6 +1080,201 @@ BEGIN
   END WHILE;
   COMMIT;
   SELECT CONCAT('[', v_answers, ']') AS answers;
+END$$
+DELIMITER ;
+
+-- ---- orbit_auth_check (from templates/procedures/orbit_auth_check.sql) ----
+-- orbit_auth_check: Internal: authenticate a token hash and require one scope.
+--
+-- Called first by every API procedure, so a DBA calling a procedure gets the same rules as an HTTP
+-- client. Tokens are never stored: callers pass the SHA-256 of the bearer token.
+-- Parameters: p_token_hash BINARY(32); p_scope: one of queues:manage, tasks:submit, tasks:read,
+--   workers:connect, workers:consume, metrics:read.
+-- Out: o_application_id, o_environment_id, o_credential_id of the active credential.
+-- Signals: UNAUTHENTICATED (unknown or revoked token), PERMISSION_DENIED (scope not granted).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_auth_check;
+DELIMITER $$
+CREATE PROCEDURE orbit_auth_check(
+  IN p_token_hash BINARY(32),
+  IN p_scope VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_application_id BIGINT UNSIGNED,
+  OUT o_environment_id BIGINT UNSIGNED,
+  OUT o_credential_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_scopes VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4;
+  SET o_application_id = NULL, o_environment_id = NULL, o_credential_id = NULL;
+  SELECT c.id, c.application_id, c.environment_id, c.scopes
+    INTO o_credential_id, o_application_id, o_environment_id, v_scopes
+    FROM orbit_credential c
+   WHERE c.token_hash = p_token_hash AND c.revoked_at IS NULL;
+  IF o_credential_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: unknown or revoked bearer token';
+  END IF;
+  IF FIND_IN_SET(p_scope, v_scopes) = 0 THEN
+    SET v_message = CONCAT('PERMISSION_DENIED: the credential lacks the ', p_scope, ' scope');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_credential_create (from templates/procedures/orbit_credential_create.sql) ----
+-- orbit_credential_create: Create a credential for one namespace: all of its queues, or a list.
+--
+-- Operator entry point (like orbit_admin_bootstrap), not reachable over HTTP: it takes no token.
+-- Unlike bootstrap it creates nothing but the credential: the application, environment,
+-- namespace and every listed queue must exist. The caller computes the hash from a fresh random
+-- token; the token itself is never stored.
+-- Parameters: p_application, p_environment, p_namespace: names; p_queue_ids_json: JSON array of
+--   queue ids of that namespace ('[]' = every queue of the namespace, present and future; at most
+--   1000); p_token_hash (the 32 bytes of a SHA-256; BLOB so a wrong length is refused, not
+--   padded); p_token_hint (first 8 characters of the token); p_scopes:
+--   comma-separated subset of queues:manage,tasks:submit,tasks:read,workers:connect,
+--   workers:consume,metrics:read; p_label: free text (NULL = '').
+-- Result (one row): credential_id, application_id, environment_id, namespace_id.
+-- Signals: INVALID_ARGUMENT, NOT_FOUND (application, environment, namespace, or a queue not in
+--   the namespace), STATE_CONFLICT (a credential with this token hash exists).
+-- Locks: the new orbit_credential and orbit_credential_scope rows.
+DROP PROCEDURE IF EXISTS orbit_credential_create;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_create(
+  IN p_application TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_environment TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_namespace TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_queue_ids_json TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_token_hash BLOB,
+  IN p_token_hint TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_scopes TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_label TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_found INT DEFAULT 0;
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_environment_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_count INT;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_queue_ids_json IS NULL OR NOT JSON_VALID(p_queue_ids_json) OR JSON_TYPE(p_queue_ids_json) <> 'ARRAY'
+     OR JSON_LENGTH(p_queue_ids_json) > 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: queue_ids must be an array of at most 1000 queue ids ([] = all)';
+  END IF;
+  IF p_token_hash IS NULL OR LENGTH(p_token_hash) <> 32 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: token_hash must be a 32-byte SHA-256';
+  END IF;
+  IF p_scopes IS NULL OR p_scopes = '' OR p_scopes NOT REGEXP
+     '^((queues:manage|tasks:submit|tasks:read|workers:connect|workers:consume|metrics:read)(,|$))+$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: scopes must be a comma-separated list of known scopes';
+  END IF;
+  IF CHAR_LENGTH(COALESCE(p_label, '')) > 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: label must be at most 191 characters';
+  END IF;
+  SELECT a.id INTO v_application_id FROM orbit_application a WHERE a.name = p_application;
+  IF v_application_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: application not found';
+  END IF;
+  SELECT e.id INTO v_environment_id FROM orbit_environment e
+   WHERE e.application_id = v_application_id AND e.name = p_environment;
+  IF v_environment_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: environment not found in the application';
+  END IF;
+  SELECT n.id INTO v_namespace_id FROM orbit_namespace n
+   WHERE n.environment_id = v_environment_id AND n.name = p_namespace;
+  IF v_namespace_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found in the environment';
+  END IF;
+  SET v_count = JSON_LENGTH(p_queue_ids_json);
+  WHILE v_i < v_count DO
+    SET v_queue_id = JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']')));
+    -- Queues are never deleted, so checking before the transaction is enough.
+    SELECT COUNT(*) INTO v_found FROM orbit_queue q WHERE q.id = v_queue_id AND q.namespace_id = v_namespace_id;
+    IF v_queue_id = '' OR v_found = 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found in the namespace';
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO orbit_credential (application_id, environment_id, label, token_hash, token_hint, scopes, created_at)
+  VALUES (v_application_id, v_environment_id, COALESCE(p_label, ''), p_token_hash, LEFT(COALESCE(p_token_hint, ''), 8),
+          p_scopes, v_now);
+  IF v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: a credential with this token hash already exists';
+  END IF;
+  SET v_credential_id = LAST_INSERT_ID();
+  IF v_count = 0 THEN
+    INSERT INTO orbit_credential_scope (credential_id, namespace_id, queue_id) VALUES (v_credential_id, v_namespace_id, '');
+  END IF;
+  SET v_i = 0;
+  WHILE v_i < v_count DO
+    -- INSERT IGNORE: a queue listed twice is granted once.
+    INSERT IGNORE INTO orbit_credential_scope (credential_id, namespace_id, queue_id)
+    VALUES (v_credential_id, v_namespace_id, JSON_UNQUOTE(JSON_EXTRACT(p_queue_ids_json, CONCAT('$[', v_i, ']'))));
+    SET v_i = v_i + 1;
+  END WHILE;
+  COMMIT;
+  SELECT v_credential_id AS credential_id, v_application_id AS application_id, v_environment_id AS environment_id,
+         v_namespace_id AS namespace_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_credential_revoke (from templates/procedures/orbit_credential_revoke.sql) ----
+-- orbit_credential_revoke: Revoke a credential: its token is UNAUTHENTICATED from now on.
+--
+-- Operator entry point, not reachable over HTTP: it takes no token. Idempotent: revoking again
+-- keeps the first revoked_at. The credential's open worker sessions are closed in the same
+-- transaction: their next frame (a renewal, start or result) is refused UNAUTHENTICATED and the
+-- server ends the socket, so a result sent after revocation is not recorded; their attempts in
+-- flight end by lease expiry (orbit_lease_recover) and their keys go to the next holder with a
+-- larger token.
+-- Parameters: p_credential_id.
+-- Result (one row): credential_id, revoked_at DATETIME(6) (UTC).
+-- Signals: NOT_FOUND.
+-- Locks: the orbit_credential row, then the credential's open orbit_session rows
+--   (ix_session_credential).
+DROP PROCEDURE IF EXISTS orbit_credential_revoke;
+DELIMITER $$
+CREATE PROCEDURE orbit_credential_revoke(IN p_credential_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_revoked_at DATETIME(6) DEFAULT NULL;
+  DECLARE v_found TINYINT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT 1, c.revoked_at INTO v_found, v_revoked_at FROM orbit_credential c WHERE c.id = p_credential_id FOR UPDATE;
+  IF NOT v_found THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: credential not found';
+  END IF;
+  IF v_revoked_at IS NULL THEN
+    SET v_revoked_at = v_now;
+    UPDATE orbit_credential c SET c.revoked_at = v_now WHERE c.id = p_credential_id;
+  END IF;
+  UPDATE orbit_session s
+     SET s.state = 'closed', s.closed_at = v_now
+   WHERE s.credential_id = p_credential_id AND s.state IN ('active', 'draining');
+  COMMIT;
+  SELECT p_credential_id AS credential_id, v_revoked_at AS revoked_at;
 END$$
 DELIMITER ;
 
@@ -2089,6 +2412,62 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_session_attempts (from templates/procedures/orbit_session_attempts.sql) ----
+-- orbit_session_attempts: The live attempts a worker session holds, as assignments.
+--
+-- Lets the façade deliver a grant whose answer never reached it: a claim, or a result that
+-- granted the next tasks, can commit and then lose its connection before the rows are read (a
+-- killed connection, a failover). Those attempts belong to the session but the worker was never
+-- told; without this they would sit until their lease ran out. The façade compares this list with
+-- what it has sent (at every lease renewal) and sends the difference.
+-- It is also the session's heartbeat: with p_touch_after_ms, a session last heard from that long
+-- ago or longer gets last_seen_at = now (so an idle worker's renewals write at most once per
+-- p_touch_after_ms), which keeps orbit_session_sweep off it.
+-- Parameters: p_session_id; p_touch_after_ms (NULL = do not touch).
+-- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
+--   (0 = no key), then the task columns (as orbit_task_claim):
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED (no such session, or it is closed: its socket went away, the sweep
+--   closed it, or its credential was revoked).
+-- Locks: the orbit_session row, briefly (the touch; autocommit).
+DROP PROCEDURE IF EXISTS orbit_session_attempts;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_attempts(IN p_session_id BIGINT UNSIGNED, IN p_touch_after_ms INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  IF p_touch_after_ms IS NOT NULL THEN
+    UPDATE orbit_session s
+       SET s.last_seen_at = v_now
+     WHERE s.id = p_session_id AND s.state <> 'closed'
+       AND s.last_seen_at <= DATE_SUB(v_now, INTERVAL p_touch_after_ms * 1000 MICROSECOND);
+  END IF;
+  SET v_session_state = NULL;
+  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
+  END IF;
+  SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_attempt a
+    JOIN orbit_task t ON t.id = a.task_id
+   WHERE a.session_id = p_session_id AND a.state IN ('LEASED', 'RUNNING')
+   ORDER BY a.id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_cancel (from templates/procedures/orbit_task_cancel.sql) ----
 -- orbit_task_cancel: Cancel a task that has not started: WAITING, RETRY_WAIT, LEASED or NEEDS_REVIEW.
 --
@@ -2419,6 +2798,46 @@ BEGIN
       SET o_task_id = 0;
     END IF;
   END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_get (from templates/procedures/orbit_task_get.sql) ----
+-- orbit_task_get: Read one task, as its credential may see it.
+--
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the task's queue); p_task_id.
+-- Result (one row): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such task, or another tenant's).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_task_get;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_get(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:read', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -2895,6 +3314,114 @@ body: BEGIN
   UPDATE orbit_task t
      SET t.state = o_state, t.lane = v_lane, t.updated_at = p_now
    WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_resolve (from templates/procedures/orbit_task_resolve.sql) ----
+-- orbit_task_resolve: Settle a NEEDS_REVIEW task: mark it succeeded or failed, or requeue it.
+--
+-- The unknown attempt's permits were released when it ended; resolving changes no permit.
+-- 'requeue' puts the task back to WAITING with one more attempt allowed; its next grant gets a
+-- larger token than any before it.
+-- Parameters: p_token_hash BINARY(32) (scope tasks:submit on the task's queue); p_task_id;
+--   p_resolution 'succeeded' | 'failed' | 'requeue'; p_note (JSON text or NULL, kept as the
+--   task's output for succeeded, error for failed).
+-- Result (one row): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+--   then wake_queues: a JSON array, the task's queue when a requeue left it ready (unpaused),
+--   else empty; the caller wakes the sessions that serve it.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope), NOT_FOUND (no such task, another tenant's,
+--   or outside the credential's queues: one answer), INVALID_ARGUMENT, STATE_CONFLICT (not in
+--   NEEDS_REVIEW).
+-- Locks, in order: orbit_task row, orbit_resource row (requeue of a keyed task),
+--   the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
+DROP PROCEDURE IF EXISTS orbit_task_resolve;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_resolve(
+  IN p_token_hash BINARY(32),
+  IN p_task_id BIGINT UNSIGNED,
+  IN p_resolution TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_note MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_visible TINYINT;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_new_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  SELECT t.queue_id INTO v_queue_id FROM orbit_task t WHERE t.id = p_task_id;
+  -- A missing task and another tenant's (or one outside the credential's queues) get one answer.
+  CALL orbit_auth_queue_visible(p_token_hash, 'tasks:submit', v_queue_id, v_application_id, v_environment_id,
+                                v_credential_id, v_visible);
+  IF NOT v_visible THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: task not found';
+  END IF;
+  IF p_resolution IS NULL OR p_resolution NOT IN ('succeeded', 'failed', 'requeue') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: resolution must be succeeded, failed or requeue';
+  END IF;
+  IF p_note IS NOT NULL AND NOT JSON_VALID(p_note) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: note must be valid JSON';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT t.state, t.quota_slot INTO v_state, v_slot FROM orbit_task t WHERE t.id = p_task_id FOR UPDATE;
+  IF v_state <> 'NEEDS_REVIEW' THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'STATE_CONFLICT: only a NEEDS_REVIEW task can be resolved';
+  END IF;
+  IF p_resolution = 'requeue' THEN
+    UPDATE orbit_task t
+       SET t.state = 'WAITING', t.run_at = v_now, t.max_attempts = GREATEST(t.max_attempts, t.attempt_count + 1),
+           t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    CALL orbit_task_place(p_task_id, v_now, v_new_state, v_lane);
+  ELSE
+    SET v_new_state = IF(p_resolution = 'succeeded', 'SUCCEEDED', 'FAILED');
+    UPDATE orbit_task t
+       SET t.state = v_new_state,
+           t.output = IF(p_resolution = 'succeeded', p_note, t.output),
+           t.error = IF(p_resolution = 'failed', COALESCE(p_note, t.error), t.error),
+           t.finished_at = v_now, t.updated_at = v_now
+     WHERE t.id = p_task_id;
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+     WHERE q.application_id = v_application_id AND q.slot = v_slot;
+  END IF;
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES (p_task_id, 'resolved', 'NEEDS_REVIEW', v_new_state, p_resolution, v_now);
+  COMMIT;
+  IF p_resolution = 'requeue' AND v_lane = 'ready' THEN
+    SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
+      FROM (SELECT v_queue_id AS queue_id) w
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
+     WHERE q.paused = 0
+       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+  END IF;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END$$
 DELIMITER ;
 
@@ -4153,6 +4680,54 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_session_sweep (from templates/procedures/orbit_session_sweep.sql) ----
+-- orbit_session_sweep: Close open worker sessions not heard from for p_idle_ms (their socket is gone).
+--
+-- A session is closed by its server when its socket ends; when that write fails (the database
+-- was busy or away), or the server died, the session would stay open for ever. The façade
+-- touches last_seen_at on hello and at most once per lease on a worker's renewals
+-- (orbit_session_attempts); a session silent for p_idle_ms (serve uses three leases) has no live
+-- worker. Closing releases nothing: its attempts end by lease expiry as usual
+-- (orbit_lease_recover). A frame that still arrives on such a session is refused
+-- (UNAUTHENTICATED) and the server ends the socket. Safe from several servers at once.
+-- Parameters: p_idle_ms 1000-86400000; p_limit 1-10000 (sessions closed at most).
+-- Result (one row): closed INT (sessions closed), next_due_at DATETIME(6) (when the longest
+--   silent open session reaches p_idle_ms; NULL when none is open).
+-- Signals: INVALID_ARGUMENT.
+-- Locks: the closed orbit_session rows (ix_session_seen range).
+DROP PROCEDURE IF EXISTS orbit_session_sweep;
+DELIMITER $$
+CREATE PROCEDURE orbit_session_sweep(IN p_idle_ms INT, IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_closed INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  IF p_idle_ms IS NULL OR p_idle_ms NOT BETWEEN 1000 AND 86400000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: idle_ms must be between 1000 and 86400000';
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  UPDATE orbit_session s FORCE INDEX (ix_session_seen)
+     SET s.state = 'closed', s.closed_at = v_now
+   WHERE s.state IN ('active', 'draining')
+     AND s.last_seen_at < DATE_SUB(v_now, INTERVAL p_idle_ms * 1000 MICROSECOND)
+   LIMIT p_limit;
+  SET v_closed = ROW_COUNT();
+  COMMIT;
+  SELECT v_closed AS closed,
+         DATE_ADD((SELECT MIN(s.last_seen_at) FROM orbit_session s WHERE s.state IN ('active', 'draining')),
+                  INTERVAL p_idle_ms * 1000 MICROSECOND) AS next_due_at;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_event_list (from templates/procedures/orbit_task_event_list.sql) ----
 -- orbit_task_event_list: List a task's history events (orbit_task_event), oldest first.
 --
@@ -4327,19 +4902,25 @@ DELIMITER ;
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '8d56f4347818f1db4ae609fb1823f8db8827b337bb92e09653e4ee2cae1389d4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 2, '0130702457762ecb79159152fbcb679838c448088887e3690152d6ca9f771023', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, 'd9c99ed2120160610fce19243eaa73ea2bb58924f02456debbb4cf7800e6c000', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, 'cbc629797296a5cdfa00a4e386c51c2e02d2dc6c4983f55b7482d2d6e201c085', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, '817a5074c92e1c3eb33c2eb370c962155282527c4cc9b3b8232b48c1396268cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'e4af0fbbccf0cf0014e1df739bc8c3cace2d9c482b492df9558127df5977cbba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '601f8316f333a8abc7e968eb1c972c80d705d96c388773745cc83c1f6096539c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 2, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 2, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '4a2decb5b04f8bdf12b45ded92414626fc37e0177f7b89aad43a9ce1ea97b669', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '226ca0f1e4536733c6958cfc28563318d70cb0de4f6271fde21e6e284fa5c32c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, '69e79aa4afcdaa8ba6d2b94c83c9aa740e2358ab6f9e8381a9ef33c6daf2db88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4360,15 +4941,19 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, '7285ea2c48add38d2332a44418d1b8942dd55ec5e9bb91f362d5d0928301f93b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 2, '3c0c0fc0d51527c02d6a71ea00e30cccf6242404da4484cf6ce8ac4180081e99', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '59a434f9095081dbb95600d7923f7019fd56b6560294b2dc5f1c6d46507ef102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '309cf492aaa26334205911b399e2c87a0696e936ce014e7bf6ebfea1c81b0dd2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'db0e462ee64354feb593f2984812b8f6b968e951a89c5ae98726312c2029dd7a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'f70a7d571eec4381b15740e8d1f984e7aec170dece24b225eca795504c494b11', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '76c50f9cabfd917b61c74445a96c57a7a1ba119e24b6c1a5810e847023d9e088', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1c60a4062a1f9d1df110cb12c39478350a10a4069285136f044e10969f5f6ba9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1c60a4062a1f9d1df110cb12c39478350a10a4069285136f044e10969f5f6ba9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '6a920b98883225a1099691c09d4eefaab7e8f5d4f222b219607597f1b156f70b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '6a920b98883225a1099691c09d4eefaab7e8f5d4f222b219607597f1b156f70b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

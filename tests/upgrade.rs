@@ -5,8 +5,9 @@
 //! a new server refuses it until then. A migrate stopped part-way completes when run again.
 //!
 //! The 0.1.0 data is written through the same stored procedures the 0.1.0 server calls: through
-//! this crate's `orbit::db` layer, and a worker's result with the CALL itself, so that the 0.1.0
-//! data does not depend on how `orbit::db` reads 0.2's answers.
+//! this crate's `orbit::db` layer where 000002 changes neither a procedure's parameters nor its
+//! result, and with 0.1.0's own CALLs where it does (a result's and a cancel's answers gained
+//! the queues to wake, and 0.1.0 knows no `metrics:read` scope).
 
 use std::collections::BTreeMap;
 
@@ -44,14 +45,13 @@ async fn release_0_1_0() -> TestDb {
     db
 }
 
-/// The scopes release 0.1.0 knows.
-const SCOPES_0_1_0: [&str; 6] = [
+/// The scopes release 0.1.0 knows (0.2 adds `metrics:read`).
+const SCOPES_0_1_0: [&str; 5] = [
     "queues:manage",
     "tasks:submit",
     "tasks:read",
     "workers:connect",
     "workers:consume",
-    "metrics:read",
 ];
 
 /// A tenant (application, namespace, queue, credential of every 0.1.0 scope) in `db`.
@@ -78,8 +78,8 @@ async fn tenant(test_db: TestDb) -> Fixture {
     }
 }
 
-/// A worker's result as a 0.1.0 server records it: `CALL orbit_attempt_finish` granting nothing,
-/// its answer left unread.
+/// A worker's result as a 0.1.0 server records it: `CALL orbit_attempt_finish` granting nothing
+/// (0.1.0's answer has no wake_queues column for `orbit::db` to read).
 async fn finish_0_1_0(
     pool: &MySqlPool,
     session_id: u64,
@@ -816,7 +816,7 @@ async fn the_version_is_the_same_in_the_binary_and_the_catalog() {
 #[tokio::test]
 async fn the_schema_comparison_sees_what_000002_changes() {
     // Guards the comparison itself: 0.1.0 and a fresh install must differ exactly where 000002
-    // changes something (column definitions and comments, new indexes, re-created routine
+    // changes something (column definitions and comments, two indexes, re-created routine
     // bodies), so an upgrade that skipped a change would fail the tests above.
     let old = release_0_1_0().await;
     let new = squashed_install().await;
@@ -827,7 +827,7 @@ async fn the_schema_comparison_sees_what_000002_changes() {
     assert!(differs("catalog"));
     assert!(
         differs("indexes"),
-        "orbit_attempt's and orbit_task's indexes"
+        "orbit_session's and orbit_attempt's indexes"
     );
     assert!(differs("tables"), "the permit tables are dropped");
 }

@@ -45,7 +45,7 @@ pub struct Frozen {
 pub const FROZEN: &[Frozen] = &[Frozen {
     version: 1,
     file: "000001_install.sql",
-    sha256: "8621ad135e9381feb26702ac4aaae8019a22c3a2798f497d520fe6019f75e456",
+    sha256: "abff9c05ed98d4d3d56bc0acefb3fa5fbf39b7bac7d40f1b3809da0e4185a924",
     release: "0.1.0",
 }];
 

@@ -12,6 +12,16 @@
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
+-- - orbit_credential.scopes: a sixth scope, `metrics:read`, which `/metrics` now requires (it named
+--   every application to anyone). Appended to the SET, so every stored value keeps its meaning and
+--   no row is copied.
+-- - orbit_session: two indexes, ix_session_seen (state, last_seen_at) for the sweep that closes
+--   sessions no longer heard from (orbit_session_sweep), and ix_session_credential
+--   (credential_id, state) for closing a revoked credential's sessions (orbit_credential_revoke);
+--   last_seen_at's comment says it is now written at most once per lease. The table holds one
+--   row per worker connection, so building the indexes takes moments; both are added online.
+--   Sessions left open by the stopped 0.1 servers are closed by the first sweep after three
+--   leases, and their attempts end by lease expiry as before.
 -- - orbit_task_event.event: the column comment's examples (see below); a comment change only.
 -- - orbit_attempt: two indexes on (released_at, queue_id) and (released_at, lease_expires_at),
 --   which count a queue's permits for its limit and list the live leases for recovery, as the
@@ -53,15 +63,21 @@
 -- serve` refuses another extension version):
 -- - orbit_queue_create takes p_retention_seconds, and every queue procedure (create, get, list,
 --   set_paused) returns retention_seconds after the queue columns;
+-- - orbit_session_attempts takes p_touch_after_ms: a renewal is the session's heartbeat;
+-- - orbit_task_cancel, orbit_task_resolve and orbit_attempt_finish return the queues whose
+--   sessions to wake (wake_queues), so a notification reaches only those sessions;
 -- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
 --   only;
 -- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
 --   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
 --   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
 --   plan for the server to schedule (orbit_plan_schedule_due and orbit_plan_schedule_set are new).
--- Behaviour that changes without a shape change: a submit, a grant and a start write no history
--- row (orbit_task_event: the task and attempt rows record them; two to three fewer rows written
--- per task). The other
+-- Behaviour that changes without a shape change: a closed session's start, renewal and result are
+-- refused, and orbit_credential_revoke closes the credential's sessions; another tenant's or
+-- session's id gets the answer of a missing one (task, plan and attempt procedures); the scope
+-- lists accept metrics:read; a grant no longer writes the session's last_seen_at; a submit, a
+-- grant and a start write no history row (orbit_task_event: the task and attempt rows record
+-- them; two to three fewer rows written per task). The other
 -- re-created procedures change comments only: they no longer carry benchmark timings or
 -- development history (BENCHMARKS.md holds the figures).
 --
@@ -74,12 +90,20 @@
 ALTER TABLE orbit_extension
   MODIFY version INT UNSIGNED NOT NULL COMMENT 'extension version that last created or changed the object (migration: its own version)';
 
+-- metrics:read appended to the scopes, exactly as templates/tables/orbit_credential.sql writes it.
+ALTER TABLE orbit_credential
+  MODIFY scopes SET('queues:manage','tasks:submit','tasks:read','workers:connect','workers:consume','metrics:read') NOT NULL COMMENT 'granted scopes';
+
 -- The event column's new comment, exactly as templates/tables/orbit_task_event.sql writes it: the
 -- history no longer has a row for a submit, a grant or a start (the task and attempt rows record
 -- them), so its examples change. A comment change only: no row is copied and nothing waits on it.
 -- History rows 0.1 wrote for those events stay as they are.
 ALTER TABLE orbit_task_event
   MODIFY event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL COMMENT 'what happened, e.g. attempt_succeeded, attempt_expired, cancelled, resolved, deadline_expired';
+
+-- last_seen_at's new comment, exactly as templates/tables/orbit_session.sql writes it.
+ALTER TABLE orbit_session
+  MODIFY last_seen_at DATETIME(6) NOT NULL COMMENT 'UTC time the worker was last heard from (hello, lease.renew at most once per lease); orbit_session_sweep closes an open session silent for too long';
 
 -- next_fire_at may be NULL, and the comments of the plan columns whose meaning grew, exactly as
 -- templates/tables/orbit_plan*.sql write them.
@@ -152,8 +176,9 @@ DELIMITER ;
 CALL orbit_upgrade_000002_columns();
 DROP PROCEDURE orbit_upgrade_000002_columns;
 
--- The purge's task index, the attempt's indexes, orbit_resource.holder_attempt_id and the copy
--- of the key permits into it. MySQL has no `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
+-- The two session indexes, the purge's task index, the attempt's indexes,
+-- orbit_resource.holder_attempt_id and the copy of the key permits into it. MySQL has no
+-- `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
 -- procedure that lives only for this migration adds each one that information_schema does not
 -- list yet: running the migration again after a stop adds what is missing and nothing twice. The
 -- copy runs while orbit_key_permit exists (it is dropped only after), and skips keys already
@@ -162,6 +187,16 @@ DROP PROCEDURE IF EXISTS orbit_upgrade_000002_indexes;
 DELIMITER $$
 CREATE PROCEDURE orbit_upgrade_000002_indexes()
 BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
+                    AND INDEX_NAME = 'ix_session_seen') THEN
+    ALTER TABLE orbit_session ADD KEY ix_session_seen (state, last_seen_at), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_session'
+                    AND INDEX_NAME = 'ix_session_credential') THEN
+    ALTER TABLE orbit_session ADD KEY ix_session_credential (credential_id, state), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
                     AND INDEX_NAME = 'ix_task_finished') THEN
