@@ -315,19 +315,21 @@
     item, alias a, with each ended attempt once (its quota_slot and task_id). An attempt's active
     attempt goes back to the slot it charged, so that counter never goes below zero, and its task's
     incomplete task too when the task ended (SUCCEEDED, FAILED or CANCELLED; a task in review or
-    waiting for a retry still counts). One statement, locking the slot rows in ascending slot order
-    (q drives the join, scanned in primary key order); last in the transaction's quota work, as
-    every quota lock. -#}
-{% macro quota_give_back_ended(app, ended, now) %}UPDATE orbit_application_quota q
-    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+    waiting for a retry still counts). One statement, locking only the slot rows with something to
+    give back: the grouped charges drive the join (STRAIGHT_JOIN) and each slot row is found by
+    its primary key; were q to drive it, every slot row it scanned would stay locked (MariaDB keeps
+    the rows a multi-table UPDATE read), and a caller already holding one (its grant's charge)
+    would deadlock with another doing the same. Last in the transaction's quota work, as every
+    quota lock. -#}
+{% macro quota_give_back_ended(app, ended, now) %}UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM {{ ended }}
             JOIN orbit_task t ON t.id = a.task_id
-           GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
-         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
-         q.updated_at = {{ now }}
-   WHERE q.application_id = {{ app }} AND g.slot IS NOT NULL{% endmacro %}
+           GROUP BY a.quota_slot) g
+    STRAIGHT_JOIN orbit_application_quota q ON q.application_id = {{ app }} AND q.slot = g.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+         q.updated_at = {{ now }}{% endmacro %}
 
 {#- Whether slot row `q` may take charges on its own for limit column `col`: the limit is the one
     last verified (checked_<col>) to have every slot of the application within its share. After a

@@ -315,19 +315,18 @@ BEGIN
   END IF;
   -- The charges of the ended attempts go back last: quota rows after every other row.
   IF v_ended_count > 0 THEN
-    UPDATE orbit_application_quota q
-    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+    UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) a
             JOIN orbit_task t ON t.id = a.task_id
-           GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
-         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
-         q.updated_at = v_now
-   WHERE q.application_id = v_back_application_id AND g.slot IS NOT NULL;
+           GROUP BY a.quota_slot) g
+    STRAIGHT_JOIN orbit_application_quota q ON q.application_id = v_back_application_id AND q.slot = g.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+         q.updated_at = v_now;
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
   -- left: a ready task of a released key (known above: with a grant, every key released here was

@@ -63,16 +63,15 @@ BEGIN
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
                              v_now, 0, v_task_state, v_attempt_state, v_key_queues);
-      UPDATE orbit_application_quota q
-    LEFT JOIN (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+      UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
             JOIN orbit_task t ON t.id = a.task_id
-           GROUP BY a.quota_slot) g ON g.slot = q.slot
-     SET q.active_attempts = q.active_attempts - COALESCE(g.active, 0),
-         q.incomplete_tasks = q.incomplete_tasks - COALESCE(g.incomplete, 0),
-         q.updated_at = v_now
-   WHERE q.application_id = v_application_id AND g.slot IS NOT NULL;
+           GROUP BY a.quota_slot) g
+    STRAIGHT_JOIN orbit_application_quota q ON q.application_id = v_application_id AND q.slot = g.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+         q.updated_at = v_now;
       SET v_recovered = v_recovered + 1;
     END IF;
     COMMIT;

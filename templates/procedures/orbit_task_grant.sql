@@ -355,13 +355,15 @@ body: BEGIN
         {% call m::quota_give_back("v_application_id", "v_no_attempts", "v_expired_slots", "p_now") %};
       END IF;
       IF v_granted > 0 THEN
-        -- The lowest slot that takes the whole grant within its share, if one does.
+        -- The session's slot if it takes the whole grant within its share (with the charges the
+        -- caller gives back there), else the lowest slot that does, if one does: charges kept on
+        -- the session's slot go back there, and the session's next grants take one slot's row.
         SET v_charge_slot = NULL;
         SELECT q.slot INTO v_charge_slot
           FROM orbit_application_quota q
          WHERE q.application_id = v_application_id
-           AND q.active_attempts + v_granted <= {% call m::quota_share("q", "max_active_attempts") %}
-         ORDER BY q.slot
+           AND q.active_attempts + v_granted <= {% call m::quota_share("q", "max_active_attempts") %} + IF(q.slot = v_slot, p_credit, 0)
+         ORDER BY q.slot <> v_slot, q.slot
          LIMIT 1;
         IF v_charge_slot IS NOT NULL THEN
           UPDATE orbit_application_quota q
