@@ -30,8 +30,8 @@
 --   wake_queues, a JSON array of the queue ids where these results may have made work
 --   claimable for other sessions that the grant did not take (unpaused queues with a ready task;
 --   the caller wakes the sessions that serve them, and no other), the same in every row;
---   claim_again, 1 when the grant was left to a claim of the session's own (the application
---   quota needed every slot's row: see orbit_task_grant's p_quota_held), the same in every row;
+--   claim_again, 1 when the grant was left to a claim of the session's own (the session's quota
+--   slot refused the charge: see orbit_task_grant's p_deferred), the same in every row;
 --   then the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
 --   lease_expires_at, concurrency_token, then the task columns.
@@ -45,7 +45,7 @@
 --   it does; then, for each released key the grant did not take and with blocked tasks in several
 --   queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
---   tasks' incomplete charges go back, in one statement, in ascending slot order). The grant
+--   tasks' incomplete charges go back, in one statement, each row by its primary key). The grant
 --   counts the charges given back on the session's slot as room (p_credit), so the capacity
 --   the results free is granted in the same transaction although it goes back after.
 DROP PROCEDURE IF EXISTS orbit_attempt_finish;

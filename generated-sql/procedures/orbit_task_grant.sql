@@ -57,8 +57,9 @@
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
 --   candidate; the new orbit_attempt row (its queue permit); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
---   order (one locking read), the exact total checked and the grants charged to the lowest slots
---   below their share (see orbit_application_quota).
+--   order (one locking read), the exact total checked and the grants charged to the session's
+--   slot when it takes them within its share, else to the lowest slots below their share (see
+--   orbit_application_quota).
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,

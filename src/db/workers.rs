@@ -128,9 +128,10 @@ pub struct Finished {
     /// The queues where the results left claimable work the grants did not take: wake the
     /// sessions that serve them (only those; never another application's).
     pub wake_queues: Vec<String>,
-    /// The grant was left to a claim of the session's own: the application quota needed every
-    /// slot's row, which the results' transaction could not lock safely (orbit_task_grant's
-    /// `p_quota_held`). The caller claims next, as after results without a grant.
+    /// The grant was left to a claim of the session's own: the session's quota slot refused the
+    /// charge after waiting for its row, which then stays locked, so the results' transaction
+    /// could not go on to lock every slot (orbit_task_grant's `p_deferred`). The caller claims
+    /// next, as after results without a grant.
     pub claim_again: bool,
 }
 
