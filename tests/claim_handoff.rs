@@ -490,3 +490,66 @@ async fn a_grant_whose_slot_filled_meanwhile_is_left_to_a_claim() {
     assert_eq!(f.db.task_claim(s, 2, 30_000).await.unwrap().len(), 2);
     assert_eq!(active_attempts(&f).await, 3);
 }
+
+/// A claim whose one-slot charge waited for the slot's row and then found it full is still
+/// granted, under every slot's lock and on other slots (it starts again in a transaction of its
+/// own, so it never locks every slot while holding that row; alone, this test cannot tell that
+/// from locking them in the same transaction: tests/stress.rs counts the deadlocks).
+#[tokio::test]
+async fn a_claim_whose_slot_filled_meanwhile_is_granted_on_other_slots() {
+    let f = Fixture::new().await;
+    limit_active_attempts_to_32(&f).await;
+    for _ in 0..3 {
+        f.submit(&f.queue_id, "").await;
+    }
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let slot: u8 = sqlx::query_scalar("SELECT ? % 16")
+        .bind(s)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+    // Another transaction fills the session's slot to its share and commits only once the
+    // claim's charge has started.
+    let mut other = f.db.pool().begin().await.unwrap();
+    sqlx::query(
+        "UPDATE orbit_application_quota SET active_attempts = 2 WHERE application_id = ? AND slot = ?",
+    )
+    .bind(f.application_id)
+    .bind(slot)
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    let db = f.db.clone();
+    let claim = tokio::spawn(async move { db.task_claim(s, 2, 30_000).await });
+    loop {
+        let charging: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+              WHERE DB = DATABASE() AND INFO LIKE 'UPDATE orbit_application_quota%'",
+        )
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+        if charging > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    other.commit().await.unwrap();
+    let grants = tokio::time::timeout(Duration::from_secs(20), claim)
+        .await
+        .expect("the claim does not wait for a lock timeout")
+        .unwrap()
+        .unwrap();
+    assert_eq!(grants.len(), 2, "granted under every slot's lock");
+    // The other transaction's 2 and the claim's 2, the claim's on another slot.
+    assert_eq!(active_attempts(&f).await, 4);
+    let on_other_slots: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orbit_attempt WHERE session_id = ? AND quota_slot <> ?",
+    )
+    .bind(s)
+    .bind(slot)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(on_other_slots, 2, "the full slot took none of them");
+}
