@@ -311,9 +311,14 @@ pub async fn start_private_server_on(
         Some(p) => p,
         None => free_port()?,
     };
+    // A temporary directory of its own: a server starting up deletes every `#sql*` file in its
+    // tmpdir, and in a shared /tmp those are another server's temporary tables in use.
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| setup("cannot create the database's tmpdir", e))?;
     let mut cmd = Command::new(&server);
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--tmpdir={}", tmp.display()))
         .arg(format!("--port={port}"))
         .arg("--bind-address=127.0.0.1")
         .arg(format!("--socket={}", dir.join("mysqld.sock").display()))

@@ -254,9 +254,14 @@ fn spawn(node: &Node, addresses: &str, bootstrap: bool, root: bool) -> Child {
         provider_options.push(';');
         provider_options.push_str(&evs);
     }
+    // A tmpdir of its own: a starting server deletes every `#sql*` file in its tmpdir, and in a
+    // shared /tmp those are other servers' temporary tables in use.
+    let tmp = node.dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let mut cmd = Command::new(server);
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", node.data().display()))
+        .arg(format!("--tmpdir={}", tmp.display()))
         .arg(format!("--port={}", node.port))
         .arg("--bind-address=127.0.0.1")
         .arg(format!(
