@@ -339,7 +339,8 @@ CREATE TABLE IF NOT EXISTS orbit_session_queue (
 -- `lane` keeps the claim cheap (SPEC §4 "Claim query"): only 'ready' tasks sit in the range the
 -- claim scans (ix_task_dispatch). A keyed task whose key is held waits in 'blocked' and is not in
 -- that range, so a million blocked tasks cost the claim nothing; releasing a key promotes one
--- blocked task per queue of that key (ix_task_key). Retries wait in 'scheduled' until run_at.
+-- blocked task per queue of that key (ix_task_key). Retries, delayed and debounced tasks wait in
+-- 'scheduled' until run_at.
 -- States: WAITING (lanes ready, blocked, scheduled), LEASED, RUNNING, RETRY_WAIT (scheduled),
 -- NEEDS_REVIEW, and the terminal SUCCEEDED, FAILED, CANCELLED, EXPIRED (lane none).
 -- finished_at is set only in a terminal state, so ix_task_finished holds the purge's candidates
@@ -377,6 +378,8 @@ CREATE TABLE IF NOT EXISTS orbit_task (
   created_at DATETIME(6) NOT NULL COMMENT 'UTC acceptance time',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last change',
   finished_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time it reached a terminal state',
+  debounce_seconds INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'debounced submit: run_at was acceptance + this, and a later debounced submit for the key and queue replaces the task while it waits; 0 = not debounced',
+  debounce_until DATETIME(6) NULL DEFAULT NULL COMMENT 'debounced submit: the latest run_at its burst of replacements may reach (first submit + debounce_max_seconds); NULL = no bound',
   PRIMARY KEY (id),
   KEY ix_task_dispatch (queue_id, lane, priority, id),
   KEY ix_task_key (resource_id, lane, queue_id, priority, id),
@@ -1031,7 +1034,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -1043,7 +1050,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -1057,7 +1068,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM (SELECT 1 AS one) AS ack
@@ -2680,6 +2695,8 @@ BEGIN
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
   DECLARE v_task_id BIGINT UNSIGNED;
+  -- orbit_task_create's o_replaced: always 0, a plan's task is never debounced.
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_fired INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE v_duplicate TINYINT DEFAULT 0;
@@ -2768,7 +2785,8 @@ BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, '', v_plan_id, v_version, v_now, 1, v_task_id);
+                               v_deadline_seconds, v_now, 0, 0, '', v_plan_id, v_version, v_now, 1, v_task_id,
+                               v_replaced);
       END IF;
       IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.
@@ -3505,7 +3523,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED (no such session, or it is closed: its socket went away, the sweep
@@ -3534,7 +3553,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
     FROM orbit_attempt a
@@ -3784,7 +3807,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 --   then wake_queues: a JSON array of the queue ids where the cancel readied work (a key's next
@@ -3903,7 +3927,11 @@ body: BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END$$
@@ -3973,7 +4001,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: NOT_FOUND (no such session), INVALID_ARGUMENT (p_max, p_lease_ms).
@@ -4029,7 +4058,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -4041,7 +4074,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -4055,7 +4092,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -4070,21 +4111,37 @@ DELIMITER ;
 --
 -- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- ('ready' for an unkeyed task, orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
--- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
--- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
--- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
--- whole batch with one statement, last. No history row: the task row's created_at, plan_id
--- and plan_version record the creation (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch
--- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- ('ready' for an unkeyed task due now, 'scheduled' for one whose run_at is ahead,
+-- orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter
+-- (orbit_task_charge). The definition and timing must already be validated (orbit_task_validate,
+-- m::task_timing_error). When the incomplete-task quota is full, o_task_id is 0 and the caller
+-- must roll back what this call wrote. With p_charge = 0 the task records the connection's quota
+-- slot and the caller charges it: orbit_task_submit_many charges a whole batch with one statement,
+-- last. No history row: the task row's created_at, plan_id and plan_version record the creation
+-- (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch without keys
+-- whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- Debounce (p_debounce_seconds > 0, keyed): under the key's resource row lock, the key's
+-- debounced task that still waits for its run_at in this queue (at most one: each debounced
+-- create replaces the one before) is replaced. It ends CANCELLED with error
+-- {"code": "REPLACED", "replaced_by": <the new task>}, and the new task takes its quota charge
+-- (its slot: nothing is charged or given back) and its burst's bound (debounce_until). The new
+-- run_at is acceptance + p_debounce_seconds, at most that bound; its acceptance time is read
+-- after the key's lock is taken. A waiting task locked by another transaction is skipped (SKIP
+-- LOCKED, as the lock order requires of a task row taken after a resource row): only
+-- orbit_task_promote_due (the task is due, so the new one starts a burst of its own), a cancel
+-- or a deadline expiry (it will not run) take that lock.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
---   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
+--   authorised); the validated definition (see orbit_task_validate); p_run_at (the effective
+--   time it may first be claimed, m::task_run_at; a debounced task's is computed here);
+--   p_debounce_seconds, p_debounce_max_seconds (0 = none); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
 --   charge the incomplete-task quota here, 0 = the caller does).
--- Out: o_task_id (0 = refused by the quota).
+-- Out: o_task_id (0 = refused by the quota); o_replaced (the debounced task it replaced, whose
+--   charge it took: the caller charges nothing for it; 0 = none).
 -- Result: none. Signals: none.
--- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the new orbit_task row,
---   then as orbit_task_charge (p_charge = 1).
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), then as orbit_task_charge
+--   (p_charge = 1). Not waits: the new orbit_task row, and the debounced task it replaces, read
+--   FOR UPDATE SKIP LOCKED.
 DROP PROCEDURE IF EXISTS orbit_task_create;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_create(
@@ -4103,12 +4160,16 @@ CREATE PROCEDURE orbit_task_create(
   IN p_retry_max_ms BIGINT,
   IN p_retry_unknown TINYINT,
   IN p_deadline_seconds BIGINT,
+  IN p_run_at DATETIME(6),
+  IN p_debounce_seconds BIGINT,
+  IN p_debounce_max_seconds BIGINT,
   IN p_idempotency_key BLOB,
   IN p_plan_id BIGINT UNSIGNED,
   IN p_plan_version INT UNSIGNED,
   IN p_now DATETIME(6),
   IN p_charge TINYINT,
-  OUT o_task_id BIGINT UNSIGNED)
+  OUT o_task_id BIGINT UNSIGNED,
+  OUT o_replaced BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
@@ -4116,7 +4177,11 @@ BEGIN
   DECLARE v_charged TINYINT DEFAULT 0;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  SET o_task_id = 0;
+  DECLARE v_run_at DATETIME(6) DEFAULT COALESCE(p_run_at, p_now);
+  DECLARE v_debounce_until DATETIME(6) DEFAULT NULL;
+  DECLARE v_replaced BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_replaced_slot TINYINT UNSIGNED;
+  SET o_task_id = 0, o_replaced = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
     -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
@@ -4128,25 +4193,56 @@ BEGIN
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
   END IF;
+  IF p_debounce_seconds > 0 AND v_resource_id <> 0 THEN
+    -- The acceptance time of a debounced task is read under its key's lock: a waiting task this
+    -- call skips (locked) is being promoted, so it was due before now, and no two debounced
+    -- tasks that run have overlapping windows (created_at to run_at).
+    SET p_now = GREATEST(p_now, UTC_TIMESTAMP(6));
+    SELECT t.id, t.quota_slot, t.debounce_until INTO v_replaced, v_replaced_slot, v_debounce_until
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'scheduled' AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING' AND t.debounce_seconds > 0 AND t.run_at > p_now
+     ORDER BY t.id DESC
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF v_replaced IS NULL THEN
+      SET v_debounce_until = IF(p_debounce_max_seconds > 0, DATE_ADD(p_now, INTERVAL p_debounce_max_seconds SECOND), NULL);
+    ELSE
+      SET v_slot = v_replaced_slot;
+    END IF;
+    SET v_run_at = DATE_ADD(p_now, INTERVAL p_debounce_seconds SECOND);
+    IF v_debounce_until < v_run_at THEN
+      SET v_run_at = v_debounce_until;
+    END IF;
+  END IF;
   INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                          debounce_seconds, debounce_until)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
           p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
-          IF(v_resource_id = 0, 'ready', 'none'), p_priority,
-          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
+          IF(v_resource_id <> 0, 'none', IF(v_run_at > p_now, 'scheduled', 'ready')), p_priority,
+          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, v_run_at,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
-          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
+          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now,
+          IF(v_resource_id <> 0, p_debounce_seconds, 0), IF(p_debounce_seconds > 0, v_debounce_until, NULL));
   SET o_task_id = LAST_INSERT_ID();
-  -- An unkeyed task is due now and waits for nothing: it went straight into 'ready' above, where
-  -- orbit_task_place would put it. A keyed one is placed behind its key.
-  IF v_resource_id = 0 THEN
-    SET v_state = 'WAITING', v_lane = 'ready';
-  ELSE
+  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
+  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key.
+  IF v_resource_id <> 0 THEN
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
   END IF;
-  IF p_charge THEN
+  IF v_replaced IS NOT NULL THEN
+    UPDATE orbit_task t
+       SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
+           t.error = JSON_OBJECT('code', 'REPLACED', 'message', CONCAT('replaced by task ', o_task_id),
+                                 'replaced_by', CAST(o_task_id AS UNSIGNED))
+     WHERE t.id = v_replaced;
+    INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+    VALUES (v_replaced, 'replaced', 'WAITING', 'CANCELLED', CONCAT('replaced by task ', o_task_id), p_now);
+    SET o_replaced = v_replaced;
+  ELSEIF p_charge THEN
     CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
       SET o_task_id = 0;
@@ -4305,7 +4401,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such task, or another tenant's).
@@ -4331,7 +4428,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
 END$$
@@ -4790,7 +4891,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (p_queue_id), INVALID_ARGUMENT (p_state,
@@ -4956,7 +5058,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
     FROM orbit_task t
@@ -5236,7 +5342,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 --   then wake_queues: a JSON array, the task's queue when a requeue left it ready (unpaused),
@@ -5325,7 +5432,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END$$
@@ -5339,6 +5450,11 @@ DELIMITER ;
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task.
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
+-- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
+-- 'scheduled' lane, which the claim never scans, until orbit_task_promote_due places it. A
+-- debounced submit replaces its key's debounced task that still waits (see orbit_task_create):
+-- the replaced task's Idempotency-Key still answers with it, now CANCELLED; a full
+-- incomplete-task quota does not refuse a replacement, which takes the replaced task's charge.
 -- Parameters (NULL = default where one is given):
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on the queue)
 --   p_idempotency_key         1-255 bytes
@@ -5354,17 +5470,30 @@ DELIMITER ;
 --   p_retry_max_ms            0-604800000; default 300000
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+--   p_run_at                  UTC time before which the task is not claimed; a past time runs at
+--                             once; at most 31536000 s (365 days) ahead; NULL = now
+--   p_delay_seconds           0-31536000: run_at is acceptance + this; NULL or 0 = none;
+--                             not with p_run_at
+--   p_debounce_seconds        0-31536000, keyed tasks only, not with p_run_at or
+--                             p_delay_seconds: the task runs this long after acceptance unless a
+--                             later debounced submit for its key and queue replaces it first (it
+--                             ends CANCELLED, error code REPLACED naming its successor); NULL or 0 = none
+--   p_debounce_max_seconds    0-31536000, with p_debounce_seconds and at least it: the
+--                             latest run_at a burst of replacements may reach, counted from the
+--                             burst's first submit; NULL or 0 = no bound
 -- Result (one row): replayed TINYINT (0 = created now, 1 = the original), then the task columns:
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
 -- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
---   row (keyed; insert or FOR UPDATE), one orbit_application_quota slot row.
+--   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
+--   orbit_application_quota slot row.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -5382,7 +5511,11 @@ CREATE PROCEDURE orbit_task_submit(
   IN p_retry_base_ms BIGINT,
   IN p_retry_max_ms BIGINT,
   IN p_retry_unknown TINYINT,
-  IN p_deadline_seconds BIGINT)
+  IN p_deadline_seconds BIGINT,
+  IN p_run_at DATETIME(6),
+  IN p_delay_seconds BIGINT,
+  IN p_debounce_seconds BIGINT,
+  IN p_debounce_max_seconds BIGINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_application_id BIGINT UNSIGNED;
@@ -5394,6 +5527,8 @@ body: BEGIN
   DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_replayed TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -5410,11 +5545,37 @@ body: BEGIN
   CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
                            p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
                            p_retry_unknown, p_deadline_seconds);
+  SET v_message = CASE
+       WHEN p_run_at IS NOT NULL AND p_delay_seconds IS NOT NULL
+         THEN 'run_at and delay_seconds cannot both be given'
+       WHEN p_delay_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'delay_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_run_at > DATE_ADD(v_now, INTERVAL 31536000 SECOND)
+         THEN 'run_at must be at most 365 days ahead'
+       WHEN p_debounce_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_debounce_max_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_max_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_debounce_seconds > 0 AND p_concurrency_key = ''
+         THEN 'debounce_seconds needs a concurrency_key'
+       WHEN p_debounce_seconds > 0 AND (p_run_at IS NOT NULL OR p_delay_seconds > 0)
+         THEN 'debounce_seconds cannot be combined with run_at or delay_seconds'
+       WHEN p_debounce_max_seconds > 0 AND p_debounce_max_seconds < COALESCE(p_debounce_seconds, 0)
+         THEN 'debounce_max_seconds must be at least debounce_seconds'
+       WHEN p_debounce_max_seconds > 0 AND NOT COALESCE(p_debounce_seconds, 0) > 0
+         THEN 'debounce_max_seconds needs debounce_seconds'
+  END;
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
   -- Every field is hex-encoded, so no separator can be forged by a value.
   SET v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(p_queue_id), HEX(p_handler), HEX(p_handler_version),
                  HEX(p_payload_version), SHA2(p_payload, 256), HEX(p_business_key), HEX(p_concurrency_key),
                  p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                 p_deadline_seconds), 256));
+                 p_deadline_seconds, CONCAT('run_at=', p_run_at), CONCAT('delay_seconds=', NULLIF(p_delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(p_debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(p_debounce_max_seconds, 0))), 256));
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -5435,7 +5596,11 @@ body: BEGIN
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, p_idempotency_key, 0, 0, v_now, 1, v_task_id);
+                           p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
+            WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
+            ELSE v_now END,
+                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced);
     IF v_task_id = 0 THEN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
@@ -5449,7 +5614,11 @@ body: BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
     FROM orbit_task t
@@ -5481,7 +5650,9 @@ DELIMITER ;
 --     queue_id                string, CHAR(32)
 --     handler, handler_version, payload_version, business_key, concurrency_key: strings, and
 --     priority, max_attempts, retry_base_ms, retry_max_ms, deadline_seconds: integers, and
---     retry_unknown: true/false, with the rules and defaults of the p_ parameters below;
+--     retry_unknown: true/false, delay_seconds, debounce_seconds, debounce_max_seconds:
+--     integers, with the rules and defaults of the p_ parameters below;
+--     run_at                  a string, the UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (p_run_at);
 --     payload                 a string holding the payload's JSON text (e.g. "{\"n\":1}"): the
 --                             text is stored and hashed byte for byte, as orbit_task_submit does
 --                             with p_payload (the server's JSON functions would reformat a value)
@@ -5498,12 +5669,24 @@ DELIMITER ;
 --   p_retry_max_ms            0-604800000; default 300000
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+--   p_run_at                  UTC time before which the task is not claimed; a past time runs at
+--                             once; at most 31536000 s (365 days) ahead; NULL = now
+--   p_delay_seconds           0-31536000: run_at is acceptance + this; NULL or 0 = none;
+--                             not with p_run_at
+--   p_debounce_seconds        0-31536000, keyed tasks only, not with p_run_at or
+--                             p_delay_seconds: the task runs this long after acceptance unless a
+--                             later debounced submit for its key and queue replaces it first (it
+--                             ends CANCELLED, error code REPLACED naming its successor); NULL or 0 = none
+--   p_debounce_max_seconds    0-31536000, with p_debounce_seconds and at least it: the
+--                             latest run_at a burst of replacements may reach, counted from the
+--                             burst's first submit; NULL or 0 = no bound
 -- Result: one row per task, in input order: item INT (0-based index in p_tasks), replayed TINYINT
 --   (0 = created now, 1 = the original), then the task columns:
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
@@ -5553,6 +5736,10 @@ body: BEGIN
   DECLARE v_retry_max_ms BIGINT;
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_run_at DATETIME(6);
+  DECLARE v_debounce_seconds BIGINT;
+  DECLARE v_debounce_max_seconds BIGINT;
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -5566,6 +5753,7 @@ body: BEGIN
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
+  DECLARE v_charge TINYINT;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
   -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
@@ -5578,7 +5766,8 @@ body: BEGIN
     SELECT MIN(t.queue_id), MIN(t.item)
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -5602,7 +5791,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -5610,7 +5810,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
      WHERE t.item < v_bad_item
      GROUP BY CAST(t.queue_id AS BINARY)
      ORDER BY MIN(t.item);
@@ -5624,7 +5827,8 @@ body: BEGIN
       FROM orbit_task o
       STRAIGHT_JOIN (SELECT t.idempotency_key FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -5648,7 +5852,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -5656,20 +5871,29 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t LIMIT 1000) b
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t LIMIT 1000) b
         ON b.idempotency_key = o.idempotency_key
      WHERE o.id >= v_first AND o.application_id = v_application_id
      ORDER BY o.id;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
-           t.retry_unknown, t.deadline_seconds, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+           t.retry_unknown, t.deadline_seconds, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END,
+           COALESCE(t.debounce_seconds, 0), COALESCE(t.debounce_max_seconds, 0), UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
                  HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
                  t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-                 t.deadline_seconds), 256))
+                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256))
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -5693,7 +5917,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -5701,7 +5936,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
      ORDER BY t.item;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -5746,13 +5984,20 @@ body: BEGIN
                    WHEN NOT (t.j_retry_max_ms IS NULL OR JSON_TYPE(t.j_retry_max_ms) = 'NULL' OR t.j_retry_max_ms REGEXP '^-?[0-9]+$') THEN 'retry_max_ms must be an integer'
                    WHEN NOT (t.j_retry_unknown IS NULL OR JSON_TYPE(t.j_retry_unknown) IN ('NULL', 'BOOLEAN')) THEN 'retry_unknown must be true or false'
                    WHEN NOT (t.j_deadline_seconds IS NULL OR JSON_TYPE(t.j_deadline_seconds) = 'NULL' OR t.j_deadline_seconds REGEXP '^-?[0-9]+$') THEN 'deadline_seconds must be an integer'
+                   WHEN NOT (t.j_run_at IS NULL OR JSON_TYPE(t.j_run_at) IN ('NULL', 'STRING')) OR (t.j_run_at IS NOT NULL AND JSON_TYPE(t.j_run_at) = 'STRING' AND t.run_at IS NULL)
+                     THEN 'run_at must be a UTC time, a string YYYY-MM-DD HH:MM:SS[.ffffff]'
+                   WHEN NOT (t.j_delay_seconds IS NULL OR JSON_TYPE(t.j_delay_seconds) = 'NULL' OR t.j_delay_seconds REGEXP '^-?[0-9]+$') THEN 'delay_seconds must be an integer'
+                   WHEN NOT (t.j_debounce_seconds IS NULL OR JSON_TYPE(t.j_debounce_seconds) = 'NULL' OR t.j_debounce_seconds REGEXP '^-?[0-9]+$') THEN 'debounce_seconds must be an integer'
+                   WHEN NOT (t.j_debounce_max_seconds IS NULL OR JSON_TYPE(t.j_debounce_max_seconds) = 'NULL' OR t.j_debounce_max_seconds REGEXP '^-?[0-9]+$') THEN 'debounce_max_seconds must be an integer'
                    WHEN JSON_LENGTH(t.task) <> (t.j_idempotency_key IS NOT NULL) + (t.j_queue_id IS NOT NULL)
                           + (t.j_handler IS NOT NULL) + (t.j_handler_version IS NOT NULL) + (t.j_payload_version IS NOT NULL)
                           + (t.j_payload IS NOT NULL) + (t.j_business_key IS NOT NULL) + (t.j_concurrency_key IS NOT NULL)
                           + (t.j_priority IS NOT NULL) + (t.j_max_attempts IS NOT NULL) + (t.j_retry_base_ms IS NOT NULL)
                           + (t.j_retry_max_ms IS NOT NULL) + (t.j_retry_unknown IS NOT NULL) + (t.j_deadline_seconds IS NOT NULL)
+                          + (t.j_run_at IS NOT NULL) + (t.j_delay_seconds IS NOT NULL) + (t.j_debounce_seconds IS NOT NULL)
+                          + (t.j_debounce_max_seconds IS NOT NULL)
                      THEN 'the task has a member that is not a field of a submit'
-                   ELSE CASE
+                   ELSE COALESCE(CASE
        WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN t.handler_version IS NULL OR CHAR_LENGTH(t.handler_version) NOT BETWEEN 1 AND 64
@@ -5792,11 +6037,31 @@ body: BEGIN
        WHEN t.retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN t.deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END
+  END, CASE
+       WHEN t.run_at IS NOT NULL AND t.delay_seconds IS NOT NULL
+         THEN 'run_at and delay_seconds cannot both be given'
+       WHEN t.delay_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'delay_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.run_at > DATE_ADD(v_now, INTERVAL 31536000 SECOND)
+         THEN 'run_at must be at most 365 days ahead'
+       WHEN t.debounce_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.debounce_max_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_max_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.debounce_seconds > 0 AND t.concurrency_key = ''
+         THEN 'debounce_seconds needs a concurrency_key'
+       WHEN t.debounce_seconds > 0 AND (t.run_at IS NOT NULL OR t.delay_seconds > 0)
+         THEN 'debounce_seconds cannot be combined with run_at or delay_seconds'
+       WHEN t.debounce_max_seconds > 0 AND t.debounce_max_seconds < COALESCE(t.debounce_seconds, 0)
+         THEN 'debounce_max_seconds must be at least debounce_seconds'
+       WHEN t.debounce_max_seconds > 0 AND NOT COALESCE(t.debounce_seconds, 0) > 0
+         THEN 'debounce_max_seconds needs debounce_seconds'
+  END)
                  END AS bad
             FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -5820,7 +6085,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -5828,7 +6104,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t) b;
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t) b;
   SET v_bad_item = COALESCE(CAST(LEFT(v_bad, 4) AS UNSIGNED), v_count + 1), v_bad = SUBSTRING(v_bad, 5);
   queues: BEGIN
     DECLARE EXIT HANDLER FOR SQLSTATE '45000'
@@ -5875,10 +6154,13 @@ body: BEGIN
   SELECT v_application_id, t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
                  HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
                  t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-                 t.deadline_seconds), 256)), 0, v_now
+                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256)), 0, v_now
     FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -5902,7 +6184,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -5910,12 +6203,16 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t;
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t;
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
-    -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
+    -- the batch is created by one insert, with exactly the rows orbit_task_create writes for an
+    -- unkeyed task (lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota
+    -- slot; no debounce, which needs a key); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
@@ -5924,13 +6221,19 @@ body: BEGIN
                             max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                             deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
     SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-           t.payload, t.business_key, '', 0, 'WAITING', 'ready', t.priority,
-           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, v_now,
+           t.payload, t.business_key, '', 0, 'WAITING',
+           IF(CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END > v_now, 'scheduled', 'ready'), t.priority,
+           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END,
            IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
            t.idempotency_key, 0, 0, v_slot, v_now, v_now
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -5954,7 +6257,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -5962,14 +6276,17 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
     SET v_first = LAST_INSERT_ID(), v_created = v_count;
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
+      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ',', 1, ']');
     END WHILE;
     CLOSE c_created;
   ELSE
@@ -5977,8 +6294,9 @@ body: BEGIN
     WHILE v_i < v_count DO
       FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
                          v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
-                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_hash;
-      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0;
+                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_run_at, v_debounce_seconds,
+                         v_debounce_max_seconds, v_hash;
+      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0;
       -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
       -- v_namespace_id still hold the last queue checked).
       IF v_queue_id <> v_last_queue THEN
@@ -6008,14 +6326,15 @@ body: BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
-        SET v_created = v_created + 1;
+                               v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced);
+        SET v_created = v_created + (v_replaced = 0);
         IF v_one_by_one THEN
           UPDATE orbit_idempotency i SET i.task_id = v_task_id
            WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
         END IF;
       END IF;
-      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
+      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ',', (NOT v_replayed AND v_replaced = 0), ']');
     END WHILE;
     CLOSE c_tasks;
   END IF;
@@ -6040,9 +6359,9 @@ body: BEGIN
     IF ROW_COUNT() = 0 THEN
       SET v_i = 0;
       WHILE v_i < v_count DO
-        SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
+        SET v_charge = JSON_VALUE(v_results, CONCAT('$[', v_i, '][3]')),
             v_i = v_i + 1, v_charged = 1;
-        IF NOT v_replayed THEN
+        IF v_charge THEN
           CALL orbit_task_charge(v_application_id, v_now, v_charged);
         END IF;
         IF NOT v_charged THEN
@@ -6060,7 +6379,11 @@ body: BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
     FROM JSON_TABLE(v_results, '$[*]'
@@ -6184,12 +6507,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, 'cbc629797296a5cdfa00a4e386c51c2e02d2dc6c4983f55b7482d2d6e201c085', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, '817a5074c92e1c3eb33c2eb370c962155282527c4cc9b3b8232b48c1396268cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'e4af0fbbccf0cf0014e1df739bc8c3cace2d9c482b492df9558127df5977cbba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '54e4824d67f081c7e2266303b118324d670e1eca31ceb6f0d2ed443e48ab6099', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'dd84745b2230d33fb8b72067cfc3468d9399f2331624fc164be8cdfc5a29a087', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6212,7 +6535,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '0907c12d1167f7ef82e346bf9b5a2895b2ceec9be8948102269f6ab723a57280', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '85211c894937d02cb74497543e9f05a0da1dbc386fcfd38d0bb63aa0998a95ad', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '6c8a31863e1ed7bdba89c8407efb73e41cb90e85c481d3258d877422b72c497d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, 'a4d290be6163edd606d4b633768d1c20c724198fd358e1f9331508e356d43b0f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6224,27 +6547,27 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, '7285ea2c48add38d2332a44418d1b8942dd55ec5e9bb91f362d5d0928301f93b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 2, '3c0c0fc0d51527c02d6a71ea00e30cccf6242404da4484cf6ce8ac4180081e99', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '59a434f9095081dbb95600d7923f7019fd56b6560294b2dc5f1c6d46507ef102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '8c196a238cc3005379b95c152d804cc6ed31175572f7a772bb6c0fadba9c0399', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '9b5ec66716491209a2650c2a7972f46f3796398ccb511987a265d395a387c1bf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a6dd4de6fe8ebcb575119e0c63b975995da1e115e5db61640367ab0505503727', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'db0e462ee64354feb593f2984812b8f6b968e951a89c5ae98726312c2029dd7a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'bcac1863e2dc81fcaf86af6e02f8c8a45780ba5f033bcf3dcfa92e0c0264ba83', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'facca2f73f48581eb43b767453ae0a79fba94fac68846a309957a73a5a8d3af8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '7125ff581d9fdde33dffafbd88ac1f3a3452248197045ebe59f6ab71aa3ad8f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 1, '94d982a3f9b68440f38e1fdbafe33873a3621a68956113df534c3761c81ceceb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '76c50f9cabfd917b61c74445a96c57a7a1ba119e24b6c1a5810e847023d9e088', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 1, 'edb43468b447dcd56dc673eb5db7e2be266e5746149722535ef14177340af098', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'd662dfbc4b4f805367de3e72154773dd81d53fb6f3353d0094293cfefa8f39c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, 'c91e1bcc4d49e7bb5c727d5b4ca5f54df873a55923d679e67666f83d4b2a0e73', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c957cbc32d0a4be8a4540ce5eb9c0c315ad4f38c55a9ca2c588d1411fe01ba61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ba0130be02e6dd8e75b9bac64800e51a06995398bfba4b5ae3daa5501ab374f1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ba0130be02e6dd8e75b9bac64800e51a06995398bfba4b5ae3daa5501ab374f1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fa9bc625997aecffbf86b33b983dcca9a251b24c2c9043121f12cfcc7950b510', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fa9bc625997aecffbf86b33b983dcca9a251b24c2c9043121f12cfcc7950b510', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -61,6 +61,10 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 --   the retention between `migrate up` and starting the 0.2 servers (`UPDATE orbit_queue SET
 --   retention_seconds = ...`; later, `orbit queue set-retention`). orbit_queue holds one row per
 --   queue, so the column is added in moments.
+-- - orbit_task: two columns, debounce_seconds and debounce_until (issue 26: a debounced submit
+--   replaces its key's waiting debounced task). Added last in the table, so MariaDB 10.3.2+ and
+--   MySQL 8.0.12+ add them instantly, without copying a row, however many tasks there are; their
+--   defaults (0, NULL) say every existing task was not debounced. No row is rewritten.
 -- - orbit_task: an index, ix_task_finished (queue_id, finished_at), by which the purge finds a
 --   queue's finished tasks oldest first. Built online (ALGORITHM=INPLACE, LOCK=NONE): claims and
 --   submits go on while it builds; on a large table it takes a while (about as long as copying
@@ -79,6 +83,10 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
 -- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
 --   only;
+-- - orbit_task_submit takes four more parameters after the definition (p_run_at,
+--   p_delay_seconds, p_debounce_seconds, p_debounce_max_seconds; issue 26), and
+--   orbit_task_submit_many reads the same four members of each task. An Idempotency-Key accepted
+--   by 0.1 still replays: a request without them hashes as before;
 -- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
 --   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
 --   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
@@ -168,9 +176,11 @@ DELIMITER ;
 CALL orbit_upgrade_000002_plans();
 DROP PROCEDURE orbit_upgrade_000002_plans;
 
--- orbit_queue.retention_seconds, exactly as templates/tables/orbit_queue.sql writes it. MySQL has
--- no `ADD COLUMN IF NOT EXISTS`, so a procedure that lives only for this migration adds it when
--- information_schema does not list it yet. The DEFAULT gives every existing queue the default.
+-- orbit_queue.retention_seconds and orbit_task's two debounce columns, exactly as
+-- templates/tables/orbit_queue.sql and orbit_task.sql write them. MySQL has no `ADD COLUMN IF NOT
+-- EXISTS`, so a procedure that lives only for this migration adds each when information_schema
+-- does not list it yet. The DEFAULTs give every existing queue the default retention and every
+-- existing task "not debounced".
 DROP PROCEDURE IF EXISTS orbit_upgrade_000002_columns;
 DELIMITER $$
 CREATE PROCEDURE orbit_upgrade_000002_columns()
@@ -181,6 +191,18 @@ BEGIN
     ALTER TABLE orbit_queue
       ADD COLUMN retention_seconds INT UNSIGNED NOT NULL DEFAULT 604800 COMMENT 'seconds a finished task (SUCCEEDED, FAILED, CANCELLED, EXPIRED) is kept after finished_at; then orbit_task_purge deletes it with its attempts, history and idempotency receipt'
       AFTER max_active_attempts;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
+                    AND COLUMN_NAME = 'debounce_seconds') THEN
+    ALTER TABLE orbit_task
+      ADD COLUMN debounce_seconds INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'debounced submit: run_at was acceptance + this, and a later debounced submit for the key and queue replaces the task while it waits; 0 = not debounced';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
+                    AND COLUMN_NAME = 'debounce_until') THEN
+    ALTER TABLE orbit_task
+      ADD COLUMN debounce_until DATETIME(6) NULL DEFAULT NULL COMMENT 'debounced submit: the latest run_at its burst of replacements may reach (first submit + debounce_max_seconds); NULL = no bound';
   END IF;
 END$$
 DELIMITER ;
@@ -854,7 +876,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -866,7 +892,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -880,7 +910,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM (SELECT 1 AS one) AS ack
@@ -1781,6 +1815,8 @@ BEGIN
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
   DECLARE v_task_id BIGINT UNSIGNED;
+  -- orbit_task_create's o_replaced: always 0, a plan's task is never debounced.
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_fired INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE v_duplicate TINYINT DEFAULT 0;
@@ -1869,7 +1905,8 @@ BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, '', v_plan_id, v_version, v_now, 1, v_task_id);
+                               v_deadline_seconds, v_now, 0, 0, '', v_plan_id, v_version, v_now, 1, v_task_id,
+                               v_replaced);
       END IF;
       IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.
@@ -2427,7 +2464,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED (no such session, or it is closed: its socket went away, the sweep
@@ -2456,7 +2494,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
     FROM orbit_attempt a
@@ -2479,7 +2521,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 --   then wake_queues: a JSON array of the queue ids where the cancel readied work (a key's next
@@ -2598,7 +2641,11 @@ body: BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END$$
@@ -2616,7 +2663,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: NOT_FOUND (no such session), INVALID_ARGUMENT (p_max, p_lease_ms).
@@ -2672,7 +2720,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -2684,7 +2736,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -2698,7 +2754,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -2713,21 +2773,37 @@ DELIMITER ;
 --
 -- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- ('ready' for an unkeyed task, orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
--- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
--- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
--- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
--- whole batch with one statement, last. No history row: the task row's created_at, plan_id
--- and plan_version record the creation (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch
--- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- ('ready' for an unkeyed task due now, 'scheduled' for one whose run_at is ahead,
+-- orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter
+-- (orbit_task_charge). The definition and timing must already be validated (orbit_task_validate,
+-- m::task_timing_error). When the incomplete-task quota is full, o_task_id is 0 and the caller
+-- must roll back what this call wrote. With p_charge = 0 the task records the connection's quota
+-- slot and the caller charges it: orbit_task_submit_many charges a whole batch with one statement,
+-- last. No history row: the task row's created_at, plan_id and plan_version record the creation
+-- (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch without keys
+-- whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- Debounce (p_debounce_seconds > 0, keyed): under the key's resource row lock, the key's
+-- debounced task that still waits for its run_at in this queue (at most one: each debounced
+-- create replaces the one before) is replaced. It ends CANCELLED with error
+-- {"code": "REPLACED", "replaced_by": <the new task>}, and the new task takes its quota charge
+-- (its slot: nothing is charged or given back) and its burst's bound (debounce_until). The new
+-- run_at is acceptance + p_debounce_seconds, at most that bound; its acceptance time is read
+-- after the key's lock is taken. A waiting task locked by another transaction is skipped (SKIP
+-- LOCKED, as the lock order requires of a task row taken after a resource row): only
+-- orbit_task_promote_due (the task is due, so the new one starts a burst of its own), a cancel
+-- or a deadline expiry (it will not run) take that lock.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
---   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
+--   authorised); the validated definition (see orbit_task_validate); p_run_at (the effective
+--   time it may first be claimed, m::task_run_at; a debounced task's is computed here);
+--   p_debounce_seconds, p_debounce_max_seconds (0 = none); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
 --   charge the incomplete-task quota here, 0 = the caller does).
--- Out: o_task_id (0 = refused by the quota).
+-- Out: o_task_id (0 = refused by the quota); o_replaced (the debounced task it replaced, whose
+--   charge it took: the caller charges nothing for it; 0 = none).
 -- Result: none. Signals: none.
--- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the new orbit_task row,
---   then as orbit_task_charge (p_charge = 1).
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), then as orbit_task_charge
+--   (p_charge = 1). Not waits: the new orbit_task row, and the debounced task it replaces, read
+--   FOR UPDATE SKIP LOCKED.
 DROP PROCEDURE IF EXISTS orbit_task_create;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_create(
@@ -2746,12 +2822,16 @@ CREATE PROCEDURE orbit_task_create(
   IN p_retry_max_ms BIGINT,
   IN p_retry_unknown TINYINT,
   IN p_deadline_seconds BIGINT,
+  IN p_run_at DATETIME(6),
+  IN p_debounce_seconds BIGINT,
+  IN p_debounce_max_seconds BIGINT,
   IN p_idempotency_key BLOB,
   IN p_plan_id BIGINT UNSIGNED,
   IN p_plan_version INT UNSIGNED,
   IN p_now DATETIME(6),
   IN p_charge TINYINT,
-  OUT o_task_id BIGINT UNSIGNED)
+  OUT o_task_id BIGINT UNSIGNED,
+  OUT o_replaced BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
@@ -2759,7 +2839,11 @@ BEGIN
   DECLARE v_charged TINYINT DEFAULT 0;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  SET o_task_id = 0;
+  DECLARE v_run_at DATETIME(6) DEFAULT COALESCE(p_run_at, p_now);
+  DECLARE v_debounce_until DATETIME(6) DEFAULT NULL;
+  DECLARE v_replaced BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_replaced_slot TINYINT UNSIGNED;
+  SET o_task_id = 0, o_replaced = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
     -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
@@ -2771,25 +2855,56 @@ BEGIN
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
   END IF;
+  IF p_debounce_seconds > 0 AND v_resource_id <> 0 THEN
+    -- The acceptance time of a debounced task is read under its key's lock: a waiting task this
+    -- call skips (locked) is being promoted, so it was due before now, and no two debounced
+    -- tasks that run have overlapping windows (created_at to run_at).
+    SET p_now = GREATEST(p_now, UTC_TIMESTAMP(6));
+    SELECT t.id, t.quota_slot, t.debounce_until INTO v_replaced, v_replaced_slot, v_debounce_until
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'scheduled' AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING' AND t.debounce_seconds > 0 AND t.run_at > p_now
+     ORDER BY t.id DESC
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF v_replaced IS NULL THEN
+      SET v_debounce_until = IF(p_debounce_max_seconds > 0, DATE_ADD(p_now, INTERVAL p_debounce_max_seconds SECOND), NULL);
+    ELSE
+      SET v_slot = v_replaced_slot;
+    END IF;
+    SET v_run_at = DATE_ADD(p_now, INTERVAL p_debounce_seconds SECOND);
+    IF v_debounce_until < v_run_at THEN
+      SET v_run_at = v_debounce_until;
+    END IF;
+  END IF;
   INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                          debounce_seconds, debounce_until)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
           p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
-          IF(v_resource_id = 0, 'ready', 'none'), p_priority,
-          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
+          IF(v_resource_id <> 0, 'none', IF(v_run_at > p_now, 'scheduled', 'ready')), p_priority,
+          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, v_run_at,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
-          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
+          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now,
+          IF(v_resource_id <> 0, p_debounce_seconds, 0), IF(p_debounce_seconds > 0, v_debounce_until, NULL));
   SET o_task_id = LAST_INSERT_ID();
-  -- An unkeyed task is due now and waits for nothing: it went straight into 'ready' above, where
-  -- orbit_task_place would put it. A keyed one is placed behind its key.
-  IF v_resource_id = 0 THEN
-    SET v_state = 'WAITING', v_lane = 'ready';
-  ELSE
+  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
+  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key.
+  IF v_resource_id <> 0 THEN
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
   END IF;
-  IF p_charge THEN
+  IF v_replaced IS NOT NULL THEN
+    UPDATE orbit_task t
+       SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
+           t.error = JSON_OBJECT('code', 'REPLACED', 'message', CONCAT('replaced by task ', o_task_id),
+                                 'replaced_by', CAST(o_task_id AS UNSIGNED))
+     WHERE t.id = v_replaced;
+    INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+    VALUES (v_replaced, 'replaced', 'WAITING', 'CANCELLED', CONCAT('replaced by task ', o_task_id), p_now);
+    SET o_replaced = v_replaced;
+  ELSEIF p_charge THEN
     CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
       SET o_task_id = 0;
@@ -2806,7 +2921,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such task, or another tenant's).
@@ -2832,7 +2948,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at FROM orbit_task t WHERE t.id = p_task_id;
 END$$
@@ -3271,6 +3391,207 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_list (from templates/procedures/orbit_task_list.sql) ----
+-- orbit_task_list: List tasks newest first (id descending), filtered, a page at a time.
+--
+-- Only tasks of queues the credential reaches: p_queue_id (which must pass the queue check), or
+-- every queue of its queue scope. Filters combine with AND; NULL = no filter. concurrency_key
+-- matches exact bytes ('' = tasks without a key). Keyset pagination: pass the last task_id of a
+-- page as p_before_id for the next one; ids never change, so pages neither repeat nor skip rows.
+-- Every candidate comes from an index range read newest first, at most p_limit rows each, in one
+-- read-only snapshot; the ranges are merged keeping the newest p_limit (a range stops early at
+-- the oldest id already kept):
+--   business_key given    -> ix_task_business, per namespace in scope;
+--   concurrency_key given -> the key's resource row, then ix_task_key, per namespace in scope;
+--   otherwise             -> ix_task_list, per queue in scope and per state (p_state or all nine).
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_queue_id (NULL = all in scope);
+--   p_state (a task state; NULL = any); p_business_key (NULL = any); p_concurrency_key (exact
+--   bytes; '' = no key; NULL = any); p_limit 1-1000; p_before_id (NULL = from the newest).
+-- Result (0..p_limit rows, task_id descending): the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (p_queue_id), INVALID_ARGUMENT (p_state,
+--   p_limit).
+-- Locks: none (a consistent read).
+DROP PROCEDURE IF EXISTS orbit_task_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_list(
+  IN p_token_hash BINARY(32),
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_state TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_limit INT,
+  IN p_before_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_before BIGINT UNSIGNED;
+  DECLARE v_floor BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_ids LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  DECLARE v_min BIGINT UNSIGNED;
+  DECLARE v_count INT;
+  DECLARE v_ns BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_next_ns BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
+  DECLARE v_next_queue CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_s INT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  IF p_queue_id IS NOT NULL THEN
+    CALL orbit_auth_queue_check(p_token_hash, 'tasks:read', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+  END IF;
+  IF p_state IS NOT NULL AND p_state NOT IN ('WAITING', 'LEASED', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED',
+                                             'CANCELLED', 'NEEDS_REVIEW', 'EXPIRED') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: state must be a task state such as WAITING, RUNNING or SUCCEEDED';
+  END IF;
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
+  END IF;
+  SET v_before = COALESCE(p_before_id, 18446744073709551615);
+
+  SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+  START TRANSACTION READ ONLY;
+  IF p_business_key IS NOT NULL OR p_concurrency_key <> '' THEN
+    namespaces: LOOP
+      SET v_next_ns = NULL, v_resource_id = NULL;
+      SELECT MIN(s.namespace_id) INTO v_next_ns
+        FROM orbit_credential_scope s
+       WHERE s.credential_id = v_credential_id AND s.namespace_id > v_ns
+         AND (v_namespace_id IS NULL OR s.namespace_id = v_namespace_id);
+      IF v_next_ns IS NULL THEN
+        LEAVE namespaces;
+      END IF;
+      SET v_ns = v_next_ns;
+      IF p_business_key IS NULL THEN
+        SELECT r.id INTO v_resource_id
+          FROM orbit_resource r
+         WHERE r.namespace_id = v_ns AND r.concurrency_key = p_concurrency_key;
+      END IF;
+      IF p_business_key IS NOT NULL THEN
+        SELECT COALESCE(JSON_ARRAYAGG(k.id), '[]'), MIN(k.id), COUNT(*) INTO v_ids, v_min, v_count
+          FROM (SELECT u.id
+                  FROM (SELECT j.id FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) j
+                        UNION ALL
+                        (SELECT t.id
+                           FROM orbit_task t
+                          WHERE t.namespace_id = v_ns AND t.business_key = p_business_key
+                            AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                                        WHERE s.credential_id = v_credential_id AND s.namespace_id = t.namespace_id
+                                          AND s.queue_id IN ('', t.queue_id))
+                            AND t.id < v_before AND t.id > v_floor
+                            AND (p_state IS NULL OR t.state = p_state)
+                            AND (p_business_key IS NULL OR t.business_key = p_business_key)
+                            AND (p_concurrency_key IS NULL OR t.concurrency_key = p_concurrency_key)
+                            AND (p_queue_id IS NULL OR t.queue_id = p_queue_id)
+                          ORDER BY t.id DESC
+                          LIMIT p_limit)) u
+                 ORDER BY u.id DESC
+                 LIMIT p_limit) k;
+        IF v_count = p_limit THEN
+          SET v_floor = v_min;
+        END IF;
+      ELSEIF v_resource_id IS NOT NULL THEN
+        SELECT COALESCE(JSON_ARRAYAGG(k.id), '[]'), MIN(k.id), COUNT(*) INTO v_ids, v_min, v_count
+          FROM (SELECT u.id
+                  FROM (SELECT j.id FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) j
+                        UNION ALL
+                        (SELECT t.id
+                           FROM orbit_task t
+                          WHERE t.resource_id = v_resource_id
+                            AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                                        WHERE s.credential_id = v_credential_id AND s.namespace_id = t.namespace_id
+                                          AND s.queue_id IN ('', t.queue_id))
+                            AND t.id < v_before AND t.id > v_floor
+                            AND (p_state IS NULL OR t.state = p_state)
+                            AND (p_business_key IS NULL OR t.business_key = p_business_key)
+                            AND (p_concurrency_key IS NULL OR t.concurrency_key = p_concurrency_key)
+                            AND (p_queue_id IS NULL OR t.queue_id = p_queue_id)
+                          ORDER BY t.id DESC
+                          LIMIT p_limit)) u
+                 ORDER BY u.id DESC
+                 LIMIT p_limit) k;
+        IF v_count = p_limit THEN
+          SET v_floor = v_min;
+        END IF;
+      END IF;
+    END LOOP namespaces;
+  ELSE
+    queues: LOOP
+      SET v_next_queue = NULL;
+      SELECT MIN(q.id) INTO v_next_queue
+        FROM orbit_queue q
+       WHERE q.application_id = v_application_id AND q.environment_id = v_environment_id AND q.id > v_queue_id
+         AND (p_queue_id IS NULL OR q.id = p_queue_id)
+         AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                WHERE s.credential_id = v_credential_id AND s.namespace_id = q.namespace_id
+                  AND s.queue_id IN ('', q.id));
+      IF v_next_queue IS NULL THEN
+        LEAVE queues;
+      END IF;
+      SET v_queue_id = v_next_queue, v_s = 0;
+      states: WHILE v_s < 9 DO
+        SET v_s = v_s + 1;
+        SET v_state = ELT(v_s, 'WAITING', 'LEASED', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED',
+                          'NEEDS_REVIEW', 'EXPIRED');
+        IF p_state IS NOT NULL AND p_state <> v_state THEN
+          ITERATE states;
+        END IF;
+        SELECT COALESCE(JSON_ARRAYAGG(k.id), '[]'), MIN(k.id), COUNT(*) INTO v_ids, v_min, v_count
+          FROM (SELECT u.id
+                  FROM (SELECT j.id FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) j
+                        UNION ALL
+                        (SELECT t.id
+                           FROM orbit_task t
+                          WHERE t.queue_id = v_queue_id AND t.state = v_state
+                            AND t.id < v_before AND t.id > v_floor
+                            AND (p_state IS NULL OR t.state = p_state)
+                            AND (p_business_key IS NULL OR t.business_key = p_business_key)
+                            AND (p_concurrency_key IS NULL OR t.concurrency_key = p_concurrency_key)
+                            AND (p_queue_id IS NULL OR t.queue_id = p_queue_id)
+                          ORDER BY t.id DESC
+                          LIMIT p_limit)) u
+                 ORDER BY u.id DESC
+                 LIMIT p_limit) k;
+        IF v_count = p_limit THEN
+          SET v_floor = v_min;
+        END IF;
+      END WHILE states;
+    END LOOP queues;
+  END IF;
+  SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_task t
+   WHERE t.id IN (SELECT j.id FROM JSON_TABLE(v_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) j)
+   ORDER BY t.id DESC;
+  COMMIT;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_place (from templates/procedures/orbit_task_place.sql) ----
 -- orbit_task_place: Internal: put a WAITING or RETRY_WAIT task into its dispatch lane.
 --
@@ -3330,7 +3651,8 @@ DELIMITER ;
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 --   then wake_queues: a JSON array, the task's queue when a requeue left it ready (unpaused),
@@ -3419,9 +3741,197 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_submit (from templates/procedures/orbit_task_submit.sql) ----
+-- orbit_task_submit: Accept a task once per Idempotency-Key: create it, or replay the original.
+--
+-- The same (application, Idempotency-Key) with the same request returns the original task with
+-- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
+-- Concurrent identical submits serialise on the idempotency row: exactly one creates the task.
+-- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
+-- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
+-- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
+-- 'scheduled' lane, which the claim never scans, until orbit_task_promote_due places it. A
+-- debounced submit replaces its key's debounced task that still waits (see orbit_task_create):
+-- the replaced task's Idempotency-Key still answers with it, now CANCELLED; a full
+-- incomplete-task quota does not refuse a replacement, which takes the replaced task's charge.
+-- Parameters (NULL = default where one is given):
+--   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on the queue)
+--   p_idempotency_key         1-255 bytes
+--   p_queue_id                CHAR(32)
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+--   p_run_at                  UTC time before which the task is not claimed; a past time runs at
+--                             once; at most 31536000 s (365 days) ahead; NULL = now
+--   p_delay_seconds           0-31536000: run_at is acceptance + this; NULL or 0 = none;
+--                             not with p_run_at
+--   p_debounce_seconds        0-31536000, keyed tasks only, not with p_run_at or
+--                             p_delay_seconds: the task runs this long after acceptance unless a
+--                             later debounced submit for its key and queue replaces it first (it
+--                             ends CANCELLED, error code REPLACED naming its successor); NULL or 0 = none
+--   p_debounce_max_seconds    0-31536000, with p_debounce_seconds and at least it: the
+--                             latest run_at a burst of replacements may reach, counted from the
+--                             burst's first submit; NULL or 0 = no bound
+-- Result (one row): replayed TINYINT (0 = created now, 1 = the original), then the task columns:
+--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
+--   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
+--   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
+--   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
+--   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
+--   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
+-- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
+--   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
+--   orbit_application_quota slot row.
+DROP PROCEDURE IF EXISTS orbit_task_submit;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_submit(
+  IN p_token_hash BINARY(32),
+  IN p_idempotency_key BLOB,
+  IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin,
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  IN p_priority INT,
+  IN p_max_attempts INT,
+  IN p_retry_base_ms BIGINT,
+  IN p_retry_max_ms BIGINT,
+  IN p_retry_unknown TINYINT,
+  IN p_deadline_seconds BIGINT,
+  IN p_run_at DATETIME(6),
+  IN p_delay_seconds BIGINT,
+  IN p_debounce_seconds BIGINT,
+  IN p_debounce_max_seconds BIGINT)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_hash BINARY(32);
+  DECLARE v_existing_hash BINARY(32) DEFAULT NULL;
+  DECLARE v_task_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_duplicate TINYINT DEFAULT 0;
+  DECLARE v_replayed TINYINT DEFAULT 0;
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_replaced BIGINT UNSIGNED;
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_queue_check(p_token_hash, 'tasks:submit', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
+
+  IF p_idempotency_key IS NULL OR LENGTH(p_idempotency_key) NOT BETWEEN 1 AND 255 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: Idempotency-Key must be 1-255 bytes';
+  END IF;
+  -- Defaults, then validation: the request hash covers the effective values.
+  CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
+                           p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
+                           p_retry_unknown, p_deadline_seconds);
+  SET v_message = CASE
+       WHEN p_run_at IS NOT NULL AND p_delay_seconds IS NOT NULL
+         THEN 'run_at and delay_seconds cannot both be given'
+       WHEN p_delay_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'delay_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_run_at > DATE_ADD(v_now, INTERVAL 31536000 SECOND)
+         THEN 'run_at must be at most 365 days ahead'
+       WHEN p_debounce_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_debounce_max_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_max_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_debounce_seconds > 0 AND p_concurrency_key = ''
+         THEN 'debounce_seconds needs a concurrency_key'
+       WHEN p_debounce_seconds > 0 AND (p_run_at IS NOT NULL OR p_delay_seconds > 0)
+         THEN 'debounce_seconds cannot be combined with run_at or delay_seconds'
+       WHEN p_debounce_max_seconds > 0 AND p_debounce_max_seconds < COALESCE(p_debounce_seconds, 0)
+         THEN 'debounce_max_seconds must be at least debounce_seconds'
+       WHEN p_debounce_max_seconds > 0 AND NOT COALESCE(p_debounce_seconds, 0) > 0
+         THEN 'debounce_max_seconds needs debounce_seconds'
+  END;
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  -- Every field is hex-encoded, so no separator can be forged by a value.
+  SET v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(p_queue_id), HEX(p_handler), HEX(p_handler_version),
+                 HEX(p_payload_version), SHA2(p_payload, 256), HEX(p_business_key), HEX(p_concurrency_key),
+                 p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
+                 p_deadline_seconds, CONCAT('run_at=', p_run_at), CONCAT('delay_seconds=', NULLIF(p_delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(p_debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(p_debounce_max_seconds, 0))), 256));
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
+  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+  VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  IF v_duplicate THEN
+    SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+      FROM orbit_idempotency i
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
+       FOR UPDATE;
+    IF v_existing_hash <> v_hash THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'IDEMPOTENCY_CONFLICT: this Idempotency-Key was used with a different request';
+    END IF;
+    SET v_replayed = 1;
+  ELSE
+    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+                           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
+                           p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
+                           p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
+            WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
+            ELSE v_now END,
+                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced);
+    IF v_task_id = 0 THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+    END IF;
+    UPDATE orbit_idempotency i SET i.task_id = v_task_id
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+  END IF;
+  COMMIT;
+
+  SELECT v_replayed AS replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         t.handler, t.handler_version, t.payload_version, t.payload,
+         t.business_key, t.concurrency_key, t.priority, t.max_attempts,
+         t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
+         t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
+         t.updated_at, t.finished_at
+    FROM orbit_task t
+   WHERE t.id = v_task_id;
 END$$
 DELIMITER ;
 
@@ -3449,7 +3959,9 @@ DELIMITER ;
 --     queue_id                string, CHAR(32)
 --     handler, handler_version, payload_version, business_key, concurrency_key: strings, and
 --     priority, max_attempts, retry_base_ms, retry_max_ms, deadline_seconds: integers, and
---     retry_unknown: true/false, with the rules and defaults of the p_ parameters below;
+--     retry_unknown: true/false, delay_seconds, debounce_seconds, debounce_max_seconds:
+--     integers, with the rules and defaults of the p_ parameters below;
+--     run_at                  a string, the UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (p_run_at);
 --     payload                 a string holding the payload's JSON text (e.g. "{\"n\":1}"): the
 --                             text is stored and hashed byte for byte, as orbit_task_submit does
 --                             with p_payload (the server's JSON functions would reformat a value)
@@ -3466,12 +3978,24 @@ DELIMITER ;
 --   p_retry_max_ms            0-604800000; default 300000
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+--   p_run_at                  UTC time before which the task is not claimed; a past time runs at
+--                             once; at most 31536000 s (365 days) ahead; NULL = now
+--   p_delay_seconds           0-31536000: run_at is acceptance + this; NULL or 0 = none;
+--                             not with p_run_at
+--   p_debounce_seconds        0-31536000, keyed tasks only, not with p_run_at or
+--                             p_delay_seconds: the task runs this long after acceptance unless a
+--                             later debounced submit for its key and queue replaces it first (it
+--                             ends CANCELLED, error code REPLACED naming its successor); NULL or 0 = none
+--   p_debounce_max_seconds    0-31536000, with p_debounce_seconds and at least it: the
+--                             latest run_at a burst of replacements may reach, counted from the
+--                             burst's first submit; NULL or 0 = no bound
 -- Result: one row per task, in input order: item INT (0-based index in p_tasks), replayed TINYINT
 --   (0 = created now, 1 = the original), then the task columns:
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
@@ -3521,6 +4045,10 @@ body: BEGIN
   DECLARE v_retry_max_ms BIGINT;
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_run_at DATETIME(6);
+  DECLARE v_debounce_seconds BIGINT;
+  DECLARE v_debounce_max_seconds BIGINT;
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -3534,6 +4062,7 @@ body: BEGIN
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
+  DECLARE v_charge TINYINT;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
   -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
@@ -3546,7 +4075,8 @@ body: BEGIN
     SELECT MIN(t.queue_id), MIN(t.item)
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -3570,7 +4100,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -3578,7 +4119,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
      WHERE t.item < v_bad_item
      GROUP BY CAST(t.queue_id AS BINARY)
      ORDER BY MIN(t.item);
@@ -3592,7 +4136,8 @@ body: BEGIN
       FROM orbit_task o
       STRAIGHT_JOIN (SELECT t.idempotency_key FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -3616,7 +4161,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -3624,20 +4180,29 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t LIMIT 1000) b
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t LIMIT 1000) b
         ON b.idempotency_key = o.idempotency_key
      WHERE o.id >= v_first AND o.application_id = v_application_id
      ORDER BY o.id;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
-           t.retry_unknown, t.deadline_seconds, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+           t.retry_unknown, t.deadline_seconds, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END,
+           COALESCE(t.debounce_seconds, 0), COALESCE(t.debounce_max_seconds, 0), UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
                  HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
                  t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-                 t.deadline_seconds), 256))
+                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256))
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -3661,7 +4226,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -3669,7 +4245,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
      ORDER BY t.item;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -3714,13 +4293,20 @@ body: BEGIN
                    WHEN NOT (t.j_retry_max_ms IS NULL OR JSON_TYPE(t.j_retry_max_ms) = 'NULL' OR t.j_retry_max_ms REGEXP '^-?[0-9]+$') THEN 'retry_max_ms must be an integer'
                    WHEN NOT (t.j_retry_unknown IS NULL OR JSON_TYPE(t.j_retry_unknown) IN ('NULL', 'BOOLEAN')) THEN 'retry_unknown must be true or false'
                    WHEN NOT (t.j_deadline_seconds IS NULL OR JSON_TYPE(t.j_deadline_seconds) = 'NULL' OR t.j_deadline_seconds REGEXP '^-?[0-9]+$') THEN 'deadline_seconds must be an integer'
+                   WHEN NOT (t.j_run_at IS NULL OR JSON_TYPE(t.j_run_at) IN ('NULL', 'STRING')) OR (t.j_run_at IS NOT NULL AND JSON_TYPE(t.j_run_at) = 'STRING' AND t.run_at IS NULL)
+                     THEN 'run_at must be a UTC time, a string YYYY-MM-DD HH:MM:SS[.ffffff]'
+                   WHEN NOT (t.j_delay_seconds IS NULL OR JSON_TYPE(t.j_delay_seconds) = 'NULL' OR t.j_delay_seconds REGEXP '^-?[0-9]+$') THEN 'delay_seconds must be an integer'
+                   WHEN NOT (t.j_debounce_seconds IS NULL OR JSON_TYPE(t.j_debounce_seconds) = 'NULL' OR t.j_debounce_seconds REGEXP '^-?[0-9]+$') THEN 'debounce_seconds must be an integer'
+                   WHEN NOT (t.j_debounce_max_seconds IS NULL OR JSON_TYPE(t.j_debounce_max_seconds) = 'NULL' OR t.j_debounce_max_seconds REGEXP '^-?[0-9]+$') THEN 'debounce_max_seconds must be an integer'
                    WHEN JSON_LENGTH(t.task) <> (t.j_idempotency_key IS NOT NULL) + (t.j_queue_id IS NOT NULL)
                           + (t.j_handler IS NOT NULL) + (t.j_handler_version IS NOT NULL) + (t.j_payload_version IS NOT NULL)
                           + (t.j_payload IS NOT NULL) + (t.j_business_key IS NOT NULL) + (t.j_concurrency_key IS NOT NULL)
                           + (t.j_priority IS NOT NULL) + (t.j_max_attempts IS NOT NULL) + (t.j_retry_base_ms IS NOT NULL)
                           + (t.j_retry_max_ms IS NOT NULL) + (t.j_retry_unknown IS NOT NULL) + (t.j_deadline_seconds IS NOT NULL)
+                          + (t.j_run_at IS NOT NULL) + (t.j_delay_seconds IS NOT NULL) + (t.j_debounce_seconds IS NOT NULL)
+                          + (t.j_debounce_max_seconds IS NOT NULL)
                      THEN 'the task has a member that is not a field of a submit'
-                   ELSE CASE
+                   ELSE COALESCE(CASE
        WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN t.handler_version IS NULL OR CHAR_LENGTH(t.handler_version) NOT BETWEEN 1 AND 64
@@ -3760,11 +4346,31 @@ body: BEGIN
        WHEN t.retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN t.deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END
+  END, CASE
+       WHEN t.run_at IS NOT NULL AND t.delay_seconds IS NOT NULL
+         THEN 'run_at and delay_seconds cannot both be given'
+       WHEN t.delay_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'delay_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.run_at > DATE_ADD(v_now, INTERVAL 31536000 SECOND)
+         THEN 'run_at must be at most 365 days ahead'
+       WHEN t.debounce_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.debounce_max_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_max_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.debounce_seconds > 0 AND t.concurrency_key = ''
+         THEN 'debounce_seconds needs a concurrency_key'
+       WHEN t.debounce_seconds > 0 AND (t.run_at IS NOT NULL OR t.delay_seconds > 0)
+         THEN 'debounce_seconds cannot be combined with run_at or delay_seconds'
+       WHEN t.debounce_max_seconds > 0 AND t.debounce_max_seconds < COALESCE(t.debounce_seconds, 0)
+         THEN 'debounce_max_seconds must be at least debounce_seconds'
+       WHEN t.debounce_max_seconds > 0 AND NOT COALESCE(t.debounce_seconds, 0) > 0
+         THEN 'debounce_max_seconds needs debounce_seconds'
+  END)
                  END AS bad
             FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -3788,7 +4394,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -3796,7 +4413,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t) b;
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t) b;
   SET v_bad_item = COALESCE(CAST(LEFT(v_bad, 4) AS UNSIGNED), v_count + 1), v_bad = SUBSTRING(v_bad, 5);
   queues: BEGIN
     DECLARE EXIT HANDLER FOR SQLSTATE '45000'
@@ -3843,10 +4463,13 @@ body: BEGIN
   SELECT v_application_id, t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
                  HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
                  t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-                 t.deadline_seconds), 256)), 0, v_now
+                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256)), 0, v_now
     FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -3870,7 +4493,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -3878,12 +4512,16 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t;
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t;
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
-    -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
+    -- the batch is created by one insert, with exactly the rows orbit_task_create writes for an
+    -- unkeyed task (lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota
+    -- slot; no debounce, which needs a key); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
@@ -3892,13 +4530,19 @@ body: BEGIN
                             max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                             deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
     SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-           t.payload, t.business_key, '', 0, 'WAITING', 'ready', t.priority,
-           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, v_now,
+           t.payload, t.business_key, '', 0, 'WAITING',
+           IF(CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END > v_now, 'scheduled', 'ready'), t.priority,
+           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END,
            IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
            t.idempotency_key, 0, 0, v_slot, v_now, v_now
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -3922,7 +4566,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -3930,14 +4585,17 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
     SET v_first = LAST_INSERT_ID(), v_created = v_count;
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
+      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ',', 1, ']');
     END WHILE;
     CLOSE c_created;
   ELSE
@@ -3945,8 +4603,9 @@ body: BEGIN
     WHILE v_i < v_count DO
       FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
                          v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
-                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_hash;
-      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0;
+                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_run_at, v_debounce_seconds,
+                         v_debounce_max_seconds, v_hash;
+      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0;
       -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
       -- v_namespace_id still hold the last queue checked).
       IF v_queue_id <> v_last_queue THEN
@@ -3976,14 +4635,15 @@ body: BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
-        SET v_created = v_created + 1;
+                               v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced);
+        SET v_created = v_created + (v_replaced = 0);
         IF v_one_by_one THEN
           UPDATE orbit_idempotency i SET i.task_id = v_task_id
            WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
         END IF;
       END IF;
-      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
+      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ',', (NOT v_replayed AND v_replaced = 0), ']');
     END WHILE;
     CLOSE c_tasks;
   END IF;
@@ -4008,9 +4668,9 @@ body: BEGIN
     IF ROW_COUNT() = 0 THEN
       SET v_i = 0;
       WHILE v_i < v_count DO
-        SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
+        SET v_charge = JSON_VALUE(v_results, CONCAT('$[', v_i, '][3]')),
             v_i = v_i + 1, v_charged = 1;
-        IF NOT v_replayed THEN
+        IF v_charge THEN
           CALL orbit_task_charge(v_application_id, v_now, v_charged);
         END IF;
         IF NOT v_charged THEN
@@ -4028,7 +4688,11 @@ body: BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
     FROM JSON_TABLE(v_results, '$[*]'
@@ -4910,11 +5574,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, 'd9c99ed2120160610fce19243eaa73ea2bb58924f02456debbb4cf7800e6c000', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, 'cbc629797296a5cdfa00a4e386c51c2e02d2dc6c4983f55b7482d2d6e201c085', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, '817a5074c92e1c3eb33c2eb370c962155282527c4cc9b3b8232b48c1396268cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'e4af0fbbccf0cf0014e1df739bc8c3cace2d9c482b492df9558127df5977cbba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '54e4824d67f081c7e2266303b118324d670e1eca31ceb6f0d2ed443e48ab6099', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'dd84745b2230d33fb8b72067cfc3468d9399f2331624fc164be8cdfc5a29a087', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4929,7 +5593,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '0907c12d1167f7ef82e346bf9b5a2895b2ceec9be8948102269f6ab723a57280', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '85211c894937d02cb74497543e9f05a0da1dbc386fcfd38d0bb63aa0998a95ad', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '6c8a31863e1ed7bdba89c8407efb73e41cb90e85c481d3258d877422b72c497d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, 'a4d290be6163edd606d4b633768d1c20c724198fd358e1f9331508e356d43b0f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -4941,19 +5605,21 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, '7285ea2c48add38d2332a44418d1b8942dd55ec5e9bb91f362d5d0928301f93b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 2, '3c0c0fc0d51527c02d6a71ea00e30cccf6242404da4484cf6ce8ac4180081e99', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '59a434f9095081dbb95600d7923f7019fd56b6560294b2dc5f1c6d46507ef102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '2202b13a2ef8da38f9c724b05b18df38921512e9808ddfaefa8b3c2ef1ec0b95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '8c196a238cc3005379b95c152d804cc6ed31175572f7a772bb6c0fadba9c0399', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '9b5ec66716491209a2650c2a7972f46f3796398ccb511987a265d395a387c1bf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'db0e462ee64354feb593f2984812b8f6b968e951a89c5ae98726312c2029dd7a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'ce2329cc715682d029639df4194d42d08b88e5bd46fbee4c28b35e1df6b7ddde', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a6dd4de6fe8ebcb575119e0c63b975995da1e115e5db61640367ab0505503727', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'bcac1863e2dc81fcaf86af6e02f8c8a45780ba5f033bcf3dcfa92e0c0264ba83', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'facca2f73f48581eb43b767453ae0a79fba94fac68846a309957a73a5a8d3af8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, 'e882d104c9003f00cd7feda118b3574908e1a2cd3dc7ed5320de82b274c45fdc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '7125ff581d9fdde33dffafbd88ac1f3a3452248197045ebe59f6ab71aa3ad8f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '76c50f9cabfd917b61c74445a96c57a7a1ba119e24b6c1a5810e847023d9e088', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, '222f62f5c73c96942b8448271a9935350dcbddb82f0afdc49828c0a0fd222021', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '4738c8f9f2d627c5457f7891134129d406be00850383114bc4cc29f23992caff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'd662dfbc4b4f805367de3e72154773dd81d53fb6f3353d0094293cfefa8f39c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, 'c91e1bcc4d49e7bb5c727d5b4ca5f54df873a55923d679e67666f83d4b2a0e73', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c957cbc32d0a4be8a4540ce5eb9c0c315ad4f38c55a9ca2c588d1411fe01ba61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ba0130be02e6dd8e75b9bac64800e51a06995398bfba4b5ae3daa5501ab374f1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ba0130be02e6dd8e75b9bac64800e51a06995398bfba4b5ae3daa5501ab374f1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fa9bc625997aecffbf86b33b983dcca9a251b24c2c9043121f12cfcc7950b510', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fa9bc625997aecffbf86b33b983dcca9a251b24c2c9043121f12cfcc7950b510', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -23,7 +23,11 @@
          {{ t }}.handler, {{ t }}.handler_version, {{ t }}.payload_version, {{ t }}.payload,
          {{ t }}.business_key, {{ t }}.concurrency_key, {{ t }}.priority, {{ t }}.max_attempts,
          {{ t }}.attempt_count, {{ t }}.retry_base_ms, {{ t }}.retry_max_ms, {{ t }}.retry_unknown,
-         {{ t }}.run_at, {{ t }}.deadline_at, {{ t }}.blocked_reason, {{ t }}.output, {{ t }}.error,
+         {{ t }}.run_at, {{ t }}.deadline_at,
+         IF({{ t }}.blocked_reason = '' AND {{ t }}.lane = 'scheduled' AND {{ t }}.state = 'WAITING',
+            IF({{ t }}.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            {{ t }}.blocked_reason) AS blocked_reason, {{ t }}.output, {{ t }}.error,
          {{ t }}.current_attempt_id, {{ t }}.plan_id, {{ t }}.plan_version, {{ t }}.created_at,
          {{ t }}.updated_at, {{ t }}.finished_at{% endmacro %}
 
@@ -54,7 +58,8 @@
 {% macro task_columns_doc() %}--   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.{% endmacro %}
 
@@ -255,14 +260,67 @@
          THEN 'deadline_seconds must be between 1 and 315360000'
   END{% endmacro %}
 
+{#- A submit's timing: when its task may first be claimed. Not part of a task definition (a plan's
+    task runs when its slot fires), so a separate list, for orbit_task_submit. -#}
+{% macro task_timing_params() %}IN p_run_at DATETIME(6),
+  IN p_delay_seconds BIGINT,
+  IN p_debounce_seconds BIGINT,
+  IN p_debounce_max_seconds BIGINT{% endmacro %}
+
+{#- Their documentation, for procedure headers. -#}
+{% macro task_timing_doc() %}--   p_run_at                  UTC time before which the task is not claimed; a past time runs at
+--                             once; at most {{ c.delay_max_seconds }} s (365 days) ahead; NULL = now
+--   p_delay_seconds           0-{{ c.delay_max_seconds }}: run_at is acceptance + this; NULL or 0 = none;
+--                             not with p_run_at
+--   p_debounce_seconds        0-{{ c.delay_max_seconds }}, keyed tasks only, not with p_run_at or
+--                             p_delay_seconds: the task runs this long after acceptance unless a
+--                             later debounced submit for its key and queue replaces it first (it
+--                             ends CANCELLED, error code REPLACED naming its successor); NULL or 0 = none
+--   p_debounce_max_seconds    0-{{ c.delay_max_seconds }}, with p_debounce_seconds and at least it: the
+--                             latest run_at a burst of replacements may reach, counted from the
+--                             burst's first submit; NULL or 0 = no bound{% endmacro %}
+
+{#- The first timing rule a submit breaks, as the message after "INVALID_ARGUMENT: ", or NULL:
+    prefix `p` (p_ in orbit_task_submit, t. in orbit_task_submit_many), acceptance time `now`. -#}
+{% macro task_timing_error(p, now) %}CASE
+       WHEN {{ p }}run_at IS NOT NULL AND {{ p }}delay_seconds IS NOT NULL
+         THEN 'run_at and delay_seconds cannot both be given'
+       WHEN {{ p }}delay_seconds NOT BETWEEN 0 AND {{ c.delay_max_seconds }}
+         THEN 'delay_seconds must be between 0 and {{ c.delay_max_seconds }} (365 days)'
+       WHEN {{ p }}run_at > DATE_ADD({{ now }}, INTERVAL {{ c.delay_max_seconds }} SECOND)
+         THEN 'run_at must be at most 365 days ahead'
+       WHEN {{ p }}debounce_seconds NOT BETWEEN 0 AND {{ c.delay_max_seconds }}
+         THEN 'debounce_seconds must be between 0 and {{ c.delay_max_seconds }} (365 days)'
+       WHEN {{ p }}debounce_max_seconds NOT BETWEEN 0 AND {{ c.delay_max_seconds }}
+         THEN 'debounce_max_seconds must be between 0 and {{ c.delay_max_seconds }} (365 days)'
+       WHEN {{ p }}debounce_seconds > 0 AND {{ p }}concurrency_key = ''
+         THEN 'debounce_seconds needs a concurrency_key'
+       WHEN {{ p }}debounce_seconds > 0 AND ({{ p }}run_at IS NOT NULL OR {{ p }}delay_seconds > 0)
+         THEN 'debounce_seconds cannot be combined with run_at or delay_seconds'
+       WHEN {{ p }}debounce_max_seconds > 0 AND {{ p }}debounce_max_seconds < COALESCE({{ p }}debounce_seconds, 0)
+         THEN 'debounce_max_seconds must be at least debounce_seconds'
+       WHEN {{ p }}debounce_max_seconds > 0 AND NOT COALESCE({{ p }}debounce_seconds, 0) > 0
+         THEN 'debounce_max_seconds needs debounce_seconds'
+  END{% endmacro %}
+
+{#- The time a new task may first be claimed, from its (valid) timing with prefix `p`. A debounced
+    task's is computed by orbit_task_create, which sees the burst it joins. -#}
+{% macro task_run_at(p, now) %}CASE WHEN {{ p }}run_at IS NOT NULL THEN GREATEST({{ p }}run_at, {{ now }})
+            WHEN {{ p }}delay_seconds > 0 THEN DATE_ADD({{ now }}, INTERVAL {{ p }}delay_seconds SECOND)
+            ELSE {{ now }} END{% endmacro %}
+
 {#- The request hash of a submit, over the effective (defaulted) values of the variables with
     prefix `p`: the same expression in orbit_task_submit and orbit_task_submit_many, so a single
     submit and a batch item with the same Idempotency-Key and request replay each other. Every
-    field is hex-encoded, so no separator can be forged by a value. -#}
+    field is hex-encoded, so no separator can be forged by a value. The timing fields (run_at as
+    given, not the effective time) come last and each only when given: CONCAT_WS skips a NULL,
+    so a request without them hashes as it did in 0.1 and an upgrade keeps every receipt. -#}
 {% macro request_hash(p) %}UNHEX(SHA2(CONCAT_WS(',', HEX({{ p }}queue_id), HEX({{ p }}handler), HEX({{ p }}handler_version),
                  HEX({{ p }}payload_version), SHA2({{ p }}payload, 256), HEX({{ p }}business_key), HEX({{ p }}concurrency_key),
                  {{ p }}priority, {{ p }}max_attempts, {{ p }}retry_base_ms, {{ p }}retry_max_ms, {{ p }}retry_unknown,
-                 {{ p }}deadline_seconds), 256)){% endmacro %}
+                 {{ p }}deadline_seconds, CONCAT('run_at=', {{ p }}run_at), CONCAT('delay_seconds=', NULLIF({{ p }}delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF({{ p }}debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF({{ p }}debounce_max_seconds, 0))), 256)){% endmacro %}
 
 {#- The first time slot + k * interval seconds (k >= 0) that is after now; a slot already after
     now is kept. Plans advance by whole intervals, so slots missed while the scheduler was down

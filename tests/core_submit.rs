@@ -123,7 +123,7 @@ async fn concurrency_key_rules_are_enforced_in_sql() {
 #[tokio::test]
 async fn invalid_utf8_key_bytes_are_rejected() {
     let f = Fixture::new().await;
-    let err = sqlx::query("CALL orbit_task_submit(?, 'k1', ?, 'h', 'v1', 'v1', '{}', NULL, ?, NULL, NULL, NULL, NULL, NULL, NULL)")
+    let err = sqlx::query("CALL orbit_task_submit(?, 'k1', ?, 'h', 'v1', 'v1', '{}', NULL, ?, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
         .bind(&f.hash[..])
         .bind(&f.queue_id)
         .bind(&b"ab\xff"[..])
@@ -1068,7 +1068,7 @@ async fn a_full_slot_respreads_the_counters_and_one_slot_charges_resume() {
     let mut conn = f.db.pool().acquire().await.unwrap();
     let submit = |i: usize| {
         sqlx::query(
-            "CALL orbit_task_submit(?, ?, ?, 'h', 'v1', 'v1', '{}', NULL, '', NULL, NULL, NULL, NULL, NULL, NULL)",
+            "CALL orbit_task_submit(?, ?, ?, 'h', 'v1', 'v1', '{}', NULL, '', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
         )
         .bind(&f.hash[..])
         .bind(format!("spread-{i}"))

@@ -104,6 +104,31 @@ async fn finish_0_1_0(
         .unwrap();
 }
 
+/// A submit as a 0.1.0 server makes it: `CALL orbit_task_submit` with 0.1.0's parameters (no
+/// timing). Returns the task's id.
+async fn submit_0_1_0(pool: &MySqlPool, hash: &[u8], idempotency_key: &str, t: &NewTask) -> u64 {
+    let row = sqlx::query("CALL orbit_task_submit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(hash)
+        .bind(idempotency_key.as_bytes())
+        .bind(&t.queue_id)
+        .bind(&t.handler)
+        .bind(&t.handler_version)
+        .bind(&t.payload_version)
+        .bind(&t.payload)
+        .bind(&t.business_key)
+        .bind(t.concurrency_key.as_deref().map(str::as_bytes))
+        .bind(t.priority)
+        .bind(t.max_attempts)
+        .bind(t.retry_base_ms)
+        .bind(t.retry_max_ms)
+        .bind(t.retry_unknown.map(i64::from))
+        .bind(t.deadline_seconds)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    row.get::<u64, _>(1)
+}
+
 async fn version(pool: &MySqlPool) -> u64 {
     sqlx::query("CALL orbit_extension_version()")
         .fetch_one(pool)
@@ -248,15 +273,23 @@ async fn table_checksums(pool: &MySqlPool) -> BTreeMap<String, (i64, String)> {
             .fetch_one(pool)
             .await
             .unwrap();
-        // orbit_queue (retention_seconds) and orbit_resource (holder_attempt_id, compared by
-        // attempts_and_permits) gain a column: their rows are compared on the columns 0.1.0 had,
-        // every other table on every column.
+        // orbit_queue (retention_seconds), orbit_resource (holder_attempt_id, compared by
+        // attempts_and_permits) and orbit_task (debounce_seconds, debounce_until) gain columns:
+        // their rows are compared on the columns 0.1.0 had (NULL spelled out, as CONCAT_WS
+        // would skip it), every other table on every column.
         let columns = match t.as_str() {
             "orbit_queue" => Some(
                 "id, application_id, environment_id, namespace_id, name, paused, max_active_attempts, created_at, updated_at",
             ),
             "orbit_resource" => Some(
                 "id, namespace_id, HEX(concurrency_key), highest_token, version, created_at, updated_at",
+            ),
+            "orbit_task" => Some(
+                "id, application_id, namespace_id, queue_id, handler, handler_version, payload_version, payload, \
+                 business_key, HEX(concurrency_key), resource_id, state, lane, priority, max_attempts, attempt_count, \
+                 quota_slot, retry_base_ms, retry_max_ms, retry_unknown, run_at, IFNULL(deadline_at, 'NULL'), \
+                 current_attempt_id, blocked_reason, IFNULL(output, 'NULL'), IFNULL(error, 'NULL'), \
+                 HEX(idempotency_key), plan_id, plan_version, created_at, updated_at, IFNULL(finished_at, 'NULL')",
             ),
             _ => None,
         };
@@ -396,8 +429,11 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
         .session_id;
     let lease_ms = 600_000;
     // One task at a time is ready, so each claim takes the task just submitted.
+    let submit = async |t: &NewTask| {
+        submit_0_1_0(&pool, &f.hash, &format!("old-{}", rand::random::<u64>()), t).await
+    };
     let claim_next = async |t: NewTask| {
-        let id = f.submit_task(&t).await.id;
+        let id = submit(&t).await;
         let grants = f.db.task_claim(worker, 1, lease_ms).await.unwrap();
         assert_eq!(grants.len(), 1);
         assert_eq!(grants[0].task.id, id);
@@ -449,12 +485,12 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
         fence_write(&pool, holder.concurrency_token, "op-1").await,
         "accepted"
     );
-    let blocked = f.submit_task(&task(&f, &q1, Some("k1"))).await;
+    let blocked = submit(&task(&f, &q1, Some("k1"))).await;
     let leased = claim_next(task(&f, &q1, None)).await;
-    let cancelled = f.submit_task(&task(&f, &q1, None)).await;
+    let cancelled = submit(&task(&f, &q1, None)).await;
     sqlx::query("CALL orbit_task_cancel(?, ?)")
         .bind(f.hash.as_slice())
-        .bind(cancelled.id)
+        .bind(cancelled)
         .fetch_all(&pool)
         .await
         .unwrap();
@@ -469,11 +505,7 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
         concurrency_key: Some(String::new()),
         ..Default::default()
     };
-    let waiting =
-        f.db.task_submit(&f.hash, "receipt-1", &receipt_task)
-            .await
-            .unwrap()
-            .task;
+    let waiting = submit_0_1_0(&pool, &f.hash, "receipt-1", &receipt_task).await;
     // A 0.1 plan (the 0.1 signature of orbit_plan_create), fired once: its version and its fire
     // row get the new columns' defaults, which keep its 0.1 behaviour.
     let plan_id: u64 = sqlx::query(
@@ -506,14 +538,14 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
         (review.task.id, TaskState::NeedsReview),
         (retry.task.id, TaskState::RetryWait),
         (holder.task.id, TaskState::Running),
-        (blocked.id, TaskState::Waiting),
+        (blocked, TaskState::Waiting),
         (leased.task.id, TaskState::Leased),
-        (cancelled.id, TaskState::Cancelled),
-        (waiting.id, TaskState::Waiting),
+        (cancelled, TaskState::Cancelled),
+        (waiting, TaskState::Waiting),
     ] {
         assert_eq!(states[&id], state.as_str(), "task {id} before the upgrade");
     }
-    assert_eq!(f.lane(blocked.id).await, "blocked");
+    assert_eq!(f.lane(blocked).await, "blocked");
     let token_before = max_token(&pool).await;
     let mut rows_before = table_checksums(&pool).await;
     assert!(rows_before["orbit_idempotency"].0 >= 8 && rows_before["orbit_session"].0 == 1);
@@ -579,6 +611,13 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
         );
     }
     assert_eq!(rows_after, rows_before);
+    let debounced: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orbit_task WHERE debounce_seconds <> 0 OR debounce_until IS NOT NULL",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(debounced, 0, "every 0.1 task is not debounced");
     assert_eq!(
         attempts_and_permits(&pool, true).await,
         permits_before,
@@ -645,7 +684,7 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
         .unwrap();
     assert_eq!(r.status().as_u16(), 200, "a replay, not a new acceptance");
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["data"]["id"], json!(waiting.id), "{body}");
+    assert_eq!(body["data"]["id"], json!(waiting), "{body}");
     // The plan is still there: an interval plan with the 0.1 behaviour.
     let r = http
         .get(format!("{}/v1/plans/{}", server.url, plan_id))
@@ -684,7 +723,7 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     let next = f.db.task_claim(worker, 10, lease_ms).await.unwrap();
     let granted = next
         .iter()
-        .find(|g| g.task.id == blocked.id)
+        .find(|g| g.task.id == blocked)
         .expect("the blocked task is granted once its key is released");
     assert!(
         granted.concurrency_token > token_before,
@@ -724,7 +763,7 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
 async fn a_migrate_stopped_part_way_completes_when_run_again() {
     let f = tenant(release_0_1_0().await).await;
     let pool = f.test_db.pool.clone();
-    let keyed = f.submit(&f.queue_id, "k1").await;
+    let keyed = submit_0_1_0(&pool, &f.hash, "k1-op", &task(&f, &f.queue_id, Some("k1"))).await;
     let upgrade = migrate::embedded()
         .into_iter()
         .find(|m| m.name == "000002_upgrade")
@@ -786,7 +825,7 @@ async fn a_migrate_stopped_part_way_completes_when_run_again() {
         &schema(&fresh.pool).await,
         "resumed vs fresh",
     );
-    assert_eq!(tasks(&pool).await, vec![(keyed.id, "WAITING".to_string())]);
+    assert_eq!(tasks(&pool).await, vec![(keyed, "WAITING".to_string())]);
 }
 
 #[tokio::test]

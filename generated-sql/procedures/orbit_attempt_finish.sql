@@ -385,7 +385,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -397,7 +401,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM orbit_attempt a
@@ -411,7 +419,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
       FROM (SELECT 1 AS one) AS ack

@@ -13,7 +13,8 @@
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 --   then wake_queues: a JSON array, the task's queue when a requeue left it ready (unpaused),
@@ -102,7 +103,11 @@ BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at, v_wake_queues AS wake_queues FROM orbit_task t WHERE t.id = p_task_id;
 END$$

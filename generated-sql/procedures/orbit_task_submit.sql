@@ -8,6 +8,11 @@
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task.
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
+-- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
+-- 'scheduled' lane, which the claim never scans, until orbit_task_promote_due places it. A
+-- debounced submit replaces its key's debounced task that still waits (see orbit_task_create):
+-- the replaced task's Idempotency-Key still answers with it, now CANCELLED; a full
+-- incomplete-task quota does not refuse a replacement, which takes the replaced task's charge.
 -- Parameters (NULL = default where one is given):
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on the queue)
 --   p_idempotency_key         1-255 bytes
@@ -23,17 +28,30 @@
 --   p_retry_max_ms            0-604800000; default 300000
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+--   p_run_at                  UTC time before which the task is not claimed; a past time runs at
+--                             once; at most 31536000 s (365 days) ahead; NULL = now
+--   p_delay_seconds           0-31536000: run_at is acceptance + this; NULL or 0 = none;
+--                             not with p_run_at
+--   p_debounce_seconds        0-31536000, keyed tasks only, not with p_run_at or
+--                             p_delay_seconds: the task runs this long after acceptance unless a
+--                             later debounced submit for its key and queue replaces it first (it
+--                             ends CANCELLED, error code REPLACED naming its successor); NULL or 0 = none
+--   p_debounce_max_seconds    0-31536000, with p_debounce_seconds and at least it: the
+--                             latest run_at a burst of replacements may reach, counted from the
+--                             burst's first submit; NULL or 0 = no bound
 -- Result (one row): replayed TINYINT (0 = created now, 1 = the original), then the task columns:
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
 -- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
---   row (keyed; insert or FOR UPDATE), one orbit_application_quota slot row.
+--   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
+--   orbit_application_quota slot row.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -51,7 +69,11 @@ CREATE PROCEDURE orbit_task_submit(
   IN p_retry_base_ms BIGINT,
   IN p_retry_max_ms BIGINT,
   IN p_retry_unknown TINYINT,
-  IN p_deadline_seconds BIGINT)
+  IN p_deadline_seconds BIGINT,
+  IN p_run_at DATETIME(6),
+  IN p_delay_seconds BIGINT,
+  IN p_debounce_seconds BIGINT,
+  IN p_debounce_max_seconds BIGINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_application_id BIGINT UNSIGNED;
@@ -63,6 +85,8 @@ body: BEGIN
   DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_replayed TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -79,11 +103,37 @@ body: BEGIN
   CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
                            p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
                            p_retry_unknown, p_deadline_seconds);
+  SET v_message = CASE
+       WHEN p_run_at IS NOT NULL AND p_delay_seconds IS NOT NULL
+         THEN 'run_at and delay_seconds cannot both be given'
+       WHEN p_delay_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'delay_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_run_at > DATE_ADD(v_now, INTERVAL 31536000 SECOND)
+         THEN 'run_at must be at most 365 days ahead'
+       WHEN p_debounce_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_debounce_max_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_max_seconds must be between 0 and 31536000 (365 days)'
+       WHEN p_debounce_seconds > 0 AND p_concurrency_key = ''
+         THEN 'debounce_seconds needs a concurrency_key'
+       WHEN p_debounce_seconds > 0 AND (p_run_at IS NOT NULL OR p_delay_seconds > 0)
+         THEN 'debounce_seconds cannot be combined with run_at or delay_seconds'
+       WHEN p_debounce_max_seconds > 0 AND p_debounce_max_seconds < COALESCE(p_debounce_seconds, 0)
+         THEN 'debounce_max_seconds must be at least debounce_seconds'
+       WHEN p_debounce_max_seconds > 0 AND NOT COALESCE(p_debounce_seconds, 0) > 0
+         THEN 'debounce_max_seconds needs debounce_seconds'
+  END;
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
   -- Every field is hex-encoded, so no separator can be forged by a value.
   SET v_hash = UNHEX(SHA2(CONCAT_WS(',', HEX(p_queue_id), HEX(p_handler), HEX(p_handler_version),
                  HEX(p_payload_version), SHA2(p_payload, 256), HEX(p_business_key), HEX(p_concurrency_key),
                  p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                 p_deadline_seconds), 256));
+                 p_deadline_seconds, CONCAT('run_at=', p_run_at), CONCAT('delay_seconds=', NULLIF(p_delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(p_debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(p_debounce_max_seconds, 0))), 256));
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -104,7 +154,11 @@ body: BEGIN
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, p_idempotency_key, 0, 0, v_now, 1, v_task_id);
+                           p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
+            WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
+            ELSE v_now END,
+                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced);
     IF v_task_id = 0 THEN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
@@ -118,7 +172,11 @@ body: BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
     FROM orbit_task t

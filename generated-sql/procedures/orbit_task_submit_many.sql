@@ -24,7 +24,9 @@
 --     queue_id                string, CHAR(32)
 --     handler, handler_version, payload_version, business_key, concurrency_key: strings, and
 --     priority, max_attempts, retry_base_ms, retry_max_ms, deadline_seconds: integers, and
---     retry_unknown: true/false, with the rules and defaults of the p_ parameters below;
+--     retry_unknown: true/false, delay_seconds, debounce_seconds, debounce_max_seconds:
+--     integers, with the rules and defaults of the p_ parameters below;
+--     run_at                  a string, the UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (p_run_at);
 --     payload                 a string holding the payload's JSON text (e.g. "{\"n\":1}"): the
 --                             text is stored and hashed byte for byte, as orbit_task_submit does
 --                             with p_payload (the server's JSON functions would reformat a value)
@@ -41,12 +43,24 @@
 --   p_retry_max_ms            0-604800000; default 300000
 --   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
 --   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+--   p_run_at                  UTC time before which the task is not claimed; a past time runs at
+--                             once; at most 31536000 s (365 days) ahead; NULL = now
+--   p_delay_seconds           0-31536000: run_at is acceptance + this; NULL or 0 = none;
+--                             not with p_run_at
+--   p_debounce_seconds        0-31536000, keyed tasks only, not with p_run_at or
+--                             p_delay_seconds: the task runs this long after acceptance unless a
+--                             later debounced submit for its key and queue replaces it first (it
+--                             ends CANCELLED, error code REPLACED naming its successor); NULL or 0 = none
+--   p_debounce_max_seconds    0-31536000, with p_debounce_seconds and at least it: the
+--                             latest run_at a burst of replacements may reach, counted from the
+--                             burst's first submit; NULL or 0 = no bound
 -- Result: one row per task, in input order: item INT (0-based index in p_tasks), replayed TINYINT
 --   (0 = created now, 1 = the original), then the task columns:
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
---   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none),
+--   retry_max_ms, retry_unknown, run_at, deadline_at (NULL = none), blocked_reason ('' = none;
+--   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
@@ -96,6 +110,10 @@ body: BEGIN
   DECLARE v_retry_max_ms BIGINT;
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_run_at DATETIME(6);
+  DECLARE v_debounce_seconds BIGINT;
+  DECLARE v_debounce_max_seconds BIGINT;
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -109,6 +127,7 @@ body: BEGIN
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
+  DECLARE v_charge TINYINT;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
   -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
@@ -121,7 +140,8 @@ body: BEGIN
     SELECT MIN(t.queue_id), MIN(t.item)
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -145,7 +165,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -153,7 +184,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
      WHERE t.item < v_bad_item
      GROUP BY CAST(t.queue_id AS BINARY)
      ORDER BY MIN(t.item);
@@ -167,7 +201,8 @@ body: BEGIN
       FROM orbit_task o
       STRAIGHT_JOIN (SELECT t.idempotency_key FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -191,7 +226,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -199,20 +245,29 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t LIMIT 1000) b
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t LIMIT 1000) b
         ON b.idempotency_key = o.idempotency_key
      WHERE o.id >= v_first AND o.application_id = v_application_id
      ORDER BY o.id;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
-           t.retry_unknown, t.deadline_seconds, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+           t.retry_unknown, t.deadline_seconds, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END,
+           COALESCE(t.debounce_seconds, 0), COALESCE(t.debounce_max_seconds, 0), UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
                  HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
                  t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-                 t.deadline_seconds), 256))
+                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256))
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -236,7 +291,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -244,7 +310,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
      ORDER BY t.item;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -289,13 +358,20 @@ body: BEGIN
                    WHEN NOT (t.j_retry_max_ms IS NULL OR JSON_TYPE(t.j_retry_max_ms) = 'NULL' OR t.j_retry_max_ms REGEXP '^-?[0-9]+$') THEN 'retry_max_ms must be an integer'
                    WHEN NOT (t.j_retry_unknown IS NULL OR JSON_TYPE(t.j_retry_unknown) IN ('NULL', 'BOOLEAN')) THEN 'retry_unknown must be true or false'
                    WHEN NOT (t.j_deadline_seconds IS NULL OR JSON_TYPE(t.j_deadline_seconds) = 'NULL' OR t.j_deadline_seconds REGEXP '^-?[0-9]+$') THEN 'deadline_seconds must be an integer'
+                   WHEN NOT (t.j_run_at IS NULL OR JSON_TYPE(t.j_run_at) IN ('NULL', 'STRING')) OR (t.j_run_at IS NOT NULL AND JSON_TYPE(t.j_run_at) = 'STRING' AND t.run_at IS NULL)
+                     THEN 'run_at must be a UTC time, a string YYYY-MM-DD HH:MM:SS[.ffffff]'
+                   WHEN NOT (t.j_delay_seconds IS NULL OR JSON_TYPE(t.j_delay_seconds) = 'NULL' OR t.j_delay_seconds REGEXP '^-?[0-9]+$') THEN 'delay_seconds must be an integer'
+                   WHEN NOT (t.j_debounce_seconds IS NULL OR JSON_TYPE(t.j_debounce_seconds) = 'NULL' OR t.j_debounce_seconds REGEXP '^-?[0-9]+$') THEN 'debounce_seconds must be an integer'
+                   WHEN NOT (t.j_debounce_max_seconds IS NULL OR JSON_TYPE(t.j_debounce_max_seconds) = 'NULL' OR t.j_debounce_max_seconds REGEXP '^-?[0-9]+$') THEN 'debounce_max_seconds must be an integer'
                    WHEN JSON_LENGTH(t.task) <> (t.j_idempotency_key IS NOT NULL) + (t.j_queue_id IS NOT NULL)
                           + (t.j_handler IS NOT NULL) + (t.j_handler_version IS NOT NULL) + (t.j_payload_version IS NOT NULL)
                           + (t.j_payload IS NOT NULL) + (t.j_business_key IS NOT NULL) + (t.j_concurrency_key IS NOT NULL)
                           + (t.j_priority IS NOT NULL) + (t.j_max_attempts IS NOT NULL) + (t.j_retry_base_ms IS NOT NULL)
                           + (t.j_retry_max_ms IS NOT NULL) + (t.j_retry_unknown IS NOT NULL) + (t.j_deadline_seconds IS NOT NULL)
+                          + (t.j_run_at IS NOT NULL) + (t.j_delay_seconds IS NOT NULL) + (t.j_debounce_seconds IS NOT NULL)
+                          + (t.j_debounce_max_seconds IS NOT NULL)
                      THEN 'the task has a member that is not a field of a submit'
-                   ELSE CASE
+                   ELSE COALESCE(CASE
        WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN t.handler_version IS NULL OR CHAR_LENGTH(t.handler_version) NOT BETWEEN 1 AND 64
@@ -335,11 +411,31 @@ body: BEGIN
        WHEN t.retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN t.deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END
+  END, CASE
+       WHEN t.run_at IS NOT NULL AND t.delay_seconds IS NOT NULL
+         THEN 'run_at and delay_seconds cannot both be given'
+       WHEN t.delay_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'delay_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.run_at > DATE_ADD(v_now, INTERVAL 31536000 SECOND)
+         THEN 'run_at must be at most 365 days ahead'
+       WHEN t.debounce_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.debounce_max_seconds NOT BETWEEN 0 AND 31536000
+         THEN 'debounce_max_seconds must be between 0 and 31536000 (365 days)'
+       WHEN t.debounce_seconds > 0 AND t.concurrency_key = ''
+         THEN 'debounce_seconds needs a concurrency_key'
+       WHEN t.debounce_seconds > 0 AND (t.run_at IS NOT NULL OR t.delay_seconds > 0)
+         THEN 'debounce_seconds cannot be combined with run_at or delay_seconds'
+       WHEN t.debounce_max_seconds > 0 AND t.debounce_max_seconds < COALESCE(t.debounce_seconds, 0)
+         THEN 'debounce_max_seconds must be at least debounce_seconds'
+       WHEN t.debounce_max_seconds > 0 AND NOT COALESCE(t.debounce_seconds, 0) > 0
+         THEN 'debounce_max_seconds needs debounce_seconds'
+  END)
                  END AS bad
             FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -363,7 +459,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -371,7 +478,10 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t) b;
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t) b;
   SET v_bad_item = COALESCE(CAST(LEFT(v_bad, 4) AS UNSIGNED), v_count + 1), v_bad = SUBSTRING(v_bad, 5);
   queues: BEGIN
     DECLARE EXIT HANDLER FOR SQLSTATE '45000'
@@ -418,10 +528,13 @@ body: BEGIN
   SELECT v_application_id, t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
                  HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
                  t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-                 t.deadline_seconds), 256)), 0, v_now
+                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256)), 0, v_now
     FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -445,7 +558,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -453,12 +577,16 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t;
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t;
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
-    -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
+    -- the batch is created by one insert, with exactly the rows orbit_task_create writes for an
+    -- unkeyed task (lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota
+    -- slot; no debounce, which needs a key); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
@@ -467,13 +595,19 @@ body: BEGIN
                             max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                             deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
     SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-           t.payload, t.business_key, '', 0, 'WAITING', 'ready', t.priority,
-           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, v_now,
+           t.payload, t.business_key, '', 0, 'WAITING',
+           IF(CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END > v_now, 'scheduled', 'ready'), t.priority,
+           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
+            ELSE v_now END,
            IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
            t.idempotency_key, 0, 0, v_slot, v_now, v_now
       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -497,7 +631,18 @@ body: BEGIN
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    0) AS retry_unknown,
           COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -505,14 +650,17 @@ body: BEGIN
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
     SET v_first = LAST_INSERT_ID(), v_created = v_count;
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ']');
+      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ',', 1, ']');
     END WHILE;
     CLOSE c_created;
   ELSE
@@ -520,8 +668,9 @@ body: BEGIN
     WHILE v_i < v_count DO
       FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
                          v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
-                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_hash;
-      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0;
+                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_run_at, v_debounce_seconds,
+                         v_debounce_max_seconds, v_hash;
+      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0;
       -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
       -- v_namespace_id still hold the last queue checked).
       IF v_queue_id <> v_last_queue THEN
@@ -551,14 +700,15 @@ body: BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
-        SET v_created = v_created + 1;
+                               v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced);
+        SET v_created = v_created + (v_replaced = 0);
         IF v_one_by_one THEN
           UPDATE orbit_idempotency i SET i.task_id = v_task_id
            WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
         END IF;
       END IF;
-      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ']');
+      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ',', (NOT v_replayed AND v_replaced = 0), ']');
     END WHILE;
     CLOSE c_tasks;
   END IF;
@@ -583,9 +733,9 @@ body: BEGIN
     IF ROW_COUNT() = 0 THEN
       SET v_i = 0;
       WHILE v_i < v_count DO
-        SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
+        SET v_charge = JSON_VALUE(v_results, CONCAT('$[', v_i, '][3]')),
             v_i = v_i + 1, v_charged = 1;
-        IF NOT v_replayed THEN
+        IF v_charge THEN
           CALL orbit_task_charge(v_application_id, v_now, v_charged);
         END IF;
         IF NOT v_charged THEN
@@ -603,7 +753,11 @@ body: BEGIN
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-         t.run_at, t.deadline_at, t.blocked_reason, t.output, t.error,
+         t.run_at, t.deadline_at,
+         IF(t.blocked_reason = '' AND t.lane = 'scheduled' AND t.state = 'WAITING',
+            IF(t.debounce_seconds > 0, 'DEBOUNCED: waits for run_at; a later debounced submit for its key replaces it',
+               'DELAYED: waits for run_at'),
+            t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at
     FROM JSON_TABLE(v_results, '$[*]'

@@ -96,6 +96,20 @@ pub struct SubmitTask {
     pub retry_unknown: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_seconds: Option<u64>,
+    /// Not claimed before this RFC 3339 time (any offset); at most 365 days ahead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<String>,
+    /// Not claimed before acceptance + this many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_seconds: Option<u64>,
+    /// Keyed tasks: run this long after acceptance unless a later debounced submit for the same
+    /// key and queue replaces this task first (it ends CANCELLED, error code REPLACED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debounce_seconds: Option<u64>,
+    /// With `debounce_seconds`: the latest a burst of replacements may push the run time, from
+    /// the burst's first submit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debounce_max_seconds: Option<u64>,
 }
 
 /// What a submit returned.

@@ -52,6 +52,10 @@ pub struct Consts {
     /// Tasks `orbit_task_purge` deletes per transaction: short enough that no lock is held long,
     /// long enough that a commit is not paid per task.
     pub purge_batch: u32,
+    /// How far ahead a task may be delayed or debounced, in seconds: 365 days. The bound of
+    /// `run_at`, `delay_seconds`, `debounce_seconds` and `debounce_max_seconds`, so a typo in a
+    /// year cannot park a task (and its quota charge) for centuries.
+    pub delay_max_seconds: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -69,6 +73,7 @@ pub const CONSTS: Consts = Consts {
     retention_min_seconds: 60,
     retention_max_seconds: 315_360_000,
     purge_batch: 50,
+    delay_max_seconds: 31_536_000,
 };
 
 /// One registered template.

@@ -140,6 +140,33 @@ pub struct NewTask {
     pub retry_max_ms: Option<i64>,
     pub retry_unknown: Option<bool>,
     pub deadline_seconds: Option<i64>,
+    /// When a submitted task may first be claimed. A plan's definition carries none (its tasks
+    /// run when their slot fires), and plans ignore it.
+    pub timing: Timing,
+}
+
+/// A submit's timing (`orbit_task_submit`'s `p_run_at` .. `p_debounce_max_seconds`); `None` = not
+/// given. The procedures check the rules (one of run_at and delay_seconds; debounce only with a
+/// concurrency key, and not with either).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Timing {
+    /// Not claimed before this time; a past time runs at once; at most 365 days ahead.
+    pub run_at: Option<DateTime<Utc>>,
+    /// Not claimed before acceptance + this many seconds (0-31536000).
+    pub delay_seconds: Option<i64>,
+    /// Runs this long after acceptance unless a later debounced submit for its key and queue
+    /// replaces it first.
+    pub debounce_seconds: Option<i64>,
+    /// The latest a burst of replacements may push run_at, from the burst's first submit.
+    pub debounce_max_seconds: Option<i64>,
+}
+
+impl Timing {
+    /// `run_at` as the procedures take it: UTC, `YYYY-MM-DD HH:MM:SS.ffffff`.
+    pub fn run_at_sql(&self) -> Option<String> {
+        self.run_at
+            .map(|t| t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f").to_string())
+    }
 }
 
 impl NewTask {
@@ -189,6 +216,19 @@ impl NewTask {
             ("retry_unknown", self.retry_unknown.map(Into::into)),
             ("deadline_seconds", self.deadline_seconds.map(Into::into)),
         ];
+        let timing: [(&str, Option<serde_json::Value>); 4] = [
+            ("run_at", self.timing.run_at_sql().map(Into::into)),
+            ("delay_seconds", self.timing.delay_seconds.map(Into::into)),
+            (
+                "debounce_seconds",
+                self.timing.debounce_seconds.map(Into::into),
+            ),
+            (
+                "debounce_max_seconds",
+                self.timing.debounce_max_seconds.map(Into::into),
+            ),
+        ];
+        let optional = optional.into_iter().chain(timing);
         for (name, value) in optional {
             if let Some(v) = value {
                 item[name] = v;
@@ -244,6 +284,7 @@ impl Db {
         idempotency_key: &str,
         t: &NewTask,
     ) -> Result<Submitted, DbError> {
+        let run_at = t.timing.run_at_sql();
         let submitted = self
             .call_one(
                 "orbit_task_submit",
@@ -254,6 +295,12 @@ impl Db {
                 ]
                 .into_iter()
                 .chain(t.definition_args())
+                .chain([
+                    run_at.as_deref().into(),
+                    t.timing.delay_seconds.into(),
+                    t.timing.debounce_seconds.into(),
+                    t.timing.debounce_max_seconds.into(),
+                ])
                 .collect::<Vec<_>>(),
                 |c| {
                     Ok(Submitted {

@@ -48,14 +48,19 @@ pub struct TaskView {
     pub retry_base_ms: u32,
     pub retry_max_ms: u32,
     pub retry_unknown: bool,
+    /// When the task may next be claimed (a delayed or debounced submit's time, a retry's
+    /// backoff; otherwise its acceptance).
     pub run_at: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_at: Option<DateTime<Utc>>,
-    /// Why a waiting task cannot be granted (e.g. `TOKEN_EXHAUSTED: …`).
+    /// Why a waiting task cannot be granted: `DELAYED: …` or `DEBOUNCED: …` until its `run_at`,
+    /// `TOKEN_EXHAUSTED: …` for a key that granted its last token.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub blocked_reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// The last failed or unknown attempt's error; for a debounced task replaced by a later
+    /// submit, `{"code": "REPLACED", "message": …, "replaced_by": <task id>}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -219,6 +224,63 @@ impl TaskDefinition {
             retry_max_ms: self.retry_max_ms,
             retry_unknown: self.retry_unknown,
             deadline_seconds: self.deadline_seconds,
+            timing: Default::default(),
+        }
+    }
+}
+
+/// When a submitted task may first be claimed: the submit's fields beside its definition (a
+/// plan's definition has none: its tasks run when their slot fires).
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskTiming {
+    /// RFC 3339 time before which the task is not claimed (it waits with `blocked_reason`
+    /// `DELAYED`); a past time runs at once; at most 365 days ahead. Not with `delay_seconds`.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, value_type = String, format = DateTime)]
+    pub run_at: Option<DateTime<Utc>>,
+    /// Not claimed before acceptance + this many seconds, 0-31536000 (365 days).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, minimum = 0, maximum = 31536000)]
+    pub delay_seconds: Option<i64>,
+    /// Keyed tasks only: run this many seconds after acceptance (1-31536000) unless a later
+    /// debounced submit for the same `concurrency_key` and queue arrives first. That submit
+    /// replaces this task, which ends `CANCELLED` with error code `REPLACED` naming its
+    /// successor, so only the last of a burst runs. Not with `run_at` or `delay_seconds`.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, minimum = 0, maximum = 31536000)]
+    pub debounce_seconds: Option<i64>,
+    /// With `debounce_seconds`: the latest a burst of replacements may push the run time,
+    /// counted from the burst's first submit (at least `debounce_seconds`); omitted = no bound.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable = false, minimum = 0, maximum = 31536000)]
+    pub debounce_max_seconds: Option<i64>,
+}
+
+impl TaskTiming {
+    /// The four timing members taken out of a submit's flat object (`rest`), read strictly; the
+    /// rest is the task definition.
+    fn take(rest: &mut serde_json::Map<String, Value>, prefix: &str) -> Result<Self, ApiError> {
+        let mut timing = serde_json::Map::new();
+        for name in [
+            "run_at",
+            "delay_seconds",
+            "debounce_seconds",
+            "debounce_max_seconds",
+        ] {
+            if let Some(v) = rest.remove(name) {
+                timing.insert(name.to_string(), v);
+            }
+        }
+        from_value(Value::Object(timing), prefix)
+    }
+
+    fn into_timing(self) -> crate::db::tasks::Timing {
+        crate::db::tasks::Timing {
+            run_at: self.run_at,
+            delay_seconds: self.delay_seconds,
+            debounce_seconds: self.debounce_seconds,
+            debounce_max_seconds: self.debounce_max_seconds,
         }
     }
 }
@@ -257,7 +319,10 @@ fn flat_task_schema(
                 .description(Some("32 hex digits.")),
         )
         .required("queue_id");
-    for (name, property) in definition.properties {
+    let RefOr::T(Schema::Object(timing)) = <TaskTiming as utoipa::PartialSchema>::schema() else {
+        unreachable!("TaskTiming documents an object")
+    };
+    for (name, property) in definition.properties.into_iter().chain(timing.properties) {
         body = body.property(name, property);
     }
     for name in definition.required {
@@ -275,6 +340,7 @@ impl ToSchema for SubmitTask {
         )>,
     ) {
         TaskDefinition::schemas(schemas);
+        TaskTiming::schemas(schemas);
     }
 }
 
@@ -307,15 +373,18 @@ async fn submit_task(
     headers: HeaderMap,
     ApiJson(body): ApiJson<SubmitBody>,
 ) -> Result<Data<TaskView>, ApiError> {
-    let task: TaskDefinition = from_value(Value::Object(body.rest), "")?;
+    let mut rest = body.rest;
+    let timing = TaskTiming::take(&mut rest, "")?;
+    let task: TaskDefinition = from_value(Value::Object(rest), "")?;
     let key = idempotency_key(&headers)?;
     check_queue_id_len("queue_id", &body.queue_id)?;
     task.check_lengths("")?;
     check_queue_id(&app.db, &hash, "tasks:submit", &body.queue_id).await?;
-    let submitted = app
-        .db
-        .task_submit(&hash, key, &task.to_new_task(body.queue_id))
-        .await?;
+    let new_task = NewTask {
+        timing: timing.into_timing(),
+        ..task.to_new_task(body.queue_id)
+    };
+    let submitted = app.db.task_submit(&hash, key, &new_task).await?;
     let status = if submitted.replayed {
         StatusCode::OK
     } else {
@@ -365,6 +434,7 @@ impl ToSchema for BatchTask {
         )>,
     ) {
         TaskDefinition::schemas(schemas);
+        TaskTiming::schemas(schemas);
     }
 }
 
@@ -441,12 +511,18 @@ async fn submit_tasks(
                 field: Some(field),
             });
         }
-        let task: TaskDefinition = from_value(Value::Object(t.rest), &format!("tasks[{i}]."))?;
+        let mut rest = t.rest;
+        let timing = TaskTiming::take(&mut rest, &format!("tasks[{i}]."))?;
+        let task: TaskDefinition = from_value(Value::Object(rest), &format!("tasks[{i}]."))?;
         check_queue_id_len(&format!("tasks[{i}].queue_id"), &t.queue_id)?;
         task.check_lengths(&format!("tasks[{i}]."))?;
         // Queue ids travel inside the JSON text, not as an ASCII parameter: a non-ASCII id is an
         // unknown queue to the procedure (404), never a conversion error.
-        items.push((t.idempotency_key, task.to_new_task(t.queue_id)));
+        let new_task = NewTask {
+            timing: timing.into_timing(),
+            ..task.to_new_task(t.queue_id)
+        };
+        items.push((t.idempotency_key, new_task));
     }
     let submitted = app.db.task_submit_many(&hash, &items).await?;
     let created: std::collections::HashSet<String> = submitted

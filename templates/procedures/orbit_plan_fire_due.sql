@@ -72,6 +72,8 @@ BEGIN
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
   DECLARE v_task_id BIGINT UNSIGNED;
+  -- orbit_task_create's o_replaced: always 0, a plan's task is never debounced.
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_fired INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE v_duplicate TINYINT DEFAULT 0;
@@ -155,7 +157,8 @@ BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, '', v_plan_id, v_version, v_now, 1, v_task_id);
+                               v_deadline_seconds, v_now, 0, 0, '', v_plan_id, v_version, v_now, 1, v_task_id,
+                               v_replaced);
       END IF;
       IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.

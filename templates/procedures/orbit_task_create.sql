@@ -3,32 +3,52 @@
 --
 -- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
 -- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- ('ready' for an unkeyed task, orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter (orbit_task_charge). The definition
--- must already be validated (orbit_task_validate). When the incomplete-task quota is full,
--- o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the task
--- records the connection's quota slot and the caller charges it: orbit_task_submit_many charges a
--- whole batch with one statement, last. No history row: the task row's created_at, plan_id
--- and plan_version record the creation (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch
--- without keys whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- ('ready' for an unkeyed task due now, 'scheduled' for one whose run_at is ahead,
+-- orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter
+-- (orbit_task_charge). The definition and timing must already be validated (orbit_task_validate,
+-- m::task_timing_error). When the incomplete-task quota is full, o_task_id is 0 and the caller
+-- must roll back what this call wrote. With p_charge = 0 the task records the connection's quota
+-- slot and the caller charges it: orbit_task_submit_many charges a whole batch with one statement,
+-- last. No history row: the task row's created_at, plan_id and plan_version record the creation
+-- (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch without keys
+-- whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- Debounce (p_debounce_seconds > 0, keyed): under the key's resource row lock, the key's
+-- debounced task that still waits for its run_at in this queue (at most one: each debounced
+-- create replaces the one before) is replaced. It ends CANCELLED with error
+-- {"code": "REPLACED", "replaced_by": <the new task>}, and the new task takes its quota charge
+-- (its slot: nothing is charged or given back) and its burst's bound (debounce_until). The new
+-- run_at is acceptance + p_debounce_seconds, at most that bound; its acceptance time is read
+-- after the key's lock is taken. A waiting task locked by another transaction is skipped (SKIP
+-- LOCKED, as the lock order requires of a task row taken after a resource row): only
+-- orbit_task_promote_due (the task is due, so the new one starts a burst of its own), a cancel
+-- or a deadline expiry (it will not run) take that lock.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
---   authorised); the validated definition (see orbit_task_validate); p_idempotency_key ('' for a
+--   authorised); the validated definition (see orbit_task_validate); p_run_at (the effective
+--   time it may first be claimed, m::task_run_at; a debounced task's is computed here);
+--   p_debounce_seconds, p_debounce_max_seconds (0 = none); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
 --   charge the incomplete-task quota here, 0 = the caller does).
--- Out: o_task_id (0 = refused by the quota).
+-- Out: o_task_id (0 = refused by the quota); o_replaced (the debounced task it replaced, whose
+--   charge it took: the caller charges nothing for it; 0 = none).
 -- Result: none. Signals: none.
--- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the new orbit_task row,
---   then as orbit_task_charge (p_charge = 1).
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), then as orbit_task_charge
+--   (p_charge = 1). Not waits: the new orbit_task row, and the debounced task it replaces, read
+--   FOR UPDATE SKIP LOCKED.
 CREATE PROCEDURE orbit_task_create(
   IN p_application_id BIGINT UNSIGNED,
   IN p_namespace_id BIGINT UNSIGNED,
   IN p_queue_id TEXT {{ c.ascii }},
   {% call m::task_definition_params() %},
+  IN p_run_at DATETIME(6),
+  IN p_debounce_seconds BIGINT,
+  IN p_debounce_max_seconds BIGINT,
   IN p_idempotency_key BLOB,
   IN p_plan_id BIGINT UNSIGNED,
   IN p_plan_version INT UNSIGNED,
   IN p_now DATETIME(6),
   IN p_charge TINYINT,
-  OUT o_task_id BIGINT UNSIGNED)
+  OUT o_task_id BIGINT UNSIGNED,
+  OUT o_replaced BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
@@ -36,7 +56,11 @@ BEGIN
   DECLARE v_charged TINYINT DEFAULT 0;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
-  SET o_task_id = 0;
+  DECLARE v_run_at DATETIME(6) DEFAULT COALESCE(p_run_at, p_now);
+  DECLARE v_debounce_until DATETIME(6) DEFAULT NULL;
+  DECLARE v_replaced BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_replaced_slot TINYINT UNSIGNED;
+  SET o_task_id = 0, o_replaced = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
     -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
@@ -48,25 +72,56 @@ BEGIN
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
   END IF;
+  IF p_debounce_seconds > 0 AND v_resource_id <> 0 THEN
+    -- The acceptance time of a debounced task is read under its key's lock: a waiting task this
+    -- call skips (locked) is being promoted, so it was due before now, and no two debounced
+    -- tasks that run have overlapping windows (created_at to run_at).
+    SET p_now = GREATEST(p_now, UTC_TIMESTAMP(6));
+    SELECT t.id, t.quota_slot, t.debounce_until INTO v_replaced, v_replaced_slot, v_debounce_until
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane = 'scheduled' AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING' AND t.debounce_seconds > 0 AND t.run_at > p_now
+     ORDER BY t.id DESC
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF v_replaced IS NULL THEN
+      SET v_debounce_until = IF(p_debounce_max_seconds > 0, DATE_ADD(p_now, INTERVAL p_debounce_max_seconds SECOND), NULL);
+    ELSE
+      SET v_slot = v_replaced_slot;
+    END IF;
+    SET v_run_at = DATE_ADD(p_now, INTERVAL p_debounce_seconds SECOND);
+    IF v_debounce_until < v_run_at THEN
+      SET v_run_at = v_debounce_until;
+    END IF;
+  END IF;
   INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                          debounce_seconds, debounce_until)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
           p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
-          IF(v_resource_id = 0, 'ready', 'none'), p_priority,
-          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, p_now,
+          IF(v_resource_id <> 0, 'none', IF(v_run_at > p_now, 'scheduled', 'ready')), p_priority,
+          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, v_run_at,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
-          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now);
+          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now,
+          IF(v_resource_id <> 0, p_debounce_seconds, 0), IF(p_debounce_seconds > 0, v_debounce_until, NULL));
   SET o_task_id = LAST_INSERT_ID();
-  -- An unkeyed task is due now and waits for nothing: it went straight into 'ready' above, where
-  -- orbit_task_place would put it. A keyed one is placed behind its key.
-  IF v_resource_id = 0 THEN
-    SET v_state = 'WAITING', v_lane = 'ready';
-  ELSE
+  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
+  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key.
+  IF v_resource_id <> 0 THEN
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
   END IF;
-  IF p_charge THEN
+  IF v_replaced IS NOT NULL THEN
+    UPDATE orbit_task t
+       SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
+           t.error = JSON_OBJECT('code', 'REPLACED', 'message', CONCAT('replaced by task ', o_task_id),
+                                 'replaced_by', CAST(o_task_id AS UNSIGNED))
+     WHERE t.id = v_replaced;
+    INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+    VALUES (v_replaced, 'replaced', 'WAITING', 'CANCELLED', CONCAT('replaced by task ', o_task_id), p_now);
+    SET o_replaced = v_replaced;
+  ELSEIF p_charge THEN
     CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
       SET o_task_id = 0;

@@ -6,22 +6,30 @@
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task.
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
+-- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
+-- 'scheduled' lane, which the claim never scans, until orbit_task_promote_due places it. A
+-- debounced submit replaces its key's debounced task that still waits (see orbit_task_create):
+-- the replaced task's Idempotency-Key still answers with it, now CANCELLED; a full
+-- incomplete-task quota does not refuse a replacement, which takes the replaced task's charge.
 -- Parameters (NULL = default where one is given):
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on the queue)
 --   p_idempotency_key         1-255 bytes
 --   p_queue_id                CHAR(32)
 {% call m::task_definition_doc() %}
+{% call m::task_timing_doc() %}
 -- Result (one row): replayed TINYINT (0 = created now, 1 = the original), then the task columns:
 {% call m::task_columns_doc() %}
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
 -- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
---   row (keyed; insert or FOR UPDATE), one orbit_application_quota slot row.
+--   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
+--   orbit_application_quota slot row.
 CREATE PROCEDURE orbit_task_submit(
   IN p_token_hash BINARY(32),
   IN p_idempotency_key BLOB,
   IN p_queue_id TEXT {{ c.ascii }},
-  {% call m::task_definition_params() %})
+  {% call m::task_definition_params() %},
+  {% call m::task_timing_params() %})
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_application_id BIGINT UNSIGNED;
@@ -33,6 +41,8 @@ body: BEGIN
   DECLARE v_duplicate TINYINT DEFAULT 0;
   DECLARE v_replayed TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_message VARCHAR(128) {{ c.utf8 }};
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   {% call m::rollback_on_error() %};
 
@@ -45,6 +55,11 @@ body: BEGIN
   CALL orbit_task_validate(p_handler, p_handler_version, p_payload_version, p_payload, p_business_key,
                            p_concurrency_key, p_priority, p_max_attempts, p_retry_base_ms, p_retry_max_ms,
                            p_retry_unknown, p_deadline_seconds);
+  SET v_message = {% call m::task_timing_error("p_", "v_now") %};
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
   -- Every field is hex-encoded, so no separator can be forged by a value.
   SET v_hash = {% call m::request_hash("p_") %};
 
@@ -66,7 +81,9 @@ body: BEGIN
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, p_idempotency_key, 0, 0, v_now, 1, v_task_id);
+                           p_deadline_seconds, {% call m::task_run_at("p_", "v_now") %},
+                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced);
     IF v_task_id = 0 THEN
       ROLLBACK;
       {% call m::raise("QUOTA_EXCEEDED", "the application has reached its incomplete-task quota") %};

@@ -7,9 +7,10 @@
     rule refuses with its own message; missing or null is NULL (the default). -#}
 {% macro integer_value(j) %}CASE WHEN {{ j }} REGEXP '^-?[0-9]{1,9}$' THEN CAST({{ j }} AS SIGNED)
                                     WHEN {{ j }} REGEXP '^-?[0-9]+$' THEN -1 END{% endmacro %}
-{#- Adds task v_i's [item, replayed, task_id] to v_results (an assignment, for SET; v_i counts
-    from 1 here). -#}
-{% macro append_result(replayed) %}v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', {{ replayed }}, ',', v_task_id, ']'){% endmacro %}
+{#- Adds task v_i's [item, replayed, task_id, charge] to v_results (an assignment, for SET; v_i
+    counts from 1 here); charge is 1 for a task created now that the batch's charge covers (not a
+    replay, and not a debounced task that took the charge of the task it replaced). -#}
+{% macro append_result(replayed, charge) %}v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', {{ replayed }}, ',', v_task_id, ',', {{ charge }}, ']'){% endmacro %}
 {#- Whether member j is missing, null, or of JSON type `t`. -#}
 {% macro typed(j, t) %}{{ j }} IS NULL OR JSON_TYPE({{ j }}) IN ('NULL', '{{ t }}'){% endmacro %}
 {#- Whether integer member j is missing, null, or plain digits. -#}
@@ -20,7 +21,8 @@
     and store the same values. -#}
 {% macro batch_tasks() %}(SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
           CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
             AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
@@ -39,7 +41,15 @@
           COALESCE({% call integer_value("j.j_retry_max_ms") %}, {% call m::task_default("retry_max_ms") %}) AS retry_max_ms,
           COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
                    {% call m::task_default("retry_unknown") %}) AS retry_unknown,
-          COALESCE({% call integer_value("j.j_deadline_seconds") %}, {% call m::task_default("deadline_seconds") %}) AS deadline_seconds
+          COALESCE({% call integer_value("j.j_deadline_seconds") %}, {% call m::task_default("deadline_seconds") %}) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          {% call integer_value("j.j_delay_seconds") %} AS delay_seconds,
+          {% call integer_value("j.j_debounce_seconds") %} AS debounce_seconds,
+          {% call integer_value("j.j_debounce_max_seconds") %} AS debounce_max_seconds
      FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
             j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
@@ -47,7 +57,10 @@
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds')) j) t{% endmacro %}
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t{% endmacro %}
 -- orbit_task_submit_many: Accept many tasks in one transaction, each once per its own Idempotency-Key.
 --
 -- All or nothing: every task is read, authorised and validated before anything is written, then
@@ -71,13 +84,16 @@
 --     queue_id                string, CHAR(32)
 --     handler, handler_version, payload_version, business_key, concurrency_key: strings, and
 --     priority, max_attempts, retry_base_ms, retry_max_ms, deadline_seconds: integers, and
---     retry_unknown: true/false, with the rules and defaults of the p_ parameters below;
+--     retry_unknown: true/false, delay_seconds, debounce_seconds, debounce_max_seconds:
+--     integers, with the rules and defaults of the p_ parameters below;
+--     run_at                  a string, the UTC time 'YYYY-MM-DD HH:MM:SS[.ffffff]' (p_run_at);
 --     payload                 a string holding the payload's JSON text (e.g. "{\"n\":1}"): the
 --                             text is stored and hashed byte for byte, as orbit_task_submit does
 --                             with p_payload (the server's JSON functions would reformat a value)
 --   A missing member or JSON null takes the default; a missing concurrency_key is '' (none), a
 --   null one is invalid (as in orbit_task_submit); no other member is allowed.
 {% call m::task_definition_doc() %}
+{% call m::task_timing_doc() %}
 -- Result: one row per task, in input order: item INT (0-based index in p_tasks), replayed TINYINT
 --   (0 = created now, 1 = the original), then the task columns:
 {% call m::task_columns_doc() %}
@@ -126,6 +142,10 @@ body: BEGIN
   DECLARE v_retry_max_ms BIGINT;
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
+  DECLARE v_run_at DATETIME(6);
+  DECLARE v_debounce_seconds BIGINT;
+  DECLARE v_debounce_max_seconds BIGINT;
+  DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -139,6 +159,7 @@ body: BEGIN
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
+  DECLARE v_charge TINYINT;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT {% call m::quota_slot() %};
   -- [[item, replayed, task_id], ...], closed after the write loop.
   DECLARE v_results MEDIUMTEXT {{ c.ascii }} DEFAULT '[';
@@ -168,7 +189,8 @@ body: BEGIN
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
-           t.retry_unknown, t.deadline_seconds, {% call m::request_hash("t.") %}
+           t.retry_unknown, t.deadline_seconds, {% call m::task_run_at("t.", "v_now") %},
+           COALESCE(t.debounce_seconds, 0), COALESCE(t.debounce_max_seconds, 0), {% call m::request_hash("t.") %}
       FROM {% call batch_tasks() %}
      ORDER BY t.item;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
@@ -210,13 +232,20 @@ body: BEGIN
                    WHEN NOT ({% call integer("t.j_retry_max_ms") %}) THEN 'retry_max_ms must be an integer'
                    WHEN NOT ({% call typed("t.j_retry_unknown", "BOOLEAN") %}) THEN 'retry_unknown must be true or false'
                    WHEN NOT ({% call integer("t.j_deadline_seconds") %}) THEN 'deadline_seconds must be an integer'
+                   WHEN NOT ({% call typed("t.j_run_at", "STRING") %}) OR (t.j_run_at IS NOT NULL AND JSON_TYPE(t.j_run_at) = 'STRING' AND t.run_at IS NULL)
+                     THEN 'run_at must be a UTC time, a string YYYY-MM-DD HH:MM:SS[.ffffff]'
+                   WHEN NOT ({% call integer("t.j_delay_seconds") %}) THEN 'delay_seconds must be an integer'
+                   WHEN NOT ({% call integer("t.j_debounce_seconds") %}) THEN 'debounce_seconds must be an integer'
+                   WHEN NOT ({% call integer("t.j_debounce_max_seconds") %}) THEN 'debounce_max_seconds must be an integer'
                    WHEN JSON_LENGTH(t.task) <> (t.j_idempotency_key IS NOT NULL) + (t.j_queue_id IS NOT NULL)
                           + (t.j_handler IS NOT NULL) + (t.j_handler_version IS NOT NULL) + (t.j_payload_version IS NOT NULL)
                           + (t.j_payload IS NOT NULL) + (t.j_business_key IS NOT NULL) + (t.j_concurrency_key IS NOT NULL)
                           + (t.j_priority IS NOT NULL) + (t.j_max_attempts IS NOT NULL) + (t.j_retry_base_ms IS NOT NULL)
                           + (t.j_retry_max_ms IS NOT NULL) + (t.j_retry_unknown IS NOT NULL) + (t.j_deadline_seconds IS NOT NULL)
+                          + (t.j_run_at IS NOT NULL) + (t.j_delay_seconds IS NOT NULL) + (t.j_debounce_seconds IS NOT NULL)
+                          + (t.j_debounce_max_seconds IS NOT NULL)
                      THEN 'the task has a member that is not a field of a submit'
-                   ELSE {% call m::task_definition_error("t.") %}
+                   ELSE COALESCE({% call m::task_definition_error("t.") %}, {% call m::task_timing_error("t.", "v_now") %})
                  END AS bad
             FROM {% call batch_tasks() %}) b;
   SET v_bad_item = COALESCE(CAST(LEFT(v_bad, 4) AS UNSIGNED), v_count + 1), v_bad = SUBSTRING(v_bad, 5);
@@ -265,9 +294,10 @@ body: BEGIN
     FROM {% call batch_tasks() %};
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
-    -- New keys and no concurrency key: every task is new and due now, so the batch is created by
-    -- one insert, with exactly the rows orbit_task_create writes for an unkeyed task
-    -- (lane 'ready', the connection's quota slot); ORDER BY numbers the tasks
+    -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
+    -- the batch is created by one insert, with exactly the rows orbit_task_create writes for an
+    -- unkeyed task (lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota
+    -- slot; no debounce, which needs a key); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
@@ -276,8 +306,9 @@ body: BEGIN
                             max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                             deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
     SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-           t.payload, t.business_key, '', 0, 'WAITING', 'ready', t.priority,
-           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, v_now,
+           t.payload, t.business_key, '', 0, 'WAITING',
+           IF({% call m::task_run_at("t.", "v_now") %} > v_now, 'scheduled', 'ready'), t.priority,
+           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, {% call m::task_run_at("t.", "v_now") %},
            IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
            t.idempotency_key, 0, 0, v_slot, v_now, v_now
       FROM {% call batch_tasks() %}
@@ -287,7 +318,7 @@ body: BEGIN
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, {% call append_result("0") %};
+      SET v_i = v_i + 1, {% call append_result("0", "1") %};
     END WHILE;
     CLOSE c_created;
   ELSE
@@ -295,8 +326,9 @@ body: BEGIN
     WHILE v_i < v_count DO
       FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
                          v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
-                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_hash;
-      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0;
+                         v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_run_at, v_debounce_seconds,
+                         v_debounce_max_seconds, v_hash;
+      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0;
       -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
       -- v_namespace_id still hold the last queue checked).
       IF v_queue_id <> v_last_queue THEN
@@ -326,14 +358,15 @@ body: BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, v_idempotency_key, 0, 0, v_now, 0, v_task_id);
-        SET v_created = v_created + 1;
+                               v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced);
+        SET v_created = v_created + (v_replaced = 0);
         IF v_one_by_one THEN
           UPDATE orbit_idempotency i SET i.task_id = v_task_id
            WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
         END IF;
       END IF;
-      SET {% call append_result("v_replayed") %};
+      SET {% call append_result("v_replayed", "(NOT v_replayed AND v_replaced = 0)") %};
     END WHILE;
     CLOSE c_tasks;
   END IF;
@@ -354,9 +387,9 @@ body: BEGIN
     IF ROW_COUNT() = 0 THEN
       SET v_i = 0;
       WHILE v_i < v_count DO
-        SET v_replayed = JSON_VALUE(v_results, CONCAT('$[', v_i, '][1]')),
+        SET v_charge = JSON_VALUE(v_results, CONCAT('$[', v_i, '][3]')),
             v_i = v_i + 1, v_charged = 1;
-        IF NOT v_replayed THEN
+        IF v_charge THEN
           CALL orbit_task_charge(v_application_id, v_now, v_charged);
         END IF;
         IF NOT v_charged THEN

@@ -2,7 +2,8 @@
 -- `lane` keeps the claim cheap (SPEC §4 "Claim query"): only 'ready' tasks sit in the range the
 -- claim scans (ix_task_dispatch). A keyed task whose key is held waits in 'blocked' and is not in
 -- that range, so a million blocked tasks cost the claim nothing; releasing a key promotes one
--- blocked task per queue of that key (ix_task_key). Retries wait in 'scheduled' until run_at.
+-- blocked task per queue of that key (ix_task_key). Retries, delayed and debounced tasks wait in
+-- 'scheduled' until run_at.
 -- States: WAITING (lanes ready, blocked, scheduled), LEASED, RUNNING, RETRY_WAIT (scheduled),
 -- NEEDS_REVIEW, and the terminal SUCCEEDED, FAILED, CANCELLED, EXPIRED (lane none).
 -- finished_at is set only in a terminal state, so ix_task_finished holds the purge's candidates
@@ -40,6 +41,8 @@ CREATE TABLE IF NOT EXISTS orbit_task (
   created_at DATETIME(6) NOT NULL COMMENT 'UTC acceptance time',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last change',
   finished_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time it reached a terminal state',
+  debounce_seconds INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'debounced submit: run_at was acceptance + this, and a later debounced submit for the key and queue replaces the task while it waits; 0 = not debounced',
+  debounce_until DATETIME(6) NULL DEFAULT NULL COMMENT 'debounced submit: the latest run_at its burst of replacements may reach (first submit + debounce_max_seconds); NULL = no bound',
   PRIMARY KEY (id),
   KEY ix_task_dispatch (queue_id, lane, priority, id),
   KEY ix_task_key (resource_id, lane, queue_id, priority, id),

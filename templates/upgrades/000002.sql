@@ -50,6 +50,10 @@
 --   the retention between `migrate up` and starting the 0.2 servers (`UPDATE orbit_queue SET
 --   retention_seconds = ...`; later, `orbit queue set-retention`). orbit_queue holds one row per
 --   queue, so the column is added in moments.
+-- - orbit_task: two columns, debounce_seconds and debounce_until (issue 26: a debounced submit
+--   replaces its key's waiting debounced task). Added last in the table, so MariaDB 10.3.2+ and
+--   MySQL 8.0.12+ add them instantly, without copying a row, however many tasks there are; their
+--   defaults (0, NULL) say every existing task was not debounced. No row is rewritten.
 -- - orbit_task: an index, ix_task_finished (queue_id, finished_at), by which the purge finds a
 --   queue's finished tasks oldest first. Built online (ALGORITHM=INPLACE, LOCK=NONE): claims and
 --   submits go on while it builds; on a large table it takes a while (about as long as copying
@@ -68,6 +72,10 @@
 --   sessions to wake (wake_queues), so a notification reaches only those sessions;
 -- - orbit_metrics_snapshot returns (metric, queue_id, label, value) and reads unfinished tasks
 --   only;
+-- - orbit_task_submit takes four more parameters after the definition (p_run_at,
+--   p_delay_seconds, p_debounce_seconds, p_debounce_max_seconds; issue 26), and
+--   orbit_task_submit_many reads the same four members of each task. An Idempotency-Key accepted
+--   by 0.1 still replays: a request without them hashes as before;
 -- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
 --   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
 --   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
@@ -157,9 +165,11 @@ DELIMITER ;
 CALL orbit_upgrade_000002_plans();
 DROP PROCEDURE orbit_upgrade_000002_plans;
 
--- orbit_queue.retention_seconds, exactly as templates/tables/orbit_queue.sql writes it. MySQL has
--- no `ADD COLUMN IF NOT EXISTS`, so a procedure that lives only for this migration adds it when
--- information_schema does not list it yet. The DEFAULT gives every existing queue the default.
+-- orbit_queue.retention_seconds and orbit_task's two debounce columns, exactly as
+-- templates/tables/orbit_queue.sql and orbit_task.sql write them. MySQL has no `ADD COLUMN IF NOT
+-- EXISTS`, so a procedure that lives only for this migration adds each when information_schema
+-- does not list it yet. The DEFAULTs give every existing queue the default retention and every
+-- existing task "not debounced".
 DROP PROCEDURE IF EXISTS orbit_upgrade_000002_columns;
 DELIMITER $$
 CREATE PROCEDURE orbit_upgrade_000002_columns()
@@ -170,6 +180,18 @@ BEGIN
     ALTER TABLE orbit_queue
       ADD COLUMN retention_seconds INT UNSIGNED NOT NULL DEFAULT {{ c.retention_default_seconds }} COMMENT 'seconds a finished task (SUCCEEDED, FAILED, CANCELLED, EXPIRED) is kept after finished_at; then orbit_task_purge deletes it with its attempts, history and idempotency receipt'
       AFTER max_active_attempts;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
+                    AND COLUMN_NAME = 'debounce_seconds') THEN
+    ALTER TABLE orbit_task
+      ADD COLUMN debounce_seconds INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'debounced submit: run_at was acceptance + this, and a later debounced submit for the key and queue replaces the task while it waits; 0 = not debounced';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
+                    AND COLUMN_NAME = 'debounce_until') THEN
+    ALTER TABLE orbit_task
+      ADD COLUMN debounce_until DATETIME(6) NULL DEFAULT NULL COMMENT 'debounced submit: the latest run_at its burst of replacements may reach (first submit + debounce_max_seconds); NULL = no bound';
   END IF;
 END$$
 DELIMITER ;
