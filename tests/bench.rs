@@ -193,6 +193,50 @@ fn claim_reports_the_server_cost_per_level() {
     assert_server_cost(&report["server_cost"], 60);
 }
 
+/// `claim --backlog delayed` measures claims beside delayed tasks instead of blocked ones.
+#[test]
+fn claim_measures_a_backlog_of_delayed_tasks() {
+    let report = bench(&[
+        "claim",
+        "--backlog",
+        "delayed",
+        "--backlogs",
+        "0,300",
+        "--samples",
+        "20",
+        "--keys",
+        "5",
+    ]);
+    assert_eq!(report["details"]["backlog"], "delayed", "{report}");
+    let levels = report["details"]["levels"].as_array().expect("levels");
+    let sizes: Vec<u64> = levels
+        .iter()
+        .map(|l| l["backlog"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [0, 300], "{report}");
+    assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
+}
+
+/// `delayed` runs every task once due, none before its run_at (the scenario fails on one), and
+/// reports their lateness.
+#[test]
+fn delayed_reports_how_late_due_tasks_reach_a_worker() {
+    let report = bench(&[
+        "delayed",
+        "--tasks",
+        "20",
+        "--spread-seconds",
+        "2",
+        "--batch",
+        "20",
+    ]);
+    assert_eq!(report["scenario"], "delayed");
+    assert_eq!(report["tasks"], 20);
+    let p99 = report["p99_ms"].as_f64().unwrap();
+    assert!(p99 > 0.0 && p99 < 60_000.0, "{report}");
+    assert_server_cost(&report["server_cost"], 20);
+}
+
 /// `hotkey` reports the server cost of its hand-offs.
 #[test]
 fn hotkey_reports_the_server_cost() {

@@ -1,10 +1,13 @@
-//! `claim`: claim latency with 0, 100,000 and 1,000,000 tasks blocked on busy keys.
+//! `claim`: claim latency with 0, 100,000 and 1,000,000 tasks blocked on busy keys, or (with
+//! `--backlog delayed`) delayed tasks waiting for their run_at.
 //!
 //! Setup (not measured): 1,000 keys are held by a holder session; the backlog is bulk-loaded in
-//! SQL as tasks blocked on those keys, in the same queue the claims read. Measured: one claimer
-//! session claiming one task at a time from a stream of tasks on free keys (each grant takes a key
-//! permit and a token). `ratio` = claim p99 at the largest backlog ÷ claim p99 with none; the goal is
-//! ≤ 1.5 (SPEC §10), i.e. claim cost does not grow with blocked tasks.
+//! SQL as tasks blocked on those keys, or as unkeyed tasks delayed by a day (lane 'scheduled', as
+//! a submit with `delay_seconds` leaves them), in the same queue the claims read. Measured: one
+//! claimer session claiming one task at a time from a stream of tasks on free keys (each grant
+//! takes a key permit and a token). `ratio` = claim p99 at the largest backlog ÷ claim p99 with
+//! none; the goal is ≤ 1.5 (SPEC §10 for blocked tasks, issue 26 for delayed ones), i.e. claim
+//! cost does not grow with tasks that cannot run yet.
 
 use std::time::{Duration, Instant};
 
@@ -22,11 +25,23 @@ pub struct ClaimOptions {
     pub backlogs: Vec<u64>,
     pub samples: u32,
     pub busy_keys: u32,
+    pub backlog: Backlog,
+}
+
+/// What the claim scenario's backlog is made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Backlog {
+    /// Tasks blocked on the busy keys (lane 'blocked').
+    Blocked,
+    /// Unkeyed tasks delayed by a day (lane 'scheduled').
+    Delayed,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Level {
-    pub blocked: u64,
+    /// Tasks in the backlog (blocked or delayed, as the report's `backlog` says).
+    pub backlog: u64,
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
@@ -90,38 +105,59 @@ async fn session(db: &Db, t: &Tenant, worker: &str) -> Result<u64, DbError> {
         .session_id)
 }
 
-/// Adds blocked tasks until the backlog holds `target`, spread over the held keys.
+/// Adds tasks until the backlog holds `target`: blocked ones spread over the held keys, or
+/// delayed ones.
 async fn grow_backlog(
     db: &Db,
     t: &Tenant,
     have: u64,
     target: u64,
     keys: u32,
+    backlog: Backlog,
 ) -> Result<(), DbError> {
-    let bar = progress(target - have, "loading blocked tasks");
+    let bar = progress(target - have, "loading the backlog");
     let mut have = have;
     while have < target {
         let thousands = ((target - have) / 1000).clamp(1, 100);
-        let n = sqlx::query(
-            "INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version, payload,
-                                     concurrency_key, resource_id, state, lane, run_at, created_at, updated_at)
-             SELECT ?, ?, ?, 'bench.blocked', 'v1', 'v1', '{}', r.concurrency_key, r.id, 'WAITING', 'blocked',
-                    UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
-               FROM orbit_bench_seq a
-               JOIN orbit_bench_seq b ON b.n < ?
-               JOIN orbit_bench_busy k ON k.slot = (a.n + 1000 * b.n + ?) % ?
-               JOIN orbit_resource r ON r.id = k.resource_id",
-        )
-        .bind(t.application_id)
-        .bind(t.namespace_id)
-        .bind(&t.queue_id)
-        .bind(thousands)
-        .bind(have)
-        .bind(keys)
-        .execute(db.pool())
-        .await
-        .map_err(sql_err("bulk-loading blocked tasks"))?
-        .rows_affected();
+        let insert = match backlog {
+            Backlog::Blocked => sqlx::query(
+                "INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version, payload,
+                                         concurrency_key, resource_id, state, lane, run_at, created_at, updated_at)
+                 SELECT ?, ?, ?, 'bench.blocked', 'v1', 'v1', '{}', r.concurrency_key, r.id, 'WAITING', 'blocked',
+                        UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+                   FROM orbit_bench_seq a
+                   JOIN orbit_bench_seq b ON b.n < ?
+                   JOIN orbit_bench_busy k ON k.slot = (a.n + 1000 * b.n + ?) % ?
+                   JOIN orbit_resource r ON r.id = k.resource_id",
+            )
+            .bind(t.application_id)
+            .bind(t.namespace_id)
+            .bind(&t.queue_id)
+            .bind(thousands)
+            .bind(have)
+            .bind(keys),
+            // Due over the next day, a second apart per 1,000 tasks, as many delayed submits
+            // spread their run_at.
+            Backlog::Delayed => sqlx::query(
+                "INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version, payload,
+                                         concurrency_key, resource_id, state, lane, run_at, created_at, updated_at)
+                 SELECT ?, ?, ?, 'bench.delayed', 'v1', 'v1', '{}', '', 0, 'WAITING', 'scheduled',
+                        UTC_TIMESTAMP(6) + INTERVAL 1 DAY + INTERVAL ((a.n + 1000 * b.n + ?) % 86400) SECOND,
+                        UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+                   FROM orbit_bench_seq a
+                   JOIN orbit_bench_seq b ON b.n < ?",
+            )
+            .bind(t.application_id)
+            .bind(t.namespace_id)
+            .bind(&t.queue_id)
+            .bind(have)
+            .bind(thousands),
+        };
+        let n = insert
+            .execute(db.pool())
+            .await
+            .map_err(sql_err("bulk-loading the backlog"))?
+            .rows_affected();
         // The bulk-loaded tasks keep orbit_task.quota_slot's default, slot 0: charge that slot.
         sqlx::query("UPDATE orbit_application_quota SET incomplete_tasks = incomplete_tasks + ? WHERE application_id = ? AND slot = 0")
             .bind(n)
@@ -178,12 +214,12 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
     let mut usage = Usage::default();
     for (round, &target) in opts.backlogs.iter().enumerate() {
         let setup = Instant::now();
-        grow_backlog(db, &t, have, target.max(have), opts.busy_keys).await?;
+        grow_backlog(db, &t, have, target.max(have), opts.busy_keys, opts.backlog).await?;
         have = have.max(target);
         submit_many(db, &t, &format!("free{round}"), opts.samples).await?;
         let setup_seconds = setup.elapsed().as_secs_f64();
         // Warm up the claim path, then measure each claim call.
-        let bar = progress(u64::from(opts.samples), &format!("claims, {have} blocked"));
+        let bar = progress(u64::from(opts.samples), &format!("claims, backlog {have}"));
         let mut samples: Vec<Duration> = Vec::with_capacity(opts.samples as usize);
         let meter = bench.meter(None).await?;
         loop {
@@ -211,11 +247,11 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
         all.extend(samples.iter().copied());
         let p = Percentiles::of(&mut samples);
         eprintln!(
-            "  {have:>9} blocked: claim p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
-            p.p50_ms, p.p99_ms, p.max_ms
+            "  {have:>9} {:?}: claim p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+            opts.backlog, p.p50_ms, p.p99_ms, p.max_ms
         );
         levels.push(Level {
-            blocked: have,
+            backlog: have,
             p50_ms: p.p50_ms,
             p99_ms: p.p99_ms,
             max_ms: p.max_ms,
@@ -236,7 +272,7 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
         p99_ms: total.p99_ms,
         baseline_commits_per_s: baseline,
         ratio: if first > 0.0 { last / first } else { 0.0 },
-        details: json!({ "levels": levels, "busy_keys": opts.busy_keys, "samples_per_level": opts.samples }),
+        details: json!({ "backlog": opts.backlog, "levels": levels, "busy_keys": opts.busy_keys, "samples_per_level": opts.samples }),
         server_cost: Some(usage.per_task(&bench.server, all.len() as u64)),
     })
 }

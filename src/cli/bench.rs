@@ -8,7 +8,8 @@ use crate::bench;
 pub enum Scenario {
     /// Durable single-row commits/s (16 connections): the physical limit.
     Baseline,
-    /// Claim latency with growing backlogs of tasks blocked on busy keys.
+    /// Claim latency with growing backlogs of tasks blocked on busy keys (or, with --backlog
+    /// delayed, of delayed tasks).
     Claim,
     /// Unkeyed tasks/s from the first HTTP submit to the last result ack (SDK workers).
     E2e,
@@ -29,6 +30,9 @@ pub enum Scenario {
     /// Claim latency while the scheduler's purge deletes --tasks finished tasks (with their
     /// attempts, history and receipts), against claims with no purge (--samples of them).
     Purge,
+    /// How late --tasks delayed tasks, due evenly over --spread-seconds, reach idle SDK workers
+    /// after their run_at.
+    Delayed,
 }
 
 #[derive(clap::Args, Debug)]
@@ -45,9 +49,13 @@ pub struct BenchArgs {
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     pub json: bool,
-    /// claim: blocked-task backlogs to measure at, ascending.
+    /// claim: backlogs to measure at, ascending.
     #[arg(long, value_delimiter = ',', default_value = "0,100000,1000000")]
     pub backlogs: Vec<u64>,
+    /// claim: what the backlog is: tasks blocked on busy keys, or delayed tasks (a day ahead)
+    /// waiting for their run_at.
+    #[arg(long, value_enum, default_value_t = bench::claim::Backlog::Blocked)]
+    pub backlog: bench::claim::Backlog,
     /// claim: timed claims per backlog level; purge: timed claims without a purge.
     #[arg(long, default_value_t = 1000)]
     pub samples: u32,
@@ -79,6 +87,9 @@ pub struct BenchArgs {
     /// plans: cron plans (`* * * * *`) firing every minute.
     #[arg(long, default_value_t = 10_000)]
     pub plans: u32,
+    /// delayed: the seconds over which the tasks' run_at are spread.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub spread_seconds: u32,
     /// plans: minutes of firing measured.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=60))]
     pub minutes: u32,
@@ -126,6 +137,7 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     backlogs: args.backlogs.clone(),
                     samples: args.samples,
                     busy_keys: args.keys,
+                    backlog: args.backlog,
                 };
                 bench::claim::run(&bench_db, &opts, baseline).await
             }
@@ -162,6 +174,9 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                         bench::handoff::run(&bench_db, opts.tasks, baseline).await
                     }
                     Scenario::Submit => bench::flow::submit(&bench_db, &opts, baseline).await,
+                    Scenario::Delayed => {
+                        bench::flow::delayed(&bench_db, &opts, args.spread_seconds, baseline).await
+                    }
                     _ => bench::flow::sessions(&bench_db, &opts, baseline).await,
                 }
             }
