@@ -8,6 +8,30 @@
 SET NAMES utf8mb4;
 SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
 
+-- ==== New tables ====
+-- ---- orbit_key_policy (from templates/tables/orbit_key_policy.sql) ----
+-- orbit_key_policy: What a submit does when its concurrency key is busy, set per key or per key
+-- prefix within a namespace (the scope of its keys).
+-- A policy matches one key exactly (match_kind 'exact') or every key that starts with its
+-- key_pattern ('prefix', e.g. 'customer/'). For a key, the longest matching pattern wins, and an
+-- exact match wins over a prefix of the same length; a key that no policy matches behaves as
+-- 'queue'. orbit_task_create reads the policy under the key's orbit_resource row lock when it
+-- accepts a submitted task, so a change applies from the next submit on: it never touches a held
+-- permit or a task already accepted. A plan's tasks follow their plan's own on_busy instead.
+-- At most 1000 policies per namespace (orbit_key_policy_set): the match reads
+-- them all, by ux_key_policy.
+CREATE TABLE IF NOT EXISTS orbit_key_policy (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'policy id',
+  namespace_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_namespace.id',
+  match_kind ENUM('exact','prefix') NOT NULL COMMENT 'exact: the key itself; prefix: every key that starts with key_pattern',
+  key_pattern VARBINARY(764) NOT NULL COMMENT 'the key, or the prefix, as exact UTF-8 bytes',
+  on_busy ENUM('queue','reject','replace_waiting') NOT NULL DEFAULT 'queue' COMMENT 'a submit whose key is held or has waiting tasks: queue = waits; reject = refused (KEY_BUSY), nothing written; replace_waiting = the key''s waiting tasks in its queue end CANCELLED (REPLACED) and it waits',
+  created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
+  updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last change',
+  PRIMARY KEY (id),
+  UNIQUE KEY ux_key_policy (namespace_id, match_kind, key_pattern)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Per-key and per-prefix policies for busy keys';
+
 -- ==== Table changes and data migrations (reviewed, from templates/upgrades/000002.sql) ====
 -- 000002: orbit 0.2 (extension 2), upgrading orbit 0.1.0 (extension 1).
 --
@@ -20,6 +44,10 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- released_at is NULL, which every 0.1 release already wrote. Every task, attempt, session, plan,
 -- idempotency receipt and credential keeps its row; the orbit_extension catalog rows of the
 -- changed objects are rewritten (by the migration's catalog section, which gen writes).
+--
+-- Tables added (CREATE TABLE IF NOT EXISTS, written by gen): orbit_key_policy, the key policies
+-- of issue 25 (what a submit does when its key is busy). It starts empty, so every key keeps
+-- 0.1's behaviour ('queue') until a policy is set.
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
@@ -86,7 +114,8 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- - orbit_task_submit takes four more parameters after the definition (p_run_at,
 --   p_delay_seconds, p_debounce_seconds, p_debounce_max_seconds; issue 26), and
 --   orbit_task_submit_many reads the same four members of each task. An Idempotency-Key accepted
---   by 0.1 still replays: a request without them hashes as before;
+--   by 0.1 still replays: a request without them hashes as before. Both may now signal KEY_BUSY
+--   (a key policy that rejects a busy key), and orbit_task_create has two more outputs;
 -- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
 --   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
 --   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron
@@ -1815,8 +1844,10 @@ BEGIN
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
   DECLARE v_task_id BIGINT UNSIGNED;
-  -- orbit_task_create's o_replaced: always 0, a plan's task is never debounced.
+  -- orbit_task_create's o_replaced (always 0: a plan's task is never debounced, and follows its
+  -- plan's on_busy, not a key policy) and o_refusal (QUOTA_EXCEEDED when v_task_id is 0).
   DECLARE v_replaced BIGINT UNSIGNED;
+  DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_fired INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE v_duplicate TINYINT DEFAULT 0;
@@ -1906,7 +1937,7 @@ BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_now, 0, 0, '', v_plan_id, v_version, v_now, 1, v_task_id,
-                               v_replaced);
+                               v_replaced, v_refusal);
       END IF;
       IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.
@@ -2776,10 +2807,10 @@ DELIMITER ;
 -- ('ready' for an unkeyed task due now, 'scheduled' for one whose run_at is ahead,
 -- orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter
 -- (orbit_task_charge). The definition and timing must already be validated (orbit_task_validate,
--- m::task_timing_error). When the incomplete-task quota is full, o_task_id is 0 and the caller
--- must roll back what this call wrote. With p_charge = 0 the task records the connection's quota
--- slot and the caller charges it: orbit_task_submit_many charges a whole batch with one statement,
--- last. No history row: the task row's created_at, plan_id and plan_version record the creation
+-- m::task_timing_error). When the incomplete-task quota is full, or the key's policy refuses the
+-- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
+-- task records the connection's quota slot and the caller charges it: orbit_task_submit_many
+-- charges a whole batch with one statement, last. No history row: the task row's created_at, plan_id and plan_version record the creation
 -- (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch without keys
 -- whole, writing the rows this writes for an unkeyed task (a test compares them).
 -- Debounce (p_debounce_seconds > 0, keyed): under the key's resource row lock, the key's
@@ -2792,18 +2823,27 @@ DELIMITER ;
 -- LOCKED, as the lock order requires of a task row taken after a resource row): only
 -- orbit_task_promote_due (the task is due, so the new one starts a burst of its own), a cancel
 -- or a deadline expiry (it will not run) take that lock.
+-- Key policy (a submitted keyed task; a plan's task follows its plan's on_busy): the longest
+-- pattern of orbit_key_policy that matches the key, read under the key's lock. 'reject': when
+-- the key is held or any task of it waits (lanes ready, blocked, scheduled; any queue), nothing
+-- is written and o_refusal is KEY_BUSY. 'replace_waiting': every WAITING task of the key in this
+-- queue is replaced as above (SKIP LOCKED: one a grant is taking is no longer waiting); the new
+-- task takes the first one's charge and each other gives its charge back at once.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_run_at (the effective
 --   time it may first be claimed, m::task_run_at; a debounced task's is computed here);
 --   p_debounce_seconds, p_debounce_max_seconds (0 = none); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
 --   charge the incomplete-task quota here, 0 = the caller does).
--- Out: o_task_id (0 = refused by the quota); o_replaced (the debounced task it replaced, whose
---   charge it took: the caller charges nothing for it; 0 = none).
+-- Out: o_task_id (0 = refused); o_replaced (the task it replaced first, whose charge it took:
+--   the caller charges nothing for it; 0 = none); o_refusal ('' = accepted, QUOTA_EXCEEDED,
+--   KEY_BUSY).
 -- Result: none. Signals: none.
--- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), then as orbit_task_charge
---   (p_charge = 1). Not waits: the new orbit_task row, and the debounced task it replaces, read
---   FOR UPDATE SKIP LOCKED.
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the orbit_application_quota
+--   slot rows of the further tasks a replace_waiting policy replaces, then as orbit_task_charge
+--   (p_charge = 1). Not waits: the new orbit_task row, and the tasks it replaces, read FOR
+--   UPDATE SKIP LOCKED. In a batch (orbit_task_submit_many) those give-backs come before the
+--   next task's resource row: such a batch can deadlock with a grant, and is retried whole.
 DROP PROCEDURE IF EXISTS orbit_task_create;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_create(
@@ -2831,10 +2871,14 @@ CREATE PROCEDURE orbit_task_create(
   IN p_now DATETIME(6),
   IN p_charge TINYINT,
   OUT o_task_id BIGINT UNSIGNED,
-  OUT o_replaced BIGINT UNSIGNED)
+  OUT o_replaced BIGINT UNSIGNED,
+  OUT o_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin)
   MODIFIES SQL DATA
-BEGIN
+body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'queue';
+  DECLARE v_busy TINYINT DEFAULT 0;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
   DECLARE v_charged TINYINT DEFAULT 0;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -2843,17 +2887,41 @@ BEGIN
   DECLARE v_debounce_until DATETIME(6) DEFAULT NULL;
   DECLARE v_replaced BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_replaced_slot TINYINT UNSIGNED;
-  SET o_task_id = 0, o_replaced = 0;
+  DECLARE v_other BIGINT UNSIGNED;
+  SET o_task_id = 0, o_replaced = 0, o_refusal = '';
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
     -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
     INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
     VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
     ON DUPLICATE KEY UPDATE version = version;
-    SELECT r.id INTO v_resource_id
+    SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder
       FROM orbit_resource r
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
+    IF p_plan_id = 0 THEN
+      -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
+      -- 1000 index entries of the namespace.
+      SELECT p.on_busy INTO v_on_busy
+        FROM orbit_key_policy p
+       WHERE p.namespace_id = p_namespace_id
+         AND ((p.match_kind = 'exact' AND p.key_pattern = p_concurrency_key)
+              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(p_concurrency_key, LENGTH(p.key_pattern))))
+       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
+       LIMIT 1;
+    END IF;
+    IF v_on_busy = 'reject' THEN
+      -- Busy: held, or any task of the key waits (ready, blocked, or scheduled for later), in
+      -- any queue. A plain read, exact under the resource row lock.
+      SELECT v_holder <> 0
+             OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
+                         WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled'))
+        INTO v_busy;
+      IF v_busy THEN
+        SET o_refusal = 'KEY_BUSY';
+        LEAVE body;
+      END IF;
+    END IF;
   END IF;
   IF p_debounce_seconds > 0 AND v_resource_id <> 0 THEN
     -- The acceptance time of a debounced task is read under its key's lock: a waiting task this
@@ -2869,13 +2937,24 @@ BEGIN
        FOR UPDATE SKIP LOCKED;
     IF v_replaced IS NULL THEN
       SET v_debounce_until = IF(p_debounce_max_seconds > 0, DATE_ADD(p_now, INTERVAL p_debounce_max_seconds SECOND), NULL);
-    ELSE
-      SET v_slot = v_replaced_slot;
     END IF;
     SET v_run_at = DATE_ADD(p_now, INTERVAL p_debounce_seconds SECOND);
     IF v_debounce_until < v_run_at THEN
       SET v_run_at = v_debounce_until;
     END IF;
+  END IF;
+  IF v_replaced IS NULL AND v_on_busy = 'replace_waiting' THEN
+    SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'
+     ORDER BY t.id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+  END IF;
+  IF v_replaced IS NOT NULL THEN
+    -- The new task takes the replaced one's quota charge.
+    SET v_slot = v_replaced_slot;
   END IF;
   INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
@@ -2890,11 +2969,6 @@ BEGIN
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now,
           IF(v_resource_id <> 0, p_debounce_seconds, 0), IF(p_debounce_seconds > 0, v_debounce_until, NULL));
   SET o_task_id = LAST_INSERT_ID();
-  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
-  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key.
-  IF v_resource_id <> 0 THEN
-    CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
-  END IF;
   IF v_replaced IS NOT NULL THEN
     UPDATE orbit_task t
        SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
@@ -2904,10 +2978,44 @@ BEGIN
     INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
     VALUES (v_replaced, 'replaced', 'WAITING', 'CANCELLED', CONCAT('replaced by task ', o_task_id), p_now);
     SET o_replaced = v_replaced;
-  ELSEIF p_charge THEN
+  END IF;
+  IF v_on_busy = 'replace_waiting' THEN
+    -- Every other waiting task of the key in this queue; each gives its charge back (the one
+    -- quota row write this call makes before its caller's later locks: see the header).
+    each_waiting: LOOP
+      SET v_other = NULL;
+      SELECT t.id, t.quota_slot INTO v_other, v_replaced_slot
+        FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+         AND t.state = 'WAITING'
+       ORDER BY t.id
+       LIMIT 1
+         FOR UPDATE SKIP LOCKED;
+      IF v_other IS NULL THEN
+        LEAVE each_waiting;
+      END IF;
+      UPDATE orbit_task t
+       SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
+           t.error = JSON_OBJECT('code', 'REPLACED', 'message', CONCAT('replaced by task ', o_task_id),
+                                 'replaced_by', CAST(o_task_id AS UNSIGNED))
+     WHERE t.id = v_other;
+    INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+    VALUES (v_other, 'replaced', 'WAITING', 'CANCELLED', CONCAT('replaced by task ', o_task_id), p_now);
+      UPDATE orbit_application_quota q
+         SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = p_now
+       WHERE q.application_id = p_application_id AND q.slot = v_replaced_slot;
+    END LOOP each_waiting;
+  END IF;
+  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
+  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key,
+  -- after the tasks it replaced have left their lanes.
+  IF v_resource_id <> 0 THEN
+    CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  END IF;
+  IF v_replaced IS NULL AND p_charge THEN
     CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
-      SET o_task_id = 0;
+      SET o_task_id = 0, o_refusal = 'QUOTA_EXCEEDED';
     END IF;
   END IF;
 END$$
@@ -3799,7 +3907,9 @@ DELIMITER ;
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
---   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
+--   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
+--   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
+--   decided again).
 -- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
 --   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
 --   orbit_application_quota slot row.
@@ -3838,6 +3948,7 @@ body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_replaced BIGINT UNSIGNED;
+  DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -3909,8 +4020,11 @@ body: BEGIN
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
             ELSE v_now END,
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced);
-    IF v_task_id = 0 THEN
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal);
+    IF v_refusal = 'KEY_BUSY' THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
+    ELSEIF v_task_id = 0 THEN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
     END IF;
@@ -4000,7 +4114,8 @@ DELIMITER ;
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
 --   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
---   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
+--   QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (a task's key policy rejects it: see
+--   orbit_task_submit). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
 -- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
 --   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
@@ -4049,6 +4164,7 @@ body: BEGIN
   DECLARE v_debounce_seconds BIGINT;
   DECLARE v_debounce_max_seconds BIGINT;
   DECLARE v_replaced BIGINT UNSIGNED;
+  DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -4636,7 +4752,13 @@ body: BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced);
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal);
+        IF v_refusal = 'KEY_BUSY' THEN
+          ROLLBACK;
+          SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
+                                 ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
         SET v_created = v_created + (v_replaced = 0);
         IF v_one_by_one THEN
           UPDATE orbit_idempotency i SET i.task_id = v_task_id
@@ -5165,6 +5287,183 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_key_policy_delete (from templates/procedures/orbit_key_policy_delete.sql) ----
+-- orbit_key_policy_delete: Delete a key policy: its keys behave as 'queue' again (or as the next
+-- longest policy that matches them) from the next submit on.
+--
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the policy's whole namespace);
+--   p_policy_id.
+-- Result (one row): the deleted policy's columns (see orbit_key_policy_set).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (no such policy, or another tenant's:
+--   one answer).
+-- Locks: the orbit_key_policy row.
+DROP PROCEDURE IF EXISTS orbit_key_policy_delete;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_policy_delete(IN p_token_hash BINARY(32), IN p_policy_id BIGINT UNSIGNED)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_whole TINYINT DEFAULT 0;
+  DECLARE v_namespace_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_environment_id, v_credential_id);
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT p.namespace_id INTO v_namespace_id FROM orbit_key_policy p WHERE p.id = p_policy_id FOR UPDATE;
+  SELECT EXISTS (SELECT 1 FROM orbit_namespace n
+                 WHERE n.id = v_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+                   AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                                WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '')) INTO v_whole;
+  IF NOT v_whole THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: key policy not found';
+  END IF;
+  SELECT p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
+         p.on_busy, p.created_at, p.updated_at FROM orbit_key_policy p WHERE p.id = p_policy_id;
+  DELETE FROM orbit_key_policy WHERE id = p_policy_id;
+  COMMIT;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_policy_list (from templates/procedures/orbit_key_policy_list.sql) ----
+-- orbit_key_policy_list: The key policies of a namespace.
+--
+-- Parameters: p_token_hash BINARY(32) (scope tasks:read on the whole namespace); p_namespace_id.
+-- Result (0..1000 rows, exact policies first, then prefixes, each by pattern):
+--   the policy columns (see orbit_key_policy_set).
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (a namespace the credential does not
+--   reach as a whole).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_key_policy_list;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_policy_list(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED)
+  READS SQL DATA
+BEGIN
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_whole TINYINT DEFAULT 0;
+  CALL orbit_auth_check(p_token_hash, 'tasks:read', v_application_id, v_environment_id, v_credential_id);
+  SELECT EXISTS (SELECT 1 FROM orbit_namespace n
+                 WHERE n.id = p_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+                   AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                                WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '')) INTO v_whole;
+  IF NOT v_whole THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found';
+  END IF;
+  SELECT p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
+         p.on_busy, p.created_at, p.updated_at
+    FROM orbit_key_policy p
+   WHERE p.namespace_id = p_namespace_id
+   ORDER BY p.match_kind, p.key_pattern;
+END$$
+DELIMITER ;
+
+-- ---- orbit_key_policy_set (from templates/procedures/orbit_key_policy_set.sql) ----
+-- orbit_key_policy_set: Create or change the policy for a key, or for a key prefix, of a namespace.
+--
+-- One policy per (namespace, match_kind, key_pattern): setting it again changes its on_busy. The
+-- change applies to submits accepted after it (see orbit_key_policy); tasks already accepted and
+-- held permits are not touched.
+-- Parameters: p_token_hash BINARY(32) (scope queues:manage on the whole namespace);
+--   p_namespace_id; p_match_kind 'exact' | 'prefix'; p_key_pattern (exact bytes, the rules of a
+--   concurrency_key: m::key_error); p_on_busy 'queue' | 'reject' | 'replace_waiting'.
+-- Result (one row): created TINYINT (1 = new, 0 = changed), then the policy columns: policy_id,
+--   namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at.
+-- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (a namespace the credential does not
+--   reach as a whole: one answer for another tenant's), INVALID_ARGUMENT (naming the field),
+--   QUOTA_EXCEEDED (the namespace already has 1000 policies).
+-- Locks: the orbit_key_policy row (insert, or the existing one by ux_key_policy).
+DROP PROCEDURE IF EXISTS orbit_key_policy_set;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_policy_set(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
+                                      IN p_match_kind TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_key_pattern BLOB,
+                                      IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_environment_id BIGINT UNSIGNED;
+  DECLARE v_credential_id BIGINT UNSIGNED;
+  DECLARE v_whole TINYINT DEFAULT 0;
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_policy_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_created TINYINT DEFAULT 0;
+  DECLARE v_count INT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  CALL orbit_auth_check(p_token_hash, 'queues:manage', v_application_id, v_environment_id, v_credential_id);
+  SELECT EXISTS (SELECT 1 FROM orbit_namespace n
+                 WHERE n.id = p_namespace_id AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+                   AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                                WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '')) INTO v_whole;
+  IF NOT v_whole THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found';
+  END IF;
+  IF p_match_kind IS NULL OR p_match_kind NOT IN ('exact', 'prefix') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: match must be exact or prefix';
+  END IF;
+  SET v_message = REPLACE(CASE WHEN p_key_pattern IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN p_key_pattern = '' THEN NULL
+       WHEN NOT HEX(p_key_pattern) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(p_key_pattern USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(p_key_pattern) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(p_key_pattern) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(p_key_pattern) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END, 'concurrency_key', 'key');
+  IF p_key_pattern = '' THEN
+    SET v_message = 'key must be 1-191 characters';
+  END IF;
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  IF p_on_busy IS NULL OR p_on_busy NOT IN ('queue', 'reject', 'replace_waiting') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, reject or replace_waiting';
+  END IF;
+
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT p.id INTO v_policy_id
+    FROM orbit_key_policy p
+   WHERE p.namespace_id = p_namespace_id AND p.match_kind = p_match_kind AND p.key_pattern = p_key_pattern
+     FOR UPDATE;
+  IF v_policy_id IS NULL THEN
+    -- The bound of the match's read (orbit_task_create reads every policy of the namespace).
+    SELECT COUNT(*) INTO v_count FROM orbit_key_policy p WHERE p.namespace_id = p_namespace_id;
+    IF v_count >= 1000 THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the namespace already has {{ c.key_policies_max }} key policies';
+    END IF;
+    INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at)
+    VALUES (p_namespace_id, p_match_kind, p_key_pattern, p_on_busy, v_now, v_now);
+    SET v_policy_id = LAST_INSERT_ID(), v_created = 1;
+  ELSE
+    UPDATE orbit_key_policy p SET p.on_busy = p_on_busy, p.updated_at = v_now WHERE p.id = v_policy_id;
+  END IF;
+  COMMIT;
+  SELECT v_created AS created, p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
+         p.on_busy, p.created_at, p.updated_at
+    FROM orbit_key_policy p
+   WHERE p.id = v_policy_id;
+END$$
+DELIMITER ;
+
 -- ---- orbit_plan_list (from templates/procedures/orbit_plan_list.sql) ----
 -- orbit_plan_list: List the plans a credential reaches, in id order, a page at a time.
 --
@@ -5568,6 +5867,7 @@ DELIMITER ;
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '8d56f4347818f1db4ae609fb1823f8db8827b337bb92e09653e4ee2cae1389d4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_policy', 2, '488ea36b2f5565dec07407d40d9b6663cf0bd0ad5e9513ca1add6ba22110d004', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 2, '0130702457762ecb79159152fbcb679838c448088887e3690152d6ca9f771023', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5588,12 +5888,15 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '4a2decb5b04f8bdf12b45ded92414626fc37e0177f7b89aad43a9ce1ea97b669', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '226ca0f1e4536733c6958cfc28563318d70cb0de4f6271fde21e6e284fa5c32c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, '69e79aa4afcdaa8ba6d2b94c83c9aa740e2358ab6f9e8381a9ef33c6daf2db88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_delete', 2, '5f7711083c30b4ffb6bc5c4e93d6aa450d48bc998ae4c9c434782dbb9173974a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_list', 2, '98431c97a3240042113c6b57d9e0d4175c4f73bcf59461b65548695277a21425', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, '74a77de1470f9141da38bd106eb9fa37887d7a6339e24a17a94985a7e4d4da53', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '48718743f2eb621fa2d2bba1c514a9b930a762aebec0262d3919bef265e4f571', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '9e993296c91d018abc71d0360d64610ca1375ed20ca91ea7fbea021aa259192e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '0907c12d1167f7ef82e346bf9b5a2895b2ceec9be8948102269f6ab723a57280', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '6c8a31863e1ed7bdba89c8407efb73e41cb90e85c481d3258d877422b72c497d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, 'fc82693471556ffc28319c1f8d363e4d7ce60f72549ea7768db4edde2bb53eb8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, 'a4d290be6163edd606d4b633768d1c20c724198fd358e1f9331508e356d43b0f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5609,7 +5912,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a6dd4de6fe8ebcb575119e0c63b975995da1e115e5db61640367ab0505503727', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'bcac1863e2dc81fcaf86af6e02f8c8a45780ba5f033bcf3dcfa92e0c0264ba83', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'facca2f73f48581eb43b767453ae0a79fba94fac68846a309957a73a5a8d3af8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '12e771b06126f6937960489788469cc963a4282992e1ce0ec18584d1960b48fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '7125ff581d9fdde33dffafbd88ac1f3a3452248197045ebe59f6ab71aa3ad8f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5617,9 +5920,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '76c50f9cabfd917b61c74445a96c57a7a1ba119e24b6c1a5810e847023d9e088', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'd662dfbc4b4f805367de3e72154773dd81d53fb6f3353d0094293cfefa8f39c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, 'c91e1bcc4d49e7bb5c727d5b4ca5f54df873a55923d679e67666f83d4b2a0e73', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c957cbc32d0a4be8a4540ce5eb9c0c315ad4f38c55a9ca2c588d1411fe01ba61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '922a145d15d7e0ce12ca53702738a52fec45801a7aa1fbca5b541dadf0a83483', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'fb286965776e5dde8325ce3b92506041c98babc1682fc2faa6444cc723f78ed0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fa9bc625997aecffbf86b33b983dcca9a251b24c2c9043121f12cfcc7950b510', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fa9bc625997aecffbf86b33b983dcca9a251b24c2c9043121f12cfcc7950b510', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'e5145f4e8cc3b305aeca736b8f00fa240fa8aefbc3d9b880f86c5c08c8b79371', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'e5145f4e8cc3b305aeca736b8f00fa240fa8aefbc3d9b880f86c5c08c8b79371', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

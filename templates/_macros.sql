@@ -68,6 +68,19 @@
 {% macro queue_columns(q) %}{{ q }}.id AS queue_id, {{ q }}.namespace_id, {{ q }}.name, {{ q }}.paused,
          {{ q }}.max_active_attempts, {{ q }}.created_at, {{ q }}.updated_at{% endmacro %}
 
+{#- The key policy columns every policy-returning procedure ends with (src/db/keys.rs reads them by
+    position). -#}
+{% macro key_policy_columns(p) %}{{ p }}.id AS policy_id, {{ p }}.namespace_id, {{ p }}.match_kind, {{ p }}.key_pattern,
+         {{ p }}.on_busy, {{ p }}.created_at, {{ p }}.updated_at{% endmacro %}
+
+{#- Whether namespace `ns` is the caller's tenant's and in the credential's scope as a whole (a
+    namespace-wide grant, not a queue of it): the condition for what spans a namespace's keys.
+    Needs v_application_id, v_environment_id and v_credential_id from orbit_auth_check. -#}
+{% macro namespace_whole(ns) %}EXISTS (SELECT 1 FROM orbit_namespace n
+                 WHERE n.id = {{ ns }} AND n.application_id = v_application_id AND n.environment_id = v_environment_id
+                   AND EXISTS (SELECT 1 FROM orbit_credential_scope s
+                                WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '')){% endmacro %}
+
 {#- A consistent read of several statements (a listing that merges index ranges): one snapshot,
     so a row that changes state meanwhile is seen exactly once. -#}
 {% macro begin_snapshot() %}SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;

@@ -601,6 +601,8 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     // --- Nothing lost: every row of every table as it was; every task keeps its id and state. ---
     let mut rows_after = table_checksums(&pool).await;
     rows_after.remove("orbit_attempt");
+    // A table 0.1.0 did not have starts empty: every key keeps 0.1's behaviour.
+    assert_eq!(rows_after.remove("orbit_key_policy").unwrap().0, 0);
     // The plan tables gained columns (so their checksums change): their 0.1 columns are compared
     // instead, and the new columns hold the defaults that keep 0.1 behaviour.
     for t in PLAN_TABLES {

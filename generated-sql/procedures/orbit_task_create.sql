@@ -8,10 +8,10 @@
 -- ('ready' for an unkeyed task due now, 'scheduled' for one whose run_at is ahead,
 -- orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter
 -- (orbit_task_charge). The definition and timing must already be validated (orbit_task_validate,
--- m::task_timing_error). When the incomplete-task quota is full, o_task_id is 0 and the caller
--- must roll back what this call wrote. With p_charge = 0 the task records the connection's quota
--- slot and the caller charges it: orbit_task_submit_many charges a whole batch with one statement,
--- last. No history row: the task row's created_at, plan_id and plan_version record the creation
+-- m::task_timing_error). When the incomplete-task quota is full, or the key's policy refuses the
+-- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
+-- task records the connection's quota slot and the caller charges it: orbit_task_submit_many
+-- charges a whole batch with one statement, last. No history row: the task row's created_at, plan_id and plan_version record the creation
 -- (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch without keys
 -- whole, writing the rows this writes for an unkeyed task (a test compares them).
 -- Debounce (p_debounce_seconds > 0, keyed): under the key's resource row lock, the key's
@@ -24,18 +24,27 @@
 -- LOCKED, as the lock order requires of a task row taken after a resource row): only
 -- orbit_task_promote_due (the task is due, so the new one starts a burst of its own), a cancel
 -- or a deadline expiry (it will not run) take that lock.
+-- Key policy (a submitted keyed task; a plan's task follows its plan's on_busy): the longest
+-- pattern of orbit_key_policy that matches the key, read under the key's lock. 'reject': when
+-- the key is held or any task of it waits (lanes ready, blocked, scheduled; any queue), nothing
+-- is written and o_refusal is KEY_BUSY. 'replace_waiting': every WAITING task of the key in this
+-- queue is replaced as above (SKIP LOCKED: one a grant is taking is no longer waiting); the new
+-- task takes the first one's charge and each other gives its charge back at once.
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_run_at (the effective
 --   time it may first be claimed, m::task_run_at; a debounced task's is computed here);
 --   p_debounce_seconds, p_debounce_max_seconds (0 = none); p_idempotency_key ('' for a
 --   plan-fired task); p_plan_id, p_plan_version (0 for a submitted task); p_now; p_charge (1 =
 --   charge the incomplete-task quota here, 0 = the caller does).
--- Out: o_task_id (0 = refused by the quota); o_replaced (the debounced task it replaced, whose
---   charge it took: the caller charges nothing for it; 0 = none).
+-- Out: o_task_id (0 = refused); o_replaced (the task it replaced first, whose charge it took:
+--   the caller charges nothing for it; 0 = none); o_refusal ('' = accepted, QUOTA_EXCEEDED,
+--   KEY_BUSY).
 -- Result: none. Signals: none.
--- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), then as orbit_task_charge
---   (p_charge = 1). Not waits: the new orbit_task row, and the debounced task it replaces, read
---   FOR UPDATE SKIP LOCKED.
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the orbit_application_quota
+--   slot rows of the further tasks a replace_waiting policy replaces, then as orbit_task_charge
+--   (p_charge = 1). Not waits: the new orbit_task row, and the tasks it replaces, read FOR
+--   UPDATE SKIP LOCKED. In a batch (orbit_task_submit_many) those give-backs come before the
+--   next task's resource row: such a batch can deadlock with a grant, and is retried whole.
 DROP PROCEDURE IF EXISTS orbit_task_create;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_create(
@@ -63,10 +72,14 @@ CREATE PROCEDURE orbit_task_create(
   IN p_now DATETIME(6),
   IN p_charge TINYINT,
   OUT o_task_id BIGINT UNSIGNED,
-  OUT o_replaced BIGINT UNSIGNED)
+  OUT o_replaced BIGINT UNSIGNED,
+  OUT o_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin)
   MODIFIES SQL DATA
-BEGIN
+body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'queue';
+  DECLARE v_busy TINYINT DEFAULT 0;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
   DECLARE v_charged TINYINT DEFAULT 0;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -75,17 +88,41 @@ BEGIN
   DECLARE v_debounce_until DATETIME(6) DEFAULT NULL;
   DECLARE v_replaced BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_replaced_slot TINYINT UNSIGNED;
-  SET o_task_id = 0, o_replaced = 0;
+  DECLARE v_other BIGINT UNSIGNED;
+  SET o_task_id = 0, o_replaced = 0, o_refusal = '';
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
     -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
     INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
     VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
     ON DUPLICATE KEY UPDATE version = version;
-    SELECT r.id INTO v_resource_id
+    SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder
       FROM orbit_resource r
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
+    IF p_plan_id = 0 THEN
+      -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
+      -- 1000 index entries of the namespace.
+      SELECT p.on_busy INTO v_on_busy
+        FROM orbit_key_policy p
+       WHERE p.namespace_id = p_namespace_id
+         AND ((p.match_kind = 'exact' AND p.key_pattern = p_concurrency_key)
+              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(p_concurrency_key, LENGTH(p.key_pattern))))
+       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
+       LIMIT 1;
+    END IF;
+    IF v_on_busy = 'reject' THEN
+      -- Busy: held, or any task of the key waits (ready, blocked, or scheduled for later), in
+      -- any queue. A plain read, exact under the resource row lock.
+      SELECT v_holder <> 0
+             OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
+                         WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled'))
+        INTO v_busy;
+      IF v_busy THEN
+        SET o_refusal = 'KEY_BUSY';
+        LEAVE body;
+      END IF;
+    END IF;
   END IF;
   IF p_debounce_seconds > 0 AND v_resource_id <> 0 THEN
     -- The acceptance time of a debounced task is read under its key's lock: a waiting task this
@@ -101,13 +138,24 @@ BEGIN
        FOR UPDATE SKIP LOCKED;
     IF v_replaced IS NULL THEN
       SET v_debounce_until = IF(p_debounce_max_seconds > 0, DATE_ADD(p_now, INTERVAL p_debounce_max_seconds SECOND), NULL);
-    ELSE
-      SET v_slot = v_replaced_slot;
     END IF;
     SET v_run_at = DATE_ADD(p_now, INTERVAL p_debounce_seconds SECOND);
     IF v_debounce_until < v_run_at THEN
       SET v_run_at = v_debounce_until;
     END IF;
+  END IF;
+  IF v_replaced IS NULL AND v_on_busy = 'replace_waiting' THEN
+    SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'
+     ORDER BY t.id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+  END IF;
+  IF v_replaced IS NOT NULL THEN
+    -- The new task takes the replaced one's quota charge.
+    SET v_slot = v_replaced_slot;
   END IF;
   INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
@@ -122,11 +170,6 @@ BEGIN
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now,
           IF(v_resource_id <> 0, p_debounce_seconds, 0), IF(p_debounce_seconds > 0, v_debounce_until, NULL));
   SET o_task_id = LAST_INSERT_ID();
-  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
-  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key.
-  IF v_resource_id <> 0 THEN
-    CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
-  END IF;
   IF v_replaced IS NOT NULL THEN
     UPDATE orbit_task t
        SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
@@ -136,10 +179,44 @@ BEGIN
     INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
     VALUES (v_replaced, 'replaced', 'WAITING', 'CANCELLED', CONCAT('replaced by task ', o_task_id), p_now);
     SET o_replaced = v_replaced;
-  ELSEIF p_charge THEN
+  END IF;
+  IF v_on_busy = 'replace_waiting' THEN
+    -- Every other waiting task of the key in this queue; each gives its charge back (the one
+    -- quota row write this call makes before its caller's later locks: see the header).
+    each_waiting: LOOP
+      SET v_other = NULL;
+      SELECT t.id, t.quota_slot INTO v_other, v_replaced_slot
+        FROM orbit_task t FORCE INDEX (ix_task_key)
+       WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+         AND t.state = 'WAITING'
+       ORDER BY t.id
+       LIMIT 1
+         FOR UPDATE SKIP LOCKED;
+      IF v_other IS NULL THEN
+        LEAVE each_waiting;
+      END IF;
+      UPDATE orbit_task t
+       SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
+           t.error = JSON_OBJECT('code', 'REPLACED', 'message', CONCAT('replaced by task ', o_task_id),
+                                 'replaced_by', CAST(o_task_id AS UNSIGNED))
+     WHERE t.id = v_other;
+    INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+    VALUES (v_other, 'replaced', 'WAITING', 'CANCELLED', CONCAT('replaced by task ', o_task_id), p_now);
+      UPDATE orbit_application_quota q
+         SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = p_now
+       WHERE q.application_id = p_application_id AND q.slot = v_replaced_slot;
+    END LOOP each_waiting;
+  END IF;
+  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
+  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key,
+  -- after the tasks it replaced have left their lanes.
+  IF v_resource_id <> 0 THEN
+    CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
+  END IF;
+  IF v_replaced IS NULL AND p_charge THEN
     CALL orbit_task_charge(p_application_id, p_now, v_charged);
     IF NOT v_charged THEN
-      SET o_task_id = 0;
+      SET o_task_id = 0, o_refusal = 'QUOTA_EXCEEDED';
     END IF;
   END IF;
 END$$

@@ -48,7 +48,9 @@
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
---   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
+--   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
+--   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
+--   decided again).
 -- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
 --   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
 --   orbit_application_quota slot row.
@@ -87,6 +89,7 @@ body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_replaced BIGINT UNSIGNED;
+  DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -158,8 +161,11 @@ body: BEGIN
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
             ELSE v_now END,
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced);
-    IF v_task_id = 0 THEN
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal);
+    IF v_refusal = 'KEY_BUSY' THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
+    ELSEIF v_task_id = 0 THEN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
     END IF;

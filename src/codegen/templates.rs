@@ -56,6 +56,9 @@ pub struct Consts {
     /// `run_at`, `delay_seconds`, `debounce_seconds` and `debounce_max_seconds`, so a typo in a
     /// year cannot park a task (and its quota charge) for centuries.
     pub delay_max_seconds: u32,
+    /// Key policies a namespace may hold: every keyed submit reads its namespace's policies
+    /// (orbit_key_policy), so their number bounds that read.
+    pub key_policies_max: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -74,6 +77,7 @@ pub const CONSTS: Consts = Consts {
     retention_max_seconds: 315_360_000,
     purge_batch: 50,
     delay_max_seconds: 31_536_000,
+    key_policies_max: 1000,
 };
 
 /// One registered template.
@@ -126,6 +130,7 @@ registry! {
     Table orbit_environment => "tables/orbit_environment.sql",
     Table orbit_extension => "tables/orbit_extension.sql",
     Table orbit_idempotency => "tables/orbit_idempotency.sql",
+    Table orbit_key_policy => "tables/orbit_key_policy.sql",
     Table orbit_namespace => "tables/orbit_namespace.sql",
     Table orbit_plan => "tables/orbit_plan.sql",
     Table orbit_plan_fire => "tables/orbit_plan_fire.sql",
@@ -155,6 +160,9 @@ registry! {
     Procedure orbit_key_get => "procedures/orbit_key_get.sql",
     Procedure orbit_key_list => "procedures/orbit_key_list.sql",
     Procedure orbit_key_metrics => "procedures/orbit_key_metrics.sql",
+    Procedure orbit_key_policy_delete => "procedures/orbit_key_policy_delete.sql",
+    Procedure orbit_key_policy_list => "procedures/orbit_key_policy_list.sql",
+    Procedure orbit_key_policy_set => "procedures/orbit_key_policy_set.sql",
     Procedure orbit_key_promote => "procedures/orbit_key_promote.sql",
     Procedure orbit_key_promote_all => "procedures/orbit_key_promote_all.sql",
     Procedure orbit_key_release => "procedures/orbit_key_release.sql",

@@ -24,6 +24,10 @@ pub enum DbError {
     /// 409: the object is not in a state that allows the change.
     #[error("{0}")]
     StateConflict(String),
+    /// 409: the submit's concurrency key is held or has waiting tasks, and the key's policy
+    /// (`on_busy: reject`) refuses new tasks; nothing was written.
+    #[error("{0}")]
+    KeyBusy(String),
     /// 429: an application quota is exhausted.
     #[error("{0}")]
     QuotaExceeded(String),
@@ -45,6 +49,7 @@ impl DbError {
             DbError::NotFound(_) => "NOT_FOUND",
             DbError::IdempotencyConflict(_) => "IDEMPOTENCY_CONFLICT",
             DbError::StateConflict(_) => "STATE_CONFLICT",
+            DbError::KeyBusy(_) => "KEY_BUSY",
             DbError::QuotaExceeded(_) => "QUOTA_EXCEEDED",
             DbError::Unavailable(_) => "UNAVAILABLE",
             DbError::Internal(_) => "INTERNAL",
@@ -60,6 +65,7 @@ impl DbError {
             | DbError::NotFound(m)
             | DbError::IdempotencyConflict(m)
             | DbError::StateConflict(m)
+            | DbError::KeyBusy(m)
             | DbError::QuotaExceeded(m)
             | DbError::Unavailable(m)
             | DbError::Internal(m) => m,
@@ -77,6 +83,7 @@ impl DbError {
             "NOT_FOUND" => DbError::NotFound(message),
             "IDEMPOTENCY_CONFLICT" => DbError::IdempotencyConflict(message),
             "STATE_CONFLICT" => DbError::StateConflict(message),
+            "KEY_BUSY" => DbError::KeyBusy(message),
             "QUOTA_EXCEEDED" => DbError::QuotaExceeded(message),
             _ => DbError::Internal(format!("unexpected signal: {text}")),
         }

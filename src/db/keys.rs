@@ -1,4 +1,5 @@
-//! The key inspector: `orbit_key_get` (one key) and `orbit_key_list` (a namespace's held keys).
+//! The key inspector: `orbit_key_get` (one key) and `orbit_key_list` (a namespace's held keys);
+//! key policies: `orbit_key_policy_set`, `orbit_key_policy_list`, `orbit_key_policy_delete`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -259,6 +260,89 @@ impl Db {
                     sort_value: c.u64()?,
                 })
             },
+        )
+        .await
+    }
+}
+
+/// A key policy (`orbit_key_policy`): what a submit does when its key is busy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KeyPolicy {
+    pub id: u64,
+    pub namespace_id: u64,
+    /// `exact` or `prefix`.
+    pub match_kind: String,
+    /// The key, or the prefix.
+    pub key: String,
+    /// `queue`, `reject` or `replace_waiting`.
+    pub on_busy: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl KeyPolicy {
+    /// The policy columns of the procedure headers, in order.
+    fn read(c: &mut Cols<'_>) -> Result<KeyPolicy, DbError> {
+        Ok(KeyPolicy {
+            id: c.u64()?,
+            namespace_id: c.u64()?,
+            match_kind: c.text()?,
+            key: c.text()?,
+            on_busy: c.text()?,
+            created_at: c.time()?,
+            updated_at: c.time()?,
+        })
+    }
+}
+
+impl Db {
+    /// `orbit_key_policy_set`: creates or changes the policy; `true` when it is new.
+    pub async fn key_policy_set(
+        &self,
+        token_hash: &[u8],
+        namespace_id: u64,
+        match_kind: &str,
+        key: &str,
+        on_busy: &str,
+    ) -> Result<(bool, KeyPolicy), DbError> {
+        self.call_one(
+            "orbit_key_policy_set",
+            &[
+                Arg::Bytes(token_hash),
+                namespace_id.into(),
+                match_kind.into(),
+                Arg::Bytes(key.as_bytes()),
+                on_busy.into(),
+            ],
+            |c| Ok((c.bool()?, KeyPolicy::read(c)?)),
+        )
+        .await
+    }
+
+    /// `orbit_key_policy_list`: a namespace's policies, exact ones first.
+    pub async fn key_policy_list(
+        &self,
+        token_hash: &[u8],
+        namespace_id: u64,
+    ) -> Result<Vec<KeyPolicy>, DbError> {
+        self.call(
+            "orbit_key_policy_list",
+            &[Arg::Bytes(token_hash), namespace_id.into()],
+            KeyPolicy::read,
+        )
+        .await
+    }
+
+    /// `orbit_key_policy_delete`: returns the deleted policy.
+    pub async fn key_policy_delete(
+        &self,
+        token_hash: &[u8],
+        policy_id: u64,
+    ) -> Result<KeyPolicy, DbError> {
+        self.call_one(
+            "orbit_key_policy_delete",
+            &[Arg::Bytes(token_hash), policy_id.into()],
+            KeyPolicy::read,
         )
         .await
     }

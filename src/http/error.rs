@@ -73,7 +73,7 @@ impl ApiError {
                 "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
                 "PERMISSION_DENIED" => StatusCode::FORBIDDEN,
                 "NOT_FOUND" => StatusCode::NOT_FOUND,
-                "IDEMPOTENCY_CONFLICT" | "STATE_CONFLICT" => StatusCode::CONFLICT,
+                "IDEMPOTENCY_CONFLICT" | "STATE_CONFLICT" | "KEY_BUSY" => StatusCode::CONFLICT,
                 "QUOTA_EXCEEDED" => StatusCode::TOO_MANY_REQUESTS,
                 "UNAVAILABLE" => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -150,7 +150,7 @@ pub struct ErrorEnvelope {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// One of INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, IDEMPOTENCY_CONFLICT,
-    /// STATE_CONFLICT, QUOTA_EXCEEDED, INTERNAL, UNAVAILABLE.
+    /// STATE_CONFLICT, KEY_BUSY, QUOTA_EXCEEDED, INTERNAL, UNAVAILABLE.
     pub code: String,
     pub message: String,
     /// Extra facts, e.g. `{"field": "concurrency_key"}`.

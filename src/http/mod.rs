@@ -6,6 +6,7 @@ pub mod attempts;
 pub mod console;
 pub mod envelope;
 pub mod error;
+pub mod key_policies;
 pub mod keys;
 pub mod openapi;
 pub mod ops;
@@ -60,6 +61,7 @@ fn api() -> OpenApiRouter<App> {
         .merge(tasks::router())
         .merge(queues::router())
         .merge(keys::router())
+        .merge(key_policies::router())
         .merge(attempts::router())
         .merge(plans::router())
         .merge(ops::router())

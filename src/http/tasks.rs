@@ -363,7 +363,7 @@ struct SubmitBody {
         (status = 201, description = "Accepted", body = TaskEnvelope),
         (status = 200, description = "Replay of the original acceptance", body = TaskEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
-        (status = 404, body = ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_CONFLICT", body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_CONFLICT, or KEY_BUSY (the key policy rejects a busy key)", body = ErrorEnvelope),
         (status = 413, body = ErrorEnvelope), (status = 429, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
     )
 )]
@@ -490,7 +490,7 @@ impl From<Submitted> for SubmittedView {
         (status = 201, description = "Accepted: at least one task was created", body = SubmittedList),
         (status = 200, description = "Every task replays its original acceptance", body = SubmittedList),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
-        (status = 404, body = ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_CONFLICT", body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_CONFLICT, or KEY_BUSY (the key policy rejects a busy key)", body = ErrorEnvelope),
         (status = 413, body = ErrorEnvelope), (status = 429, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
     )
 )]

@@ -20,7 +20,9 @@
 -- Result (one row): replayed TINYINT (0 = created now, 1 = the original), then the task columns:
 {% call m::task_columns_doc() %}
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
---   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks).
+--   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
+--   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
+--   decided again).
 -- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
 --   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
 --   orbit_application_quota slot row.
@@ -43,6 +45,7 @@ body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_message VARCHAR(128) {{ c.utf8 }};
   DECLARE v_replaced BIGINT UNSIGNED;
+  DECLARE v_refusal VARCHAR(32) {{ c.ascii }};
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   {% call m::rollback_on_error() %};
 
@@ -83,8 +86,11 @@ body: BEGIN
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, {% call m::task_run_at("p_", "v_now") %},
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced);
-    IF v_task_id = 0 THEN
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal);
+    IF v_refusal = 'KEY_BUSY' THEN
+      ROLLBACK;
+      {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
+    ELSEIF v_task_id = 0 THEN
       ROLLBACK;
       {% call m::raise("QUOTA_EXCEEDED", "the application has reached its incomplete-task quota") %};
     END IF;

@@ -99,7 +99,8 @@
 {% call m::task_columns_doc() %}
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
 --   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
---   QUOTA_EXCEEDED (incomplete tasks). A task's error starts with its index: "tasks[3]: handler
+--   QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (a task's key policy rejects it: see
+--   orbit_task_submit). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
 -- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
 --   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
@@ -146,6 +147,7 @@ body: BEGIN
   DECLARE v_debounce_seconds BIGINT;
   DECLARE v_debounce_max_seconds BIGINT;
   DECLARE v_replaced BIGINT UNSIGNED;
+  DECLARE v_refusal VARCHAR(32) {{ c.ascii }};
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -359,7 +361,13 @@ body: BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced);
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal);
+        IF v_refusal = 'KEY_BUSY' THEN
+          ROLLBACK;
+          SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
+                                 ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
         SET v_created = v_created + (v_replaced = 0);
         IF v_one_by_one THEN
           UPDATE orbit_idempotency i SET i.task_id = v_task_id

@@ -10,6 +10,10 @@
 -- idempotency receipt and credential keeps its row; the orbit_extension catalog rows of the
 -- changed objects are rewritten (by the migration's catalog section, which gen writes).
 --
+-- Tables added (CREATE TABLE IF NOT EXISTS, written by gen): orbit_key_policy, the key policies
+-- of issue 25 (what a submit does when its key is busy). It starts empty, so every key keeps
+-- 0.1's behaviour ('queue') until a policy is set.
+--
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
 -- - orbit_credential.scopes: a sixth scope, `metrics:read`, which `/metrics` now requires (it named
@@ -75,7 +79,8 @@
 -- - orbit_task_submit takes four more parameters after the definition (p_run_at,
 --   p_delay_seconds, p_debounce_seconds, p_debounce_max_seconds; issue 26), and
 --   orbit_task_submit_many reads the same four members of each task. An Idempotency-Key accepted
---   by 0.1 still replays: a request without them hashes as before;
+--   by 0.1 still replays: a request without them hashes as before. Both may now signal KEY_BUSY
+--   (a key policy that rejects a busy key), and orbit_task_create has two more outputs;
 -- - orbit_plan_create and orbit_plan_version_create take a schedule (p_interval_seconds or p_cron,
 --   p_timezone, p_catch_up, p_on_busy), every plan-returning procedure returns four more columns
 --   (schedule_after, timezone, catch_up, on_busy), and orbit_plan_fire_due leaves a fired cron

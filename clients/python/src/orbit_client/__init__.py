@@ -9,6 +9,7 @@ from .errors import (
     IdempotencyConflict,
     Internal,
     InvalidArgument,
+    KeyBusy,
     NotFound,
     OrbitError,
     PayloadTooLarge,
@@ -56,7 +57,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Accepted", "ApiError", "Attempt", "BadToken", "ChangedAssignment", "Client", "Duplicate",
     "Fence", "FenceDecision", "FenceError", "FenceInvalid", "FenceWrite", "IdempotencyConflict",
-    "InMemoryFence", "Internal", "InvalidArgument", "KeyNotDeclared", "MissingToken", "MySqlFence",
+    "InMemoryFence", "Internal", "InvalidArgument", "KeyBusy", "KeyNotDeclared", "MissingToken", "MySqlFence",
     "NotFound", "OrbitError", "PayloadTooLarge", "PermanentError", "PermissionDenied",
     "ProtocolError", "QuotaExceeded", "Queue", "RetryableError", "Stale", "StateConflict",
     "Submitted", "Task", "TaskContext", "TokenWithoutKey", "Unauthenticated", "Unavailable",

@@ -64,6 +64,11 @@ class StateConflict(ApiError):
     """409: the object is not in a state that allows this."""
 
 
+class KeyBusy(ApiError):
+    """409: the concurrency key is held or has waiting tasks, and its key policy rejects new
+    tasks (``on_busy: reject``); nothing was written."""
+
+
 class QuotaExceeded(ApiError):
     """429: a quota is full."""
 
@@ -83,6 +88,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "NOT_FOUND": NotFound,
     "IDEMPOTENCY_CONFLICT": IdempotencyConflict,
     "STATE_CONFLICT": StateConflict,
+    "KEY_BUSY": KeyBusy,
     "QUOTA_EXCEEDED": QuotaExceeded,
     "UNAVAILABLE": Unavailable,
     "INTERNAL": Internal,

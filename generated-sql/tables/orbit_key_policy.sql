@@ -1,0 +1,24 @@
+-- GENERATED FILE: do not edit. Rendered by `orbit gen` from templates/tables/orbit_key_policy.sql.
+-- Change the template and run `cargo run -- gen`; `gen --check` fails while this file differs.
+
+-- orbit_key_policy: What a submit does when its concurrency key is busy, set per key or per key
+-- prefix within a namespace (the scope of its keys).
+-- A policy matches one key exactly (match_kind 'exact') or every key that starts with its
+-- key_pattern ('prefix', e.g. 'customer/'). For a key, the longest matching pattern wins, and an
+-- exact match wins over a prefix of the same length; a key that no policy matches behaves as
+-- 'queue'. orbit_task_create reads the policy under the key's orbit_resource row lock when it
+-- accepts a submitted task, so a change applies from the next submit on: it never touches a held
+-- permit or a task already accepted. A plan's tasks follow their plan's own on_busy instead.
+-- At most 1000 policies per namespace (orbit_key_policy_set): the match reads
+-- them all, by ux_key_policy.
+CREATE TABLE IF NOT EXISTS orbit_key_policy (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'policy id',
+  namespace_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_namespace.id',
+  match_kind ENUM('exact','prefix') NOT NULL COMMENT 'exact: the key itself; prefix: every key that starts with key_pattern',
+  key_pattern VARBINARY(764) NOT NULL COMMENT 'the key, or the prefix, as exact UTF-8 bytes',
+  on_busy ENUM('queue','reject','replace_waiting') NOT NULL DEFAULT 'queue' COMMENT 'a submit whose key is held or has waiting tasks: queue = waits; reject = refused (KEY_BUSY), nothing written; replace_waiting = the key''s waiting tasks in its queue end CANCELLED (REPLACED) and it waits',
+  created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
+  updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last change',
+  PRIMARY KEY (id),
+  UNIQUE KEY ux_key_policy (namespace_id, match_kind, key_pattern)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Per-key and per-prefix policies for busy keys';

@@ -1,0 +1,239 @@
+//! `/v1/key-policies`: what a submit does when its concurrency key is busy, per key or key
+//! prefix of a namespace (`orbit_key_policy`; docs/operations.md, "Key policies").
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::envelope::{check_len, path_id, ApiJson, ApiQuery, Bearer, Data, Page};
+use super::error::{ApiError, ErrorEnvelope};
+use super::App;
+use crate::db::keys::KeyPolicy;
+
+pub fn router() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(list_key_policies, set_key_policy))
+        .routes(routes!(delete_key_policy))
+}
+
+/// How a policy matches keys.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchKind {
+    /// The key itself.
+    Exact,
+    /// Every key that starts with `key` (e.g. `customer/`).
+    Prefix,
+}
+
+/// What a submit does when its key is held or has waiting tasks.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum OnBusy {
+    /// The task waits for the key (the behaviour without a policy).
+    Queue,
+    /// `409 KEY_BUSY`, nothing written; a replay is decided again.
+    Reject,
+    /// The key's waiting tasks in the submit's queue end `CANCELLED` (error code `REPLACED`,
+    /// naming the new task), and the new task waits: only the newest is kept.
+    ReplaceWaiting,
+}
+
+impl MatchKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            MatchKind::Exact => "exact",
+            MatchKind::Prefix => "prefix",
+        }
+    }
+}
+
+impl OnBusy {
+    fn as_str(self) -> &'static str {
+        match self {
+            OnBusy::Queue => "queue",
+            OnBusy::Reject => "reject",
+            OnBusy::ReplaceWaiting => "replace_waiting",
+        }
+    }
+}
+
+/// A key policy.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyPolicyView {
+    pub id: u64,
+    pub namespace_id: u64,
+    #[serde(rename = "match")]
+    pub match_kind: String,
+    /// The key, or the prefix.
+    pub key: String,
+    pub on_busy: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<KeyPolicy> for KeyPolicyView {
+    fn from(p: KeyPolicy) -> Self {
+        KeyPolicyView {
+            id: p.id,
+            namespace_id: p.namespace_id,
+            match_kind: p.match_kind,
+            key: p.key,
+            on_busy: p.on_busy,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+        }
+    }
+}
+
+/// `POST /v1/key-policies` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetKeyPolicy {
+    /// The namespace id (the credential needs queues:manage on the whole namespace).
+    #[schema(minimum = 1)]
+    pub namespace: u64,
+    #[serde(rename = "match")]
+    pub match_kind: MatchKind,
+    /// The key, or the prefix: the rules of a concurrency_key (1-191 characters, no control
+    /// characters, no leading or trailing whitespace), matched by exact bytes.
+    #[schema(min_length = 1, max_length = 191)]
+    pub key: String,
+    pub on_busy: OnBusy,
+}
+
+/// `GET /v1/key-policies` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct KeyPolicyQuery {
+    /// Required: the namespace id (the credential needs tasks:read on the whole namespace).
+    #[param(value_type = i64, required = true, minimum = 1)]
+    pub namespace: Option<String>,
+}
+
+/// The key policies of a namespace (scope tasks:read on the whole namespace): exact keys first,
+/// then prefixes, each by key. At most 1,000, so one page.
+#[utoipa::path(
+    get, path = "/v1/key-policies", tag = "keys", security(("bearer" = [])), params(KeyPolicyQuery),
+    responses(
+        (status = 200, body = KeyPolicyList),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, description = "NOT_FOUND: a namespace the credential does not reach as a whole", body = ErrorEnvelope),
+        (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn list_key_policies(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    ApiQuery(q): ApiQuery<KeyPolicyQuery>,
+) -> Result<Page<KeyPolicyView>, ApiError> {
+    let namespace = match q.namespace.as_deref() {
+        None => {
+            return Err(ApiError::bad_request(
+                Some("namespace"),
+                "namespace is required (a namespace id)",
+            ))
+        }
+        Some(n) => n
+            .parse::<i64>()
+            .ok()
+            .filter(|v| *v > 0)
+            .map(|v| v as u64)
+            .ok_or_else(|| {
+                ApiError::bad_request(Some("namespace"), "namespace must be a positive integer")
+            })?,
+    };
+    let policies = app.db.key_policy_list(&hash, namespace).await?;
+    Ok(Page(policies.into_iter().map(Into::into).collect(), None))
+}
+
+/// Create or change the policy for a key or key prefix (scope queues:manage on the whole
+/// namespace; 201 created, 200 changed). The longest matching key wins; a change applies to the
+/// submits after it and never touches a held key or an accepted task. At most 1,000 policies per
+/// namespace (429).
+#[utoipa::path(
+    post, path = "/v1/key-policies", tag = "keys", security(("bearer" = [])),
+    request_body = SetKeyPolicy,
+    responses(
+        (status = 201, description = "Created", body = KeyPolicyEnvelope),
+        (status = 200, description = "Changed", body = KeyPolicyEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, description = "NOT_FOUND: a namespace the credential does not reach as a whole", body = ErrorEnvelope),
+        (status = 413, body = ErrorEnvelope),
+        (status = 429, description = "QUOTA_EXCEEDED: the namespace has 1,000 policies", body = ErrorEnvelope),
+        (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn set_key_policy(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    ApiJson(body): ApiJson<SetKeyPolicy>,
+) -> Result<Data<KeyPolicyView>, ApiError> {
+    let max = crate::codegen::CONSTS.key_max_chars as usize;
+    check_len("key", &body.key, max, &format!("1-{max} characters"))?;
+    if body.namespace == 0 || body.namespace > i64::MAX as u64 {
+        return Err(ApiError::bad_request(
+            Some("namespace"),
+            "namespace must be a positive integer",
+        ));
+    }
+    let (created, policy) = app
+        .db
+        .key_policy_set(
+            &hash,
+            body.namespace,
+            body.match_kind.as_str(),
+            &body.key,
+            body.on_busy.as_str(),
+        )
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(Data(status, policy.into()))
+}
+
+/// Delete a key policy (scope queues:manage on its whole namespace): its keys fall back to the
+/// next longest policy that matches them, or to `queue`, from the next submit on.
+#[utoipa::path(
+    delete, path = "/v1/key-policies/{id}", tag = "keys", security(("bearer" = [])),
+    params(("id" = u64, Path, minimum = 1)),
+    responses(
+        (status = 200, description = "The deleted policy", body = KeyPolicyEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 503, body = ErrorEnvelope),
+    )
+)]
+async fn delete_key_policy(
+    State(app): State<App>,
+    Bearer(hash): Bearer,
+    Path(id): Path<String>,
+) -> Result<Data<KeyPolicyView>, ApiError> {
+    let id = path_id(&id, "id")?;
+    let policy = app.db.key_policy_delete(&hash, id).await?;
+    Ok(Data(StatusCode::OK, policy.into()))
+}
+
+// Envelopes for the OpenAPI document.
+
+/// `{"data": KeyPolicy, "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct KeyPolicyEnvelope {
+    pub data: KeyPolicyView,
+    pub request_id: String,
+}
+
+/// `{"data": [KeyPolicy], "next_cursor" (always null), "request_id"}`.
+#[derive(Serialize, ToSchema)]
+pub struct KeyPolicyList {
+    pub data: Vec<KeyPolicyView>,
+    pub next_cursor: Option<String>,
+    pub request_id: String,
+}

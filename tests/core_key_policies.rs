@@ -1,0 +1,399 @@
+//! Key policies (orbit_key_policy_set, _list, _delete) and what a submit does with them
+//! (orbit_task_create): the longest match, `reject` (KEY_BUSY, nothing written) and
+//! `replace_waiting` (only the newest waiting task is kept).
+
+use orbit::db::DbError;
+use orbit::testing::Fixture;
+
+async fn count(f: &Fixture, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap()
+}
+
+async fn set(f: &Fixture, match_kind: &str, key: &str, on_busy: &str) -> u64 {
+    f.db.key_policy_set(&f.hash, f.namespace_id, match_kind, key, on_busy)
+        .await
+        .unwrap()
+        .1
+        .id
+}
+
+/// The incomplete tasks the application is charged for, over every quota slot.
+async fn charged(f: &Fixture) -> i64 {
+    count(
+        f,
+        "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota",
+    )
+    .await
+}
+
+async fn state(f: &Fixture, task_id: u64) -> String {
+    f.db.task_get(&f.hash, task_id)
+        .await
+        .unwrap()
+        .state
+        .as_str()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_policy_is_set_changed_listed_and_deleted() {
+    let f = Fixture::new().await;
+    let (created, p) =
+        f.db.key_policy_set(&f.hash, f.namespace_id, "prefix", "customer/", "reject")
+            .await
+            .unwrap();
+    assert!(created);
+    assert_eq!(
+        (p.match_kind.as_str(), p.key.as_str(), p.on_busy.as_str()),
+        ("prefix", "customer/", "reject")
+    );
+    let (created, changed) =
+        f.db.key_policy_set(
+            &f.hash,
+            f.namespace_id,
+            "prefix",
+            "customer/",
+            "replace_waiting",
+        )
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(changed.id, p.id);
+    assert_eq!(changed.on_busy, "replace_waiting");
+    set(&f, "exact", "customer/7", "queue").await;
+    let list = f.db.key_policy_list(&f.hash, f.namespace_id).await.unwrap();
+    assert_eq!(
+        list.iter()
+            .map(|p| (p.match_kind.as_str(), p.key.as_str()))
+            .collect::<Vec<_>>(),
+        [("exact", "customer/7"), ("prefix", "customer/")]
+    );
+    let deleted = f.db.key_policy_delete(&f.hash, p.id).await.unwrap();
+    assert_eq!(deleted.id, p.id);
+    assert_eq!(
+        f.db.key_policy_list(&f.hash, f.namespace_id)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let again = f.db.key_policy_delete(&f.hash, p.id).await.unwrap_err();
+    assert!(matches!(again, DbError::NotFound(_)), "{again:?}");
+}
+
+#[tokio::test]
+async fn policy_input_is_checked_in_sql_and_bounded_per_namespace() {
+    let f = Fixture::new().await;
+    let bad = [
+        ("fuzzy", "k", "queue", "match must be exact or prefix"),
+        ("exact", "", "queue", "key must be 1-191 characters"),
+        (
+            "exact",
+            " k",
+            "queue",
+            "key must not start or end with whitespace",
+        ),
+        (
+            "prefix",
+            "a\u{1}",
+            "queue",
+            "key must not contain control characters",
+        ),
+        (
+            "exact",
+            "k",
+            "skip",
+            "on_busy must be queue, reject or replace_waiting",
+        ),
+    ];
+    for (m, k, o, message) in bad {
+        match f
+            .db
+            .key_policy_set(&f.hash, f.namespace_id, m, k, o)
+            .await
+            .unwrap_err()
+        {
+            DbError::InvalidArgument(got) => assert!(got.contains(message), "{got} / {message}"),
+            e => panic!("{m} {k:?} {o}: {e:?}"),
+        }
+    }
+    // 1,000 policies a namespace: the bound of the read every keyed submit makes.
+    sqlx::query(
+        "INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at)
+         SELECT ?, 'exact', CONCAT('k', a.seq), 'queue', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+           FROM (SELECT ones.n + 10 * tens.n + 100 * hundreds.n AS seq
+                   FROM (SELECT 0 n UNION SELECT 1 UNION SELECT 2 UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 UNION SELECT 6 UNION SELECT 7 UNION SELECT 8 UNION SELECT 9) ones,
+                        (SELECT 0 n UNION SELECT 1 UNION SELECT 2 UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 UNION SELECT 6 UNION SELECT 7 UNION SELECT 8 UNION SELECT 9) tens,
+                        (SELECT 0 n UNION SELECT 1 UNION SELECT 2 UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 UNION SELECT 6 UNION SELECT 7 UNION SELECT 8 UNION SELECT 9) hundreds) a",
+    )
+    .bind(f.namespace_id)
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    let full =
+        f.db.key_policy_set(&f.hash, f.namespace_id, "exact", "one-more", "reject")
+            .await
+            .unwrap_err();
+    assert!(matches!(full, DbError::QuotaExceeded(_)), "{full:?}");
+    // Changing an existing one is still allowed.
+    f.db.key_policy_set(&f.hash, f.namespace_id, "exact", "k5", "reject")
+        .await
+        .unwrap();
+}
+
+/// Another tenant in the same database: its token's hash and its namespace.
+async fn other_tenant(f: &Fixture) -> ([u8; 32], u64) {
+    let token = orbit::auth::generate_token();
+    let b =
+        f.db.admin_bootstrap(&orbit::db::queues::Bootstrap {
+            application: "other-app".into(),
+            environment: "test".into(),
+            namespace: "default".into(),
+            queue: "theirs".into(),
+            token_hash: orbit::auth::token_hash(&token).to_vec(),
+            token_hint: orbit::auth::token_hint(&token),
+            scopes: orbit::testing::ALL_SCOPES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    (orbit::auth::token_hash(&token), b.namespace_id)
+}
+
+#[tokio::test]
+async fn another_tenants_namespace_and_policies_are_not_found() {
+    let f = Fixture::new().await;
+    let (other_hash, other_ns) = other_tenant(&f).await;
+    let theirs =
+        f.db.key_policy_set(&other_hash, other_ns, "exact", "k", "reject")
+            .await
+            .unwrap()
+            .1
+            .id;
+    let other = (other_hash, other_ns);
+    let e =
+        f.db.key_policy_set(&f.hash, other.1, "exact", "k", "queue")
+            .await
+            .unwrap_err();
+    assert!(matches!(e, DbError::NotFound(_)), "{e:?}");
+    let e = f.db.key_policy_list(&f.hash, other.1).await.unwrap_err();
+    assert!(matches!(e, DbError::NotFound(_)), "{e:?}");
+    let e = f.db.key_policy_delete(&f.hash, theirs).await.unwrap_err();
+    assert!(matches!(e, DbError::NotFound(_)), "{e:?}");
+    assert_eq!(
+        f.db.key_policy_list(&other.0, other.1).await.unwrap().len(),
+        1,
+        "their policy is untouched"
+    );
+}
+
+#[tokio::test]
+async fn reject_refuses_a_busy_key_and_writes_nothing() {
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    let s = f.session("w", true, &[&f.queue_id, &q2]).await;
+    set(&f, "prefix", "customer/", "reject").await;
+    // A free key: accepted.
+    let first = f.submit(&f.queue_id, "customer/1").await;
+    // Now the key has a waiting task: refused, nothing written, in any queue.
+    let before = count(&f, "SELECT COUNT(*) FROM orbit_task").await;
+    let receipts = count(&f, "SELECT COUNT(*) FROM orbit_idempotency").await;
+    for q in [&f.queue_id, &q2] {
+        let e =
+            f.db.task_submit(&f.hash, "second", &f.task(q, "customer/1"))
+                .await
+                .unwrap_err();
+        assert!(matches!(e, DbError::KeyBusy(_)), "{e:?}");
+    }
+    assert_eq!(count(&f, "SELECT COUNT(*) FROM orbit_task").await, before);
+    assert_eq!(
+        count(&f, "SELECT COUNT(*) FROM orbit_idempotency").await,
+        receipts
+    );
+    assert_eq!(charged(&f).await, 1);
+    // Held (granted, running): still busy.
+    let g = f.db.task_claim(s, 10, 30_000).await.unwrap();
+    assert_eq!(g[0].task.id, first.id);
+    let e =
+        f.db.task_submit(&f.hash, "second", &f.task(&f.queue_id, "customer/1"))
+            .await
+            .unwrap_err();
+    assert!(matches!(e, DbError::KeyBusy(_)), "{e:?}");
+    // Other keys, and keys no policy matches, are not affected.
+    f.submit(&f.queue_id, "customer/2").await;
+    f.submit(&f.queue_id, "vendor/1").await;
+    f.submit(&f.queue_id, "vendor/1").await;
+    // Free again: the refused request is decided again, and now accepted under its key.
+    f.db.attempt_finish(
+        s,
+        g[0].attempt_id,
+        orbit::db::workers::Outcome::Succeeded,
+        false,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let accepted =
+        f.db.task_submit(&f.hash, "second", &f.task(&f.queue_id, "customer/1"))
+            .await
+            .unwrap();
+    assert!(!accepted.replayed);
+    // A batch with a refused task names it and writes nothing.
+    let items = vec![
+        ("b-0".to_string(), f.task(&f.queue_id, "customer/3")),
+        ("b-1".to_string(), f.task(&f.queue_id, "customer/1")),
+    ];
+    let before = count(&f, "SELECT COUNT(*) FROM orbit_task").await;
+    match f.db.task_submit_many(&f.hash, &items).await.unwrap_err() {
+        DbError::KeyBusy(m) => assert!(m.starts_with("tasks[1]: "), "{m}"),
+        e => panic!("{e:?}"),
+    }
+    assert_eq!(count(&f, "SELECT COUNT(*) FROM orbit_task").await, before);
+}
+
+#[tokio::test]
+async fn the_longest_matching_pattern_wins() {
+    let f = Fixture::new().await;
+    set(&f, "prefix", "customer/", "reject").await;
+    set(&f, "prefix", "customer/vip/", "queue").await;
+    set(&f, "exact", "customer/vip/9", "reject").await;
+    // An exact policy wins over a prefix of the same length.
+    set(&f, "prefix", "customer/7", "reject").await;
+    set(&f, "exact", "customer/7", "queue").await;
+    let outcome = |key: &'static str| {
+        let f = &f;
+        async move {
+            f.submit(&f.queue_id, key).await;
+            match f
+                .db
+                .task_submit(&f.hash, &format!("again-{key}"), &f.task(&f.queue_id, key))
+                .await
+            {
+                Ok(_) => "queued",
+                Err(DbError::KeyBusy(_)) => "rejected",
+                Err(e) => panic!("{key}: {e:?}"),
+            }
+        }
+    };
+    assert_eq!(outcome("customer/1").await, "rejected");
+    assert_eq!(outcome("customer/vip/1").await, "queued");
+    assert_eq!(outcome("customer/vip/9").await, "rejected");
+    assert_eq!(outcome("customer/7").await, "queued");
+    assert_eq!(outcome("customer/77").await, "rejected");
+    assert_eq!(outcome("other").await, "queued");
+}
+
+#[tokio::test]
+async fn replace_waiting_keeps_only_the_newest_waiting_task_of_the_queue() {
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    let s = f.session("w", true, &[&f.queue_id, &q2]).await;
+    let holder = f.submit(&f.queue_id, "doc/1").await;
+    let g = f.db.task_claim(s, 10, 30_000).await.unwrap();
+    assert_eq!(g[0].task.id, holder.id);
+    let mut waiting = Vec::new();
+    for _ in 0..3 {
+        waiting.push(f.submit(&f.queue_id, "doc/1").await.id);
+    }
+    let other_queue = f.submit(&q2, "doc/1").await;
+    set(&f, "exact", "doc/1", "replace_waiting").await;
+    assert_eq!(charged(&f).await, 5);
+    let newest = f.submit(&f.queue_id, "doc/1").await;
+    for id in &waiting {
+        let t = f.db.task_get(&f.hash, *id).await.unwrap();
+        assert_eq!(t.state.as_str(), "CANCELLED");
+        let error: serde_json::Value = serde_json::from_str(t.error.as_deref().unwrap()).unwrap();
+        assert_eq!(error["code"], "REPLACED");
+        assert_eq!(error["replaced_by"], newest.id);
+    }
+    assert_eq!(
+        state(&f, holder.id).await,
+        "LEASED",
+        "the holder is not waiting"
+    );
+    assert_eq!(
+        state(&f, other_queue.id).await,
+        "WAITING",
+        "another queue's"
+    );
+    assert_eq!(state(&f, newest.id).await, "WAITING");
+    // Holder, the other queue's task and the newest: three charges.
+    assert_eq!(charged(&f).await, 3);
+    // The key goes on to the survivors once the holder ends.
+    f.db.attempt_finish(
+        s,
+        g[0].attempt_id,
+        orbit::db::workers::Outcome::Succeeded,
+        false,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let next = f.db.task_claim(s, 10, 30_000).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert!([newest.id, other_queue.id].contains(&next[0].task.id));
+}
+
+#[tokio::test]
+async fn replacing_the_ready_task_leaves_the_new_one_ready() {
+    let f = Fixture::new().await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    set(&f, "exact", "k", "replace_waiting").await;
+    let old = f.submit(&f.queue_id, "k").await;
+    let new = f.submit(&f.queue_id, "k").await;
+    assert_eq!(state(&f, old.id).await, "CANCELLED");
+    let g = f.db.task_claim(s, 10, 30_000).await.unwrap();
+    assert_eq!(
+        g.len(),
+        1,
+        "the new task is claimable, not stuck behind nothing"
+    );
+    assert_eq!(g[0].task.id, new.id);
+    assert_eq!(charged(&f).await, 1);
+}
+
+#[tokio::test]
+async fn a_plans_task_follows_its_plan_not_the_key_policy() {
+    let f = Fixture::new().await;
+    set(&f, "exact", "nightly", "reject").await;
+    f.submit(&f.queue_id, "nightly").await;
+    let plan =
+        f.db.plan_create(
+            &f.hash,
+            &orbit::db::plans::NewPlan {
+                name: "p".into(),
+                schedule: orbit::db::plans::PlanSchedule {
+                    interval_seconds: Some(60),
+                    ..Default::default()
+                },
+                task: f.task(&f.queue_id, "nightly"),
+            },
+        )
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
+    )
+    .bind(plan.id)
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    f.db.plan_fire_due(100).await.unwrap();
+    assert_eq!(
+        count(
+            &f,
+            "SELECT COUNT(*) FROM orbit_task WHERE plan_id <> 0 AND state = 'WAITING'"
+        )
+        .await,
+        1,
+        "the plan's on_busy is queue: its task waits although the key policy rejects"
+    );
+}
