@@ -12,6 +12,7 @@ SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR
 -- ---- orbit_key_policy (from templates/tables/orbit_key_policy.sql) ----
 -- orbit_key_policy: What a submit does when its concurrency key is busy, set per key or per key
 -- prefix within a namespace (the scope of its keys).
+-- on_busy: see the column; 'cancel_running' ends the key's holder at once (orbit_task_create).
 -- A policy matches one key exactly (match_kind 'exact') or every key that starts with its
 -- key_pattern ('prefix', e.g. 'customer/'). For a key, the longest matching pattern wins, and an
 -- exact match wins over a prefix of the same length; a key that no policy matches behaves as
@@ -25,7 +26,7 @@ CREATE TABLE IF NOT EXISTS orbit_key_policy (
   namespace_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_namespace.id',
   match_kind ENUM('exact','prefix') NOT NULL COMMENT 'exact: the key itself; prefix: every key that starts with key_pattern',
   key_pattern VARBINARY(764) NOT NULL COMMENT 'the key, or the prefix, as exact UTF-8 bytes',
-  on_busy ENUM('queue','reject','replace_waiting') NOT NULL DEFAULT 'queue' COMMENT 'a submit whose key is held or has waiting tasks: queue = waits; reject = refused (KEY_BUSY), nothing written; replace_waiting = the key''s waiting tasks in its queue end CANCELLED (REPLACED) and it waits',
+  on_busy ENUM('queue','reject','replace_waiting','cancel_running') NOT NULL DEFAULT 'queue' COMMENT 'a submit whose key is held or has waiting tasks: queue = waits; reject = refused (KEY_BUSY), nothing written; replace_waiting = the key''s waiting tasks in its queue end CANCELLED (REPLACED) and it waits; cancel_running = as replace_waiting, and the holder''s attempt ends CANCELLED at once',
   created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last change',
   PRIMARY KEY (id),
@@ -1844,10 +1845,12 @@ BEGIN
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
   DECLARE v_task_id BIGINT UNSIGNED;
-  -- orbit_task_create's o_replaced (always 0: a plan's task is never debounced, and follows its
-  -- plan's on_busy, not a key policy) and o_refusal (QUOTA_EXCEEDED when v_task_id is 0).
+  -- orbit_task_create's o_replaced and o_cancelled (always 0: a plan's task is never debounced,
+  -- and follows its plan's on_busy, not a key policy) and o_refusal (QUOTA_EXCEEDED when
+  -- v_task_id is 0).
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_cancelled BIGINT UNSIGNED;
   DECLARE v_fired INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE v_duplicate TINYINT DEFAULT 0;
@@ -1937,7 +1940,7 @@ BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_now, 0, 0, '', v_plan_id, v_version, v_now, 1, v_task_id,
-                               v_replaced, v_refusal);
+                               v_replaced, v_refusal, v_cancelled);
       END IF;
       IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.
@@ -2829,6 +2832,10 @@ DELIMITER ;
 -- is written and o_refusal is KEY_BUSY. 'replace_waiting': every WAITING task of the key in this
 -- queue is replaced as above (SKIP LOCKED: one a grant is taking is no longer waiting); the new
 -- task takes the first one's charge and each other gives its charge back at once.
+-- 'cancel_running': as 'replace_waiting', and first the key's holder, LEASED or RUNNING, is ended
+-- CANCELLED (orbit_attempt_end, its charges given back): the new task is the key's next in its
+-- queue, with a larger token, and o_cancelled names the attempt so the caller can tell its
+-- worker (task.cancel).
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_run_at (the effective
 --   time it may first be claimed, m::task_run_at; a debounced task's is computed here);
@@ -2837,12 +2844,13 @@ DELIMITER ;
 --   charge the incomplete-task quota here, 0 = the caller does).
 -- Out: o_task_id (0 = refused); o_replaced (the task it replaced first, whose charge it took:
 --   the caller charges nothing for it; 0 = none); o_refusal ('' = accepted, QUOTA_EXCEEDED,
---   KEY_BUSY).
+--   KEY_BUSY); o_cancelled (the holder's attempt a cancel_running policy ended; 0 = none).
 -- Result: none. Signals: none.
 -- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the orbit_application_quota
---   slot rows of the further tasks a replace_waiting policy replaces, then as orbit_task_charge
---   (p_charge = 1). Not waits: the new orbit_task row, and the tasks it replaces, read FOR
---   UPDATE SKIP LOCKED. In a batch (orbit_task_submit_many) those give-backs come before the
+--   slot rows of a cancelled holder and of the further tasks a policy replaces, then as
+--   orbit_task_charge (p_charge = 1). Not waits: the new orbit_task row, the tasks it replaces
+--   and a cancelled holder's task (read FOR UPDATE SKIP LOCKED), and the holder's orbit_attempt
+--   rows (FOR UPDATE SKIP LOCKED). In a batch (orbit_task_submit_many) those give-backs come before the
 --   next task's resource row: such a batch can deadlock with a grant, and is retried whole.
 DROP PROCEDURE IF EXISTS orbit_task_create;
 DELIMITER $$
@@ -2872,7 +2880,8 @@ CREATE PROCEDURE orbit_task_create(
   IN p_charge TINYINT,
   OUT o_task_id BIGINT UNSIGNED,
   OUT o_replaced BIGINT UNSIGNED,
-  OUT o_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin)
+  OUT o_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
+  OUT o_cancelled BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
@@ -2888,7 +2897,11 @@ body: BEGIN
   DECLARE v_replaced BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_replaced_slot TINYINT UNSIGNED;
   DECLARE v_other BIGINT UNSIGNED;
-  SET o_task_id = 0, o_replaced = 0, o_refusal = '';
+  DECLARE v_holder_task BIGINT UNSIGNED;
+  DECLARE v_ended_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_ended_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_key_queues INT;
+  SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
     -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
@@ -2922,6 +2935,39 @@ body: BEGIN
         LEAVE body;
       END IF;
     END IF;
+    IF v_on_busy = 'cancel_running' AND v_holder <> 0 THEN
+      -- The holder's attempt and task, FOR UPDATE SKIP LOCKED (task rows come before resource
+      -- rows in the lock order, so this must not wait). Locked means a result, a start, a
+      -- renewal, a cancel or recovery is changing the holder right now: the call is answered as
+      -- a deadlock victim is (error 1213), rolled back whole and retried by the caller.
+      SET v_holder_task = NULL;
+      SELECT a.task_id INTO v_holder_task
+        FROM orbit_attempt a
+       WHERE a.id = v_holder AND a.state IN ('LEASED', 'RUNNING')
+         FOR UPDATE SKIP LOCKED;
+      IF v_holder_task IS NOT NULL THEN
+        SELECT t.id INTO v_holder_task FROM orbit_task t WHERE t.id = v_holder_task FOR UPDATE SKIP LOCKED;
+      END IF;
+      IF v_holder_task IS NULL THEN
+        SIGNAL SQLSTATE '40001'
+          SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'the key holder is changing; try the submit again';
+      END IF;
+      -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
+      -- token, so the old holder's writes are fenced), its late result is refused, and its
+      -- charges are given back.
+      CALL orbit_attempt_end(v_holder, 'cancelled', 0, NULL, NULL, p_now, 0,
+                             v_ended_task_state, v_ended_attempt_state, v_key_queues);
+      UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
+                 CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
+            FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_holder) a
+            JOIN orbit_task t ON t.id = a.task_id
+           GROUP BY a.quota_slot) g
+    STRAIGHT_JOIN orbit_application_quota q ON q.application_id = p_application_id AND q.slot = g.slot
+     SET q.active_attempts = q.active_attempts - g.active,
+         q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
+         q.updated_at = p_now;
+      SET o_cancelled = v_holder;
+    END IF;
   END IF;
   IF p_debounce_seconds > 0 AND v_resource_id <> 0 THEN
     -- The acceptance time of a debounced task is read under its key's lock: a waiting task this
@@ -2943,7 +2989,7 @@ body: BEGIN
       SET v_run_at = v_debounce_until;
     END IF;
   END IF;
-  IF v_replaced IS NULL AND v_on_busy = 'replace_waiting' THEN
+  IF v_replaced IS NULL AND v_on_busy IN ('replace_waiting', 'cancel_running') THEN
     SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
       FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
@@ -2979,7 +3025,7 @@ body: BEGIN
     VALUES (v_replaced, 'replaced', 'WAITING', 'CANCELLED', CONCAT('replaced by task ', o_task_id), p_now);
     SET o_replaced = v_replaced;
   END IF;
-  IF v_on_busy = 'replace_waiting' THEN
+  IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
     -- Every other waiting task of the key in this queue; each gives its charge back (the one
     -- quota row write this call makes before its caller's later locks: see the header).
     each_waiting: LOOP
@@ -3906,6 +3952,8 @@ DELIMITER ;
 --   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+--   then cancelled_attempt_id, cancelled_session_id: the key's holder a cancel_running policy
+--   ended for this submit, and its worker session (whose worker the caller tells); 0 = none.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
@@ -3949,6 +3997,7 @@ body: BEGIN
   DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -4020,7 +4069,8 @@ body: BEGIN
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
             ELSE v_now END,
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal);
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal,
+                           v_cancelled);
     IF v_refusal = 'KEY_BUSY' THEN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
@@ -4043,7 +4093,9 @@ body: BEGIN
                'DELAYED: waits for run_at'),
             t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at
+         t.updated_at, t.finished_at,
+         v_cancelled AS cancelled_attempt_id,
+         CAST(COALESCE((SELECT a.session_id FROM orbit_attempt a WHERE a.id = v_cancelled), 0) AS UNSIGNED) AS cancelled_session_id
     FROM orbit_task t
    WHERE t.id = v_task_id;
 END$$
@@ -4112,6 +4164,7 @@ DELIMITER ;
 --   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+--   then cancelled_attempt_id, cancelled_session_id (see orbit_task_submit).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
 --   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
 --   QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (a task's key policy rejects it: see
@@ -4165,6 +4218,7 @@ body: BEGIN
   DECLARE v_debounce_max_seconds BIGINT;
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_cancelled BIGINT UNSIGNED;
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -4711,7 +4765,7 @@ body: BEGIN
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ',', 1, ']');
+      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ',', 1, ',', 0, ']');
     END WHILE;
     CLOSE c_created;
   ELSE
@@ -4721,7 +4775,7 @@ body: BEGIN
                          v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
                          v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_run_at, v_debounce_seconds,
                          v_debounce_max_seconds, v_hash;
-      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0;
+      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0, v_cancelled = 0;
       -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
       -- v_namespace_id still hold the last queue checked).
       IF v_queue_id <> v_last_queue THEN
@@ -4752,7 +4806,8 @@ body: BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal);
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
+                               v_cancelled);
         IF v_refusal = 'KEY_BUSY' THEN
           ROLLBACK;
           SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
@@ -4765,7 +4820,7 @@ body: BEGIN
            WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
         END IF;
       END IF;
-      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ',', (NOT v_replayed AND v_replaced = 0), ']');
+      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ',', (NOT v_replayed AND v_replaced = 0), ',', IF(v_replayed, 0, v_cancelled), ']');
     END WHILE;
     CLOSE c_tasks;
   END IF;
@@ -4816,10 +4871,13 @@ body: BEGIN
                'DELAYED: waits for run_at'),
             t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at
+         t.updated_at, t.finished_at,
+         r.cancelled AS cancelled_attempt_id, CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
     FROM JSON_TABLE(v_results, '$[*]'
-                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]')) r
+                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]',
+                             cancelled BIGINT UNSIGNED PATH '$[4]')) r
     JOIN orbit_task t ON t.id = r.task_id
+    LEFT JOIN orbit_attempt c ON c.id = r.cancelled
    ORDER BY r.item;
 END$$
 DELIMITER ;
@@ -5374,7 +5432,8 @@ DELIMITER ;
 -- held permits are not touched.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the whole namespace);
 --   p_namespace_id; p_match_kind 'exact' | 'prefix'; p_key_pattern (exact bytes, the rules of a
---   concurrency_key: m::key_error); p_on_busy 'queue' | 'reject' | 'replace_waiting'.
+--   concurrency_key: m::key_error); p_on_busy 'queue' | 'reject' | 'replace_waiting' |
+--   'cancel_running'.
 -- Result (one row): created TINYINT (1 = new, 0 = changed), then the policy columns: policy_id,
 --   namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (a namespace the credential does not
@@ -5433,8 +5492,8 @@ body: BEGIN
     SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
-  IF p_on_busy IS NULL OR p_on_busy NOT IN ('queue', 'reject', 'replace_waiting') THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, reject or replace_waiting';
+  IF p_on_busy IS NULL OR p_on_busy NOT IN ('queue', 'reject', 'replace_waiting', 'cancel_running') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, reject, replace_waiting or cancel_running';
   END IF;
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -5867,7 +5926,7 @@ DELIMITER ;
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '8d56f4347818f1db4ae609fb1823f8db8827b337bb92e09653e4ee2cae1389d4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_policy', 2, '488ea36b2f5565dec07407d40d9b6663cf0bd0ad5e9513ca1add6ba22110d004', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_policy', 2, '2d214d502539315e529aa42b5fe8205f00eda06bf5491f2312f43f17b442c064', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 2, '0130702457762ecb79159152fbcb679838c448088887e3690152d6ca9f771023', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5890,13 +5949,13 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, '69e79aa4afcdaa8ba6d2b94c83c9aa740e2358ab6f9e8381a9ef33c6daf2db88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_delete', 2, '5f7711083c30b4ffb6bc5c4e93d6aa450d48bc998ae4c9c434782dbb9173974a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_list', 2, '98431c97a3240042113c6b57d9e0d4175c4f73bcf59461b65548695277a21425', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, '74a77de1470f9141da38bd106eb9fa37887d7a6339e24a17a94985a7e4d4da53', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, 'd50185d527601b3d3ec7ff64ad5c91fe84f4f57255e42cd5e47c0c400c27485a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '48718743f2eb621fa2d2bba1c514a9b930a762aebec0262d3919bef265e4f571', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '9e993296c91d018abc71d0360d64610ca1375ed20ca91ea7fbea021aa259192e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '0907c12d1167f7ef82e346bf9b5a2895b2ceec9be8948102269f6ab723a57280', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, 'fc82693471556ffc28319c1f8d363e4d7ce60f72549ea7768db4edde2bb53eb8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '237eb7f5aacba326cc8f526b16cc49f83a4e7206805784e35b56e3c4b2944785', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, 'a4d290be6163edd606d4b633768d1c20c724198fd358e1f9331508e356d43b0f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5912,7 +5971,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a6dd4de6fe8ebcb575119e0c63b975995da1e115e5db61640367ab0505503727', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'bcac1863e2dc81fcaf86af6e02f8c8a45780ba5f033bcf3dcfa92e0c0264ba83', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '12e771b06126f6937960489788469cc963a4282992e1ce0ec18584d1960b48fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '56a8cae2e3953b2b0dcbcda94d7aba7fe8710f53da5032b4a019405c1f1aba88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '7125ff581d9fdde33dffafbd88ac1f3a3452248197045ebe59f6ab71aa3ad8f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -5920,9 +5979,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '76c50f9cabfd917b61c74445a96c57a7a1ba119e24b6c1a5810e847023d9e088', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'd662dfbc4b4f805367de3e72154773dd81d53fb6f3353d0094293cfefa8f39c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '922a145d15d7e0ce12ca53702738a52fec45801a7aa1fbca5b541dadf0a83483', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'fb286965776e5dde8325ce3b92506041c98babc1682fc2faa6444cc723f78ed0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '793d6918ef1b36137cc27dd080938d473504b6b23003d4983e309985e2801b59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'e5145f4e8cc3b305aeca736b8f00fa240fa8aefbc3d9b880f86c5c08c8b79371', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'e5145f4e8cc3b305aeca736b8f00fa240fa8aefbc3d9b880f86c5c08c8b79371', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'd53fa80336a8616c8c17802c9db6246dfdfb6debd8e3ce20a9b398e2cf5edd5f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'd53fa80336a8616c8c17802c9db6246dfdfb6debd8e3ce20a9b398e2cf5edd5f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

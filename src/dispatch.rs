@@ -5,7 +5,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 /// Wakes the worker sessions of this process when there may be new work, only those that serve
 /// the queues concerned: a submit here (its queue), a release, cancel or resolve here (the queues
@@ -16,7 +16,21 @@ use tokio::sync::watch;
 #[derive(Debug)]
 pub struct Dispatch {
     work: watch::Sender<Wake>,
+    cancels: broadcast::Sender<Cancel>,
 }
+
+/// An attempt the server ended while its worker held it (a key policy's `cancel_running`): the
+/// session holding it sends `task.cancel`. Sessions of other processes are not told; their
+/// worker learns at its next renewal, which is refused.
+#[derive(Clone, Debug)]
+pub struct Cancel {
+    pub session_id: u64,
+    pub attempt_id: u64,
+}
+
+/// Cancellations a session can fall behind by before it misses some (it then relies on the
+/// renewal's refusal, as sessions of other processes do).
+pub const CANCEL_BACKLOG: usize = 1024;
 
 /// How many recent wake-ups a session can catch up on; one that fell further behind claims once.
 pub const WAKE_HISTORY: usize = 256;
@@ -50,6 +64,7 @@ impl Default for Dispatch {
     fn default() -> Self {
         Dispatch {
             work: watch::channel(Wake::default()).0,
+            cancels: broadcast::channel(CANCEL_BACKLOG).0,
         }
     }
 }
@@ -74,5 +89,19 @@ impl Dispatch {
 
     pub fn subscribe(&self) -> watch::Receiver<Wake> {
         self.work.subscribe()
+    }
+
+    /// Tells the session holding `attempt_id`, if it is one of this process's, that the server
+    /// ended it.
+    pub fn cancel_attempt(&self, session_id: u64, attempt_id: u64) {
+        // No receiver (no session here) is not an error.
+        let _ = self.cancels.send(Cancel {
+            session_id,
+            attempt_id,
+        });
+    }
+
+    pub fn subscribe_cancels(&self) -> broadcast::Receiver<Cancel> {
+        self.cancels.subscribe()
     }
 }

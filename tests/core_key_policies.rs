@@ -106,7 +106,7 @@ async fn policy_input_is_checked_in_sql_and_bounded_per_namespace() {
             "exact",
             "k",
             "skip",
-            "on_busy must be queue, reject or replace_waiting",
+            "on_busy must be queue, reject, replace_waiting or cancel_running",
         ),
     ];
     for (m, k, o, message) in bad {
@@ -396,4 +396,122 @@ async fn a_plans_task_follows_its_plan_not_the_key_policy() {
         1,
         "the plan's on_busy is queue: its task waits although the key policy rejects"
     );
+}
+
+#[tokio::test]
+async fn cancel_running_ends_the_holder_at_once_and_fences_its_late_writes() {
+    let f = Fixture::new().await;
+    // The resource's fence, in the same database for the test.
+    let script = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("generated-sql/fence/install.sql"),
+    )
+    .unwrap();
+    for s in orbit::sqlscript::split(&script) {
+        sqlx::raw_sql(&s.sql).execute(f.db.pool()).await.unwrap();
+    }
+    let fence = |token: u64, op: &'static str, value: &'static str| {
+        let pool = f.db.pool().clone();
+        async move {
+            let row = sqlx::query("CALL orbit_fence_write('default', 'acct/1', ?, ?, 'acct', ?)")
+                .bind(token)
+                .bind(op)
+                .bind(value)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            let decision: Vec<u8> = sqlx::Row::get(&row, 0);
+            String::from_utf8(decision).unwrap()
+        }
+    };
+    let old_session = f.session("old", true, &[&f.queue_id]).await;
+    let new_session = f.session("new", true, &[&f.queue_id]).await;
+    let first = f.submit(&f.queue_id, "acct/1").await;
+    let old =
+        f.db.task_claim(old_session, 1, 30_000)
+            .await
+            .unwrap()
+            .remove(0);
+    assert_eq!(old.task.id, first.id);
+    assert!(
+        f.db.attempt_start(old_session, old.attempt_id)
+            .await
+            .unwrap()
+            .accepted
+    );
+    assert_eq!(
+        fence(old.concurrency_token, "old-1", "old").await,
+        "accepted"
+    );
+    let waiting = f.submit(&f.queue_id, "acct/1").await;
+    set(&f, "exact", "acct/1", "cancel_running").await;
+
+    // The next submit ends the RUNNING holder at once and names it for its worker.
+    let s =
+        f.db.task_submit(&f.hash, "newest", &f.task(&f.queue_id, "acct/1"))
+            .await
+            .unwrap();
+    let c = s.cancelled.expect("the holder was cancelled");
+    assert_eq!((c.attempt_id, c.session_id), (old.attempt_id, old_session));
+    assert_eq!(state(&f, first.id).await, "CANCELLED");
+    assert_eq!(
+        state(&f, waiting.id).await,
+        "CANCELLED",
+        "replaced as with replace_waiting"
+    );
+    let attempt: String =
+        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
+            .bind(old.attempt_id)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(attempt, "CANCELLED");
+    // The newest task is next, with a larger token.
+    let new =
+        f.db.task_claim(new_session, 1, 30_000)
+            .await
+            .unwrap()
+            .remove(0);
+    assert_eq!(new.task.id, s.task.id);
+    assert!(new.concurrency_token > old.concurrency_token);
+    assert_eq!(
+        fence(new.concurrency_token, "new-1", "new").await,
+        "accepted"
+    );
+
+    // The old holder ignores the cancel and keeps going: its writes are fenced off, its renewal
+    // and its result are refused, and nothing of it changes the task.
+    assert_eq!(fence(old.concurrency_token, "old-2", "old").await, "stale");
+    let renew =
+        f.db.attempt_renew(old_session, old.attempt_id, 30_000)
+            .await
+            .unwrap();
+    assert!(!renew.accepted, "{renew:?}");
+    let late =
+        f.db.attempt_finish(
+            old_session,
+            old.attempt_id,
+            orbit::db::workers::Outcome::Succeeded,
+            false,
+            Some("{}"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(late.duplicate, "{late:?}");
+    assert_eq!(state(&f, first.id).await, "CANCELLED");
+    let register: (u64, Vec<u8>) = sqlx::query_as(
+        "SELECT highest_token, value FROM orbit_fence_register WHERE resource_key = 'acct/1'",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(register, (new.concurrency_token, b"new".to_vec()));
+    // Quota: the cancelled task and attempt gave their charges back.
+    assert_eq!(charged(&f).await, 1);
+    let active: i64 = count(
+        &f,
+        "SELECT CAST(SUM(active_attempts) AS SIGNED) FROM orbit_application_quota",
+    )
+    .await;
+    assert_eq!(active, 1);
 }

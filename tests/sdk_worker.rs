@@ -701,3 +701,75 @@ async fn a_lost_lease_cancels_the_handler_and_frees_its_slot() {
     let report = worker.drain().await.unwrap();
     assert_eq!((report.lost, report.completed), (1, 1), "{report:?}");
 }
+
+/// A submit under a `cancel_running` key policy ends the key's running attempt at once: its
+/// worker gets `task.cancel` (well before any renewal: the lease here is 30 s), the handler's
+/// cancellation fires with the reason, its result is not sent, and the new task runs with a
+/// larger token.
+#[tokio::test]
+async fn a_cancel_running_policy_cancels_the_running_handler_at_once() {
+    let f = orbit::testing::Fixture::new().await;
+    let server = orbit::testing::Server::start(env!("CARGO_BIN_EXE_orbit"), &f.test_db.dsn).await;
+    let client = Client::new(&server.url, &f.token);
+    f.db.key_policy_set(&f.hash, f.namespace_id, "exact", "acct/7", "cancel_running")
+        .await
+        .unwrap();
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (cancelled_tx, mut cancelled_rx) = tokio::sync::mpsc::unbounded_channel();
+    let worker = Worker::new(&server.url, &f.token, "cancellable")
+        .capacity(2)
+        .queue(&f.queue_id)
+        .handler("object.update", "v1", move |ctx| {
+            let (started, cancelled) = (started_tx.clone(), cancelled_tx.clone());
+            async move {
+                started
+                    .send((ctx.task.id, ctx.concurrency_token.unwrap_or(0)))
+                    .unwrap();
+                if ctx.task.payload["n"] == 1 {
+                    ctx.cancelled().await;
+                    cancelled
+                        .send(ctx.cancellation.reason().unwrap_or_default())
+                        .unwrap();
+                    return Ok(json!({"late": true}));
+                }
+                Ok(json!({"n": ctx.task.payload["n"]}))
+            }
+        })
+        .start();
+    let within = |s| std::time::Duration::from_secs(s);
+    let first = client
+        .submit("acct-1", &task(&f.queue_id, "acct/7", 1))
+        .await
+        .unwrap()
+        .task
+        .id;
+    let (id, old_token) = tokio::time::timeout(within(20), started_rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(id, first);
+    wait_state(&client, first, "RUNNING").await;
+    let sent = std::time::Instant::now();
+    let second = client
+        .submit("acct-2", &task(&f.queue_id, "acct/7", 2))
+        .await
+        .unwrap()
+        .task
+        .id;
+    let reason = tokio::time::timeout(within(5), cancelled_rx.recv())
+        .await
+        .expect("the handler is cancelled at once")
+        .unwrap();
+    assert!(sent.elapsed() < within(5), "{:?}", sent.elapsed());
+    assert!(reason.contains("cancelled by the server"), "{reason}");
+    let (id, new_token) = tokio::time::timeout(within(20), started_rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(id, second);
+    assert!(new_token > old_token);
+    wait_state(&client, second, "SUCCEEDED").await;
+    assert_eq!(client.task(first).await.unwrap().state, "CANCELLED");
+    let report = worker.drain().await.unwrap();
+    assert_eq!((report.lost, report.completed), (1, 1), "{report:?}");
+}

@@ -76,10 +76,12 @@ BEGIN
   DECLARE v_retry_unknown TINYINT;
   DECLARE v_deadline_seconds BIGINT;
   DECLARE v_task_id BIGINT UNSIGNED;
-  -- orbit_task_create's o_replaced (always 0: a plan's task is never debounced, and follows its
-  -- plan's on_busy, not a key policy) and o_refusal (QUOTA_EXCEEDED when v_task_id is 0).
+  -- orbit_task_create's o_replaced and o_cancelled (always 0: a plan's task is never debounced,
+  -- and follows its plan's on_busy, not a key policy) and o_refusal (QUOTA_EXCEEDED when
+  -- v_task_id is 0).
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_cancelled BIGINT UNSIGNED;
   DECLARE v_fired INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE v_duplicate TINYINT DEFAULT 0;
@@ -169,7 +171,7 @@ BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_now, 0, 0, '', v_plan_id, v_version, v_now, 1, v_task_id,
-                               v_replaced, v_refusal);
+                               v_replaced, v_refusal, v_cancelled);
       END IF;
       IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.

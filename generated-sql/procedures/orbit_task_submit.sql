@@ -47,6 +47,8 @@
 --   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+--   then cancelled_attempt_id, cancelled_session_id: the key's holder a cancel_running policy
+--   ended for this submit, and its worker session (whose worker the caller tells); 0 = none.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
@@ -90,6 +92,7 @@ body: BEGIN
   DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -161,7 +164,8 @@ body: BEGIN
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
             ELSE v_now END,
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal);
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal,
+                           v_cancelled);
     IF v_refusal = 'KEY_BUSY' THEN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
@@ -184,7 +188,9 @@ body: BEGIN
                'DELAYED: waits for run_at'),
             t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at
+         t.updated_at, t.finished_at,
+         v_cancelled AS cancelled_attempt_id,
+         CAST(COALESCE((SELECT a.session_id FROM orbit_attempt a WHERE a.id = v_cancelled), 0) AS UNSIGNED) AS cancelled_session_id
     FROM orbit_task t
    WHERE t.id = v_task_id;
 END$$

@@ -63,6 +63,7 @@
 --   DELAYED or DEBOUNCED while a new task waits for its run_at),
 --   output (JSON or NULL), error (JSON or NULL), current_attempt_id (0 = none), plan_id,
 --   plan_version, created_at, updated_at, finished_at (NULL until terminal); all times UTC.
+--   then cancelled_attempt_id, cancelled_session_id (see orbit_task_submit).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
 --   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
 --   QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (a task's key policy rejects it: see
@@ -116,6 +117,7 @@ body: BEGIN
   DECLARE v_debounce_max_seconds BIGINT;
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_cancelled BIGINT UNSIGNED;
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -662,7 +664,7 @@ body: BEGIN
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ',', 1, ']');
+      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ',', 1, ',', 0, ']');
     END WHILE;
     CLOSE c_created;
   ELSE
@@ -672,7 +674,7 @@ body: BEGIN
                          v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
                          v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_run_at, v_debounce_seconds,
                          v_debounce_max_seconds, v_hash;
-      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0;
+      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0, v_cancelled = 0;
       -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
       -- v_namespace_id still hold the last queue checked).
       IF v_queue_id <> v_last_queue THEN
@@ -703,7 +705,8 @@ body: BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal);
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
+                               v_cancelled);
         IF v_refusal = 'KEY_BUSY' THEN
           ROLLBACK;
           SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
@@ -716,7 +719,7 @@ body: BEGIN
            WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
         END IF;
       END IF;
-      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ',', (NOT v_replayed AND v_replaced = 0), ']');
+      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ',', (NOT v_replayed AND v_replaced = 0), ',', IF(v_replayed, 0, v_cancelled), ']');
     END WHILE;
     CLOSE c_tasks;
   END IF;
@@ -767,10 +770,13 @@ body: BEGIN
                'DELAYED: waits for run_at'),
             t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
-         t.updated_at, t.finished_at
+         t.updated_at, t.finished_at,
+         r.cancelled AS cancelled_attempt_id, CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
     FROM JSON_TABLE(v_results, '$[*]'
-                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]')) r
+                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]',
+                             cancelled BIGINT UNSIGNED PATH '$[4]')) r
     JOIN orbit_task t ON t.id = r.task_id
+    LEFT JOIN orbit_attempt c ON c.id = r.cancelled
    ORDER BY r.item;
 END$$
 DELIMITER ;

@@ -3,6 +3,7 @@
 
 -- orbit_key_policy: What a submit does when its concurrency key is busy, set per key or per key
 -- prefix within a namespace (the scope of its keys).
+-- on_busy: see the column; 'cancel_running' ends the key's holder at once (orbit_task_create).
 -- A policy matches one key exactly (match_kind 'exact') or every key that starts with its
 -- key_pattern ('prefix', e.g. 'customer/'). For a key, the longest matching pattern wins, and an
 -- exact match wins over a prefix of the same length; a key that no policy matches behaves as
@@ -16,7 +17,7 @@ CREATE TABLE IF NOT EXISTS orbit_key_policy (
   namespace_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_namespace.id',
   match_kind ENUM('exact','prefix') NOT NULL COMMENT 'exact: the key itself; prefix: every key that starts with key_pattern',
   key_pattern VARBINARY(764) NOT NULL COMMENT 'the key, or the prefix, as exact UTF-8 bytes',
-  on_busy ENUM('queue','reject','replace_waiting') NOT NULL DEFAULT 'queue' COMMENT 'a submit whose key is held or has waiting tasks: queue = waits; reject = refused (KEY_BUSY), nothing written; replace_waiting = the key''s waiting tasks in its queue end CANCELLED (REPLACED) and it waits',
+  on_busy ENUM('queue','reject','replace_waiting','cancel_running') NOT NULL DEFAULT 'queue' COMMENT 'a submit whose key is held or has waiting tasks: queue = waits; reject = refused (KEY_BUSY), nothing written; replace_waiting = the key''s waiting tasks in its queue end CANCELLED (REPLACED) and it waits; cancel_running = as replace_waiting, and the holder''s attempt ends CANCELLED at once',
   created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last change',
   PRIMARY KEY (id),

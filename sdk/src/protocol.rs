@@ -101,6 +101,11 @@ pub enum ServerFrame<T = Task> {
     ResultAck { attempt_id: u64, task_state: String },
     #[serde(rename = "drained")]
     Drained,
+    /// The attempt was ended `CANCELLED` by the server (a key policy's `cancel_running`): it is
+    /// no longer this worker's; stop its handler. Its result would be refused, and its fencing
+    /// token is already older than the key's next holder's.
+    #[serde(rename = "task.cancel")]
+    Cancel { attempt_id: u64, reason: String },
     /// `attempt_id` is present when the error answers that attempt's `task.result`.
     #[serde(rename = "error")]
     Error {

@@ -502,6 +502,10 @@ impl Runner {
                 self.on_renewed(attempts);
                 true
             }
+            ServerFrame::Cancel { attempt_id, reason } => {
+                self.on_cancelled(attempt_id, &reason);
+                true
+            }
             ServerFrame::ResultAck { attempt_id, .. } => {
                 self.replaced.remove(&attempt_id);
                 if self.unacked.remove(&attempt_id).is_some() {
@@ -633,19 +637,29 @@ impl Runner {
     fn on_renewed(&mut self, attempts: Vec<RenewAnswer>) {
         for a in attempts {
             let Some(code) = a.rejected else { continue };
-            // Not renewed again (the server no longer counts it either). A result already sent
-            // keeps going until acknowledged (the attempt may have ended with it); a running
-            // handler lost its lease.
-            if !self.in_flight.remove(&a.attempt_id) || self.unacked.contains_key(&a.attempt_id) {
-                continue;
-            }
-            self.report.lost += 1;
             tracing::warn!(attempt_id = a.attempt_id, %code, "lease renewal rejected; cancelling the handler and freeing its slot");
-            if let Some(c) = self.cancels.get(&a.attempt_id) {
-                c.cancel(&format!("lease renewal rejected: {code}"));
-            }
-            self.answer_start(a.attempt_id, false);
+            self.lose(a.attempt_id, &format!("lease renewal rejected: {code}"));
         }
+    }
+
+    /// A `task.cancel`: the server ended the attempt (a key policy's `cancel_running`).
+    fn on_cancelled(&mut self, attempt_id: u64, reason: &str) {
+        tracing::warn!(attempt_id, %reason, "attempt cancelled by the server; cancelling the handler and freeing its slot");
+        self.lose(attempt_id, &format!("cancelled by the server: {reason}"));
+    }
+
+    /// The attempt is no longer this worker's: not renewed again (the server no longer counts
+    /// it either), its handler is cancelled and its slot freed. A result already sent keeps
+    /// going until acknowledged (the attempt may have ended with it).
+    fn lose(&mut self, attempt_id: u64, why: &str) {
+        if !self.in_flight.remove(&attempt_id) || self.unacked.contains_key(&attempt_id) {
+            return;
+        }
+        self.report.lost += 1;
+        if let Some(c) = self.cancels.get(&attempt_id) {
+            c.cancel(why);
+        }
+        self.answer_start(attempt_id, false);
     }
 
     /// An error frame about a result. UNAVAILABLE or INTERNAL: sent again with the next renewal.

@@ -255,6 +255,27 @@ pub struct Submitted {
     /// `true` when the Idempotency-Key had already been accepted with this request.
     pub replayed: bool,
     pub task: Task,
+    /// The key's holder a `cancel_running` key policy ended for this submit: tell its worker.
+    pub cancelled: Option<CancelledHolder>,
+}
+
+/// An attempt a submit ended under a `cancel_running` key policy, and its worker session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CancelledHolder {
+    pub attempt_id: u64,
+    pub session_id: u64,
+}
+
+impl CancelledHolder {
+    /// The result's cancelled_attempt_id and cancelled_session_id (0 = none).
+    fn read(c: &mut Cols<'_>) -> Result<Option<CancelledHolder>, DbError> {
+        let attempt_id = c.u64()?;
+        let session_id = c.u64()?;
+        Ok((attempt_id != 0).then_some(CancelledHolder {
+            attempt_id,
+            session_id,
+        }))
+    }
 }
 
 /// How a NEEDS_REVIEW task is settled.
@@ -306,6 +327,7 @@ impl Db {
                     Ok(Submitted {
                         replayed: c.bool()?,
                         task: Task::read(c)?,
+                        cancelled: CancelledHolder::read(c)?,
                     })
                 },
             )
@@ -351,6 +373,7 @@ impl Db {
                             Ok(Submitted {
                                 replayed: c.bool()?,
                                 task: Task::read(&mut c)?,
+                                cancelled: CancelledHolder::read(&mut c)?,
                             })
                         })
                         .collect::<Result<Vec<_>, DbError>>()

@@ -41,6 +41,10 @@ pub enum OnBusy {
     /// The key's waiting tasks in the submit's queue end `CANCELLED` (error code `REPLACED`,
     /// naming the new task), and the new task waits: only the newest is kept.
     ReplaceWaiting,
+    /// As `replace_waiting`, and the key's holder (leased or running) ends `CANCELLED` at once:
+    /// its worker gets `task.cancel`, its late result is refused, and the new task is granted
+    /// with a larger token, so a fenced resource refuses the old holder's writes.
+    CancelRunning,
 }
 
 impl MatchKind {
@@ -58,6 +62,7 @@ impl OnBusy {
             OnBusy::Queue => "queue",
             OnBusy::Reject => "reject",
             OnBusy::ReplaceWaiting => "replace_waiting",
+            OnBusy::CancelRunning => "cancel_running",
         }
     }
 }

@@ -391,6 +391,9 @@ async fn submit_task(
         StatusCode::CREATED
     };
     if !submitted.replayed {
+        if let Some(c) = submitted.cancelled {
+            app.dispatch.cancel_attempt(c.session_id, c.attempt_id);
+        }
         app.dispatch
             .notify_queues([submitted.task.queue_id.clone()].into());
     }
@@ -535,6 +538,9 @@ async fn submit_tasks(
     } else {
         StatusCode::OK
     };
+    for c in submitted.iter().filter_map(|s| s.cancelled) {
+        app.dispatch.cancel_attempt(c.session_id, c.attempt_id);
+    }
     app.dispatch.notify_queues(created);
     Ok(Data(
         status,

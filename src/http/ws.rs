@@ -332,12 +332,30 @@ impl Session {
 
     async fn run(&mut self) {
         let mut work = self.app.dispatch.subscribe();
+        let mut cancels = self.app.dispatch.subscribe_cancels();
         let mut seen = work.borrow().generation;
         loop {
             let frame = match self.ahead.take() {
                 Some(frame) => frame,
                 None => tokio::select! {
                     frame = self.socket.recv() => frame,
+                    cancel = cancels.recv() => {
+                        match cancel {
+                            // Ended in the database: it no longer counts against the
+                            // capacity, and the freed slot may take work at once.
+                            Ok(c) if Some(c.session_id) == self.id && self.drop_attempt(c.attempt_id) => {
+                                let frame: Frame = ServerFrame::Cancel {
+                                    attempt_id: c.attempt_id,
+                                    reason: "the key's policy (cancel_running) ended this attempt for a newer task".into(),
+                                };
+                                if !self.send(&frame).await || !self.fill().await { break }
+                            }
+                            // Another session's, or missed ones (the renewal's refusal tells).
+                            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                        }
+                        continue;
+                    }
                     changed = work.changed() => {
                         if changed.is_err() { break }
                         let wake = work.borrow_and_update().clone();

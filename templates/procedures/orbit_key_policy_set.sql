@@ -6,7 +6,8 @@
 -- held permits are not touched.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the whole namespace);
 --   p_namespace_id; p_match_kind 'exact' | 'prefix'; p_key_pattern (exact bytes, the rules of a
---   concurrency_key: m::key_error); p_on_busy 'queue' | 'reject' | 'replace_waiting'.
+--   concurrency_key: m::key_error); p_on_busy 'queue' | 'reject' | 'replace_waiting' |
+--   'cancel_running'.
 -- Result (one row): created TINYINT (1 = new, 0 = changed), then the policy columns: policy_id,
 --   namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (a namespace the credential does not
@@ -45,8 +46,8 @@ body: BEGIN
     SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
-  IF p_on_busy IS NULL OR p_on_busy NOT IN ('queue', 'reject', 'replace_waiting') THEN
-    {% call m::raise("INVALID_ARGUMENT", "on_busy must be queue, reject or replace_waiting") %};
+  IF p_on_busy IS NULL OR p_on_busy NOT IN ('queue', 'reject', 'replace_waiting', 'cancel_running') THEN
+    {% call m::raise("INVALID_ARGUMENT", "on_busy must be queue, reject, replace_waiting or cancel_running") %};
   END IF;
 
   {% call m::begin() %};

@@ -36,6 +36,10 @@
 -- is written and o_refusal is KEY_BUSY. 'replace_waiting': every WAITING task of the key in this
 -- queue is replaced as above (SKIP LOCKED: one a grant is taking is no longer waiting); the new
 -- task takes the first one's charge and each other gives its charge back at once.
+-- 'cancel_running': as 'replace_waiting', and first the key's holder, LEASED or RUNNING, is ended
+-- CANCELLED (orbit_attempt_end, its charges given back): the new task is the key's next in its
+-- queue, with a larger token, and o_cancelled names the attempt so the caller can tell its
+-- worker (task.cancel).
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
 --   authorised); the validated definition (see orbit_task_validate); p_run_at (the effective
 --   time it may first be claimed, m::task_run_at; a debounced task's is computed here);
@@ -44,12 +48,13 @@
 --   charge the incomplete-task quota here, 0 = the caller does).
 -- Out: o_task_id (0 = refused); o_replaced (the task it replaced first, whose charge it took:
 --   the caller charges nothing for it; 0 = none); o_refusal ('' = accepted, QUOTA_EXCEEDED,
---   KEY_BUSY).
+--   KEY_BUSY); o_cancelled (the holder's attempt a cancel_running policy ended; 0 = none).
 -- Result: none. Signals: none.
 -- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the orbit_application_quota
---   slot rows of the further tasks a replace_waiting policy replaces, then as orbit_task_charge
---   (p_charge = 1). Not waits: the new orbit_task row, and the tasks it replaces, read FOR
---   UPDATE SKIP LOCKED. In a batch (orbit_task_submit_many) those give-backs come before the
+--   slot rows of a cancelled holder and of the further tasks a policy replaces, then as
+--   orbit_task_charge (p_charge = 1). Not waits: the new orbit_task row, the tasks it replaces
+--   and a cancelled holder's task (read FOR UPDATE SKIP LOCKED), and the holder's orbit_attempt
+--   rows (FOR UPDATE SKIP LOCKED). In a batch (orbit_task_submit_many) those give-backs come before the
 --   next task's resource row: such a batch can deadlock with a grant, and is retried whole.
 CREATE PROCEDURE orbit_task_create(
   IN p_application_id BIGINT UNSIGNED,
@@ -66,7 +71,8 @@ CREATE PROCEDURE orbit_task_create(
   IN p_charge TINYINT,
   OUT o_task_id BIGINT UNSIGNED,
   OUT o_replaced BIGINT UNSIGNED,
-  OUT o_refusal VARCHAR(32) {{ c.ascii }})
+  OUT o_refusal VARCHAR(32) {{ c.ascii }},
+  OUT o_cancelled BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
@@ -82,7 +88,11 @@ body: BEGIN
   DECLARE v_replaced BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_replaced_slot TINYINT UNSIGNED;
   DECLARE v_other BIGINT UNSIGNED;
-  SET o_task_id = 0, o_replaced = 0, o_refusal = '';
+  DECLARE v_holder_task BIGINT UNSIGNED;
+  DECLARE v_ended_task_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_ended_attempt_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_key_queues INT;
+  SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
     -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
@@ -116,6 +126,31 @@ body: BEGIN
         LEAVE body;
       END IF;
     END IF;
+    IF v_on_busy = 'cancel_running' AND v_holder <> 0 THEN
+      -- The holder's attempt and task, FOR UPDATE SKIP LOCKED (task rows come before resource
+      -- rows in the lock order, so this must not wait). Locked means a result, a start, a
+      -- renewal, a cancel or recovery is changing the holder right now: the call is answered as
+      -- a deadlock victim is (error 1213), rolled back whole and retried by the caller.
+      SET v_holder_task = NULL;
+      SELECT a.task_id INTO v_holder_task
+        FROM orbit_attempt a
+       WHERE a.id = v_holder AND a.state IN ('LEASED', 'RUNNING')
+         FOR UPDATE SKIP LOCKED;
+      IF v_holder_task IS NOT NULL THEN
+        SELECT t.id INTO v_holder_task FROM orbit_task t WHERE t.id = v_holder_task FOR UPDATE SKIP LOCKED;
+      END IF;
+      IF v_holder_task IS NULL THEN
+        SIGNAL SQLSTATE '40001'
+          SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'the key holder is changing; try the submit again';
+      END IF;
+      -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
+      -- token, so the old holder's writes are fenced), its late result is refused, and its
+      -- charges are given back.
+      CALL orbit_attempt_end(v_holder, 'cancelled', 0, NULL, NULL, p_now, 0,
+                             v_ended_task_state, v_ended_attempt_state, v_key_queues);
+      {% call m::quota_give_back_ended("p_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_holder) a", "p_now") %};
+      SET o_cancelled = v_holder;
+    END IF;
   END IF;
   IF p_debounce_seconds > 0 AND v_resource_id <> 0 THEN
     -- The acceptance time of a debounced task is read under its key's lock: a waiting task this
@@ -137,7 +172,7 @@ body: BEGIN
       SET v_run_at = v_debounce_until;
     END IF;
   END IF;
-  IF v_replaced IS NULL AND v_on_busy = 'replace_waiting' THEN
+  IF v_replaced IS NULL AND v_on_busy IN ('replace_waiting', 'cancel_running') THEN
     SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
       FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
@@ -167,7 +202,7 @@ body: BEGIN
     {% call replace_task("v_replaced") %};
     SET o_replaced = v_replaced;
   END IF;
-  IF v_on_busy = 'replace_waiting' THEN
+  IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
     -- Every other waiting task of the key in this queue; each gives its charge back (the one
     -- quota row write this call makes before its caller's later locks: see the header).
     each_waiting: LOOP

@@ -1,4 +1,7 @@
 {% import "_macros.sql" as m %}
+{#- The holder a cancel_running policy ended (v_cancelled) and its session, 0 when none. -#}
+{% macro cancelled_columns() %}v_cancelled AS cancelled_attempt_id,
+         CAST(COALESCE((SELECT a.session_id FROM orbit_attempt a WHERE a.id = v_cancelled), 0) AS UNSIGNED) AS cancelled_session_id{% endmacro %}
 -- orbit_task_submit: Accept a task once per Idempotency-Key: create it, or replay the original.
 --
 -- The same (application, Idempotency-Key) with the same request returns the original task with
@@ -19,6 +22,8 @@
 {% call m::task_timing_doc() %}
 -- Result (one row): replayed TINYINT (0 = created now, 1 = the original), then the task columns:
 {% call m::task_columns_doc() %}
+--   then cancelled_attempt_id, cancelled_session_id: the key's holder a cancel_running policy
+--   ended for this submit, and its worker session (whose worker the caller tells); 0 = none.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (queue), INVALID_ARGUMENT (naming the
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
@@ -46,6 +51,7 @@ body: BEGIN
   DECLARE v_message VARCHAR(128) {{ c.utf8 }};
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) {{ c.ascii }};
+  DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   {% call m::rollback_on_error() %};
 
@@ -86,7 +92,8 @@ body: BEGIN
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, {% call m::task_run_at("p_", "v_now") %},
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal);
+                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal,
+                           v_cancelled);
     IF v_refusal = 'KEY_BUSY' THEN
       ROLLBACK;
       {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
@@ -99,7 +106,8 @@ body: BEGIN
   END IF;
   COMMIT;
 
-  SELECT v_replayed AS replayed, {% call m::task_columns("t") %}
+  SELECT v_replayed AS replayed, {% call m::task_columns("t") %},
+         {% call cancelled_columns() %}
     FROM orbit_task t
    WHERE t.id = v_task_id;
 END

@@ -7,10 +7,11 @@
     rule refuses with its own message; missing or null is NULL (the default). -#}
 {% macro integer_value(j) %}CASE WHEN {{ j }} REGEXP '^-?[0-9]{1,9}$' THEN CAST({{ j }} AS SIGNED)
                                     WHEN {{ j }} REGEXP '^-?[0-9]+$' THEN -1 END{% endmacro %}
-{#- Adds task v_i's [item, replayed, task_id, charge] to v_results (an assignment, for SET; v_i
-    counts from 1 here); charge is 1 for a task created now that the batch's charge covers (not a
-    replay, and not a debounced task that took the charge of the task it replaced). -#}
-{% macro append_result(replayed, charge) %}v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', {{ replayed }}, ',', v_task_id, ',', {{ charge }}, ']'){% endmacro %}
+{#- Adds task v_i's [item, replayed, task_id, charge, cancelled] to v_results (an assignment,
+    for SET; v_i counts from 1 here); charge is 1 for a task created now that the batch's charge
+    covers (not a replay, and not a task that took the charge of a task it replaced); cancelled
+    is the key holder a cancel_running policy ended for it (0 = none). -#}
+{% macro append_result(replayed, charge, cancelled) %}v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', {{ replayed }}, ',', v_task_id, ',', {{ charge }}, ',', {{ cancelled }}, ']'){% endmacro %}
 {#- Whether member j is missing, null, or of JSON type `t`. -#}
 {% macro typed(j, t) %}{{ j }} IS NULL OR JSON_TYPE({{ j }}) IN ('NULL', '{{ t }}'){% endmacro %}
 {#- Whether integer member j is missing, null, or plain digits. -#}
@@ -97,6 +98,7 @@
 -- Result: one row per task, in input order: item INT (0-based index in p_tasks), replayed TINYINT
 --   (0 = created now, 1 = the original), then the task columns:
 {% call m::task_columns_doc() %}
+--   then cancelled_attempt_id, cancelled_session_id (see orbit_task_submit).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope, or a queue outside the queue scope),
 --   NOT_FOUND (queue), INVALID_ARGUMENT (p_tasks itself, or a task's field), IDEMPOTENCY_CONFLICT,
 --   QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (a task's key policy rejects it: see
@@ -148,6 +150,7 @@ body: BEGIN
   DECLARE v_debounce_max_seconds BIGINT;
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) {{ c.ascii }};
+  DECLARE v_cancelled BIGINT UNSIGNED;
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -320,7 +323,7 @@ body: BEGIN
     OPEN c_created;
     WHILE v_i < v_count DO
       FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, {% call append_result("0", "1") %};
+      SET v_i = v_i + 1, {% call append_result("0", "1", "0") %};
     END WHILE;
     CLOSE c_created;
   ELSE
@@ -330,7 +333,7 @@ body: BEGIN
                          v_business_key, v_concurrency_key, v_priority, v_max_attempts, v_retry_base_ms,
                          v_retry_max_ms, v_retry_unknown, v_deadline_seconds, v_run_at, v_debounce_seconds,
                          v_debounce_max_seconds, v_hash;
-      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0;
+      SET v_i = v_i + 1, v_duplicate = 0, v_replayed = 0, v_replaced = 0, v_cancelled = 0;
       -- The queue was authorised above; a change of queue looks up its namespace (v_last_queue and
       -- v_namespace_id still hold the last queue checked).
       IF v_queue_id <> v_last_queue THEN
@@ -361,7 +364,8 @@ body: BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal);
+                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
+                               v_cancelled);
         IF v_refusal = 'KEY_BUSY' THEN
           ROLLBACK;
           SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
@@ -374,7 +378,7 @@ body: BEGIN
            WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
         END IF;
       END IF;
-      SET {% call append_result("v_replayed", "(NOT v_replayed AND v_replaced = 0)") %};
+      SET {% call append_result("v_replayed", "(NOT v_replayed AND v_replaced = 0)", "IF(v_replayed, 0, v_cancelled)") %};
     END WHILE;
     CLOSE c_tasks;
   END IF;
@@ -411,9 +415,12 @@ body: BEGIN
   END IF;
   COMMIT;
 
-  SELECT r.item, r.replayed, {% call m::task_columns("t") %}
+  SELECT r.item, r.replayed, {% call m::task_columns("t") %},
+         r.cancelled AS cancelled_attempt_id, CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
     FROM JSON_TABLE(v_results, '$[*]'
-                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]')) r
+                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]',
+                             cancelled BIGINT UNSIGNED PATH '$[4]')) r
     JOIN orbit_task t ON t.id = r.task_id
+    LEFT JOIN orbit_attempt c ON c.id = r.cancelled
    ORDER BY r.item;
 END

@@ -363,3 +363,61 @@ def test_a_lost_lease_cancels_the_handler_and_its_late_write_is_fenced_off(
             assert (report.lost, report.completed) == (1, 1), report
 
     asyncio.run(main())
+
+
+def test_a_cancel_running_policy_cancels_the_handler_at_once_and_fences_its_late_write(
+    orbit: Orbit, resource_db: str
+) -> None:
+    """Under a ``cancel_running`` key policy, a new submit ends the key's running attempt at once:
+    the worker gets ``task.cancel`` (long before a renewal: the lease is 30 s), the handler's
+    cancellation fires, the new task runs with a larger token and writes through the fence, and
+    the old handler's late write with its old token is refused."""
+    fence = MySqlFence("py-test", **mysql_args(resource_db))
+    namespace = json.loads(orbit.credentials_file.read_text())["namespace_id"]
+
+    async def main() -> None:
+        async with Client(orbit.url, orbit.token) as c:
+            await c.set_key_policy(namespace, "exact", "acct/3", "cancel_running")
+            started: asyncio.Queue[tuple[int, int | None]] = asyncio.Queue()
+            successor_wrote = asyncio.Event()
+            late: asyncio.Queue[Any] = asyncio.Queue()
+            worker = Worker(orbit.url, orbit.token, "cancellable", queues=[orbit.queue_id], capacity=2)
+
+            @worker.handler("object.update", "v1")
+            async def handle(ctx: TaskContext) -> Any:
+                await started.put((ctx.task["id"], ctx.concurrency_token))
+                assert ctx.concurrency_token is not None
+                if ctx.payload["n"] == 1:
+                    try:
+                        await asyncio.Event().wait()
+                    except asyncio.CancelledError:
+                        pass  # ignores the cancellation: the fence still protects
+                    await late.put(ctx.cancel_reason)
+                    await successor_wrote.wait()
+                    await late.put(await fence.write(FenceWrite(
+                        "py", "acct/3", ctx.concurrency_token, "old-late", "late write")))
+                    return {"late": True}
+                d = await fence.write(FenceWrite("py", "acct/3", ctx.concurrency_token, "new", "by task 2"))
+                assert d == Accepted()
+                successor_wrote.set()
+                return {"n": 2}
+
+            run = asyncio.ensure_future(worker.run())
+            first = (await c.submit("acct-1", task(orbit.queue_id, "acct/3", 1))).task["id"]
+            task_id, token1 = await asyncio.wait_for(started.get(), 20)
+            assert task_id == first
+            await wait_state(c, first, "RUNNING")
+            second = (await c.submit("acct-2", task(orbit.queue_id, "acct/3", 2))).task["id"]
+            reason = await asyncio.wait_for(late.get(), 5)
+            assert "cancelled by the server" in reason
+            task_id, token2 = await asyncio.wait_for(started.get(), 20)
+            assert task_id == second and token2 > token1
+            assert await asyncio.wait_for(late.get(), 20) == Stale(highest=token2)
+            assert await fence.read("py", "acct/3") == (token2, "by task 2")
+            await wait_state(c, second, "SUCCEEDED")
+            assert (await c.get(first))["state"] == "CANCELLED"
+            worker.drain()
+            report = await asyncio.wait_for(run, 30)
+            assert (report.lost, report.completed) == (1, 1), report
+
+    asyncio.run(main())

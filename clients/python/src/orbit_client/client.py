@@ -179,5 +179,17 @@ class Client:
         _, body = await self._call("GET", "/v1/queues")
         return cast("list[Queue]", body["data"])
 
+    async def set_key_policy(
+        self, namespace: int, match: str, key: str, on_busy: str
+    ) -> dict[str, Any]:
+        """``POST /v1/key-policies``: what a submit does when a key (``match="exact"``) or every
+        key with a prefix (``"prefix"``) is busy: ``queue``, ``reject``, ``replace_waiting`` or
+        ``cancel_running``."""
+        _, body = await self._call(
+            "POST", "/v1/key-policies",
+            json={"namespace": namespace, "match": match, "key": key, "on_busy": on_busy},
+        )
+        return cast("dict[str, Any]", body["data"])
+
 
 __all__ = ["Client", "Task", "Attempt", "Queue", "Submitted", "attempt_token", "ApiError"]

@@ -457,6 +457,12 @@ class Worker:
                     fut.set_result(False)
             elif kind == "lease.renewed":
                 self._on_renewed(frame)
+            elif kind == "task.cancel":
+                # The server ended the attempt (a key policy's cancel_running).
+                attempt_id = _attempt_id(frame)
+                if attempt_id in self._in_flight and attempt_id not in self._unacked:
+                    self._in_flight.pop(attempt_id, None)
+                    self._lose(attempt_id, f"cancelled by the server: {frame.get('reason', '')}")
             elif kind == "task.result.ack":
                 attempt_id = _attempt_id(frame)
                 self._replaced.discard(attempt_id)
