@@ -1103,3 +1103,524 @@ async fn unkeyed_plans_fire_in_batches_and_keyed_ones_alone_each_once() {
     assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 43);
     assert_eq!(f.db.plan_fire_due(1000).await.unwrap().count, 0);
 }
+
+/// A server of its own: one connection, so its session counters are its calls'.
+async fn server(f: &Fixture) -> Db {
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&f.test_db.dsn)
+        .await
+        .unwrap();
+    Db::new(pool)
+}
+
+/// `CALL orbit_plan_fire_due(limit)` on `conn`: the slots it fired, and how many procedures it
+/// called (orbit_task_create and orbit_task_charge per plan fired one at a time; none for a batch).
+async fn fire_due_on(conn: &mut sqlx::MySqlConnection, limit: u32) -> (i64, u64) {
+    async fn calls(conn: &mut sqlx::MySqlConnection) -> u64 {
+        let (_, n): (String, String) =
+            sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        n.parse().unwrap()
+    }
+    let before = calls(conn).await;
+    let row = sqlx::query("CALL orbit_plan_fire_due(?)")
+        .bind(limit)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    let fired: i64 = sqlx::Row::get(&row, 0);
+    // The CALL itself counts once.
+    (fired, calls(conn).await - before - 1)
+}
+
+async fn scalar(f: &Fixture, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap()
+}
+
+/// Fire rows and tasks that do not match: a fire row per plan's task and a task per 'created' fire row,
+/// the task being the one the fire row names, with its plan's id, tenancy and the definition of
+/// the version that fired, as orbit_task_create writes an unkeyed task due at the fire.
+const MISMATCHED_FIRES: &str = "
+    SELECT (SELECT COUNT(*) FROM orbit_task t
+             WHERE t.plan_id <> 0 AND NOT EXISTS (SELECT 1 FROM orbit_plan_fire f WHERE f.task_id = t.id AND f.plan_id = t.plan_id))
+         + (SELECT COUNT(*) FROM orbit_plan_fire f
+              LEFT JOIN orbit_task t ON t.id = f.task_id
+              JOIN orbit_plan p ON p.id = f.plan_id
+              JOIN orbit_plan_version v ON v.plan_id = f.plan_id AND v.version = f.version
+             WHERE f.outcome = 'created'
+               AND NOT (t.plan_id <=> f.plan_id AND t.plan_version <=> f.version AND t.queue_id <=> p.queue_id
+                        AND t.namespace_id <=> p.namespace_id AND t.application_id <=> p.application_id
+                        AND t.handler <=> v.handler AND t.handler_version <=> v.handler_version
+                        AND t.payload_version <=> v.payload_version AND t.payload <=> v.payload
+                        AND t.business_key <=> v.business_key AND t.concurrency_key <=> v.concurrency_key
+                        AND t.priority <=> v.priority AND t.max_attempts <=> v.max_attempts
+                        AND t.retry_base_ms <=> v.retry_base_ms AND t.retry_max_ms <=> v.retry_max_ms
+                        AND t.retry_unknown <=> v.retry_unknown AND t.idempotency_key <=> ''
+                        AND t.created_at <=> f.fired_at AND t.run_at <=> f.fired_at
+                        AND t.deadline_at <=> IF(v.deadline_seconds > 0,
+                                                 f.fired_at + INTERVAL v.deadline_seconds SECOND, NULL)))";
+
+#[tokio::test]
+async fn a_batch_of_unkeyed_plans_fires_each_slot_once_with_its_versions_definition() {
+    let f = Fixture::new().await;
+    let other_queue = f.queue("other").await;
+    let mut ids = Vec::new();
+    for i in 0..250_i64 {
+        let queue = if i % 7 == 3 {
+            &other_queue
+        } else {
+            &f.queue_id
+        };
+        let mut task = f.task(queue, "");
+        task.payload = format!(r#"{{"i":{i}}}"#);
+        task.business_key = Some(format!("b{i}"));
+        task.priority = Some(i % 10);
+        task.max_attempts = Some(1 + i % 5);
+        task.retry_unknown = Some(i % 3 == 0);
+        task.deadline_seconds = Some(if i % 2 == 0 { 0 } else { 3600 + i });
+        // Every fifth a cron plan, the others interval plans of 60, 90 or 120 s.
+        let schedule = if i % 5 == 4 {
+            PlanSchedule::cron("* * * * *", "UTC")
+        } else {
+            PlanSchedule::every(60 + i % 3 * 30)
+        };
+        let p = NewPlan {
+            name: format!("p{i}"),
+            schedule,
+            task,
+        };
+        ids.push(f.db.plan_create(&f.hash, &p).await.unwrap().id);
+    }
+    // Every tenth plan fires its second version.
+    for id in ids.iter().step_by(10) {
+        let mut task = f.task(&f.queue_id, "");
+        task.payload = format!(r#"{{"v2":{id}}}"#);
+        f.db.plan_version_create(&f.hash, *id, &PlanSchedule::every(60), &task)
+            .await
+            .unwrap();
+    }
+    // All due, each at a slot of its own within the last minute (cron plans too).
+    sqlx::query(
+        "UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL (1 + id MOD 50) SECOND",
+    )
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    let slots: Vec<(u64, chrono::NaiveDateTime)> =
+        sqlx::query_as("SELECT id, next_fire_at FROM orbit_plan ORDER BY id")
+            .fetch_all(f.db.pool())
+            .await
+            .unwrap();
+
+    let mut conn = f.test_db.conn().await;
+    // Set-based: no task created through orbit_task_create, nor charged one by one.
+    assert_eq!(fire_due_on(&mut conn, 10_000).await, (250, 0));
+
+    // One fire row per plan, at its slot, naming a task with the version's definition.
+    let fired: Vec<(u64, chrono::NaiveDateTime, u32)> = sqlx::query_as(
+        "SELECT plan_id, scheduled_for, version FROM orbit_plan_fire ORDER BY plan_id",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(fired.len(), 250);
+    for ((id, slot), (plan_id, scheduled_for, version)) in slots.iter().zip(&fired) {
+        assert_eq!((plan_id, scheduled_for), (id, slot));
+        let expected = if ids.iter().step_by(10).any(|p| p == id) {
+            2
+        } else {
+            1
+        };
+        assert_eq!(*version, expected, "plan {id}");
+    }
+    assert_eq!(scalar(&f, "SELECT COUNT(*) FROM orbit_task").await, 250);
+    assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
+    let (payload, plan_version): (Vec<u8>, u32) =
+        sqlx::query_as("SELECT payload, plan_version FROM orbit_task WHERE plan_id = ?")
+            .bind(ids[10])
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        (String::from_utf8(payload).unwrap(), plan_version),
+        (format!(r#"{{"v2":{}}}"#, ids[10]), 2)
+    );
+    // Claimable at once, and each counted once against the quota.
+    assert_eq!(
+        scalar(
+            &f,
+            "SELECT COUNT(*) FROM orbit_task WHERE state = 'WAITING' AND lane = 'ready' AND resource_id = 0"
+        )
+        .await,
+        250
+    );
+    assert_eq!(
+        scalar(
+            &f,
+            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
+        )
+        .await,
+        250
+    );
+    // Every plan advanced: an interval plan by one interval (its slot was within the interval),
+    // a cron plan waits for the server with schedule_after at the fire (its slot was earlier).
+    assert_eq!(
+        scalar(
+            &f,
+            "SELECT COUNT(*) FROM orbit_plan p
+               JOIN orbit_plan_version v ON v.plan_id = p.id AND v.version = p.current_version
+               JOIN orbit_plan_fire f ON f.plan_id = p.id
+              WHERE IF(v.schedule_kind = 'interval',
+                       p.next_fire_at = f.scheduled_for + INTERVAL v.schedule_spec SECOND AND p.schedule_after IS NULL,
+                       p.next_fire_at IS NULL AND p.schedule_after = f.fired_at)"
+        )
+        .await,
+        250
+    );
+    assert_eq!(fire_due_on(&mut conn, 10_000).await, (0, 0));
+}
+
+#[tokio::test]
+async fn a_batch_writes_the_rows_one_plan_at_a_time_writes() {
+    let f = Fixture::new().await;
+    let mut task = f.task(&f.queue_id, "");
+    task.business_key = Some("same".into());
+    task.priority = Some(3);
+    task.deadline_seconds = Some(600);
+    task.retry_unknown = Some(true);
+    let mut ids = Vec::new();
+    for name in ["batched", "alone", "refused"] {
+        let p = NewPlan {
+            name: name.into(),
+            schedule: PlanSchedule::every(60),
+            task: task.clone(),
+        };
+        ids.push(f.db.plan_create(&f.hash, &p).await.unwrap().id);
+    }
+    // One connection: every task records its quota slot.
+    let mut conn = f.test_db.conn().await;
+    // The first fires in a batch.
+    make_due(&f, ids[0], 1).await;
+    assert_eq!(fire_due_on(&mut conn, 100).await, (1, 0), "set-based");
+    // Room for one more: the batch of the other two does not fit, so it is rolled back and its
+    // plans fire one at a time (orbit_task_create and orbit_task_charge each): the earlier slot
+    // fits, the later one is refused.
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 2")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    make_due(&f, ids[1], 2).await;
+    make_due(&f, ids[2], 1).await;
+    assert_eq!(fire_due_on(&mut conn, 100).await, (1, 4), "one at a time");
+    assert!(fires(&f, ids[2]).await.is_empty());
+    // The same row either way, but for the plan, the id and the times (each relative to its own
+    // creation).
+    let row = |plan_id: u64| {
+        let db = f.db.clone();
+        async move {
+            let r: Vec<u8> = sqlx::query_scalar(
+                "SELECT CONCAT_WS('|', application_id, namespace_id, queue_id, handler, handler_version,
+                        payload_version, payload, business_key, HEX(concurrency_key), resource_id, state,
+                        lane, priority, max_attempts, attempt_count, retry_base_ms, retry_max_ms,
+                        retry_unknown, TIMESTAMPDIFF(MICROSECOND, created_at, run_at),
+                        TIMESTAMPDIFF(MICROSECOND, created_at, deadline_at), current_attempt_id,
+                        blocked_reason, COALESCE(output, 'NULL'), COALESCE(error, 'NULL'),
+                        HEX(idempotency_key), plan_version, quota_slot, created_at = updated_at,
+                        COALESCE(finished_at, 'NULL'), debounce_seconds, COALESCE(debounce_until, 'NULL'))
+                   FROM orbit_task WHERE plan_id = ?",
+            )
+            .bind(plan_id)
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+            String::from_utf8(r).unwrap()
+        }
+    };
+    assert_eq!(row(ids[0]).await, row(ids[1]).await);
+    assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
+    assert_eq!(
+        scalar(
+            &f,
+            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
+        )
+        .await,
+        2
+    );
+}
+
+#[tokio::test]
+async fn concurrent_callers_fire_every_due_slot_exactly_once() {
+    let f = Fixture::new().await;
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        // Every thirtieth plan has a key: it fires alone, between the others' batches.
+        let key = if i % 30 == 7 {
+            format!("k/{i}")
+        } else {
+            String::new()
+        };
+        ids.push(
+            f.db.plan_create(&f.hash, &plan(&f, &format!("p{i}"), &key))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let mut servers = Vec::new();
+    for _ in 0..3 {
+        servers.push(server(&f).await);
+    }
+    for round in 1..=3_i64 {
+        sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+            .execute(f.db.pool())
+            .await
+            .unwrap();
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(servers.len()));
+        let handles: Vec<_> = servers
+            .iter()
+            .map(|db| {
+                let (db, barrier) = (db.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    db.plan_fire_due(10_000).await.unwrap().count
+                })
+            })
+            .collect();
+        let mut fired = 0;
+        for h in handles {
+            fired += h.await.unwrap();
+        }
+        assert_eq!(fired, 300, "round {round}");
+        assert_eq!(
+            scalar(&f, "SELECT COUNT(*) FROM orbit_plan_fire").await,
+            300 * round
+        );
+        assert_eq!(
+            scalar(&f, "SELECT COUNT(*) FROM orbit_task").await,
+            300 * round
+        );
+        assert_eq!(
+            scalar(
+                &f,
+                "SELECT COUNT(*) FROM orbit_plan WHERE next_fire_at <= UTC_TIMESTAMP(6)"
+            )
+            .await,
+            0,
+            "round {round}: every plan advanced"
+        );
+    }
+    // Each plan: three slots, each fired once, each naming a task of its own.
+    let per_plan: Vec<(u64, i64, i64)> = sqlx::query_as(
+        "SELECT f.plan_id, COUNT(*), COUNT(DISTINCT f.task_id) FROM orbit_plan_fire f GROUP BY f.plan_id",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(per_plan.len(), 300);
+    assert!(
+        per_plan.iter().all(|r| (r.1, r.2) == (3, 3)),
+        "{per_plan:?}"
+    );
+    assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
+    assert_eq!(
+        scalar(
+            &f,
+            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
+        )
+        .await,
+        900
+    );
+}
+
+#[tokio::test]
+async fn a_quota_with_room_for_some_fires_the_earliest_slots_and_skips_the_rest() {
+    let f = Fixture::new().await;
+    let mut ids = Vec::new();
+    for i in 0..10_u32 {
+        let id =
+            f.db.plan_create(&f.hash, &plan(&f, &format!("p{i}"), ""))
+                .await
+                .unwrap()
+                .id;
+        // Plan i is i + 1 seconds late: the last one's slot is the earliest.
+        make_due(&f, id, i + 1).await;
+        ids.push(id);
+    }
+    f.submit(&f.queue_id, "").await;
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 5")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    // Room for four: the four earliest slots fire, the other six are skipped, nothing recorded.
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 4);
+    for (i, id) in ids.iter().enumerate() {
+        let fires = fires(&f, *id).await;
+        let tasks = count(&f, "SELECT COUNT(*) FROM orbit_task WHERE plan_id = ?", *id).await;
+        let expected = usize::from(i >= 6);
+        assert_eq!(
+            (fires.len(), tasks as usize),
+            (expected, expected),
+            "plan {i}"
+        );
+        assert!(
+            next_fire_at(&f, *id).await > Utc::now(),
+            "plan {i} advanced either way"
+        );
+    }
+    assert_eq!(
+        scalar(
+            &f,
+            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
+        )
+        .await,
+        5
+    );
+    assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
+    // With room again, the next slots fire in a batch, though ten are more than the connection's
+    // slot's share of 100 (6 or 7 of 16 slots): charged on the exact total.
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 100")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let mut conn = f.test_db.conn().await;
+    assert_eq!(fire_due_on(&mut conn, 100).await, (10, 0));
+    assert_eq!(
+        scalar(
+            &f,
+            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
+        )
+        .await,
+        15
+    );
+}
+
+#[tokio::test]
+async fn an_already_recorded_slot_among_a_batch_fires_nothing_and_the_rest_fire() {
+    let f = Fixture::new().await;
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        ids.push(
+            f.db.plan_create(&f.hash, &plan(&f, &format!("p{i}"), ""))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 30);
+    // All due again, but plan 15 back at the slot it already fired.
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let recorded = fires(&f, ids[15]).await[0].0;
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = ? WHERE id = ?")
+        .bind(recorded.naive_utc())
+        .bind(ids[15])
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(f.db.plan_fire_due(100).await.unwrap().count, 29);
+    for (i, id) in ids.iter().enumerate() {
+        let expected = if i == 15 { 1 } else { 2 };
+        assert_eq!(fires(&f, *id).await.len(), expected, "plan {i}");
+        assert_eq!(
+            count(&f, "SELECT COUNT(*) FROM orbit_task WHERE plan_id = ?", *id).await,
+            expected as i64,
+            "plan {i}"
+        );
+        assert!(
+            next_fire_at(&f, *id).await > Utc::now(),
+            "plan {i} advanced"
+        );
+    }
+    assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
+}
+
+#[tokio::test]
+async fn a_batch_charges_each_application_for_its_own_tasks() {
+    let f = Fixture::new().await;
+    let (bootstrap, token) = orbit::db::queues::Bootstrap::with_new_token(
+        "other-app",
+        "test",
+        "default",
+        "q1",
+        &orbit::testing::ALL_SCOPES,
+        "other",
+    );
+    let other = f.db.admin_bootstrap(&bootstrap).await.unwrap();
+    let other_hash = orbit::auth::token_hash(&token);
+    // Twenty plans of each application, their slots interleaved.
+    for i in 0..40_u32 {
+        let (hash, queue) = if i % 2 == 0 {
+            (f.hash, f.queue_id.clone())
+        } else {
+            (other_hash, other.queue_id.clone())
+        };
+        let p = NewPlan {
+            name: format!("p{i}"),
+            schedule: PlanSchedule::every(60),
+            task: f.task(&queue, ""),
+        };
+        let id = f.db.plan_create(&hash, &p).await.unwrap().id;
+        make_due(&f, id, 1 + i).await;
+    }
+    let charged = |application_id: u64| {
+        let db = f.db.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota WHERE application_id = ?",
+            )
+            .bind(application_id)
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+            n
+        }
+    };
+    let mut conn = f.test_db.conn().await;
+    assert_eq!(fire_due_on(&mut conn, 100).await, (40, 0), "one batch");
+    assert_eq!(charged(f.application_id).await, 20);
+    assert_eq!(charged(other.application_id).await, 20);
+    assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
+    // The other application full: the batch is rolled back (the first application's charge
+    // with it) and fires one plan at a time; only the other application's slots are skipped.
+    sqlx::query(
+        "UPDATE orbit_application_quota SET max_incomplete_tasks = 20 WHERE application_id = ?",
+    )
+    .bind(other.application_id)
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    sqlx::query("UPDATE orbit_plan SET next_fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(fire_due_on(&mut conn, 100).await.0, 20);
+    assert_eq!(charged(f.application_id).await, 40);
+    assert_eq!(charged(other.application_id).await, 20);
+    let fired_by_application: Vec<(u64, i64)> = sqlx::query_as(
+        "SELECT t.application_id, COUNT(*) FROM orbit_task t GROUP BY t.application_id ORDER BY t.application_id",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        fired_by_application,
+        [(f.application_id, 40), (other.application_id, 20)]
+    );
+    assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
+}

@@ -39,7 +39,10 @@ pub struct Consts {
     /// ([`crate::schedule::CATCH_UP_ALL_MAX`]).
     pub plan_catch_up_all_max: u32,
     /// `orbit_plan_fire_due` fires up to this many unkeyed plans per transaction (one durable
-    /// commit); a keyed plan fires alone.
+    /// commit), set-based: a handful of statements per batch, not per plan; a keyed plan fires
+    /// alone. 100: one call over 2,000 due unkeyed plans took the server 0.12-0.16 s at 100 and
+    /// at 200, 0.26-0.35 s at 20, 1.2 s one plan at a time (MariaDB 10.11), and a batch of 100
+    /// holds its locks for a few milliseconds.
     pub plan_fire_batch: u32,
     /// How long a finished task is kept, in seconds, for a queue created without a retention
     /// (and for every queue an upgrade from 0.1 finds): 7 days. `orbit_queue.retention_seconds`'s
@@ -71,7 +74,7 @@ pub const CONSTS: Consts = Consts {
     scan_restart_every: 16,
     plan_missed_grace_seconds: crate::schedule::MISSED_GRACE_SECONDS,
     plan_catch_up_all_max: crate::schedule::CATCH_UP_ALL_MAX,
-    plan_fire_batch: 20,
+    plan_fire_batch: 100,
     retention_default_seconds: 604_800,
     retention_min_seconds: 60,
     retention_max_seconds: 315_360_000,
