@@ -23,7 +23,7 @@ pub fn router() -> OpenApiRouter<App> {
 /// How a policy matches keys.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum MatchKind {
+pub enum KeyMatch {
     /// The key itself.
     Exact,
     /// Every key that starts with `key` (e.g. `customer/`).
@@ -33,7 +33,7 @@ pub enum MatchKind {
 /// What a submit does when its key is held or has waiting tasks.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum OnBusy {
+pub enum KeyOnBusy {
     /// The task waits for the key (the behaviour without a policy).
     Queue,
     /// `409 KEY_BUSY`, nothing written; a replay is decided again.
@@ -47,22 +47,22 @@ pub enum OnBusy {
     CancelRunning,
 }
 
-impl MatchKind {
+impl KeyMatch {
     fn as_str(self) -> &'static str {
         match self {
-            MatchKind::Exact => "exact",
-            MatchKind::Prefix => "prefix",
+            KeyMatch::Exact => "exact",
+            KeyMatch::Prefix => "prefix",
         }
     }
 }
 
-impl OnBusy {
+impl KeyOnBusy {
     fn as_str(self) -> &'static str {
         match self {
-            OnBusy::Queue => "queue",
-            OnBusy::Reject => "reject",
-            OnBusy::ReplaceWaiting => "replace_waiting",
-            OnBusy::CancelRunning => "cancel_running",
+            KeyOnBusy::Queue => "queue",
+            KeyOnBusy::Reject => "reject",
+            KeyOnBusy::ReplaceWaiting => "replace_waiting",
+            KeyOnBusy::CancelRunning => "cancel_running",
         }
     }
 }
@@ -103,12 +103,12 @@ pub struct SetKeyPolicy {
     #[schema(minimum = 1)]
     pub namespace: u64,
     #[serde(rename = "match")]
-    pub match_kind: MatchKind,
+    pub match_kind: KeyMatch,
     /// The key, or the prefix: the rules of a concurrency_key (1-191 characters, no control
     /// characters, no leading or trailing whitespace), matched by exact bytes.
     #[schema(min_length = 1, max_length = 191)]
     pub key: String,
-    pub on_busy: OnBusy,
+    pub on_busy: KeyOnBusy,
 }
 
 /// `GET /v1/key-policies` query.
