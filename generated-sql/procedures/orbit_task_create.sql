@@ -229,12 +229,12 @@ body: BEGIN
     each_waiting: LOOP
       SET v_other = NULL;
       SELECT t.id, t.quota_slot INTO v_other, v_replaced_slot
-        FROM orbit_task t FORCE INDEX (ix_task_key)
-       WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-         AND t.state = 'WAITING'
-       ORDER BY t.id
-       LIMIT 1
-         FOR UPDATE SKIP LOCKED;
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'
+     ORDER BY t.id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
       IF v_other IS NULL THEN
         LEAVE each_waiting;
       END IF;

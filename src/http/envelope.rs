@@ -324,6 +324,24 @@ fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
 }
 
 /// A numeric id from the path; anything else is a 400 naming the parameter.
+/// The required `namespace` query parameter (a namespace id): a 400 naming it when missing or
+/// not a positive signed 64-bit integer (ids are int64 in the document).
+pub fn namespace_param(raw: Option<&str>) -> Result<u64, ApiError> {
+    let Some(n) = raw else {
+        return Err(ApiError::bad_request(
+            Some("namespace"),
+            "namespace is required (a namespace id)",
+        ));
+    };
+    n.parse::<i64>()
+        .ok()
+        .filter(|v| *v > 0)
+        .map(|v| v as u64)
+        .ok_or_else(|| {
+            ApiError::bad_request(Some("namespace"), "namespace must be a positive integer")
+        })
+}
+
 pub fn path_id(raw: &str, name: &str) -> Result<u64, ApiError> {
     raw.parse::<u64>().ok().filter(|v| *v > 0).ok_or_else(|| {
         ApiError::bad_request(Some(name), format!("{name} must be a positive integer"))

@@ -9,7 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{check_len, path_id, ApiJson, ApiQuery, Bearer, Data, Page};
+use super::envelope::{check_len, namespace_param, path_id, ApiJson, ApiQuery, Bearer, Data, Page};
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
 use crate::db::keys::KeyPolicy;
@@ -137,22 +137,7 @@ async fn list_key_policies(
     Bearer(hash): Bearer,
     ApiQuery(q): ApiQuery<KeyPolicyQuery>,
 ) -> Result<Page<KeyPolicyView>, ApiError> {
-    let namespace = match q.namespace.as_deref() {
-        None => {
-            return Err(ApiError::bad_request(
-                Some("namespace"),
-                "namespace is required (a namespace id)",
-            ))
-        }
-        Some(n) => n
-            .parse::<i64>()
-            .ok()
-            .filter(|v| *v > 0)
-            .map(|v| v as u64)
-            .ok_or_else(|| {
-                ApiError::bad_request(Some("namespace"), "namespace must be a positive integer")
-            })?,
-    };
+    let namespace = namespace_param(q.namespace.as_deref())?;
     let policies = app.db.key_policy_list(&hash, namespace).await?;
     Ok(Page(policies.into_iter().map(Into::into).collect(), None))
 }

@@ -10,7 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::envelope::{check_len, ApiQuery, Bearer, Data, Page};
+use super::envelope::{check_len, namespace_param, ApiQuery, Bearer, Data, Page};
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
 use crate::db::keys::{HeldKey, Holder, KeyOrder, KeyState, QueueWaiting, RecentGrant};
@@ -313,24 +313,7 @@ async fn get_keys(
     Bearer(hash): Bearer,
     ApiQuery(q): ApiQuery<KeysQuery>,
 ) -> Result<Response, ApiError> {
-    let namespace = match q.namespace.as_deref() {
-        None => {
-            return Err(ApiError::bad_request(
-                Some("namespace"),
-                "namespace is required (a namespace id)",
-            ))
-        }
-        // Ids are positive signed 64-bit integers in the document (int64), so larger ones are
-        // refused like any other malformed id.
-        Some(n) => n
-            .parse::<i64>()
-            .ok()
-            .filter(|v| *v > 0)
-            .map(|v| v as u64)
-            .ok_or_else(|| {
-                ApiError::bad_request(Some("namespace"), "namespace must be a positive integer")
-            })?,
-    };
+    let namespace = namespace_param(q.namespace.as_deref())?;
     if let Some(key) = &q.concurrency_key {
         let max = crate::codegen::CONSTS.key_max_chars as usize;
         check_len(

@@ -1,4 +1,13 @@
 {% import "_macros.sql" as m %}
+{#- The key's oldest WAITING task in this queue that no other transaction holds, into `into`
+    (its id, its quota slot): what a replace_waiting or cancel_running policy replaces. -#}
+{% macro next_waiting(into) %}SELECT t.id, t.quota_slot INTO {{ into }}
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'
+     ORDER BY t.id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED{% endmacro %}
 {#- Ends waiting task `id` as CANCELLED, replaced by the new task o_task_id, with its history row. -#}
 {% macro replace_task(id) %}UPDATE orbit_task t
        SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
@@ -173,13 +182,7 @@ body: BEGIN
     END IF;
   END IF;
   IF v_replaced IS NULL AND v_on_busy IN ('replace_waiting', 'cancel_running') THEN
-    SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
-      FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-       AND t.state = 'WAITING'
-     ORDER BY t.id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED;
+    {% call next_waiting("v_replaced, v_replaced_slot") %};
   END IF;
   IF v_replaced IS NOT NULL THEN
     -- The new task takes the replaced one's quota charge.
@@ -207,13 +210,7 @@ body: BEGIN
     -- quota row write this call makes before its caller's later locks: see the header).
     each_waiting: LOOP
       SET v_other = NULL;
-      SELECT t.id, t.quota_slot INTO v_other, v_replaced_slot
-        FROM orbit_task t FORCE INDEX (ix_task_key)
-       WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-         AND t.state = 'WAITING'
-       ORDER BY t.id
-       LIMIT 1
-         FOR UPDATE SKIP LOCKED;
+      {% call next_waiting("v_other, v_replaced_slot") %};
       IF v_other IS NULL THEN
         LEAVE each_waiting;
       END IF;
