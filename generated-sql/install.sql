@@ -1771,7 +1771,9 @@ DELIMITER ;
 --   recent_grants: JSON array of the key's last 10 grants, newest first (the holder's included),
 --     one object per attempt: {"attempt_id", "task_id", "queue_id", "worker_id", "state",
 --     "concurrency_token", "granted_at", "released_at" (ISO 8601; null while held), "outcome"
---     ('' while active)}: ten ordered probes of ix_attempt_resource.
+--     ('' while active)}: ten ordered probes of ix_attempt_resource;
+--   policy_id, on_busy: the key policy a submit for this key meets now (orbit_key_policy; NULL
+--     and 'queue' when none matches).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
 --   in a namespace the credential reaches as a whole).
 -- Locks: none (a consistent read in one read-only snapshot).
@@ -1784,6 +1786,8 @@ BEGIN
   DECLARE v_environment_id BIGINT UNSIGNED;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_policy_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'queue';
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_next_ready CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_next_blocked CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
@@ -1925,6 +1929,14 @@ BEGIN
       FROM orbit_attempt a WHERE a.id = v_grant;
   END WHILE grants;
 
+  -- The key policy a submit for this key meets now.
+  SELECT p.id, CAST(p.on_busy AS CHAR) INTO v_policy_id, v_on_busy
+    FROM orbit_key_policy p
+       WHERE p.namespace_id = p_namespace_id
+         AND ((p.match_kind = 'exact' AND p.key_pattern = p_key)
+              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(p_key, LENGTH(p.key_pattern))))
+       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
+       LIMIT 1;
   SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
@@ -1932,7 +1944,8 @@ BEGIN
          a.lease_expires_at AS holder_lease_expires_at, a.concurrency_token AS holder_token,
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
-         v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
+         v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants,
+         v_policy_id AS policy_id, v_on_busy AS on_busy
     FROM orbit_resource r
     LEFT JOIN orbit_attempt a ON a.id = r.holder_attempt_id
    WHERE r.id = v_resource_id;
@@ -7073,7 +7086,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 2, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '4a2decb5b04f8bdf12b45ded92414626fc37e0177f7b89aad43a9ce1ea97b669', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '9bdd4ba840dd0c6867f37e696ec44f9df27b3274b104edaf65a456931fed38a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '226ca0f1e4536733c6958cfc28563318d70cb0de4f6271fde21e6e284fa5c32c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, '69e79aa4afcdaa8ba6d2b94c83c9aa740e2358ab6f9e8381a9ef33c6daf2db88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_delete', 2, '5f7711083c30b4ffb6bc5c4e93d6aa450d48bc998ae4c9c434782dbb9173974a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7120,5 +7133,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '286e9a0164dc8fa249b1d8857f46f2dcb431c0a53aec8aacedb7cdc4283d7251', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '286e9a0164dc8fa249b1d8857f46f2dcb431c0a53aec8aacedb7cdc4283d7251', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'bdc553791f38011176ff93541d64cb76ce5a19a30cd9c260bc89aad786cfa720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'bdc553791f38011176ff93541d64cb76ce5a19a30cd9c260bc89aad786cfa720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

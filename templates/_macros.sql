@@ -73,6 +73,16 @@
 {% macro key_policy_columns(p) %}{{ p }}.id AS policy_id, {{ p }}.namespace_id, {{ p }}.match_kind, {{ p }}.key_pattern,
          {{ p }}.on_busy, {{ p }}.created_at, {{ p }}.updated_at{% endmacro %}
 
+{#- The key policy that applies to key `key` of namespace `ns`, as the FROM ... LIMIT 1 of a
+    read of orbit_key_policy p: the longest pattern that matches, an exact key before a prefix of
+    the same length (see orbit_key_policy). Reads at most the namespace's policies. -#}
+{% macro key_policy_of(ns, key) %}FROM orbit_key_policy p
+       WHERE p.namespace_id = {{ ns }}
+         AND ((p.match_kind = 'exact' AND p.key_pattern = {{ key }})
+              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT({{ key }}, LENGTH(p.key_pattern))))
+       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
+       LIMIT 1{% endmacro %}
+
 {#- Whether namespace `ns` is the caller's tenant's and in the credential's scope as a whole (a
     namespace-wide grant, not a queue of it): the condition for what spans a namespace's keys.
     Needs v_application_id, v_environment_id and v_credential_id from orbit_auth_check. -#}

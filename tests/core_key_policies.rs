@@ -515,3 +515,29 @@ async fn cancel_running_ends_the_holder_at_once_and_fences_its_late_writes() {
     .await;
     assert_eq!(active, 1);
 }
+
+#[tokio::test]
+async fn the_key_inspector_shows_the_policy_a_submit_meets() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "customer/9").await;
+    let none =
+        f.db.key_get(&f.hash, f.namespace_id, "customer/9")
+            .await
+            .unwrap();
+    assert_eq!((none.policy_id, none.on_busy.as_str()), (None, "queue"));
+    let prefix = set(&f, "prefix", "customer/", "reject").await;
+    let k =
+        f.db.key_get(&f.hash, f.namespace_id, "customer/9")
+            .await
+            .unwrap();
+    assert_eq!((k.policy_id, k.on_busy.as_str()), (Some(prefix), "reject"));
+    let exact = set(&f, "exact", "customer/9", "cancel_running").await;
+    let k =
+        f.db.key_get(&f.hash, f.namespace_id, "customer/9")
+            .await
+            .unwrap();
+    assert_eq!(
+        (k.policy_id, k.on_busy.as_str()),
+        (Some(exact), "cancel_running")
+    );
+}

@@ -36,7 +36,9 @@
 --   recent_grants: JSON array of the key's last 10 grants, newest first (the holder's included),
 --     one object per attempt: {"attempt_id", "task_id", "queue_id", "worker_id", "state",
 --     "concurrency_token", "granted_at", "released_at" (ISO 8601; null while held), "outcome"
---     ('' while active)}: ten ordered probes of ix_attempt_resource.
+--     ('' while active)}: ten ordered probes of ix_attempt_resource;
+--   policy_id, on_busy: the key policy a submit for this key meets now (orbit_key_policy; NULL
+--     and 'queue' when none matches).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
 --   in a namespace the credential reaches as a whole).
 -- Locks: none (a consistent read in one read-only snapshot).
@@ -49,6 +51,8 @@ BEGIN
   DECLARE v_environment_id BIGINT UNSIGNED;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_policy_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'queue';
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_next_ready CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_next_blocked CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
@@ -190,6 +194,14 @@ BEGIN
       FROM orbit_attempt a WHERE a.id = v_grant;
   END WHILE grants;
 
+  -- The key policy a submit for this key meets now.
+  SELECT p.id, CAST(p.on_busy AS CHAR) INTO v_policy_id, v_on_busy
+    FROM orbit_key_policy p
+       WHERE p.namespace_id = p_namespace_id
+         AND ((p.match_kind = 'exact' AND p.key_pattern = p_key)
+              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(p_key, LENGTH(p.key_pattern))))
+       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
+       LIMIT 1;
   SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
@@ -197,7 +209,8 @@ BEGIN
          a.lease_expires_at AS holder_lease_expires_at, a.concurrency_token AS holder_token,
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
-         v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants
+         v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants,
+         v_policy_id AS policy_id, v_on_busy AS on_busy
     FROM orbit_resource r
     LEFT JOIN orbit_attempt a ON a.id = r.holder_attempt_id
    WHERE r.id = v_resource_id;

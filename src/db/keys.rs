@@ -53,6 +53,9 @@ pub struct KeyState {
     pub queues: Vec<QueueWaiting>,
     /// The key's last 10 grants, newest first.
     pub recent_grants: Vec<RecentGrant>,
+    /// The key policy a submit for this key meets now (`None`: no policy, `on_busy` is `queue`).
+    pub policy_id: Option<u64>,
+    pub on_busy: String,
 }
 
 /// One of a key's last grants (an element of `orbit_key_get`'s `recent_grants`).
@@ -200,7 +203,11 @@ impl Db {
                         "orbit_key_get: recent_grants is not the documented JSON: {e}"
                     ))
                 })?;
+                let policy_id = c.opt_u64()?;
+                let on_busy = c.text()?;
                 Ok(KeyState {
+                    policy_id,
+                    on_busy,
                     namespace_id,
                     concurrency_key,
                     highest_token,

@@ -109,6 +109,11 @@ pub struct KeyView {
     pub queues: Vec<QueueWaitingView>,
     /// The key's last 10 grants, newest first (the holder's included), each with its token.
     pub recent_grants: Vec<RecentGrantView>,
+    /// The key policy a submit for this key meets now (`/v1/key-policies`); null when none.
+    pub policy_id: Option<u64>,
+    /// What that submit does while the key is busy: `queue` (also without a policy), `reject`,
+    /// `replace_waiting` or `cancel_running`.
+    pub on_busy: String,
 }
 
 /// One of a key's recent grants: an attempt and the token it was granted with.
@@ -164,6 +169,8 @@ impl From<KeyState> for KeyView {
                 .into_iter()
                 .map(RecentGrantView::from)
                 .collect(),
+            policy_id: k.policy_id,
+            on_busy: k.on_busy,
         }
     }
 }

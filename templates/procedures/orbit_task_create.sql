@@ -116,12 +116,7 @@ body: BEGIN
       -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
       -- {{ c.key_policies_max }} index entries of the namespace.
       SELECT p.on_busy INTO v_on_busy
-        FROM orbit_key_policy p
-       WHERE p.namespace_id = p_namespace_id
-         AND ((p.match_kind = 'exact' AND p.key_pattern = p_concurrency_key)
-              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(p_concurrency_key, LENGTH(p.key_pattern))))
-       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
-       LIMIT 1;
+        {% call m::key_policy_of("p_namespace_id", "p_concurrency_key") %};
     END IF;
     IF v_on_busy = 'reject' THEN
       -- Busy: held, or any task of the key waits (ready, blocked, or scheduled for later), in
