@@ -541,3 +541,46 @@ async fn the_key_inspector_shows_the_policy_a_submit_meets() {
         (Some(exact), "cancel_running")
     );
 }
+
+/// A cancel_running submit that finds the holder's attempt row taken by another transaction (a
+/// result, a renewal...) does not wait under the key's lock: it is answered as a deadlock victim
+/// is, rolled back and retried, and succeeds once the row is free.
+#[tokio::test]
+async fn a_cancel_running_submit_retries_while_the_holder_is_changing() {
+    let f = Fixture::new().await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    f.submit(&f.queue_id, "acct/5").await;
+    let holder = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    set(&f, "exact", "acct/5", "cancel_running").await;
+    let mut other = f.test_db.conn().await;
+    sqlx::raw_sql("START TRANSACTION")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    sqlx::query("SELECT id FROM orbit_attempt WHERE id = ? FOR UPDATE")
+        .bind(holder.attempt_id)
+        .fetch_all(&mut other)
+        .await
+        .unwrap();
+    let retried = orbit::db::RETRIED.load(std::sync::atomic::Ordering::Relaxed);
+    let submit = {
+        let (db, hash, t) = (f.db.clone(), f.hash, f.task(&f.queue_id, "acct/5"));
+        tokio::spawn(async move { db.task_submit(&hash, "while-changing", &t).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !submit.is_finished(),
+        "the submit waits for the holder's row to be free"
+    );
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+    let s = submit.await.unwrap().unwrap();
+    assert_eq!(s.cancelled.map(|c| c.attempt_id), Some(holder.attempt_id));
+    assert!(orbit::db::RETRIED.load(std::sync::atomic::Ordering::Relaxed) > retried);
+    let attempt: String =
+        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
+            .bind(holder.attempt_id)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(attempt, "CANCELLED");
+}
