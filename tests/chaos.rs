@@ -179,3 +179,49 @@ fn a_short_chaos_run_keeps_every_guarantee() {
         assert!(stdout.contains(kind), "no '{kind}' fault in the schedule");
     }
 }
+
+/// `orbit chaos --policies`: key-0 under cancel_running (every submit cancels its running
+/// holder, whose late writes the fence must refuse), key-1 under replace_waiting, under the
+/// same faults. Every guarantee holds, and the policies did cancel tasks.
+#[test]
+fn a_short_chaos_run_with_key_policies_keeps_every_guarantee() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
+        .args([
+            "chaos",
+            "--duration",
+            "30",
+            "--fault-every",
+            "3",
+            "--seed",
+            "20261205",
+            "--policies",
+        ])
+        .output()
+        .expect("run orbit chaos");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "orbit chaos --policies failed: {stdout}\n{stderr}"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    for violation in [
+        "overlaps=0",
+        "token_regressions=0",
+        "lost_updates=0",
+        "lost_tasks=0",
+        "crossed_answers=0",
+        "internal_errors=0",
+    ] {
+        assert!(last.contains(violation), "{last}");
+    }
+    assert!(
+        stdout.contains("key-0 cancel_running"),
+        "the run set its key policies"
+    );
+    assert!(
+        stdout.contains("\"CANCELLED\""),
+        "the policies cancelled or replaced tasks: {stdout}"
+    );
+}

@@ -82,6 +82,17 @@ fn authenticated_routes(api: &Api, task_id: u64) -> Vec<(Method, &'static str, S
         ),
         (Method::GET, "/metrics", "/metrics".into()),
         (Method::GET, "/v1/keys", "/v1/keys?namespace=1".into()),
+        (
+            Method::GET,
+            "/v1/key-policies",
+            "/v1/key-policies?namespace=1".into(),
+        ),
+        (Method::POST, "/v1/key-policies", "/v1/key-policies".into()),
+        (
+            Method::DELETE,
+            "/v1/key-policies/{id}",
+            "/v1/key-policies/1".into(),
+        ),
     ]
 }
 
@@ -134,6 +145,9 @@ async fn every_route_without_a_token_is_401_and_the_document_covers_them() {
             }
             "/v1/plans/{id}/versions" => {
                 json!({"schedule": {"interval_seconds": 60}, "definition": {"task": task}})
+            }
+            "/v1/key-policies" => {
+                json!({"namespace": api.fixture.namespace_id, "match": "exact", "key": "k", "on_busy": "queue"})
             }
             _ => json!({}),
         };
@@ -418,6 +432,9 @@ async fn every_route_with_a_wrong_scope_is_403() {
             }
             "/v1/plans/{id}/versions" => {
                 json!({"schedule": {"interval_seconds": 60}, "definition": {"task": def}})
+            }
+            "/v1/key-policies" => {
+                json!({"namespace": f.namespace_id, "match": "exact", "key": "k", "on_busy": "queue"})
             }
             _ => json!({}),
         };

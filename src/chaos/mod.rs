@@ -85,7 +85,14 @@ pub struct ChaosConfig {
     pub drain: Duration,
     /// Every other worker process uses `start_on_assign`.
     pub start_on_assign: bool,
+    /// Key policies on the first keys: `key-0` cancels its running holder on every submit
+    /// (`cancel_running`), `key-1` keeps only its newest waiting task (`replace_waiting`). The
+    /// checker's guarantees hold unchanged; a cancelled or replaced task is an end, not a loss.
+    pub policies: bool,
 }
+
+/// The key policies of a run with [`ChaosConfig::policies`].
+pub const POLICIES: [(&str, &str); 2] = [("key-0", "cancel_running"), ("key-1", "replace_waiting")];
 
 /// Why a run could not be carried out (distinct from a run that found violations).
 #[derive(Debug, thiserror::Error)]
@@ -445,9 +452,9 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
     let orbit_dsn = database.dsn.clone();
     let fence_dsn = format!("mysql://root@127.0.0.1:{}/chaos_resource", database.port);
     install(&orbit_dsn, &fence_dsn).await?;
-    let (token, first_queue) = bootstrap(&orbit_dsn, "chaos").await?;
+    let (token, first_queue) = bootstrap(&orbit_dsn, "chaos", cfg.policies).await?;
     // A second tenant, only to read the first one's ids (never anything but 404).
-    let (other_token, _) = bootstrap(&orbit_dsn, "chaos-other").await?;
+    let (other_token, _) = bootstrap(&orbit_dsn, "chaos-other", false).await?;
     let addr = format!("127.0.0.1:{}", crate::dev::free_port()?);
     let facade = Facade::start(
         &orbit_dsn,
@@ -481,8 +488,17 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
         cluster.spawn_worker().await?;
     }
     say(format!(
-        "façade {url}, {} worker processes, {} keys, {} submits/s, lease {} s, seed {}",
-        cfg.workers, cfg.keys, cfg.rate, cfg.lease_seconds, cfg.seed
+        "façade {url}, {} worker processes, {} keys, {} submits/s, lease {} s, seed {}{}",
+        cfg.workers,
+        cfg.keys,
+        cfg.rate,
+        cfg.lease_seconds,
+        cfg.seed,
+        if cfg.policies {
+            ", key policies: key-0 cancel_running, key-1 replace_waiting"
+        } else {
+            ""
+        }
     ));
 
     // Producers: submits paced to the rate, each retried under one Idempotency-Key until answered.
@@ -683,8 +699,13 @@ async fn install(orbit_dsn: &str, fence_dsn: &str) -> Result<(), ChaosError> {
     Ok(())
 }
 
-/// A credential with every scope; returns its token and the bootstrap queue's id.
-async fn bootstrap(orbit_dsn: &str, application: &str) -> Result<(String, String), ChaosError> {
+/// A credential with every scope, and (`policies`) the run's key policies in its namespace;
+/// returns its token and the bootstrap queue's id.
+async fn bootstrap(
+    orbit_dsn: &str,
+    application: &str,
+    policies: bool,
+) -> Result<(String, String), ChaosError> {
     let pool: MySqlPool = crate::migrate::connect_pool(orbit_dsn, 1).await?;
     let db = crate::db::Db::new(pool);
     let (bootstrap, token) = crate::db::queues::Bootstrap::with_new_token(
@@ -699,6 +720,14 @@ async fn bootstrap(orbit_dsn: &str, application: &str) -> Result<(String, String
         .admin_bootstrap(&bootstrap)
         .await
         .map_err(|e| setup("bootstrap")(e.to_string()))?;
+    if policies {
+        let hash = crate::auth::token_hash(&token);
+        for (key, on_busy) in POLICIES {
+            db.key_policy_set(&hash, b.namespace_id, "exact", key, on_busy)
+                .await
+                .map_err(|e| setup("set a key policy")(e.to_string()))?;
+        }
+    }
     db.close().await;
     Ok((token, b.queue_id))
 }

@@ -41,6 +41,10 @@ pub struct ChaosArgs {
     /// both kinds of holder share the keys.
     #[arg(long)]
     pub start_on_assign: bool,
+    /// Key policies on the first keys: key-0 cancels its running holder on every submit
+    /// (cancel_running), key-1 keeps only its newest waiting task (replace_waiting).
+    #[arg(long)]
+    pub policies: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -91,6 +95,7 @@ pub(super) async fn chaos_cmd(args: ChaosArgs) -> ExitCode {
         dir: dir.clone(),
         drain: Duration::from_secs(args.drain),
         start_on_assign: args.start_on_assign,
+        policies: args.policies,
     };
     match crate::chaos::run(cfg).await {
         Ok(outcome) => {
