@@ -428,10 +428,17 @@ impl TestDb {
     /// An empty database with the resource-side fence installed from `generated-sql/fence/install.sql`.
     pub async fn fenced() -> TestDb {
         let db = TestDb::empty().await;
+        db.install_fence().await;
+        db
+    }
+
+    /// Installs the resource-side fence (`generated-sql/fence/install.sql`) in this database, beside
+    /// whatever it holds: tests whose resource and Orbit share a database.
+    pub async fn install_fence(&self) {
         let script = crate::codegen::render().expect("render").files
             [std::path::Path::new("generated-sql/fence/install.sql")]
         .clone();
-        let mut conn = db.conn().await;
+        let mut conn = self.conn().await;
         for s in crate::sqlscript::split(&script) {
             sqlx::raw_sql(&s.sql)
                 .execute(&mut conn)
@@ -439,6 +446,24 @@ impl TestDb {
                 .unwrap_or_else(|e| panic!("fence install line {}: {e}", s.line));
         }
         let _ = conn.close().await;
-        db
+    }
+}
+
+/// Waits (polling every 50 ms) until no task of the database is unfinished; panics with the count
+/// still open after `within`. A stress run's drain.
+pub async fn until_every_task_ended(pool: &sqlx::MySqlPool, within: std::time::Duration) {
+    let started = std::time::Instant::now();
+    loop {
+        let open: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM orbit_task WHERE state NOT IN ('SUCCEEDED','FAILED','CANCELLED','EXPIRED')",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("count open tasks");
+        if open == 0 {
+            return;
+        }
+        assert!(started.elapsed() < within, "{open} tasks still open");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }

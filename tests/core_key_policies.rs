@@ -402,13 +402,7 @@ async fn a_plans_task_follows_its_plan_not_the_key_policy() {
 async fn cancel_running_ends_the_holder_at_once_and_fences_its_late_writes() {
     let f = Fixture::new().await;
     // The resource's fence, in the same database for the test.
-    let script = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("generated-sql/fence/install.sql"),
-    )
-    .unwrap();
-    for s in orbit::sqlscript::split(&script) {
-        sqlx::raw_sql(&s.sql).execute(f.db.pool()).await.unwrap();
-    }
+    f.test_db.install_fence().await;
     let fence = |token: u64, op: &'static str, value: &'static str| {
         let pool = f.db.pool().clone();
         async move {
@@ -567,7 +561,14 @@ async fn a_cancel_running_submit_retries_while_the_holder_is_changing() {
         let (db, hash, t) = (f.db.clone(), f.hash, f.task(&f.queue_id, "acct/5"));
         tokio::spawn(async move { db.task_submit(&hash, "while-changing", &t).await })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // The signal: the submit met the locked row and was answered as a deadlock victim (retried).
+    while orbit::db::RETRIED.load(std::sync::atomic::Ordering::Relaxed) == retried {
+        assert!(
+            !submit.is_finished(),
+            "the submit finished without meeting the lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     assert!(
         !submit.is_finished(),
         "the submit waits for the holder's row to be free"
@@ -575,7 +576,6 @@ async fn a_cancel_running_submit_retries_while_the_holder_is_changing() {
     sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
     let s = submit.await.unwrap().unwrap();
     assert_eq!(s.cancelled.map(|c| c.attempt_id), Some(holder.attempt_id));
-    assert!(orbit::db::RETRIED.load(std::sync::atomic::Ordering::Relaxed) > retried);
     let attempt: String =
         sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
             .bind(holder.attempt_id)

@@ -60,13 +60,7 @@ async fn fence_write(db: &Db, key: &str, token: u64, op: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn policies_never_let_two_holders_act_and_fence_every_cancelled_holder() {
     let f = Fixture::new().await;
-    let script = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("generated-sql/fence/install.sql"),
-    )
-    .unwrap();
-    for s in orbit::sqlscript::split(&script) {
-        sqlx::raw_sql(&s.sql).execute(f.db.pool()).await.unwrap();
-    }
+    f.test_db.install_fence().await;
     for (key, on_busy) in KEYS {
         f.db.key_policy_set(&f.hash, f.namespace_id, "exact", key, on_busy)
             .await
@@ -170,22 +164,7 @@ async fn policies_never_let_two_holders_act_and_fence_every_cancelled_holder() {
     for s in submitters {
         accepted.extend(s.await.unwrap());
     }
-    loop {
-        let open: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM orbit_task WHERE state NOT IN ('SUCCEEDED','FAILED','CANCELLED','EXPIRED')",
-        )
-        .fetch_one(db.pool())
-        .await
-        .unwrap();
-        if open == 0 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{open} tasks still open"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    orbit::testing::until_every_task_ended(db.pool(), Duration::from_secs(120)).await;
     done.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();

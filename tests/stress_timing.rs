@@ -141,22 +141,7 @@ async fn delayed_and_debounced_tasks_are_never_lost_and_debounce_runs_one_per_wi
         accepted.extend(s.await.unwrap());
     }
     // Every task ends: the last debounced ones run a second or two after the last submit.
-    loop {
-        let open: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM orbit_task WHERE state NOT IN ('SUCCEEDED','FAILED','CANCELLED','EXPIRED')",
-        )
-        .fetch_one(db.pool())
-        .await
-        .unwrap();
-        if open == 0 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{open} tasks still open"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    orbit::testing::until_every_task_ended(db.pool(), Duration::from_secs(120)).await;
     done.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
