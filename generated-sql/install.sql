@@ -70,7 +70,8 @@ CREATE TABLE IF NOT EXISTS orbit_application_quota (
 -- is while it is LEASED or RUNNING). The permits are columns of the attempt, not rows of their own
 -- (SPEC §4): the queue permit is the attempt itself while released_at is NULL
 -- (ix_attempt_active_queue counts a queue's, ix_attempt_active_lease lists them by lease expiry
--- for recovery), and the key permit is its key's orbit_resource.holder_attempt_id.
+-- for recovery), and the key permit is its key's orbit_resource.holder_attempt_id (slot 0) or an
+-- orbit_key_slot row (key_slot 1 and up, for keys that more than one attempt may hold).
 -- concurrency_token is the key's token granted with this attempt (0 for a task without a key).
 -- grant_version and release_version are the key's resource-row versions written by the grant and
 -- the release: both happen under that row's lock, so they order all holders of one key exactly
@@ -100,6 +101,7 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON output reported by the worker',
   error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON error reported by the worker or recovery',
   late_result VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'outcome reported after the attempt had already ended; recorded, never acted on',
+  key_slot SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit''s slot it holds (0 to its key''s holder_limit - 1; orbit_key_slot for 1 and up); 0 for a task without a key',
   PRIMARY KEY (id),
   UNIQUE KEY ux_attempt_task (task_id, attempt_no),
   KEY ix_attempt_session (session_id, claim_seq),
@@ -179,15 +181,20 @@ CREATE TABLE IF NOT EXISTS orbit_idempotency (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Submit idempotency records';
 
 -- ---- orbit_key_policy (from templates/tables/orbit_key_policy.sql) ----
--- orbit_key_policy: What a submit does when its concurrency key is busy, set per key or per key
--- prefix within a namespace (the scope of its keys).
--- on_busy: see the column; 'cancel_running' ends the key's holder at once (orbit_task_create).
+-- orbit_key_policy: How many may hold a concurrency key, how often it may be granted, and what a
+-- submit does when the key is busy, set per key or per key prefix within a namespace (the scope
+-- of its keys).
+-- on_busy: see the column; 'cancel_running' ends the key's oldest holder at once
+-- (orbit_task_create). holder_limit and the rate are read by every grant of the key
+-- (orbit_task_grant), so a change applies from the key's next grant: a lowered limit never ends a
+-- held permit, it only holds back grants until fewer hold the key. on_busy is read by a submit.
 -- A policy matches one key exactly (match_kind 'exact') or every key that starts with its
 -- key_pattern ('prefix', e.g. 'customer/'). For a key, the longest matching pattern wins, and an
 -- exact match wins over a prefix of the same length; a key that no policy matches behaves as
--- 'queue'. orbit_task_create reads the policy under the key's orbit_resource row lock when it
--- accepts a submitted task, so a change applies from the next submit on: it never touches a held
--- permit or a task already accepted. A plan's tasks follow their plan's own on_busy instead.
+-- 'queue' with one holder and no rate. orbit_task_create reads the policy under the key's
+-- orbit_resource row lock when it accepts a submitted task, so an on_busy change applies from the
+-- next submit on: it never touches a held permit or a task already accepted. A plan's tasks
+-- follow their plan's own on_busy instead (and the key's limit and rate like every task).
 -- At most 1000 policies per namespace (orbit_key_policy_set): the match reads
 -- them all, by ux_key_policy.
 CREATE TABLE IF NOT EXISTS orbit_key_policy (
@@ -196,11 +203,30 @@ CREATE TABLE IF NOT EXISTS orbit_key_policy (
   match_kind ENUM('exact','prefix') NOT NULL COMMENT 'exact: the key itself; prefix: every key that starts with key_pattern',
   key_pattern VARBINARY(764) NOT NULL COMMENT 'the key, or the prefix, as exact UTF-8 bytes',
   on_busy ENUM('queue','reject','replace_waiting','cancel_running') NOT NULL DEFAULT 'queue' COMMENT 'a submit whose key is held or has waiting tasks: queue = waits; reject = refused (KEY_BUSY), nothing written; replace_waiting = the key''s waiting tasks in its queue end CANCELLED (REPLACED) and it waits; cancel_running = as replace_waiting, and the holder''s attempt ends CANCELLED at once',
+  holder_limit SMALLINT UNSIGNED NOT NULL DEFAULT 1 COMMENT 'attempts that may hold the key at once, 1-1000; read at grant time',
+  rate_grants SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'at most this many grants of the key in any rate_per_seconds, 1-1000; 0 = no rate; read at grant time',
+  rate_per_seconds INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the rate''s window in seconds, 1-86400; 0 = no rate',
   created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last change',
   PRIMARY KEY (id),
   UNIQUE KEY ux_key_policy (namespace_id, match_kind, key_pattern)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Per-key and per-prefix policies for busy keys';
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Per-key and per-prefix holder limits, rates and busy-key policies';
+
+-- ---- orbit_key_slot (from templates/tables/orbit_key_slot.sql) ----
+-- orbit_key_slot: The permits of slots 1 and up of a key that more than one attempt may hold.
+-- A key's slot 0 is its orbit_resource.holder_attempt_id; a key whose policy allows N holders
+-- (orbit_key_policy.holder_limit) gets a row here for each further slot the first time a grant
+-- needs it, and keeps it (never deleted: at most holder_limit - 1 rows per key). Every change
+-- happens under the key's orbit_resource row lock, after it (templates/lock_order.md), so the rows
+-- are read without locks of their own and a slot is never granted twice. A grant takes the lowest
+-- free slot; the attempt records it (orbit_attempt.key_slot) and its release frees it.
+CREATE TABLE IF NOT EXISTS orbit_key_slot (
+  resource_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_resource.id',
+  slot SMALLINT UNSIGNED NOT NULL COMMENT 'the slot, 1 to holder_limit - 1 (slot 0 is orbit_resource.holder_attempt_id)',
+  attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_attempt.id of the attempt holding the slot (LEASED or RUNNING); 0 = free',
+  updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last grant or release of the slot',
+  PRIMARY KEY (resource_id, slot)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Key permits beyond the first, for keys with a holder limit above 1';
 
 -- ---- orbit_namespace (from templates/tables/orbit_namespace.sql) ----
 -- orbit_namespace: Namespaces: the scope of a concurrency_key (one permit per namespace and key).
@@ -300,23 +326,35 @@ CREATE TABLE IF NOT EXISTS orbit_queue (
 
 -- ---- orbit_resource (from templates/tables/orbit_resource.sql) ----
 -- orbit_resource: One row per (namespace, concurrency_key): the highest token ever granted, and
--- the key permit. Never deleted or reset, or tokens would stop being monotonic. Every claim and
+-- the key permits. Never deleted or reset, or tokens would stop being monotonic. Every claim and
 -- release of the key locks this row FOR UPDATE and advances version; a grant sets highest_token
--- + 1 (refused at 2^64 - 1 rather than wrapping) and holder_attempt_id, a release clears it. The
--- permit is a column of this row, which every grant and release writes anyway, rather than a row
--- or a unique index of its own: a unique secondary index's duplicate check takes gap locks at any
--- isolation level, and two grants inserting beside one released entry deadlocked there.
+-- + 1 (refused at 2^64 - 1 rather than wrapping) and takes the lowest free slot, a release frees
+-- it. The permits are columns of this row, which every grant and release writes anyway, rather
+-- than rows or a unique index of their own: a unique secondary index's duplicate check takes gap
+-- locks at any isolation level, and two grants inserting beside one released entry deadlocked
+-- there. Slot 0's holder is holder_attempt_id; a key whose policy allows more than one holder
+-- (orbit_key_policy.holder_limit) keeps slots 1 and up in orbit_key_slot; holders counts them
+-- all, and a grant needs holders < the limit. holder_limit is the limit as of the key's last
+-- grant or submit (both read the policy), for the steps that read no policy (a promotion). A key
+-- with a rate (orbit_key_policy.rate_grants per rate_per_seconds) records its last grants in
+-- recent_grants; a grant that would exceed the rate leaves its task blocked and sets
+-- rate_wake_at, when orbit_task_promote_due promotes the key's tasks again (ix_resource_wake).
 CREATE TABLE IF NOT EXISTS orbit_resource (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'surrogate id referenced by tasks, attempts and permits',
   namespace_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_namespace.id',
   concurrency_key VARBINARY(764) NOT NULL COMMENT 'the key as exact UTF-8 bytes (no collation, no padding)',
   highest_token BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'largest token granted; 0 = never granted',
   version BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'advanced by every claim and release',
-  holder_attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit: orbit_attempt.id of the attempt holding the key (LEASED or RUNNING); 0 = free',
+  holder_attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit of slot 0: orbit_attempt.id of the attempt holding it (LEASED or RUNNING); 0 = free',
   created_at DATETIME(6) NOT NULL COMMENT 'UTC creation time',
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last grant or release',
+  holders SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'attempts holding the key now (slot 0 and the held orbit_key_slot rows)',
+  holder_limit SMALLINT UNSIGNED NOT NULL DEFAULT 1 COMMENT 'the key''s holder limit as its last grant or submit read it from orbit_key_policy',
+  recent_grants VARCHAR(26000) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'rate-limited keys: UTC times of the last grants (at most the rate''s grants), oldest first, 26 characters each (YYYY-MM-DD HH:MM:SS.ffffff); empty without a rate',
+  rate_wake_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time the key''s rate allows its next grant, while a grant waits for it; NULL = none',
   PRIMARY KEY (id),
-  UNIQUE KEY ux_resource_key (namespace_id, concurrency_key)
+  UNIQUE KEY ux_resource_key (namespace_id, concurrency_key),
+  KEY ix_resource_wake (rate_wake_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Resource keys and their token high-water marks';
 
 -- ---- orbit_session (from templates/tables/orbit_session.sql) ----
@@ -570,7 +608,8 @@ DELIMITER ;
 -- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
 --   again here), orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
 --   otherwise by its update, which comes before the key's release either way), orbit_resource
---   row (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
+--   row and orbit_key_slot row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
+--   quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
@@ -590,6 +629,7 @@ BEGIN
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_key_slot SMALLINT UNSIGNED;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
   DECLARE v_retry_base_ms INT UNSIGNED;
@@ -604,8 +644,8 @@ BEGIN
   DECLARE v_release_version BIGINT UNSIGNED;
 
   -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
-  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token
-    INTO v_task_id, v_attempt_state, v_resource_id, v_token
+  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.key_slot
+    INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_key_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
@@ -654,7 +694,7 @@ BEGIN
   -- The key next: the attempt's update records the version its release wrote.
   SET o_key_queues = 0, v_release_version = 0;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
+    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_key_queues, v_release_version);
   END IF;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
     CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
@@ -707,7 +747,7 @@ DELIMITER ;
 --   slot refused the charge: see orbit_task_grant's p_deferred), the same in every row;
 --   then the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
---   lease_expires_at, concurrency_token, then the task columns.
+--   lease_expires_at, concurrency_token, key_slot, then the task columns.
 -- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
 --   such session, or it is closed: its socket went away, the sweep closed it, or its credential
 --   was revoked).
@@ -789,7 +829,7 @@ BEGIN
                   outcome VARCHAR(16) PATH '$.outcome')) r
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
-  -- The keys this call released and the grant did not take again (opened after the grant; a
+  -- The keys this call released that still have room after the grant (opened after the grant; a
   -- plain read of the resource rows, exact: we hold them).
   DECLARE c_released_keys CURSOR FOR
     SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
@@ -797,7 +837,7 @@ BEGIN
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
       JOIN orbit_resource r ON r.id = e.resource_id
-     WHERE e.resource_id <> 0 AND r.holder_attempt_id = 0;
+     WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0));
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -1054,7 +1094,7 @@ BEGIN
   -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -1070,7 +1110,7 @@ BEGIN
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -1088,7 +1128,7 @@ BEGIN
   ELSE
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -1748,7 +1788,7 @@ DELIMITER ;
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the holder by its primary key (the resource row's holder_attempt_id), the queues of the key by ordered probes of
+-- row by ux_resource_key, the oldest holder by its primary key (from the resource row and the key's orbit_key_slot rows), the queues of the key by ordered probes of
 -- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
 -- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
@@ -1757,7 +1797,8 @@ DELIMITER ;
 --   namespace_id, concurrency_key (text), highest_token (0 = never granted);
 --   holder_attempt_id, holder_task_id, holder_queue_id, holder_worker_id, holder_session_id,
 --     holder_state (LEASED or RUNNING), holder_granted_at, holder_lease_expires_at,
---     holder_token: all NULL when nobody holds the key;
+--     holder_token: the key's oldest holder (the lowest attempt id of its holders), all NULL
+--     when nobody holds the key;
 --   waiting (tasks waiting for the key, summed over queues, each queue counted up to 10,000),
 --     waiting_more (1 when some queue has more than it counted);
 --   oldest_task_id, oldest_waiting_since (the waiting task accepted first and its run_at: the
@@ -1770,10 +1811,13 @@ DELIMITER ;
 --      "oldest_waiting_since" (ISO 8601), "next_task_id"};
 --   recent_grants: JSON array of the key's last 10 grants, newest first (the holder's included),
 --     one object per attempt: {"attempt_id", "task_id", "queue_id", "worker_id", "state",
---     "concurrency_token", "granted_at", "released_at" (ISO 8601; null while held), "outcome"
+--     "concurrency_token", "key_slot", "granted_at", "released_at" (ISO 8601; null while held), "outcome"
 --     ('' while active)}: ten ordered probes of ix_attempt_resource;
 --   policy_id, on_busy: the key policy a submit for this key meets now (orbit_key_policy; NULL
---     and 'queue' when none matches).
+--     and 'queue' when none matches);
+--   holders (attempts holding the key now), holder_limit, rate_grants, rate_per_seconds (the
+--     policy's, which the key's next grant applies: 1, 0 and 0 when none matches), rate_wake_at
+--     (when the key's rate lets a grant through again while one waits for it; NULL otherwise).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
 --   in a namespace the credential reaches as a whole).
 -- Locks: none (a consistent read in one read-only snapshot).
@@ -1788,6 +1832,10 @@ BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_policy_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'queue';
+  DECLARE v_limit SMALLINT UNSIGNED DEFAULT 1;
+  DECLARE v_rate_grants SMALLINT UNSIGNED DEFAULT 0;
+  DECLARE v_rate_seconds INT UNSIGNED DEFAULT 0;
+  DECLARE v_oldest_holder BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_next_ready CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_next_blocked CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
@@ -1923,20 +1971,28 @@ BEGIN
     SELECT JSON_ARRAY_APPEND(v_grants, '$', JSON_OBJECT(
              'attempt_id', a.id, 'task_id', a.task_id, 'queue_id', a.queue_id, 'worker_id', a.worker_id,
              'state', CAST(a.state AS CHAR), 'concurrency_token', a.concurrency_token,
-             'granted_at', DATE_FORMAT(a.granted_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
+             'key_slot', a.key_slot, 'granted_at', DATE_FORMAT(a.granted_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
              'released_at', DATE_FORMAT(a.released_at, '%Y-%m-%dT%H:%i:%s.%fZ'), 'outcome', CAST(a.outcome AS CHAR)))
       INTO v_grants
       FROM orbit_attempt a WHERE a.id = v_grant;
   END WHILE grants;
 
   -- The key policy a submit for this key meets now.
-  SELECT p.id, CAST(p.on_busy AS CHAR) INTO v_policy_id, v_on_busy
+  SELECT p.id, CAST(p.on_busy AS CHAR), p.holder_limit, p.rate_grants, p.rate_per_seconds
+    INTO v_policy_id, v_on_busy, v_limit, v_rate_grants, v_rate_seconds
     FROM orbit_key_policy p
        WHERE p.namespace_id = p_namespace_id
          AND ((p.match_kind = 'exact' AND p.key_pattern = p_key)
               OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(p_key, LENGTH(p.key_pattern))))
        ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
        LIMIT 1;
+  -- The oldest holder: slot 0's or a slot row's.
+  SELECT MIN(h.attempt_id) INTO v_oldest_holder
+    FROM (SELECT r.holder_attempt_id AS attempt_id FROM orbit_resource r
+           WHERE r.id = v_resource_id AND r.holder_attempt_id <> 0
+          UNION ALL
+          SELECT s.attempt_id FROM orbit_key_slot s
+           WHERE s.resource_id = v_resource_id AND s.attempt_id <> 0) h;
   SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
@@ -1945,9 +2001,10 @@ BEGIN
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
          v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants,
-         v_policy_id AS policy_id, v_on_busy AS on_busy
+         v_policy_id AS policy_id, v_on_busy AS on_busy, r.holders, v_limit AS holder_limit,
+         v_rate_grants AS rate_grants, v_rate_seconds AS rate_per_seconds, r.rate_wake_at
     FROM orbit_resource r
-    LEFT JOIN orbit_attempt a ON a.id = r.holder_attempt_id
+    LEFT JOIN orbit_attempt a ON a.id = v_oldest_holder
    WHERE r.id = v_resource_id;
   COMMIT;
 END$$
@@ -1971,8 +2028,8 @@ DELIMITER ;
 -- p_after_resource_id for the next page (both NULL = from the start). The ranking is live: a key
 -- whose rank changes between two pages may appear on both or neither; a steady state is walked
 -- exactly once.
--- Cost: independent of the number of keys and tasks. It reads the active attempts (a key's holder
--- is one), and per held key of the namespace a count of at
+-- Cost: independent of the number of keys and tasks. It reads the active attempts (a key's holders
+-- are among them), and per held key of the namespace its slot rows (at most its limit), a count of at
 -- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
 -- of ix_task_key (the next queue, and the oldest per lane and priority).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
@@ -1983,7 +2040,8 @@ DELIMITER ;
 --   holder_lease_expires_at, holder_token, waiting (up to 1,000), waiting_more (1 or 0),
 --   oldest_task_id (NULL = none waits), oldest_waiting_since (its run_at; NULL = none waits),
 --   resource_id, sort_value (the cursor's value: waiting, or oldest_task_id with
---   18446744073709551615 for none).
+--   18446744073709551615 for none), holders (attempts holding the key now). The holder_* columns
+--   are the key's oldest holder's (the lowest attempt id).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_order, p_limit).
 -- Locks: none (a consistent read in one read-only snapshot).
 DROP PROCEDURE IF EXISTS orbit_key_list;
@@ -2004,6 +2062,7 @@ BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_oldest BIGINT UNSIGNED;
+  DECLARE v_holder BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_step CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_a CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
@@ -2033,15 +2092,21 @@ BEGIN
      AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                   WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
   IF v_namespace_id IS NOT NULL THEN
-    -- A held key's holder is an active attempt: found among those (ix_attempt_active_queue).
-    SELECT COALESCE(JSON_ARRAYAGG(r.id), '[]') INTO v_keys
-      FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
-      JOIN orbit_resource r ON r.id = k.resource_id AND r.holder_attempt_id = k.id
-     WHERE k.released_at IS NULL AND k.resource_id <> 0 AND k.namespace_id = v_namespace_id;
+    -- A held key's holders are active attempts: found among those (ix_attempt_active_queue).
+    SELECT COALESCE(JSON_ARRAYAGG(x.resource_id), '[]') INTO v_keys
+      FROM (SELECT DISTINCT k.resource_id
+              FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
+             WHERE k.released_at IS NULL AND k.resource_id <> 0 AND k.namespace_id = v_namespace_id) x;
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
     SET v_resource_id = JSON_VALUE(v_keys, CONCAT('$[', v_i, ']'));
+    SELECT MIN(h.attempt_id) INTO v_holder
+    FROM (SELECT r.holder_attempt_id AS attempt_id FROM orbit_resource r
+           WHERE r.id = v_resource_id AND r.holder_attempt_id <> 0
+          UNION ALL
+          SELECT s.attempt_id FROM orbit_key_slot s
+           WHERE s.resource_id = v_resource_id AND s.attempt_id <> 0) h;
     SELECT COUNT(*) INTO v_count
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
              WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
@@ -2086,7 +2151,7 @@ BEGIN
     -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
     SET v_stats = JSON_ARRAY_APPEND(v_stats, '$', JSON_OBJECT(
           'r', v_resource_id + 0, 'w', LEAST(v_count, 1000), 'm', IF(v_count > 1000, 1, 0),
-          'o', v_oldest + 0));
+          'o', v_oldest + 0, 'h', v_holder + 0));
     SET v_i = v_i + 1;
   END WHILE;
 
@@ -2098,12 +2163,12 @@ BEGIN
          j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
          o.run_at AS oldest_waiting_since,
          r.id AS resource_id,
-         IF(p_order = 'waiting', j.w, COALESCE(j.o, 18446744073709551615)) AS sort_value
+         IF(p_order = 'waiting', j.w, COALESCE(j.o, 18446744073709551615)) AS sort_value, r.holders
     FROM JSON_TABLE(v_stats, '$[*]' COLUMNS (
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
-           o BIGINT UNSIGNED PATH '$.o')) j
+           o BIGINT UNSIGNED PATH '$.o', h BIGINT UNSIGNED PATH '$.h')) j
     JOIN orbit_resource r ON r.id = j.r
-    JOIN orbit_attempt a ON a.id = r.holder_attempt_id
+    JOIN orbit_attempt a ON a.id = j.h
     LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))
@@ -2206,7 +2271,8 @@ body: BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: key policy not found';
   END IF;
   SELECT p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
-         p.on_busy, p.created_at, p.updated_at FROM orbit_key_policy p WHERE p.id = p_policy_id;
+         p.on_busy, p.holder_limit, p.rate_grants, p.rate_per_seconds,
+         p.created_at, p.updated_at FROM orbit_key_policy p WHERE p.id = p_policy_id;
   DELETE FROM orbit_key_policy WHERE id = p_policy_id;
   COMMIT;
 END$$
@@ -2239,7 +2305,8 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found';
   END IF;
   SELECT p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
-         p.on_busy, p.created_at, p.updated_at
+         p.on_busy, p.holder_limit, p.rate_grants, p.rate_per_seconds,
+         p.created_at, p.updated_at
     FROM orbit_key_policy p
    WHERE p.namespace_id = p_namespace_id
    ORDER BY p.match_kind, p.key_pattern;
@@ -2249,15 +2316,17 @@ DELIMITER ;
 -- ---- orbit_key_policy_set (from templates/procedures/orbit_key_policy_set.sql) ----
 -- orbit_key_policy_set: Create or change the policy for a key, or for a key prefix, of a namespace.
 --
--- One policy per (namespace, match_kind, key_pattern): setting it again changes its on_busy. The
--- change applies to submits accepted after it (see orbit_key_policy); tasks already accepted and
--- held permits are not touched.
+-- One policy per (namespace, match_kind, key_pattern): setting it again changes its fields. An
+-- on_busy change applies to submits accepted after it, a limit or rate change from each key's
+-- next grant (see orbit_key_policy); tasks already accepted and held permits are not touched.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the whole namespace);
 --   p_namespace_id; p_match_kind 'exact' | 'prefix'; p_key_pattern (exact bytes, the rules of a
 --   concurrency_key: m::key_error); p_on_busy 'queue' | 'reject' | 'replace_waiting' |
---   'cancel_running'.
+--   'cancel_running'; p_holder_limit 1-1000; p_rate_grants 0-1000 and
+--   p_rate_per_seconds 0-86400, both 0 (no rate) or both above 0.
 -- Result (one row): created TINYINT (1 = new, 0 = changed), then the policy columns: policy_id,
---   namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at.
+--   namespace_id, match_kind, key_pattern, on_busy, holder_limit, rate_grants, rate_per_seconds,
+--   created_at, updated_at.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (a namespace the credential does not
 --   reach as a whole: one answer for another tenant's), INVALID_ARGUMENT (naming the field),
 --   QUOTA_EXCEEDED (the namespace already has 1000 policies).
@@ -2266,7 +2335,8 @@ DROP PROCEDURE IF EXISTS orbit_key_policy_set;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_policy_set(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
                                       IN p_match_kind TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_key_pattern BLOB,
-                                      IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin)
+                                      IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_holder_limit INT,
+                                      IN p_rate_grants INT, IN p_rate_per_seconds INT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
@@ -2317,6 +2387,18 @@ body: BEGIN
   IF p_on_busy IS NULL OR p_on_busy NOT IN ('queue', 'reject', 'replace_waiting', 'cancel_running') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, reject, replace_waiting or cancel_running';
   END IF;
+  IF p_holder_limit IS NULL OR p_holder_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and {{ c.key_limit_max }}';
+  END IF;
+  IF p_rate_grants IS NULL OR p_rate_grants NOT BETWEEN 0 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate.grants must be between 1 and {{ c.rate_grants_max }}';
+  END IF;
+  IF p_rate_per_seconds IS NULL OR p_rate_per_seconds NOT BETWEEN 0 AND 86400 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate.per_seconds must be between 1 and {{ c.rate_window_max_seconds }}';
+  END IF;
+  IF (p_rate_grants = 0) <> (p_rate_per_seconds = 0) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate needs both grants and per_seconds';
+  END IF;
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -2331,25 +2413,32 @@ body: BEGIN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the namespace already has {{ c.key_policies_max }} key policies';
     END IF;
-    INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at)
-    VALUES (p_namespace_id, p_match_kind, p_key_pattern, p_on_busy, v_now, v_now);
+    INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, holder_limit, rate_grants,
+                                  rate_per_seconds, created_at, updated_at)
+    VALUES (p_namespace_id, p_match_kind, p_key_pattern, p_on_busy, p_holder_limit, p_rate_grants,
+            p_rate_per_seconds, v_now, v_now);
     SET v_policy_id = LAST_INSERT_ID(), v_created = 1;
   ELSE
-    UPDATE orbit_key_policy p SET p.on_busy = p_on_busy, p.updated_at = v_now WHERE p.id = v_policy_id;
+    UPDATE orbit_key_policy p
+       SET p.on_busy = p_on_busy, p.holder_limit = p_holder_limit, p.rate_grants = p_rate_grants,
+           p.rate_per_seconds = p_rate_per_seconds, p.updated_at = v_now
+     WHERE p.id = v_policy_id;
   END IF;
   COMMIT;
   SELECT v_created AS created, p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
-         p.on_busy, p.created_at, p.updated_at
+         p.on_busy, p.holder_limit, p.rate_grants, p.rate_per_seconds,
+         p.created_at, p.updated_at
     FROM orbit_key_policy p
    WHERE p.id = v_policy_id;
 END$$
 DELIMITER ;
 
 -- ---- orbit_key_promote (from templates/procedures/orbit_key_promote.sql) ----
--- orbit_key_promote: Internal: make the best blocked task of one key and queue ready, if the key is free.
+-- orbit_key_promote: Internal: make the best blocked task of one key and queue ready, if the key has room.
 --
--- The caller holds the resource row lock. Promotes nothing when the key has a permit holder or
--- the queue already has a ready task of the key. Blocked tasks locked by someone else (being
+-- The caller holds the resource row lock. Promotes nothing when the key has no room for another
+-- holder (its holder limit is reached, or its rate holds grants back: m::key_full) or the queue
+-- already has a ready task of the key. Blocked tasks locked by someone else (being
 -- cancelled or expired) are skipped, never waited for.
 -- Parameters: p_resource_id; p_queue_id; p_now.
 -- Result: none. Signals: none.
@@ -2362,8 +2451,8 @@ body: BEGIN
   DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_taken TINYINT DEFAULT 0;
   -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
-  -- change to the key's permit and ready tasks commits under the resource row lock we hold.
-  SELECT EXISTS (SELECT 1 FROM orbit_resource k WHERE k.id = p_resource_id AND k.holder_attempt_id <> 0)
+  -- change to the key's permits and ready tasks commits under the resource row lock we hold.
+  SELECT EXISTS (SELECT 1 FROM orbit_resource k WHERE k.id = p_resource_id AND (k.holders >= k.holder_limit OR COALESCE(k.rate_wake_at > p_now, 0)))
       OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
     INTO v_taken;
@@ -2384,11 +2473,11 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_key_promote_all (from templates/procedures/orbit_key_promote_all.sql) ----
--- orbit_key_promote_all: Internal: make a free key's best blocked task ready in every queue that has blocked tasks of it.
+-- orbit_key_promote_all: Internal: make a key's best blocked task ready in every queue that has blocked tasks of it, where the key has room.
 --
 -- The caller holds the resource row lock. Walks the queues that have blocked tasks of the key, in
 -- queue id order, and calls orbit_key_promote for each (which promotes nothing while the key has
--- a permit holder or the queue already has a ready task of the key). Cost: one index probe per
+-- no room for another holder or the queue already has a ready task of the key). Cost: one index probe per
 -- such queue, independent of how many tasks are blocked.
 -- Parameters: p_resource_id; p_now.
 -- Result: none. Signals: none.
@@ -2414,30 +2503,35 @@ DELIMITER ;
 -- ---- orbit_key_release (from templates/procedures/orbit_key_release.sql) ----
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
--- Clears the resource row's holder_attempt_id (only if this attempt holds the key: a late or
--- duplicate release changes nothing), advances its version (the caller records it as the attempt's release_version,
--- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
--- caller's transaction:
---   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
+-- Frees the permit's slot (slot 0: the resource row's holder_attempt_id; 1 and up: its
+-- orbit_key_slot row), only if this attempt holds it: a late or duplicate release changes
+-- nothing. Counts the key's holders down and advances its version (the caller records it as the
+-- attempt's release_version, in the update that ends the attempt), and makes the key's blocked
+-- tasks claimable, all in the caller's transaction:
+--   p_hand_off = 0, or a key that may have more than one holder or waits for its rate: one blocked
+--     task per queue that has blocked tasks of the key, where the key has room
 --     (orbit_key_promote_all);
---   p_hand_off = 1: only the key's next task, the best queue head (priority, then age) over those
---     queues. For a caller that grants in the same transaction (orbit_attempt_finish): promoting
---     in every queue, then demoting the heads the grant did not take because it took the key,
---     cost a promotion and a demotion per extra queue on every hand-off. The caller must call
---     orbit_key_promote_all after its grant if the key is still free and p_queues > 1.
+--   p_hand_off = 1 and a key of one holder that its holder frees: only the key's next task, the
+--     best queue head (priority, then age) over those queues. For a caller that grants in the
+--     same transaction (orbit_attempt_finish): promoting in every queue, then demoting the heads
+--     the grant did not take because it took the key, cost a promotion and a demotion per extra
+--     queue on every hand-off. The caller must call orbit_key_promote_all after its grant if the
+--     key still has room and p_queues > 1.
 -- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
 -- are blocked.
--- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1); OUT p_queues: with
---   p_hand_off = 1, how many queues have a blocked task of the key that a grant may take (the
---   promoted head's among them); otherwise, or when this attempt held no permit, 0; OUT
---   p_release_version: the resource row's version this release wrote, for the caller to record
---   as the attempt's release_version (0 when this attempt held no permit: nothing written).
+-- Parameters: p_resource_id; p_attempt_id; p_slot (the attempt's key_slot); p_now; p_hand_off
+--   (0 or 1); OUT p_queues: with the hand-off of one holder's key, how many queues have a blocked
+--   task of the key that a grant may take (the promoted head's among them); otherwise, or when
+--   this attempt held no permit, 0; OUT p_release_version: the resource row's version this
+--   release wrote, for the caller to record as the attempt's release_version (0 when this
+--   attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), then the
---   promoted task rows (SKIP LOCKED).
+-- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), the
+--   orbit_key_slot row (slots 1 and up), then the promoted task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
-CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
+CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED,
+                                   IN p_slot SMALLINT UNSIGNED, IN p_now DATETIME(6),
                                    IN p_hand_off TINYINT, OUT p_queues INT, OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -2449,13 +2543,36 @@ body: BEGIN
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  -- The permit and the version in one update, which writes nothing unless this attempt holds
-  -- the key. The version written is read back without a statement: LAST_INSERT_ID(expr) returns
-  -- expr and keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
+  -- The common case in one update: a key of one holder, not waiting for its rate, freed by its
+  -- holder (slot 0). It writes nothing otherwise. The version written is read back without a
+  -- statement: LAST_INSERT_ID(expr) returns expr and keeps it for LAST_INSERT_ID() (the
+  -- documented counter idiom of MariaDB and MySQL).
   UPDATE orbit_resource r
-     SET r.holder_attempt_id = 0, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
-   WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
+     SET r.holder_attempt_id = 0, r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1),
+         r.updated_at = p_now
+   WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id AND p_slot = 0
+     AND r.holder_limit = 1 AND r.rate_wake_at IS NULL;
   IF ROW_COUNT() = 0 THEN
+    -- Otherwise: the row's lock, then the attempt's slot, if the attempt still holds it.
+    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+    IF p_slot = 0 THEN
+      UPDATE orbit_resource r
+         SET r.holder_attempt_id = 0, r.updated_at = p_now
+       WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
+    ELSE
+      UPDATE orbit_key_slot s
+         SET s.attempt_id = 0, s.updated_at = p_now
+       WHERE s.resource_id = p_resource_id AND s.slot = p_slot AND s.attempt_id = p_attempt_id;
+    END IF;
+    IF ROW_COUNT() = 0 THEN
+      LEAVE body;
+    END IF;
+    UPDATE orbit_resource r
+       SET r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+     WHERE r.id = p_resource_id;
+    SET p_release_version = LAST_INSERT_ID();
+    -- Several may hold the key, or it waits for its rate: each queue's head, where it has room.
+    CALL orbit_key_promote_all(p_resource_id, p_now);
     LEAVE body;
   END IF;
   SET p_release_version = LAST_INSERT_ID();
@@ -2489,7 +2606,7 @@ body: BEGIN
   END LOOP heads;
   IF v_best IS NOT NULL THEN
     -- Promoted here rather than by orbit_key_promote, whose checks hold already (this release
-    -- freed the key, and a held key has no ready task): the head row itself, unless someone else
+    -- freed the key of one holder, and a held key has no ready task): the head row itself, unless someone else
     -- holds it (a cancel or expiry is never waited for: then the queue's next task, as usual).
     SET v_lock = NULL;
     SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_best AND t.lane = 'blocked' FOR UPDATE SKIP LOCKED;
@@ -2848,7 +2965,7 @@ DELIMITER ;
 -- - 'queue': the task is created like a submit (orbit_task_create) with the version's
 --   definition, concurrency_key verbatim, plan_id and plan_version set, and no Idempotency-Key
 --   row (outcome 'created');
--- - 'skip': when the key has a permit holder or any task of the key waits (lanes ready, blocked,
+-- - 'skip': when as many hold the key as its limit allows or any task of the key waits (lanes ready, blocked,
 --   scheduled), no task is created (outcome 'skipped', task_id 0); otherwise as 'queue';
 -- - 'replace_waiting': when a task this plan fired still waits for the key (state WAITING), it is
 --   kept and no task is created (outcome 'kept', task_id that task); otherwise as 'queue'.
@@ -2914,7 +3031,8 @@ BEGIN
   DECLARE v_catch_up VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
+  -- A keyed plan's key: as many hold it as its limit allows (on_busy skip).
+  DECLARE v_full TINYINT DEFAULT 0;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_batched INT DEFAULT 0;
   DECLARE v_keyed TINYINT DEFAULT 0;
@@ -3172,12 +3290,12 @@ BEGIN
     IF NOT v_duplicate THEN
       SET v_outcome = 'created', v_task_id = 0, v_resource_id = NULL;
       IF v_on_busy <> 'queue' AND v_concurrency_key <> '' THEN
-        SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder FROM orbit_resource r
+        SELECT r.id, r.holders >= r.holder_limit INTO v_resource_id, v_full FROM orbit_resource r
          WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = v_concurrency_key
            FOR UPDATE;
         IF v_resource_id IS NOT NULL AND v_on_busy = 'skip' THEN
           -- Plain reads, exact under the resource row lock.
-          SELECT IF(v_holder <> 0
+          SELECT IF(v_full
                     OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                                 WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled')),
                     'skipped', 'created')
@@ -3933,7 +4051,7 @@ DELIMITER ;
 -- p_touch_after_ms), which keeps orbit_session_sweep off it.
 -- Parameters: p_session_id; p_touch_after_ms (NULL = do not touch).
 -- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
---   (0 = no key), then the task columns (as orbit_task_claim):
+--   (0 = no key), key_slot, then the task columns (as orbit_task_claim):
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
@@ -3963,7 +4081,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
   SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -4411,7 +4529,8 @@ DELIMITER ;
 -- by the dispatch signal cost the server no log flush.
 -- Parameters: p_session_id; p_max 1-1000 (the session's free capacity); p_lease_ms 1000-3600000.
 -- Result (0..p_max rows, one per grant):
---   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), then the task columns:
+--   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), key_slot (the key's
+--   permit slot, 0 to its holder limit - 1; 0 = no key), then the task columns:
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
@@ -4468,7 +4587,7 @@ BEGIN
   END IF;
   IF v_granted = 1 THEN
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -4484,7 +4603,7 @@ BEGIN
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -4502,7 +4621,7 @@ BEGIN
   ELSE
     -- No grant, no rows: no row has id 0 (a primary-key probe that finds nothing).
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -4544,14 +4663,15 @@ DELIMITER ;
 -- LOCKED, as the lock order requires of a task row taken after a resource row): only
 -- orbit_task_promote_due (the task is due, so the new one starts a burst of its own), a cancel
 -- or a deadline expiry (it will not run) take that lock.
--- Key policy (a submitted keyed task; a plan's task follows its plan's on_busy): the longest
--- pattern of orbit_key_policy that matches the key, read under the key's lock. 'reject': when
--- the key is held or any task of it waits (lanes ready, blocked, scheduled; any queue), nothing
--- is written and o_refusal is KEY_BUSY. 'replace_waiting': every WAITING task of the key in this
+-- Key policy: the longest pattern of orbit_key_policy that matches the key, read under the key's
+-- lock. Its holder_limit is kept on the key's row (for the placement; a grant reads the policy
+-- again). Its on_busy applies to a submitted task (a plan's task follows its plan's on_busy):
+-- 'reject': when as many hold the key as its limit allows or any task of it waits (lanes ready,
+-- blocked, scheduled; any queue), nothing is written and o_refusal is KEY_BUSY. 'replace_waiting': every WAITING task of the key in this
 -- queue is replaced as above (SKIP LOCKED: one a grant is taking is no longer waiting); the new
 -- task takes the first one's charge and each other gives its charge back at once.
--- 'cancel_running': as 'replace_waiting', and first the key's holder, LEASED or RUNNING, is ended
--- CANCELLED (orbit_attempt_end, its charges given back): the new task is the key's next in its
+-- 'cancel_running': as 'replace_waiting', and first, when as many hold the key as its limit
+-- allows, the key's oldest holder (the lowest attempt id), LEASED or RUNNING, is ended CANCELLED (orbit_attempt_end, its charges given back): the new task is the key's next in its
 -- queue, with a larger token, and o_cancelled names the attempt so the caller can tell its
 -- worker (task.cancel).
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
@@ -4564,7 +4684,8 @@ DELIMITER ;
 --   the caller charges nothing for it; 0 = none); o_refusal ('' = accepted, QUOTA_EXCEEDED,
 --   KEY_BUSY); o_cancelled (the holder's attempt a cancel_running policy ended; 0 = none).
 -- Result: none. Signals: none.
--- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the orbit_application_quota
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the orbit_key_slot row of a
+--   cancelled holder (via orbit_attempt_end), the orbit_application_quota
 --   slot rows of a cancelled holder and of the further tasks a policy replaces, then as
 --   orbit_task_charge (p_charge = 1). Not waits: the new orbit_task row, the tasks it replaces
 --   and a cancelled holder's task (read FOR UPDATE SKIP LOCKED), and the holder's orbit_attempt
@@ -4604,6 +4725,10 @@ CREATE PROCEDURE orbit_task_create(
 body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_holders SMALLINT UNSIGNED DEFAULT 0;
+  DECLARE v_row_limit SMALLINT UNSIGNED DEFAULT 1;
+  DECLARE v_limit SMALLINT UNSIGNED DEFAULT 1;
+  DECLARE v_policy_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'queue';
   DECLARE v_on_busy VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'queue';
   DECLARE v_busy TINYINT DEFAULT 0;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
@@ -4626,25 +4751,31 @@ body: BEGIN
     INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
     VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
     ON DUPLICATE KEY UPDATE version = version;
-    SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder
+    SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
       FROM orbit_resource r
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
-    IF p_plan_id = 0 THEN
-      -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
-      -- 1000 index entries of the namespace.
-      SELECT p.on_busy INTO v_on_busy
-        FROM orbit_key_policy p
+    -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
+    -- 1000 index entries of the namespace. Its limit is kept on the key's row
+    -- for the placement below; its on_busy applies to a submitted task (a plan's follows the plan).
+    SELECT p.on_busy, p.holder_limit INTO v_policy_on_busy, v_limit
+      FROM orbit_key_policy p
        WHERE p.namespace_id = p_namespace_id
          AND ((p.match_kind = 'exact' AND p.key_pattern = p_concurrency_key)
               OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(p_concurrency_key, LENGTH(p.key_pattern))))
        ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
        LIMIT 1;
+    IF p_plan_id = 0 THEN
+      SET v_on_busy = v_policy_on_busy;
+    END IF;
+    IF v_limit <> v_row_limit THEN
+      UPDATE orbit_resource r SET r.holder_limit = v_limit WHERE r.id = v_resource_id;
     END IF;
     IF v_on_busy = 'reject' THEN
-      -- Busy: held, or any task of the key waits (ready, blocked, or scheduled for later), in
-      -- any queue. A plain read, exact under the resource row lock.
-      SELECT v_holder <> 0
+      -- Busy: as many hold the key as its limit allows, or any task of the key waits (ready,
+      -- blocked, or scheduled for later), in any queue. A plain read, exact under the resource
+      -- row lock.
+      SELECT v_holders >= v_limit
              OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                          WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled'))
         INTO v_busy;
@@ -4653,8 +4784,16 @@ body: BEGIN
         LEAVE body;
       END IF;
     END IF;
-    IF v_on_busy = 'cancel_running' AND v_holder <> 0 THEN
-      -- The holder's attempt and task, FOR UPDATE SKIP LOCKED (task rows come before resource
+    IF v_on_busy = 'cancel_running' AND v_holders >= v_limit THEN
+      -- The key's oldest holder (the lowest attempt id: slot 0's, or a slot row's; plain reads,
+      -- exact under the resource row lock).
+      SELECT MIN(h.attempt_id) INTO v_holder
+    FROM (SELECT r.holder_attempt_id AS attempt_id FROM orbit_resource r
+           WHERE r.id = v_resource_id AND r.holder_attempt_id <> 0
+          UNION ALL
+          SELECT s.attempt_id FROM orbit_key_slot s
+           WHERE s.resource_id = v_resource_id AND s.attempt_id <> 0) h;
+      -- Its attempt and task, FOR UPDATE SKIP LOCKED (task rows come before resource
       -- rows in the lock order, so this must not wait). Locked means a result, a start, a
       -- renewal, a cancel or recovery is changing the holder right now: the call is answered as
       -- a deadlock victim is (error 1213), rolled back whole and retried by the caller.
@@ -4980,10 +5119,14 @@ DELIMITER ;
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
 -- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
 -- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
--- task, holds the key permit (the resource row's holder_attempt_id) with token highest_token + 1
--- (the resource row's version advances).
+-- task, holds a key permit with token highest_token + 1 (the resource row's version advances):
+-- the lowest free slot of the key (slot 0 on the resource row, 1 and up in orbit_key_slot) while
+-- fewer than its policy's holder_limit hold it, and only when the policy's rate allows: a task
+-- that would exceed the rate goes back to the blocked lane, and its key waits for rate_wake_at
+-- (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
+-- each queue.
 -- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
--- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
+-- at most one task per queue and only while the key has room, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
 -- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
 -- priority (0 first), then age, orders each queue. Skipped: paused queues, queues at their permit
@@ -5027,7 +5170,8 @@ DELIMITER ;
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; the new orbit_attempt row (its queue permit); orbit_application_quota slot rows last: the session's slot alone when the grant
+--   candidate; the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
+--   above 0; a new one is inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the session's
 --   slot when it takes them within its share, else to the lowest slots below their share (see
@@ -5052,6 +5196,19 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_credential_ok TINYINT DEFAULT 0;
   DECLARE v_holder BIGINT UNSIGNED;
+  -- The candidate's key: its holders, its policy's holder limit and rate (read at each grant), its
+  -- recent grant times, and the slot this grant takes (NULL: a new orbit_key_slot row, after
+  -- v_slot_rows existing ones).
+  DECLARE v_key VARBINARY(764);
+  DECLARE v_holders SMALLINT UNSIGNED;
+  DECLARE v_key_limit SMALLINT UNSIGNED;
+  DECLARE v_rate_grants SMALLINT UNSIGNED;
+  DECLARE v_rate_seconds INT UNSIGNED;
+  DECLARE v_recent VARCHAR(26000) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_recent_count INT;
+  DECLARE v_allowed DATETIME(6);
+  DECLARE v_key_slot SMALLINT UNSIGNED;
+  DECLARE v_slot_rows INT;
   DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
@@ -5213,8 +5370,19 @@ body: BEGIN
             v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version, r.holder_attempt_id INTO v_highest, v_version, v_holder
+          SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.recent_grants, r.concurrency_key
+            INTO v_highest, v_version, v_holder, v_holders, v_recent, v_key
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+          -- The key's policy as it is now: a change of limit or rate applies from the key's next
+          -- grant (a plain read of at most 1000 index entries of the namespace).
+          SET v_key_limit = 1, v_rate_grants = 0, v_rate_seconds = 0;
+          SELECT p.holder_limit, p.rate_grants, p.rate_per_seconds INTO v_key_limit, v_rate_grants, v_rate_seconds
+            FROM orbit_key_policy p
+       WHERE p.namespace_id = v_namespace_id
+         AND ((p.match_kind = 'exact' AND p.key_pattern = v_key)
+              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(v_key, LENGTH(p.key_pattern))))
+       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
+       LIMIT 1;
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
           UPDATE orbit_task t
@@ -5231,8 +5399,9 @@ body: BEGIN
           ITERATE batch;
         END IF;
         IF v_resource_id <> 0 THEN
-          IF v_holder <> 0 THEN
-            -- A head left ready when another queue's task took the key: demote it now.
+          IF v_holders >= v_key_limit THEN
+            -- No room: a head left ready when another queue's task took the key's last slot, or
+            -- a lowered limit. Demote it now; a release promotes it again.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
             SET v_demoted = v_demoted + 1;
             ITERATE batch;
@@ -5247,29 +5416,77 @@ body: BEGIN
             SET v_demoted = v_demoted + 1;
             ITERATE batch;
           END IF;
+          IF v_rate_grants > 0 THEN
+            -- The rate: at most v_rate_grants grants in any v_rate_seconds. This grant may come
+            -- when the v_rate_grants-th latest is that long ago, and not before the latest (so
+            -- grant times never go back). Too early: the task goes back to the blocked lane and
+            -- the key waits for rate_wake_at, when orbit_task_promote_due promotes it; nothing
+            -- polls it meanwhile.
+            SET v_allowed = p_now, v_recent_count = LENGTH(v_recent) DIV 26;
+            IF v_recent_count >= v_rate_grants THEN
+              SET v_allowed = DATE_ADD(CAST(SUBSTRING(v_recent, (v_recent_count - v_rate_grants) * 26 + 1, 26) AS DATETIME(6)),
+                                       INTERVAL v_rate_seconds SECOND);
+            END IF;
+            IF v_recent_count > 0 AND CAST(RIGHT(v_recent, 26) AS DATETIME(6)) > v_allowed THEN
+              SET v_allowed = CAST(RIGHT(v_recent, 26) AS DATETIME(6));
+            END IF;
+            IF v_allowed > p_now THEN
+              UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
+              UPDATE orbit_resource r SET r.rate_wake_at = v_allowed WHERE r.id = v_resource_id;
+              SET v_demoted = v_demoted + 1;
+              ITERATE batch;
+            END IF;
+            SET v_recent = RIGHT(CONCAT(v_recent, DATE_FORMAT(p_now, '%Y-%m-%d %H:%i:%s.%f')), v_rate_grants * 26);
+          ELSE
+            SET v_recent = '';
+          END IF;
+          -- The lowest free slot: 0 (the resource row's), else the lowest free orbit_key_slot row,
+          -- else a new row after the last (plain reads, exact under the resource row lock).
+          SET v_key_slot = 0;
+          IF v_holder <> 0 THEN
+            SELECT MIN(IF(s.attempt_id = 0, s.slot, NULL)), COUNT(*) INTO v_key_slot, v_slot_rows
+              FROM orbit_key_slot s
+             WHERE s.resource_id = v_resource_id;
+          END IF;
           SET v_token = v_highest + 1, v_version = v_version + 1;
         ELSE
-          SET v_token = 0, v_version = 0;
+          SET v_token = 0, v_version = 0, v_key_slot = 0;
         END IF;
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
-                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at)
+                                   concurrency_token, grant_version, key_slot, session_id, worker_id, claim_seq,
+                                   quota_slot, state, granted_at, started_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires);
+                v_token, v_version, COALESCE(v_key_slot, v_slot_rows + 1), p_session_id, v_worker_id, v_seq,
+                v_slot, IF(v_start, 'RUNNING', 'LEASED'), p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
         IF v_resource_id <> 0 THEN
-          -- The key permit, with the token and version recorded on the attempt.
+          -- The key permit, with the token and version recorded on the attempt: slot 0 on the
+          -- resource row, another slot on its orbit_key_slot row. The limit and the grant times
+          -- read above are kept for the steps that read no policy (m::key_full).
           UPDATE orbit_resource r
-             SET r.highest_token = v_token, r.version = v_version, r.holder_attempt_id = v_attempt_id,
-                 r.updated_at = p_now
+             SET r.highest_token = v_token, r.version = v_version, r.holders = r.holders + 1,
+                 r.holder_attempt_id = IF(v_key_slot = 0, v_attempt_id, r.holder_attempt_id),
+                 r.holder_limit = v_key_limit, r.recent_grants = v_recent, r.rate_wake_at = NULL, r.updated_at = p_now
            WHERE r.id = v_resource_id;
+          IF v_key_slot IS NULL THEN
+            INSERT INTO orbit_key_slot (resource_id, slot, attempt_id, updated_at)
+            VALUES (v_resource_id, v_slot_rows + 1, v_attempt_id, p_now);
+          ELSEIF v_key_slot > 0 THEN
+            UPDATE orbit_key_slot s
+               SET s.attempt_id = v_attempt_id, s.updated_at = p_now
+             WHERE s.resource_id = v_resource_id AND s.slot = v_key_slot;
+          END IF;
         END IF;
         UPDATE orbit_task t
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
+        IF v_resource_id <> 0 AND v_holders + 1 < v_key_limit THEN
+          -- Room for more: the key's next task in each queue becomes ready too (now that this
+          -- one has left the ready lane).
+          CALL orbit_key_promote_all(v_resource_id, p_now);
+        END IF;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
             v_last_attempt_id = v_attempt_id;
       END LOOP batch;
@@ -5610,9 +5827,9 @@ DELIMITER ;
 -- orbit_task_place: Internal: put a WAITING or RETRY_WAIT task into its dispatch lane.
 --
 -- The caller holds the task row lock. A task whose run_at is in the future goes to 'scheduled'.
--- An unkeyed task goes to 'ready'. A keyed task goes to 'ready' only when its key has no permit
--- holder and its queue has no ready task of that key yet (at most one ready task per key and
--- queue); otherwise it goes to 'blocked', outside the range the claim scans. Every change of a
+-- An unkeyed task goes to 'ready'. A keyed task goes to 'ready' only when its key has room for
+-- another holder (m::key_full) and its queue has no ready task of that key yet (at most one ready
+-- task per key and queue); otherwise it goes to 'blocked', outside the range the claim scans. Every change of a
 -- keyed task into or out of 'ready' happens under the resource row lock, so the check below is
 -- exact under READ COMMITTED.
 -- Parameters: p_task_id; p_now (the caller's UTC timestamp).
@@ -5629,7 +5846,7 @@ body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'ready';
-  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_full TINYINT DEFAULT 0;
   DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
   SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
@@ -5637,9 +5854,9 @@ body: BEGIN
   IF v_run_at > p_now THEN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
-    SELECT r.holder_attempt_id INTO v_holder FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    SELECT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > p_now, 0)) INTO v_full FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
     -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
-    SELECT IF(v_holder <> 0
+    SELECT IF(v_full
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                           WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')
@@ -5653,16 +5870,19 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_task_promote_due (from templates/procedures/orbit_task_promote_due.sql) ----
--- orbit_task_promote_due: Move scheduled tasks whose run_at has come into the ready or blocked lane.
+-- orbit_task_promote_due: Move scheduled tasks whose run_at has come into the ready or blocked lane, and wake keys whose rate allows a grant again.
 --
 -- Retries wait in the 'scheduled' lane (RETRY_WAIT) so they do not occupy their key during the
--- backoff; when due they compete again like a new task (orbit_task_place). One short transaction
--- per task.
+-- backoff; when due they compete again like a new task (orbit_task_place). Then the keys whose
+-- rate_wake_at has come (ix_resource_wake): a grant their rate refused left their tasks blocked,
+-- and each gets its next task ready in every queue (orbit_key_promote_all). One short
+-- transaction per task or key, at most p_limit of them in all.
 -- Parameters: p_limit 1-10000.
--- Result (one row): promoted INT, next_run_at DATETIME(6) (earliest scheduled task still waiting,
---   NULL when none: when to call again).
+-- Result (one row): promoted INT (tasks and keys), next_run_at DATETIME(6) (the earliest
+--   scheduled task still waiting or key rate wait, NULL when none: when to call again).
 -- Signals: INVALID_ARGUMENT (p_limit).
--- Locks, per task in order: orbit_task row, orbit_resource row (keyed).
+-- Locks, per task in order: orbit_task row, orbit_resource row (keyed); per key: orbit_resource
+--   row, the promoted orbit_task rows (SKIP LOCKED).
 DROP PROCEDURE IF EXISTS orbit_task_promote_due;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_promote_due(IN p_limit INT)
@@ -5675,6 +5895,8 @@ BEGIN
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_promoted INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_wake DATETIME(6);
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -5704,8 +5926,32 @@ BEGIN
     END IF;
     COMMIT;
   END WHILE due;
+  wake_keys: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_resource_id = NULL;
+    SELECT r.id INTO v_resource_id
+      FROM orbit_resource r
+     WHERE r.rate_wake_at <= v_now
+     ORDER BY r.rate_wake_at
+     LIMIT 1;
+    IF v_resource_id IS NULL THEN
+      LEAVE wake_keys;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    SELECT r.rate_wake_at INTO v_wake FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    IF v_wake <= v_now THEN
+      UPDATE orbit_resource r SET r.rate_wake_at = NULL WHERE r.id = v_resource_id;
+      CALL orbit_key_promote_all(v_resource_id, v_now);
+      SET v_promoted = v_promoted + 1;
+    END IF;
+    COMMIT;
+  END WHILE wake_keys;
   SELECT v_promoted AS promoted,
-         (SELECT MIN(t.run_at) FROM orbit_task t WHERE t.lane = 'scheduled') AS next_run_at;
+         (SELECT MIN(w.at)
+            FROM (SELECT MIN(t.run_at) AS at FROM orbit_task t WHERE t.lane = 'scheduled'
+                  UNION ALL
+                  SELECT MIN(r.rate_wake_at) FROM orbit_resource r) w) AS next_run_at;
 END$$
 DELIMITER ;
 
@@ -7053,27 +7299,28 @@ DELIMITER ;
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '9f04b73c139415acca6cd7753d4c8a14051e4c7efbf8ee3af40d8dbb1f172641', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, '8d56f4347818f1db4ae609fb1823f8db8827b337bb92e09653e4ee2cae1389d4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, 'e0f1094daf303b5ca9717b52f62063d813f6679abf57ccf7e03087221ad4cef3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_idempotency', 1, '39f63ce90ae9847dee9c49a012379485803406b77048cfdd176bd087c9756a1b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_policy', 2, '2d214d502539315e529aa42b5fe8205f00eda06bf5491f2312f43f17b442c064', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_policy', 2, 'd00faa058f86bb1afe91a4a0a928c2f14b1f89a6a6b86484bb48ce81df60376b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_slot', 2, '9569e16cf4356ca6ab39549a0729958e2dd7a495917790e6e62b5f839208bd47', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_namespace', 1, 'd741e13933f4df14231f86faf60e59282dd22d3d5a7dbdd0ecf25d15e3e1691a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 2, '0130702457762ecb79159152fbcb679838c448088887e3690152d6ca9f771023', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, 'd9c99ed2120160610fce19243eaa73ea2bb58924f02456debbb4cf7800e6c000', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, 'cbc629797296a5cdfa00a4e386c51c2e02d2dc6c4983f55b7482d2d6e201c085', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, '4b8dae2e81e0f075e47f659753f76822210dc96a9ba6b97afc51c1d6eb75303d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'e4af0fbbccf0cf0014e1df739bc8c3cace2d9c482b492df9558127df5977cbba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'dd84745b2230d33fb8b72067cfc3468d9399f2331624fc164be8cdfc5a29a087', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '4ba3d00a8e71b09f8708ffbe6106e6f08d37efa41c2d929c6eecc70707856bab', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'ca4cfe778767c917add5493c55b735ac5d9c1982dfb6b97fef9a6455a014b5a4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7086,20 +7333,20 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 2, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, '9bdd4ba840dd0c6867f37e696ec44f9df27b3274b104edaf65a456931fed38a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '226ca0f1e4536733c6958cfc28563318d70cb0de4f6271fde21e6e284fa5c32c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'cb6c1dad86b5e262912c4152d78b3a3fb4f6459e808f7d2e1a4b64556d285a31', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, 'cecdc73f7d8a09b2bc34f298838b905c813ca7eb97adb6709c7ec71f4810e398', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, '69e79aa4afcdaa8ba6d2b94c83c9aa740e2358ab6f9e8381a9ef33c6daf2db88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_delete', 2, '5f7711083c30b4ffb6bc5c4e93d6aa450d48bc998ae4c9c434782dbb9173974a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_list', 2, '98431c97a3240042113c6b57d9e0d4175c4f73bcf59461b65548695277a21425', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, 'd50185d527601b3d3ec7ff64ad5c91fe84f4f57255e42cd5e47c0c400c27485a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '48718743f2eb621fa2d2bba1c514a9b930a762aebec0262d3919bef265e4f571', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 1, '8961446d5c66781fca6b33bd3e682a9c4a20f95e273b8c428f8394202fd42a12', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '9e993296c91d018abc71d0360d64610ca1375ed20ca91ea7fbea021aa259192e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_delete', 2, '66c24090d7676b513443ce90df4a7c813f45441c83ddde10d638088698d5728d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_list', 2, 'af34e7a6c2252f8b443a9e76920529c99033c79e12054dbd18302850990087d0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, 'f3b101d66bc29e44b04405861196a9b8a79e4f677d170e85b423666ff470c684', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '87f7d11b77a852e88b305408b65975a63ba1646ca32bdd7650e2312b12467db0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '3878fb77895786221fb87433ba5c9620cf5a947896974fc2a18a70ade13c328b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '0907c12d1167f7ef82e346bf9b5a2895b2ceec9be8948102269f6ab723a57280', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '6892ee070744d5d975a0e059d20717c350d30b0504e9c06aa9afe77f4d1ead5a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '710bd28e0faf70a5943281c9387af1dcfb0ddb95e2eaac2e5039eeb50d2f0d3c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, 'a4d290be6163edd606d4b633768d1c20c724198fd358e1f9331508e356d43b0f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7111,21 +7358,21 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_list', 2, '7285ea2c48add38d2332a44418d1b8942dd55ec5e9bb91f362d5d0928301f93b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_paused', 2, '3c0c0fc0d51527c02d6a71ea00e30cccf6242404da4484cf6ce8ac4180081e99', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '59a434f9095081dbb95600d7923f7019fd56b6560294b2dc5f1c6d46507ef102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, '8c196a238cc3005379b95c152d804cc6ed31175572f7a772bb6c0fadba9c0399', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a6dd4de6fe8ebcb575119e0c63b975995da1e115e5db61640367ab0505503727', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'bcac1863e2dc81fcaf86af6e02f8c8a45780ba5f033bcf3dcfa92e0c0264ba83', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '50b16c7222b7dc4aef37c63c57750e4209f9a86beb7a7247e75639c750dd7c01', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'b21b07cd9913175364383b2c867c6b3e499df9543a691b9eef5cd3f45af1cd76', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '7125ff581d9fdde33dffafbd88ac1f3a3452248197045ebe59f6ab71aa3ad8f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'a0482865323d951dc0d9849ac12d31597cb29777ecd4af8c11a23f85055eb8f7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '76c50f9cabfd917b61c74445a96c57a7a1ba119e24b6c1a5810e847023d9e088', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 1, '2ba3e36349de4c9e74b058dcc95046860b0e3cdab8d0942fa37ab85c8b0673d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'd662dfbc4b4f805367de3e72154773dd81d53fb6f3353d0094293cfefa8f39c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7133,5 +7380,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'bdc553791f38011176ff93541d64cb76ce5a19a30cd9c260bc89aad786cfa720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'bdc553791f38011176ff93541d64cb76ce5a19a30cd9c260bc89aad786cfa720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1b49b895cba945f87ee8240e6913cb465ebc7a6316345c319e596664295efc94', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1b49b895cba945f87ee8240e6913cb465ebc7a6316345c319e596664295efc94', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

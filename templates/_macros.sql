@@ -34,7 +34,7 @@
 {#- The columns of a grant, as every procedure that hands attempts to a worker returns them
     (orbit_task_claim, orbit_attempt_finish, orbit_session_attempts; src/db/workers.rs Grant::read). -#}
 {% macro grant_columns(a, t) %}{{ a }}.id AS attempt_id, {{ a }}.attempt_no, {{ a }}.lease_expires_at, {{ a }}.concurrency_token,
-         {% call task_columns(t) %}{% endmacro %}
+         {{ a }}.key_slot, {% call task_columns(t) %}{% endmacro %}
 
 {#- The rows of the grant orbit_task_grant just made (its p_granted, p_attempt_id and p_seq in
     v_granted, v_granted_id and v_seq), each led by the `lead` columns: a grant of one (every
@@ -71,7 +71,8 @@
 {#- The key policy columns every policy-returning procedure ends with (src/db/keys.rs reads them by
     position). -#}
 {% macro key_policy_columns(p) %}{{ p }}.id AS policy_id, {{ p }}.namespace_id, {{ p }}.match_kind, {{ p }}.key_pattern,
-         {{ p }}.on_busy, {{ p }}.created_at, {{ p }}.updated_at{% endmacro %}
+         {{ p }}.on_busy, {{ p }}.holder_limit, {{ p }}.rate_grants, {{ p }}.rate_per_seconds,
+         {{ p }}.created_at, {{ p }}.updated_at{% endmacro %}
 
 {#- The key policy that applies to key `key` of namespace `ns`, as the FROM ... LIMIT 1 of a
     read of orbit_key_policy p: the longest pattern that matches, an exact key before a prefix of
@@ -82,6 +83,20 @@
               OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT({{ key }}, LENGTH(p.key_pattern))))
        ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
        LIMIT 1{% endmacro %}
+
+{#- Whether key row `r` has no room for another holder at time `now`: as many hold it as its
+    holder_limit allows, or its rate holds its next grant back until rate_wake_at. Exact under the
+    row's lock. -#}
+{% macro key_full(r, now) %}({{ r }}.holders >= {{ r }}.holder_limit OR COALESCE({{ r }}.rate_wake_at > {{ now }}, 0)){% endmacro %}
+
+{#- Into `into`: the oldest holder of key `resource` (the lowest attempt id among slot 0's, the
+    resource row's holder_attempt_id, and its orbit_key_slot rows'); NULL when nobody holds it. -#}
+{% macro key_oldest_holder(resource, into) %}SELECT MIN(h.attempt_id) INTO {{ into }}
+    FROM (SELECT r.holder_attempt_id AS attempt_id FROM orbit_resource r
+           WHERE r.id = {{ resource }} AND r.holder_attempt_id <> 0
+          UNION ALL
+          SELECT s.attempt_id FROM orbit_key_slot s
+           WHERE s.resource_id = {{ resource }} AND s.attempt_id <> 0) h{% endmacro %}
 
 {#- Whether namespace `ns` is the caller's tenant's and in the credential's scope as a whole (a
     namespace-wide grant, not a queue of it): the condition for what spans a namespace's keys.

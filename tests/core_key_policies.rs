@@ -2,6 +2,7 @@
 //! (orbit_task_create): the longest match, `reject` (KEY_BUSY, nothing written) and
 //! `replace_waiting` (only the newest waiting task is kept).
 
+use orbit::db::keys::KeyPolicySpec;
 use orbit::db::DbError;
 use orbit::testing::Fixture;
 
@@ -13,11 +14,15 @@ async fn count(f: &Fixture, sql: &str) -> i64 {
 }
 
 async fn set(f: &Fixture, match_kind: &str, key: &str, on_busy: &str) -> u64 {
-    f.db.key_policy_set(&f.hash, f.namespace_id, match_kind, key, on_busy)
-        .await
-        .unwrap()
-        .1
-        .id
+    f.db.key_policy_set(
+        &f.hash,
+        f.namespace_id,
+        &KeyPolicySpec::new(match_kind, key, on_busy),
+    )
+    .await
+    .unwrap()
+    .1
+    .id
 }
 
 /// The incomplete tasks the application is charged for, over every quota slot.
@@ -42,9 +47,13 @@ async fn state(f: &Fixture, task_id: u64) -> String {
 async fn a_policy_is_set_changed_listed_and_deleted() {
     let f = Fixture::new().await;
     let (created, p) =
-        f.db.key_policy_set(&f.hash, f.namespace_id, "prefix", "customer/", "reject")
-            .await
-            .unwrap();
+        f.db.key_policy_set(
+            &f.hash,
+            f.namespace_id,
+            &KeyPolicySpec::new("prefix", "customer/", "reject"),
+        )
+        .await
+        .unwrap();
     assert!(created);
     assert_eq!(
         (p.match_kind.as_str(), p.key.as_str(), p.on_busy.as_str()),
@@ -54,9 +63,7 @@ async fn a_policy_is_set_changed_listed_and_deleted() {
         f.db.key_policy_set(
             &f.hash,
             f.namespace_id,
-            "prefix",
-            "customer/",
-            "replace_waiting",
+            &KeyPolicySpec::new("prefix", "customer/", "replace_waiting"),
         )
         .await
         .unwrap();
@@ -112,7 +119,7 @@ async fn policy_input_is_checked_in_sql_and_bounded_per_namespace() {
     for (m, k, o, message) in bad {
         match f
             .db
-            .key_policy_set(&f.hash, f.namespace_id, m, k, o)
+            .key_policy_set(&f.hash, f.namespace_id, &KeyPolicySpec::new(m, k, o))
             .await
             .unwrap_err()
         {
@@ -134,14 +141,22 @@ async fn policy_input_is_checked_in_sql_and_bounded_per_namespace() {
     .await
     .unwrap();
     let full =
-        f.db.key_policy_set(&f.hash, f.namespace_id, "exact", "one-more", "reject")
-            .await
-            .unwrap_err();
+        f.db.key_policy_set(
+            &f.hash,
+            f.namespace_id,
+            &KeyPolicySpec::new("exact", "one-more", "reject"),
+        )
+        .await
+        .unwrap_err();
     assert!(matches!(full, DbError::QuotaExceeded(_)), "{full:?}");
     // Changing an existing one is still allowed.
-    f.db.key_policy_set(&f.hash, f.namespace_id, "exact", "k5", "reject")
-        .await
-        .unwrap();
+    f.db.key_policy_set(
+        &f.hash,
+        f.namespace_id,
+        &KeyPolicySpec::new("exact", "k5", "reject"),
+    )
+    .await
+    .unwrap();
 }
 
 /// Another tenant in the same database: its token's hash and its namespace.
@@ -171,14 +186,18 @@ async fn another_tenants_namespace_and_policies_are_not_found() {
     let f = Fixture::new().await;
     let (other_hash, other_ns) = other_tenant(&f).await;
     let theirs =
-        f.db.key_policy_set(&other_hash, other_ns, "exact", "k", "reject")
-            .await
-            .unwrap()
-            .1
-            .id;
+        f.db.key_policy_set(
+            &other_hash,
+            other_ns,
+            &KeyPolicySpec::new("exact", "k", "reject"),
+        )
+        .await
+        .unwrap()
+        .1
+        .id;
     let other = (other_hash, other_ns);
     let e =
-        f.db.key_policy_set(&f.hash, other.1, "exact", "k", "queue")
+        f.db.key_policy_set(&f.hash, other.1, &KeyPolicySpec::new("exact", "k", "queue"))
             .await
             .unwrap_err();
     assert!(matches!(e, DbError::NotFound(_)), "{e:?}");

@@ -92,6 +92,45 @@ async fn key_policies_are_set_listed_applied_and_deleted() {
         )
         .await;
     assert_eq!(gone.status, 404);
+
+    // A limit and a rate (on_busy defaults to queue): both keys of a limit of 2 run at once,
+    // and the key inspector shows what the key's next grant applies.
+    let limited = api
+        .post(
+            "/v1/key-policies",
+            "/v1/key-policies",
+            &json!({"namespace": ns, "match": "prefix", "key": "api/", "limit": 2,
+                    "rate": {"grants": 10, "per_seconds": 60}}),
+        )
+        .await;
+    assert_eq!(limited.status, 201, "{}", limited.body);
+    assert_eq!(limited.body["data"]["on_busy"], "queue");
+    assert_eq!(limited.body["data"]["limit"], 2);
+    assert_eq!(
+        limited.body["data"]["rate"],
+        json!({"grants": 10, "per_seconds": 60})
+    );
+    let key = api
+        .get(
+            "/v1/keys",
+            &format!("/v1/keys?namespace={ns}&concurrency_key=api%2F1"),
+        )
+        .await;
+    assert_eq!(key.status, 404, "{}", key.body);
+    api.submit("api-1", &task(&api, "api/1")).await;
+    let key = api
+        .get(
+            "/v1/keys",
+            &format!("/v1/keys?namespace={ns}&concurrency_key=api%2F1"),
+        )
+        .await;
+    assert_eq!(key.status, 200, "{}", key.body);
+    assert_eq!(key.body["data"]["limit"], 2, "{}", key.body);
+    assert_eq!(
+        key.body["data"]["rate"],
+        json!({"grants": 10, "per_seconds": 60})
+    );
+    assert_eq!(key.body["data"]["holders"], 0);
 }
 
 #[tokio::test]
@@ -120,8 +159,28 @@ async fn bad_policies_are_400s_and_other_namespaces_404s() {
             "namespace",
         ),
         (
-            json!({"namespace": ns, "match": "exact", "key": "k"}),
-            "on_busy",
+            json!({"namespace": ns, "match": "exact", "key": "k", "limit": 0}),
+            "limit",
+        ),
+        (
+            json!({"namespace": ns, "match": "exact", "key": "k", "limit": 1001}),
+            "limit",
+        ),
+        (
+            json!({"namespace": ns, "match": "exact", "key": "k", "limit": -1}),
+            "limit",
+        ),
+        (
+            json!({"namespace": ns, "match": "exact", "key": "k", "rate": {"grants": 5}}),
+            "rate",
+        ),
+        (
+            json!({"namespace": ns, "match": "exact", "key": "k", "rate": {"grants": 0, "per_seconds": 1}}),
+            "rate",
+        ),
+        (
+            json!({"namespace": ns, "match": "exact", "key": "k", "rate": {"grants": 5, "per_seconds": 86401}}),
+            "rate",
         ),
     ] {
         let r = api

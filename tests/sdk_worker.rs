@@ -2,6 +2,7 @@
 
 mod support;
 
+use orbit::db::keys::KeyPolicySpec;
 use std::sync::{Arc, Mutex};
 
 use futures_util::{SinkExt, StreamExt};
@@ -711,9 +712,13 @@ async fn a_cancel_running_policy_cancels_the_running_handler_at_once() {
     let f = orbit::testing::Fixture::new().await;
     let server = orbit::testing::Server::start(env!("CARGO_BIN_EXE_orbit"), &f.test_db.dsn).await;
     let client = Client::new(&server.url, &f.token);
-    f.db.key_policy_set(&f.hash, f.namespace_id, "exact", "acct/7", "cancel_running")
-        .await
-        .unwrap();
+    f.db.key_policy_set(
+        &f.hash,
+        f.namespace_id,
+        &KeyPolicySpec::new("exact", "acct/7", "cancel_running"),
+    )
+    .await
+    .unwrap();
     let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
     let (cancelled_tx, mut cancelled_rx) = tokio::sync::mpsc::unbounded_channel();
     let worker = Worker::new(&server.url, &f.token, "cancellable")

@@ -6,6 +6,7 @@
 //! cancelled, and every write a holder started after a newer holder's write was accepted is
 //! refused by the fence.
 
+use orbit::db::keys::KeyPolicySpec;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,9 +63,13 @@ async fn policies_never_let_two_holders_act_and_fence_every_cancelled_holder() {
     let f = Fixture::new().await;
     f.test_db.install_fence().await;
     for (key, on_busy) in KEYS {
-        f.db.key_policy_set(&f.hash, f.namespace_id, "exact", key, on_busy)
-            .await
-            .unwrap();
+        f.db.key_policy_set(
+            &f.hash,
+            f.namespace_id,
+            &KeyPolicySpec::new("exact", key, on_busy),
+        )
+        .await
+        .unwrap();
     }
     let q2 = f.queue("q2").await;
     let queues = [f.queue_id.clone(), q2];

@@ -129,6 +129,29 @@ async fn submit_0_1_0(pool: &MySqlPool, hash: &[u8], idempotency_key: &str, t: &
     row.get::<u64, _>(1)
 }
 
+/// A grant as 0.1.0's orbit_task_claim returns it (0.2 adds key_slot after the token).
+struct Grant0_1_0 {
+    attempt_id: u64,
+    concurrency_token: u64,
+    task_id: u64,
+}
+
+/// 0.1.0's orbit_task_claim of one task, read in 0.1.0's column order.
+async fn claim_0_1_0(pool: &MySqlPool, session_id: u64, lease_ms: u32) -> Grant0_1_0 {
+    let rows = sqlx::query("CALL orbit_task_claim(?, 1, ?)")
+        .bind(session_id)
+        .bind(lease_ms)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    Grant0_1_0 {
+        attempt_id: rows[0].get(0),
+        concurrency_token: rows[0].get(3),
+        task_id: rows[0].get(4),
+    }
+}
+
 async fn version(pool: &MySqlPool) -> u64 {
     sqlx::query("CALL orbit_extension_version()")
         .fetch_one(pool)
@@ -434,10 +457,9 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     };
     let claim_next = async |t: NewTask| {
         let id = submit(&t).await;
-        let grants = f.db.task_claim(worker, 1, lease_ms).await.unwrap();
-        assert_eq!(grants.len(), 1);
-        assert_eq!(grants[0].task.id, id);
-        grants.into_iter().next().unwrap()
+        let grant = claim_0_1_0(&pool, worker, lease_ms).await;
+        assert_eq!(grant.task_id, id);
+        grant
     };
     let succeeded = claim_next(task(&f, &q1, None)).await;
     f.db.attempt_start(worker, succeeded.attempt_id)
@@ -534,12 +556,12 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     let before = tasks(&pool).await;
     let states: BTreeMap<u64, &str> = before.iter().map(|(i, s)| (*i, s.as_str())).collect();
     for (id, state) in [
-        (succeeded.task.id, TaskState::Succeeded),
-        (review.task.id, TaskState::NeedsReview),
-        (retry.task.id, TaskState::RetryWait),
-        (holder.task.id, TaskState::Running),
+        (succeeded.task_id, TaskState::Succeeded),
+        (review.task_id, TaskState::NeedsReview),
+        (retry.task_id, TaskState::RetryWait),
+        (holder.task_id, TaskState::Running),
         (blocked, TaskState::Waiting),
-        (leased.task.id, TaskState::Leased),
+        (leased.task_id, TaskState::Leased),
         (cancelled, TaskState::Cancelled),
         (waiting, TaskState::Waiting),
     ] {
@@ -601,8 +623,10 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     // --- Nothing lost: every row of every table as it was; every task keeps its id and state. ---
     let mut rows_after = table_checksums(&pool).await;
     rows_after.remove("orbit_attempt");
-    // A table 0.1.0 did not have starts empty: every key keeps 0.1's behaviour.
+    // The tables 0.1.0 did not have start empty: every key keeps 0.1's behaviour (one holder,
+    // in slot 0 on its resource row; no policy).
     assert_eq!(rows_after.remove("orbit_key_policy").unwrap().0, 0);
+    assert_eq!(rows_after.remove("orbit_key_slot").unwrap().0, 0);
     // The plan tables gained columns (so their checksums change): their 0.1 columns are compared
     // instead, and the new columns hold the defaults that keep 0.1 behaviour.
     for t in PLAN_TABLES {
@@ -613,6 +637,16 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
         );
     }
     assert_eq!(rows_after, rows_before);
+    // Each copied permit counts as its key's one holder.
+    let holders: Vec<(u64, u16)> =
+        sqlx::query_as("SELECT holder_attempt_id, holders FROM orbit_resource ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert!(!holders.is_empty());
+    for (attempt, count) in holders {
+        assert_eq!(u16::from(attempt != 0), count, "{attempt}");
+    }
     let debounced: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM orbit_task WHERE debounce_seconds <> 0 OR debounce_until IS NOT NULL",
     )

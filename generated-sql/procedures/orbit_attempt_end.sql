@@ -25,7 +25,8 @@
 -- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
 --   again here), orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
 --   otherwise by its update, which comes before the key's release either way), orbit_resource
---   row (via orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
+--   row and orbit_key_slot row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
+--   quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
@@ -45,6 +46,7 @@ BEGIN
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_token BIGINT UNSIGNED;
+  DECLARE v_key_slot SMALLINT UNSIGNED;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
   DECLARE v_retry_base_ms INT UNSIGNED;
@@ -59,8 +61,8 @@ BEGIN
   DECLARE v_release_version BIGINT UNSIGNED;
 
   -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
-  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token
-    INTO v_task_id, v_attempt_state, v_resource_id, v_token
+  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.key_slot
+    INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_key_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
@@ -109,7 +111,7 @@ BEGIN
   -- The key next: the attempt's update records the version its release wrote.
   SET o_key_queues = 0, v_release_version = 0;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, p_now, p_hand_off, o_key_queues, v_release_version);
+    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_key_queues, v_release_version);
   END IF;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
     CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);

@@ -34,7 +34,7 @@
 --   slot refused the charge: see orbit_task_grant's p_deferred), the same in every row;
 --   then the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
---   lease_expires_at, concurrency_token, then the task columns.
+--   lease_expires_at, concurrency_token, key_slot, then the task columns.
 -- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
 --   such session, or it is closed: its socket went away, the sweep closed it, or its credential
 --   was revoked).
@@ -116,7 +116,7 @@ BEGIN
                   outcome VARCHAR(16) PATH '$.outcome')) r
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
-  -- The keys this call released and the grant did not take again (opened after the grant; a
+  -- The keys this call released that still have room after the grant (opened after the grant; a
   -- plain read of the resource rows, exact: we hold them).
   DECLARE c_released_keys CURSOR FOR
     SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
@@ -124,7 +124,7 @@ BEGIN
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
       JOIN orbit_resource r ON r.id = e.resource_id
-     WHERE e.resource_id <> 0 AND r.holder_attempt_id = 0;
+     WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0));
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -381,7 +381,7 @@ BEGIN
   -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -397,7 +397,7 @@ BEGIN
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -415,7 +415,7 @@ BEGIN
   ELSE
     SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,

@@ -18,8 +18,8 @@
 -- p_after_resource_id for the next page (both NULL = from the start). The ranking is live: a key
 -- whose rank changes between two pages may appear on both or neither; a steady state is walked
 -- exactly once.
--- Cost: independent of the number of keys and tasks. It reads the active attempts (a key's holder
--- is one), and per held key of the namespace a count of at
+-- Cost: independent of the number of keys and tasks. It reads the active attempts (a key's holders
+-- are among them), and per held key of the namespace its slot rows (at most its limit), a count of at
 -- most 1,001 ix_task_key entries and, per queue with waiting tasks of the key, 22 one-entry probes
 -- of ix_task_key (the next queue, and the oldest per lane and priority).
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_order ('waiting' or
@@ -30,7 +30,8 @@
 --   holder_lease_expires_at, holder_token, waiting (up to 1,000), waiting_more (1 or 0),
 --   oldest_task_id (NULL = none waits), oldest_waiting_since (its run_at; NULL = none waits),
 --   resource_id, sort_value (the cursor's value: waiting, or oldest_task_id with
---   18446744073709551615 for none).
+--   18446744073709551615 for none), holders (attempts holding the key now). The holder_* columns
+--   are the key's oldest holder's (the lowest attempt id).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_order, p_limit).
 -- Locks: none (a consistent read in one read-only snapshot).
 DROP PROCEDURE IF EXISTS orbit_key_list;
@@ -51,6 +52,7 @@ BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_count INT;
   DECLARE v_oldest BIGINT UNSIGNED;
+  DECLARE v_holder BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_step CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_a CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
@@ -80,15 +82,21 @@ BEGIN
      AND EXISTS (SELECT 1 FROM orbit_credential_scope s
                   WHERE s.credential_id = v_credential_id AND s.namespace_id = n.id AND s.queue_id = '');
   IF v_namespace_id IS NOT NULL THEN
-    -- A held key's holder is an active attempt: found among those (ix_attempt_active_queue).
-    SELECT COALESCE(JSON_ARRAYAGG(r.id), '[]') INTO v_keys
-      FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
-      JOIN orbit_resource r ON r.id = k.resource_id AND r.holder_attempt_id = k.id
-     WHERE k.released_at IS NULL AND k.resource_id <> 0 AND k.namespace_id = v_namespace_id;
+    -- A held key's holders are active attempts: found among those (ix_attempt_active_queue).
+    SELECT COALESCE(JSON_ARRAYAGG(x.resource_id), '[]') INTO v_keys
+      FROM (SELECT DISTINCT k.resource_id
+              FROM orbit_attempt k FORCE INDEX (ix_attempt_active_queue)
+             WHERE k.released_at IS NULL AND k.resource_id <> 0 AND k.namespace_id = v_namespace_id) x;
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
     SET v_resource_id = JSON_VALUE(v_keys, CONCAT('$[', v_i, ']'));
+    SELECT MIN(h.attempt_id) INTO v_holder
+    FROM (SELECT r.holder_attempt_id AS attempt_id FROM orbit_resource r
+           WHERE r.id = v_resource_id AND r.holder_attempt_id <> 0
+          UNION ALL
+          SELECT s.attempt_id FROM orbit_key_slot s
+           WHERE s.resource_id = v_resource_id AND s.attempt_id <> 0) h;
     SELECT COUNT(*) INTO v_count
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)
              WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked')
@@ -133,7 +141,7 @@ BEGIN
     -- `+ 0` on the variables: MariaDB's JSON_OBJECT writes a bare procedure variable as a string.
     SET v_stats = JSON_ARRAY_APPEND(v_stats, '$', JSON_OBJECT(
           'r', v_resource_id + 0, 'w', LEAST(v_count, 1000), 'm', IF(v_count > 1000, 1, 0),
-          'o', v_oldest + 0));
+          'o', v_oldest + 0, 'h', v_holder + 0));
     SET v_i = v_i + 1;
   END WHILE;
 
@@ -145,12 +153,12 @@ BEGIN
          j.w AS waiting, j.m AS waiting_more, j.o AS oldest_task_id,
          o.run_at AS oldest_waiting_since,
          r.id AS resource_id,
-         IF(p_order = 'waiting', j.w, COALESCE(j.o, 18446744073709551615)) AS sort_value
+         IF(p_order = 'waiting', j.w, COALESCE(j.o, 18446744073709551615)) AS sort_value, r.holders
     FROM JSON_TABLE(v_stats, '$[*]' COLUMNS (
            r BIGINT UNSIGNED PATH '$.r', w BIGINT UNSIGNED PATH '$.w', m INT PATH '$.m',
-           o BIGINT UNSIGNED PATH '$.o')) j
+           o BIGINT UNSIGNED PATH '$.o', h BIGINT UNSIGNED PATH '$.h')) j
     JOIN orbit_resource r ON r.id = j.r
-    JOIN orbit_attempt a ON a.id = r.holder_attempt_id
+    JOIN orbit_attempt a ON a.id = j.h
     LEFT JOIN orbit_task o ON o.id = j.o
    WHERE p_after_resource_id IS NULL
       OR (p_order = 'waiting' AND (j.w < p_after_value OR (j.w = p_after_value AND r.id > p_after_resource_id)))

@@ -39,7 +39,8 @@ body: BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: key policy not found';
   END IF;
   SELECT p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
-         p.on_busy, p.created_at, p.updated_at FROM orbit_key_policy p WHERE p.id = p_policy_id;
+         p.on_busy, p.holder_limit, p.rate_grants, p.rate_per_seconds,
+         p.created_at, p.updated_at FROM orbit_key_policy p WHERE p.id = p_policy_id;
   DELETE FROM orbit_key_policy WHERE id = p_policy_id;
   COMMIT;
 END$$

@@ -27,7 +27,8 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: namespace not found';
   END IF;
   SELECT p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
-         p.on_busy, p.created_at, p.updated_at
+         p.on_busy, p.holder_limit, p.rate_grants, p.rate_per_seconds,
+         p.created_at, p.updated_at
     FROM orbit_key_policy p
    WHERE p.namespace_id = p_namespace_id
    ORDER BY p.match_kind, p.key_pattern;

@@ -3,15 +3,17 @@
 
 -- orbit_key_policy_set: Create or change the policy for a key, or for a key prefix, of a namespace.
 --
--- One policy per (namespace, match_kind, key_pattern): setting it again changes its on_busy. The
--- change applies to submits accepted after it (see orbit_key_policy); tasks already accepted and
--- held permits are not touched.
+-- One policy per (namespace, match_kind, key_pattern): setting it again changes its fields. An
+-- on_busy change applies to submits accepted after it, a limit or rate change from each key's
+-- next grant (see orbit_key_policy); tasks already accepted and held permits are not touched.
 -- Parameters: p_token_hash BINARY(32) (scope queues:manage on the whole namespace);
 --   p_namespace_id; p_match_kind 'exact' | 'prefix'; p_key_pattern (exact bytes, the rules of a
 --   concurrency_key: m::key_error); p_on_busy 'queue' | 'reject' | 'replace_waiting' |
---   'cancel_running'.
+--   'cancel_running'; p_holder_limit 1-1000; p_rate_grants 0-1000 and
+--   p_rate_per_seconds 0-86400, both 0 (no rate) or both above 0.
 -- Result (one row): created TINYINT (1 = new, 0 = changed), then the policy columns: policy_id,
---   namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at.
+--   namespace_id, match_kind, key_pattern, on_busy, holder_limit, rate_grants, rate_per_seconds,
+--   created_at, updated_at.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (a namespace the credential does not
 --   reach as a whole: one answer for another tenant's), INVALID_ARGUMENT (naming the field),
 --   QUOTA_EXCEEDED (the namespace already has 1000 policies).
@@ -20,7 +22,8 @@ DROP PROCEDURE IF EXISTS orbit_key_policy_set;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_policy_set(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
                                       IN p_match_kind TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_key_pattern BLOB,
-                                      IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin)
+                                      IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_holder_limit INT,
+                                      IN p_rate_grants INT, IN p_rate_per_seconds INT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
@@ -71,6 +74,18 @@ body: BEGIN
   IF p_on_busy IS NULL OR p_on_busy NOT IN ('queue', 'reject', 'replace_waiting', 'cancel_running') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, reject, replace_waiting or cancel_running';
   END IF;
+  IF p_holder_limit IS NULL OR p_holder_limit NOT BETWEEN 1 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and {{ c.key_limit_max }}';
+  END IF;
+  IF p_rate_grants IS NULL OR p_rate_grants NOT BETWEEN 0 AND 1000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate.grants must be between 1 and {{ c.rate_grants_max }}';
+  END IF;
+  IF p_rate_per_seconds IS NULL OR p_rate_per_seconds NOT BETWEEN 0 AND 86400 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate.per_seconds must be between 1 and {{ c.rate_window_max_seconds }}';
+  END IF;
+  IF (p_rate_grants = 0) <> (p_rate_per_seconds = 0) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate needs both grants and per_seconds';
+  END IF;
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -85,15 +100,21 @@ body: BEGIN
       ROLLBACK;
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the namespace already has {{ c.key_policies_max }} key policies';
     END IF;
-    INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at)
-    VALUES (p_namespace_id, p_match_kind, p_key_pattern, p_on_busy, v_now, v_now);
+    INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, holder_limit, rate_grants,
+                                  rate_per_seconds, created_at, updated_at)
+    VALUES (p_namespace_id, p_match_kind, p_key_pattern, p_on_busy, p_holder_limit, p_rate_grants,
+            p_rate_per_seconds, v_now, v_now);
     SET v_policy_id = LAST_INSERT_ID(), v_created = 1;
   ELSE
-    UPDATE orbit_key_policy p SET p.on_busy = p_on_busy, p.updated_at = v_now WHERE p.id = v_policy_id;
+    UPDATE orbit_key_policy p
+       SET p.on_busy = p_on_busy, p.holder_limit = p_holder_limit, p.rate_grants = p_rate_grants,
+           p.rate_per_seconds = p_rate_per_seconds, p.updated_at = v_now
+     WHERE p.id = v_policy_id;
   END IF;
   COMMIT;
   SELECT v_created AS created, p.id AS policy_id, p.namespace_id, p.match_kind, p.key_pattern,
-         p.on_busy, p.created_at, p.updated_at
+         p.on_busy, p.holder_limit, p.rate_grants, p.rate_per_seconds,
+         p.created_at, p.updated_at
     FROM orbit_key_policy p
    WHERE p.id = v_policy_id;
 END$$

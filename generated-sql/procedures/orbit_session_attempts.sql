@@ -13,7 +13,7 @@
 -- p_touch_after_ms), which keeps orbit_session_sweep off it.
 -- Parameters: p_session_id; p_touch_after_ms (NULL = do not touch).
 -- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
---   (0 = no key), then the task columns (as orbit_task_claim):
+--   (0 = no key), key_slot, then the task columns (as orbit_task_claim):
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
@@ -43,7 +43,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
   SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,

@@ -8,7 +8,8 @@
 -- by the dispatch signal cost the server no log flush.
 -- Parameters: p_session_id; p_max 1-1000 (the session's free capacity); p_lease_ms 1000-3600000.
 -- Result (0..p_max rows, one per grant):
---   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), then the task columns:
+--   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), key_slot (the key's
+--   permit slot, 0 to its holder limit - 1; 0 = no key), then the task columns:
 --   task_id BIGINT UNSIGNED, queue_id CHAR(32), namespace_id BIGINT UNSIGNED, state VARCHAR,
 --   handler, handler_version, payload_version, payload (JSON text), business_key ('' = none),
 --   concurrency_key VARBINARY ('' = none), priority, max_attempts, attempt_count, retry_base_ms,
@@ -65,7 +66,7 @@ BEGIN
   END IF;
   IF v_granted = 1 THEN
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -81,7 +82,7 @@ BEGIN
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -99,7 +100,7 @@ BEGIN
   ELSE
     -- No grant, no rows: no row has id 0 (a primary-key probe that finds nothing).
     SELECT a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
-         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+         a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,

@@ -8,10 +8,14 @@
 -- result, in one commit). For each task granted: reserves the application's active-attempt quota
 -- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
 -- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
--- task, holds the key permit (the resource row's holder_attempt_id) with token highest_token + 1
--- (the resource row's version advances).
+-- task, holds a key permit with token highest_token + 1 (the resource row's version advances):
+-- the lowest free slot of the key (slot 0 on the resource row, 1 and up in orbit_key_slot) while
+-- fewer than its policy's holder_limit hold it, and only when the policy's rate allows: a task
+-- that would exceed the rate goes back to the blocked lane, and its key waits for rate_wake_at
+-- (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
+-- each queue.
 -- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
--- at most one task per queue and only while the key is free, so tasks blocked on a busy key are
+-- at most one task per queue and only while the key has room, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
 -- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
 -- priority (0 first), then age, orders each queue. Skipped: paused queues, queues at their permit
@@ -55,7 +59,8 @@
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; the new orbit_attempt row (its queue permit); orbit_application_quota slot rows last: the session's slot alone when the grant
+--   candidate; the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
+--   above 0; a new one is inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the session's
 --   slot when it takes them within its share, else to the lowest slots below their share (see
@@ -80,6 +85,19 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_credential_ok TINYINT DEFAULT 0;
   DECLARE v_holder BIGINT UNSIGNED;
+  -- The candidate's key: its holders, its policy's holder limit and rate (read at each grant), its
+  -- recent grant times, and the slot this grant takes (NULL: a new orbit_key_slot row, after
+  -- v_slot_rows existing ones).
+  DECLARE v_key VARBINARY(764);
+  DECLARE v_holders SMALLINT UNSIGNED;
+  DECLARE v_key_limit SMALLINT UNSIGNED;
+  DECLARE v_rate_grants SMALLINT UNSIGNED;
+  DECLARE v_rate_seconds INT UNSIGNED;
+  DECLARE v_recent VARCHAR(26000) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_recent_count INT;
+  DECLARE v_allowed DATETIME(6);
+  DECLARE v_key_slot SMALLINT UNSIGNED;
+  DECLARE v_slot_rows INT;
   DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
@@ -241,8 +259,19 @@ body: BEGIN
             v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version, r.holder_attempt_id INTO v_highest, v_version, v_holder
+          SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.recent_grants, r.concurrency_key
+            INTO v_highest, v_version, v_holder, v_holders, v_recent, v_key
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+          -- The key's policy as it is now: a change of limit or rate applies from the key's next
+          -- grant (a plain read of at most 1000 index entries of the namespace).
+          SET v_key_limit = 1, v_rate_grants = 0, v_rate_seconds = 0;
+          SELECT p.holder_limit, p.rate_grants, p.rate_per_seconds INTO v_key_limit, v_rate_grants, v_rate_seconds
+            FROM orbit_key_policy p
+       WHERE p.namespace_id = v_namespace_id
+         AND ((p.match_kind = 'exact' AND p.key_pattern = v_key)
+              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(v_key, LENGTH(p.key_pattern))))
+       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
+       LIMIT 1;
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
           UPDATE orbit_task t
@@ -259,8 +288,9 @@ body: BEGIN
           ITERATE batch;
         END IF;
         IF v_resource_id <> 0 THEN
-          IF v_holder <> 0 THEN
-            -- A head left ready when another queue's task took the key: demote it now.
+          IF v_holders >= v_key_limit THEN
+            -- No room: a head left ready when another queue's task took the key's last slot, or
+            -- a lowered limit. Demote it now; a release promotes it again.
             UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
             SET v_demoted = v_demoted + 1;
             ITERATE batch;
@@ -275,29 +305,77 @@ body: BEGIN
             SET v_demoted = v_demoted + 1;
             ITERATE batch;
           END IF;
+          IF v_rate_grants > 0 THEN
+            -- The rate: at most v_rate_grants grants in any v_rate_seconds. This grant may come
+            -- when the v_rate_grants-th latest is that long ago, and not before the latest (so
+            -- grant times never go back). Too early: the task goes back to the blocked lane and
+            -- the key waits for rate_wake_at, when orbit_task_promote_due promotes it; nothing
+            -- polls it meanwhile.
+            SET v_allowed = p_now, v_recent_count = LENGTH(v_recent) DIV 26;
+            IF v_recent_count >= v_rate_grants THEN
+              SET v_allowed = DATE_ADD(CAST(SUBSTRING(v_recent, (v_recent_count - v_rate_grants) * 26 + 1, 26) AS DATETIME(6)),
+                                       INTERVAL v_rate_seconds SECOND);
+            END IF;
+            IF v_recent_count > 0 AND CAST(RIGHT(v_recent, 26) AS DATETIME(6)) > v_allowed THEN
+              SET v_allowed = CAST(RIGHT(v_recent, 26) AS DATETIME(6));
+            END IF;
+            IF v_allowed > p_now THEN
+              UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
+              UPDATE orbit_resource r SET r.rate_wake_at = v_allowed WHERE r.id = v_resource_id;
+              SET v_demoted = v_demoted + 1;
+              ITERATE batch;
+            END IF;
+            SET v_recent = RIGHT(CONCAT(v_recent, DATE_FORMAT(p_now, '%Y-%m-%d %H:%i:%s.%f')), v_rate_grants * 26);
+          ELSE
+            SET v_recent = '';
+          END IF;
+          -- The lowest free slot: 0 (the resource row's), else the lowest free orbit_key_slot row,
+          -- else a new row after the last (plain reads, exact under the resource row lock).
+          SET v_key_slot = 0;
+          IF v_holder <> 0 THEN
+            SELECT MIN(IF(s.attempt_id = 0, s.slot, NULL)), COUNT(*) INTO v_key_slot, v_slot_rows
+              FROM orbit_key_slot s
+             WHERE s.resource_id = v_resource_id;
+          END IF;
           SET v_token = v_highest + 1, v_version = v_version + 1;
         ELSE
-          SET v_token = 0, v_version = 0;
+          SET v_token = 0, v_version = 0, v_key_slot = 0;
         END IF;
 
         INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
-                                   concurrency_token, grant_version, session_id, worker_id, claim_seq, quota_slot,
-                                   state, granted_at, started_at, lease_expires_at)
+                                   concurrency_token, grant_version, key_slot, session_id, worker_id, claim_seq,
+                                   quota_slot, state, granted_at, started_at, lease_expires_at)
         VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, p_session_id, v_worker_id, v_seq, v_slot, IF(v_start, 'RUNNING', 'LEASED'),
-                p_now, IF(v_start, p_now, NULL), v_expires);
+                v_token, v_version, COALESCE(v_key_slot, v_slot_rows + 1), p_session_id, v_worker_id, v_seq,
+                v_slot, IF(v_start, 'RUNNING', 'LEASED'), p_now, IF(v_start, p_now, NULL), v_expires);
         SET v_attempt_id = LAST_INSERT_ID();
         IF v_resource_id <> 0 THEN
-          -- The key permit, with the token and version recorded on the attempt.
+          -- The key permit, with the token and version recorded on the attempt: slot 0 on the
+          -- resource row, another slot on its orbit_key_slot row. The limit and the grant times
+          -- read above are kept for the steps that read no policy (m::key_full).
           UPDATE orbit_resource r
-             SET r.highest_token = v_token, r.version = v_version, r.holder_attempt_id = v_attempt_id,
-                 r.updated_at = p_now
+             SET r.highest_token = v_token, r.version = v_version, r.holders = r.holders + 1,
+                 r.holder_attempt_id = IF(v_key_slot = 0, v_attempt_id, r.holder_attempt_id),
+                 r.holder_limit = v_key_limit, r.recent_grants = v_recent, r.rate_wake_at = NULL, r.updated_at = p_now
            WHERE r.id = v_resource_id;
+          IF v_key_slot IS NULL THEN
+            INSERT INTO orbit_key_slot (resource_id, slot, attempt_id, updated_at)
+            VALUES (v_resource_id, v_slot_rows + 1, v_attempt_id, p_now);
+          ELSEIF v_key_slot > 0 THEN
+            UPDATE orbit_key_slot s
+               SET s.attempt_id = v_attempt_id, s.updated_at = p_now
+             WHERE s.resource_id = v_resource_id AND s.slot = v_key_slot;
+          END IF;
         END IF;
         UPDATE orbit_task t
            SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
                t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
          WHERE t.id = v_task_id;
+        IF v_resource_id <> 0 AND v_holders + 1 < v_key_limit THEN
+          -- Room for more: the key's next task in each queue becomes ready too (now that this
+          -- one has left the ready lane).
+          CALL orbit_key_promote_all(v_resource_id, p_now);
+        END IF;
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
             v_last_attempt_id = v_attempt_id;
       END LOOP batch;

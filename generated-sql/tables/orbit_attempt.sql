@@ -6,7 +6,8 @@
 -- is while it is LEASED or RUNNING). The permits are columns of the attempt, not rows of their own
 -- (SPEC §4): the queue permit is the attempt itself while released_at is NULL
 -- (ix_attempt_active_queue counts a queue's, ix_attempt_active_lease lists them by lease expiry
--- for recovery), and the key permit is its key's orbit_resource.holder_attempt_id.
+-- for recovery), and the key permit is its key's orbit_resource.holder_attempt_id (slot 0) or an
+-- orbit_key_slot row (key_slot 1 and up, for keys that more than one attempt may hold).
 -- concurrency_token is the key's token granted with this attempt (0 for a task without a key).
 -- grant_version and release_version are the key's resource-row versions written by the grant and
 -- the release: both happen under that row's lock, so they order all holders of one key exactly
@@ -36,6 +37,7 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON output reported by the worker',
   error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON error reported by the worker or recovery',
   late_result VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'outcome reported after the attempt had already ended; recorded, never acted on',
+  key_slot SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit''s slot it holds (0 to its key''s holder_limit - 1; orbit_key_slot for 1 and up); 0 for a task without a key',
   PRIMARY KEY (id),
   UNIQUE KEY ux_attempt_task (task_id, attempt_no),
   KEY ix_attempt_session (session_id, claim_seq),

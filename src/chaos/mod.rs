@@ -723,9 +723,13 @@ async fn bootstrap(
     if policies {
         let hash = crate::auth::token_hash(&token);
         for (key, on_busy) in POLICIES {
-            db.key_policy_set(&hash, b.namespace_id, "exact", key, on_busy)
-                .await
-                .map_err(|e| setup("set a key policy")(e.to_string()))?;
+            db.key_policy_set(
+                &hash,
+                b.namespace_id,
+                &crate::db::keys::KeyPolicySpec::new("exact", key, on_busy),
+            )
+            .await
+            .map_err(|e| setup("set a key policy")(e.to_string()))?;
         }
     }
     db.close().await;

@@ -62,6 +62,16 @@ pub struct Consts {
     /// Key policies a namespace may hold: every keyed submit reads its namespace's policies
     /// (orbit_key_policy), so their number bounds that read.
     pub key_policies_max: u32,
+    /// The largest holder limit a key policy may set: a grant of a key with room finds its slot
+    /// among at most this many (orbit_key_slot).
+    pub key_limit_max: u32,
+    /// The largest `rate_grants` of a key policy: a rate-limited key's row keeps that many grant
+    /// times (orbit_resource.recent_grants, 26 characters each), rewritten by each grant.
+    pub rate_grants_max: u32,
+    /// `recent_grants`' width: `rate_grants_max` times of 26 characters.
+    pub rate_log_chars: u32,
+    /// The longest rate window, in seconds: one day.
+    pub rate_window_max_seconds: u32,
 }
 
 pub const CONSTS: Consts = Consts {
@@ -81,6 +91,10 @@ pub const CONSTS: Consts = Consts {
     purge_batch: 50,
     delay_max_seconds: 31_536_000,
     key_policies_max: 1000,
+    key_limit_max: 1000,
+    rate_grants_max: 1000,
+    rate_log_chars: 26_000,
+    rate_window_max_seconds: 86_400,
 };
 
 /// One registered template.
@@ -134,6 +148,7 @@ registry! {
     Table orbit_extension => "tables/orbit_extension.sql",
     Table orbit_idempotency => "tables/orbit_idempotency.sql",
     Table orbit_key_policy => "tables/orbit_key_policy.sql",
+    Table orbit_key_slot => "tables/orbit_key_slot.sql",
     Table orbit_namespace => "tables/orbit_namespace.sql",
     Table orbit_plan => "tables/orbit_plan.sql",
     Table orbit_plan_fire => "tables/orbit_plan_fire.sql",

@@ -56,6 +56,13 @@ pub struct KeyState {
     /// The key policy a submit for this key meets now (`None`: no policy, `on_busy` is `queue`).
     pub policy_id: Option<u64>,
     pub on_busy: String,
+    /// Attempts holding the key now (`holder` is the oldest of them).
+    pub holders: u32,
+    /// The policy's limit and rate, which the key's next grant applies.
+    pub limit: u32,
+    pub rate: Option<Rate>,
+    /// While a grant waits for the key's rate: when the rate lets it through.
+    pub rate_wake_at: Option<DateTime<Utc>>,
 }
 
 /// One of a key's last grants (an element of `orbit_key_get`'s `recent_grants`).
@@ -67,6 +74,8 @@ pub struct RecentGrant {
     pub worker_id: String,
     pub state: String,
     pub concurrency_token: u64,
+    /// The key permit's slot the grant took.
+    pub key_slot: u32,
     pub granted_at: DateTime<Utc>,
     pub released_at: Option<DateTime<Utc>>,
     pub outcome: String,
@@ -87,6 +96,8 @@ pub struct HeldKey {
     /// The cursor of this row: (sort value, resource id).
     pub resource_id: u64,
     pub sort_value: u64,
+    /// Attempts holding the key now (`holder` is the oldest of them).
+    pub holders: u32,
 }
 
 /// How `orbit_key_list` orders the held keys.
@@ -205,9 +216,17 @@ impl Db {
                 })?;
                 let policy_id = c.opt_u64()?;
                 let on_busy = c.text()?;
+                let holders = c.u32()?;
+                let limit = c.u32()?;
+                let rate = Rate::read(c)?;
+                let rate_wake_at = c.opt_time()?;
                 Ok(KeyState {
                     policy_id,
                     on_busy,
+                    holders,
+                    limit,
+                    rate,
+                    rate_wake_at,
                     namespace_id,
                     concurrency_key,
                     highest_token,
@@ -265,6 +284,7 @@ impl Db {
                     oldest_waiting_since: c.opt_time()?,
                     resource_id: c.u64()?,
                     sort_value: c.u64()?,
+                    holders: c.u32()?,
                 })
             },
         )
@@ -272,7 +292,8 @@ impl Db {
     }
 }
 
-/// A key policy (`orbit_key_policy`): what a submit does when its key is busy.
+/// A key policy (`orbit_key_policy`): how many may hold a key, how often it may be granted, and
+/// what a submit does when it is busy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KeyPolicy {
     pub id: u64,
@@ -281,10 +302,72 @@ pub struct KeyPolicy {
     pub match_kind: String,
     /// The key, or the prefix.
     pub key: String,
-    /// `queue`, `reject` or `replace_waiting`.
+    /// `queue`, `reject`, `replace_waiting` or `cancel_running`.
     pub on_busy: String,
+    /// Attempts that may hold the key at once.
+    pub limit: u32,
+    pub rate: Option<Rate>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A key's rate: at most `grants` grants in any `per_seconds`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rate {
+    pub grants: u32,
+    pub per_seconds: u32,
+}
+
+impl Rate {
+    /// Two columns, `rate_grants` and `rate_per_seconds`: 0 in either is no rate.
+    fn read(c: &mut Cols<'_>) -> Result<Option<Rate>, DbError> {
+        Ok(match (c.u32()?, c.u32()?) {
+            (0, _) | (_, 0) => None,
+            (grants, per_seconds) => Some(Rate {
+                grants,
+                per_seconds,
+            }),
+        })
+    }
+}
+
+/// What `orbit_key_policy_set` sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyPolicySpec<'a> {
+    /// `exact` or `prefix`.
+    pub match_kind: &'a str,
+    pub key: &'a str,
+    pub on_busy: &'a str,
+    /// 1-1000.
+    pub limit: u32,
+    pub rate: Option<Rate>,
+}
+
+impl<'a> KeyPolicySpec<'a> {
+    /// A policy of one holder and no rate: `on_busy` alone.
+    pub fn new(match_kind: &'a str, key: &'a str, on_busy: &'a str) -> Self {
+        KeyPolicySpec {
+            match_kind,
+            key,
+            on_busy,
+            limit: 1,
+            rate: None,
+        }
+    }
+
+    pub fn limit(self, limit: u32) -> Self {
+        KeyPolicySpec { limit, ..self }
+    }
+
+    pub fn rate(self, grants: u32, per_seconds: u32) -> Self {
+        KeyPolicySpec {
+            rate: Some(Rate {
+                grants,
+                per_seconds,
+            }),
+            ..self
+        }
+    }
 }
 
 impl KeyPolicy {
@@ -296,6 +379,8 @@ impl KeyPolicy {
             match_kind: c.text()?,
             key: c.text()?,
             on_busy: c.text()?,
+            limit: c.u32()?,
+            rate: Rate::read(c)?,
             created_at: c.time()?,
             updated_at: c.time()?,
         })
@@ -308,18 +393,23 @@ impl Db {
         &self,
         token_hash: &[u8],
         namespace_id: u64,
-        match_kind: &str,
-        key: &str,
-        on_busy: &str,
+        spec: &KeyPolicySpec<'_>,
     ) -> Result<(bool, KeyPolicy), DbError> {
+        let rate = spec.rate.unwrap_or(Rate {
+            grants: 0,
+            per_seconds: 0,
+        });
         self.call_one(
             "orbit_key_policy_set",
             &[
                 Arg::Bytes(token_hash),
                 namespace_id.into(),
-                match_kind.into(),
-                Arg::Bytes(key.as_bytes()),
-                on_busy.into(),
+                spec.match_kind.into(),
+                Arg::Bytes(spec.key.as_bytes()),
+                spec.on_busy.into(),
+                u64::from(spec.limit).into(),
+                u64::from(rate.grants).into(),
+                u64::from(rate.per_seconds).into(),
             ],
             |c| Ok((c.bool()?, KeyPolicy::read(c)?)),
         )

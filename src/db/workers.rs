@@ -39,6 +39,9 @@ pub struct Grant {
     pub lease_expires_at: DateTime<Utc>,
     /// 0 when the task has no key; otherwise strictly larger than any earlier grant of the key.
     pub concurrency_token: u64,
+    /// The key permit's slot (0 to the key's holder limit - 1; no live holder shares it); 0
+    /// when the task has no key.
+    pub key_slot: u32,
     pub task: Task,
 }
 
@@ -201,6 +204,7 @@ impl Grant {
             attempt_no: c.u32()?,
             lease_expires_at: c.time()?,
             concurrency_token: c.u64()?,
+            key_slot: c.u32()?,
             task: Task::read(c)?,
         })
     }

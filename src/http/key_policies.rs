@@ -1,5 +1,6 @@
-//! `/v1/key-policies`: what a submit does when its concurrency key is busy, per key or key
-//! prefix of a namespace (`orbit_key_policy`; docs/operations.md, "Key policies").
+//! `/v1/key-policies`: how many may hold a concurrency key, how often it may be granted, and what
+//! a submit does when it is busy, per key or key prefix of a namespace (`orbit_key_policy`;
+//! docs/operations.md, "Key policies").
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -12,7 +13,7 @@ use utoipa_axum::routes;
 use super::envelope::{check_len, namespace_param, path_id, ApiJson, ApiQuery, Bearer, Data, Page};
 use super::error::{ApiError, ErrorEnvelope};
 use super::App;
-use crate::db::keys::KeyPolicy;
+use crate::db::keys::{KeyPolicy, KeyPolicySpec, Rate};
 
 pub fn router() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -30,20 +31,23 @@ pub enum KeyMatch {
     Prefix,
 }
 
-/// What a submit does when its key is held or has waiting tasks.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
+/// What a submit does when its key is busy: as many hold it as its limit allows, or tasks of
+/// it wait.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyOnBusy {
     /// The task waits for the key (the behaviour without a policy).
+    #[default]
     Queue,
     /// `409 KEY_BUSY`, nothing written; a replay is decided again.
     Reject,
     /// The key's waiting tasks in the submit's queue end `CANCELLED` (error code `REPLACED`,
     /// naming the new task), and the new task waits: only the newest is kept.
     ReplaceWaiting,
-    /// As `replace_waiting`, and the key's holder (leased or running) ends `CANCELLED` at once:
-    /// its worker gets `task.cancel`, its late result is refused, and the new task is granted
-    /// with a larger token, so a fenced resource refuses the old holder's writes.
+    /// As `replace_waiting`, and the key's holder (leased or running; with a limit above 1, the
+    /// oldest holder when the key is full) ends `CANCELLED` at once: its worker gets
+    /// `task.cancel`, its late result is refused, and the new task is granted with a larger
+    /// token, so a fenced resource refuses the old holder's writes.
     CancelRunning,
 }
 
@@ -67,6 +71,26 @@ impl KeyOnBusy {
     }
 }
 
+/// A key's rate: at most `grants` grants of the key in any `per_seconds` seconds. A task whose
+/// grant would exceed it waits, and is granted when the rate allows.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, ToSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRate {
+    #[schema(minimum = 1, maximum = 1000)]
+    pub grants: u32,
+    #[schema(minimum = 1, maximum = 86400)]
+    pub per_seconds: u32,
+}
+
+impl From<Rate> for KeyRate {
+    fn from(r: Rate) -> Self {
+        KeyRate {
+            grants: r.grants,
+            per_seconds: r.per_seconds,
+        }
+    }
+}
+
 /// A key policy.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct KeyPolicyView {
@@ -77,6 +101,10 @@ pub struct KeyPolicyView {
     /// The key, or the prefix.
     pub key: String,
     pub on_busy: String,
+    /// Attempts that may hold a matching key at once.
+    pub limit: u32,
+    /// `null`: no rate.
+    pub rate: Option<KeyRate>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -89,6 +117,8 @@ impl From<KeyPolicy> for KeyPolicyView {
             match_kind: p.match_kind,
             key: p.key,
             on_busy: p.on_busy,
+            limit: p.limit,
+            rate: p.rate.map(Into::into),
             created_at: p.created_at,
             updated_at: p.updated_at,
         }
@@ -108,7 +138,20 @@ pub struct SetKeyPolicy {
     /// characters, no leading or trailing whitespace), matched by exact bytes.
     #[schema(min_length = 1, max_length = 191)]
     pub key: String,
+    /// Read by each submit. Default `queue`.
+    #[serde(default)]
     pub on_busy: KeyOnBusy,
+    /// Attempts that may hold a matching key at once, 1-1000; read by each grant. Default 1.
+    #[schema(minimum = 1, maximum = 1000)]
+    #[serde(default = "one")]
+    pub limit: u32,
+    /// At most this many grants per window; read by each grant. Default: none.
+    #[serde(default)]
+    pub rate: Option<KeyRate>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// `GET /v1/key-policies` query.
@@ -143,9 +186,9 @@ async fn list_key_policies(
 }
 
 /// Create or change the policy for a key or key prefix (scope queues:manage on the whole
-/// namespace; 201 created, 200 changed). The longest matching key wins; a change applies to the
-/// submits after it and never touches a held key or an accepted task. At most 1,000 policies per
-/// namespace (429).
+/// namespace; 201 created, 200 changed). The longest matching key wins. `limit` and `rate` apply
+/// from each key's next grant, `on_busy` from the next submit; a change never ends a held permit
+/// or touches an accepted task. At most 1,000 policies per namespace (429).
 #[utoipa::path(
     post, path = "/v1/key-policies", tag = "keys", security(("bearer" = [])),
     request_body = SetKeyPolicy,
@@ -177,9 +220,16 @@ async fn set_key_policy(
         .key_policy_set(
             &hash,
             body.namespace,
-            body.match_kind.as_str(),
-            &body.key,
-            body.on_busy.as_str(),
+            &KeyPolicySpec {
+                match_kind: body.match_kind.as_str(),
+                key: &body.key,
+                on_busy: body.on_busy.as_str(),
+                limit: body.limit,
+                rate: body.rate.map(|r| Rate {
+                    grants: r.grants,
+                    per_seconds: r.per_seconds,
+                }),
+            },
         )
         .await?;
     let status = if created {

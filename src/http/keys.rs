@@ -93,8 +93,11 @@ pub struct KeyView {
     /// The largest token ever granted for the key (0 = never granted). The next holder gets a
     /// larger one.
     pub highest_token: u64,
-    /// Null when nobody holds the key.
+    /// The key's oldest holder (with a limit above 1, others may hold it too: `holders`); null
+    /// when nobody holds the key.
     pub holder: Option<HolderView>,
+    /// Attempts holding the key now.
+    pub holders: u32,
     /// Waiting tasks over all queues (each queue counted up to 10,000).
     pub waiting: u64,
     pub waiting_more: bool,
@@ -114,6 +117,12 @@ pub struct KeyView {
     /// What that submit does while the key is busy: `queue` (also without a policy), `reject`,
     /// `replace_waiting` or `cancel_running`.
     pub on_busy: String,
+    /// Attempts that may hold the key at once, as its next grant applies (1 without a policy).
+    pub limit: u32,
+    /// The key's rate, as its next grant applies; null when none.
+    pub rate: Option<super::key_policies::KeyRate>,
+    /// While a grant waits for the key's rate: when the rate lets it through; null otherwise.
+    pub rate_wake_at: Option<DateTime<Utc>>,
 }
 
 /// One of a key's recent grants: an attempt and the token it was granted with.
@@ -126,6 +135,8 @@ pub struct RecentGrantView {
     /// The attempt's state: LEASED or RUNNING while it holds the key, else how it ended.
     pub state: String,
     pub concurrency_token: u64,
+    /// The key permit's slot the grant took (0 to the key's limit - 1).
+    pub key_slot: u32,
     pub granted_at: DateTime<Utc>,
     /// Null while the attempt holds the key.
     pub released_at: Option<DateTime<Utc>>,
@@ -142,6 +153,7 @@ impl From<RecentGrant> for RecentGrantView {
             worker_id: g.worker_id,
             state: g.state,
             concurrency_token: g.concurrency_token,
+            key_slot: g.key_slot,
             granted_at: g.granted_at,
             released_at: g.released_at,
             outcome: g.outcome,
@@ -156,6 +168,7 @@ impl From<KeyState> for KeyView {
             concurrency_key: k.concurrency_key,
             highest_token: k.highest_token,
             holder: k.holder.map(HolderView::from),
+            holders: k.holders,
             waiting: k.waiting,
             waiting_more: k.waiting_more,
             oldest_task_id: k.oldest_task_id,
@@ -171,6 +184,9 @@ impl From<KeyState> for KeyView {
                 .collect(),
             policy_id: k.policy_id,
             on_busy: k.on_busy,
+            limit: k.limit,
+            rate: k.rate.map(Into::into),
+            rate_wake_at: k.rate_wake_at,
         }
     }
 }
@@ -181,7 +197,10 @@ pub struct HeldKeyView {
     pub namespace_id: u64,
     pub concurrency_key: String,
     pub highest_token: u64,
+    /// The key's oldest holder.
     pub holder: HolderView,
+    /// Attempts holding the key now.
+    pub holders: u32,
     /// Waiting tasks, counted up to 1,000.
     pub waiting: u64,
     pub waiting_more: bool,
@@ -196,6 +215,7 @@ impl From<HeldKey> for HeldKeyView {
             concurrency_key: k.concurrency_key,
             highest_token: k.highest_token,
             holder: k.holder.into(),
+            holders: k.holders,
             waiting: k.waiting,
             waiting_more: k.waiting_more,
             oldest_task_id: k.oldest_task_id,

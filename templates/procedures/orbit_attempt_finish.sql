@@ -54,7 +54,7 @@
 --   slot refused the charge: see orbit_task_grant's p_deferred), the same in every row;
 --   then the grant as
 --   orbit_task_claim returns it, all NULL in the row of no grant: attempt_id, attempt_no,
---   lease_expires_at, concurrency_token, then the task columns.
+--   lease_expires_at, concurrency_token, key_slot, then the task columns.
 -- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
 --   such session, or it is closed: its socket went away, the sweep closed it, or its credential
 --   was revoked).
@@ -133,12 +133,12 @@ BEGIN
       FROM {% call results() %}
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
-  -- The keys this call released and the grant did not take again (opened after the grant; a
+  -- The keys this call released that still have room after the grant (opened after the grant; a
   -- plain read of the resource rows, exact: we hold them).
   DECLARE c_released_keys CURSOR FOR
     SELECT DISTINCT e.resource_id FROM {{ ended }} e
       JOIN orbit_resource r ON r.id = e.resource_id
-     WHERE e.resource_id <> 0 AND r.holder_attempt_id = 0;
+     WHERE e.resource_id <> 0 AND NOT {% call m::key_full("r", "v_now") %};
   {% call m::rollback_on_error() %};
 
   IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'

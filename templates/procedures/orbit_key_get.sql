@@ -11,7 +11,7 @@
 -- has a ready task of the key) or the 'ready' lane (claimable now). Retries not yet due
 -- ('scheduled') are not waiting for the key.
 -- Cost: independent of the number of keys and tasks. Every read is an index probe: the resource
--- row by ux_resource_key, the holder by its primary key (the resource row's holder_attempt_id), the queues of the key by ordered probes of
+-- row by ux_resource_key, the oldest holder by its primary key (from the resource row and the key's orbit_key_slot rows), the queues of the key by ordered probes of
 -- ix_task_key (two per queue), each queue's oldest waiter by one probe per lane and priority (20),
 -- its head by one or two ordered probes, and its count reads at most 10,001 index entries (a count of 10,000 with waiting_more = 1 means "10,000 or more").
 -- Parameters: p_token_hash BINARY(32) (scope tasks:read); p_namespace_id; p_key (exact bytes,
@@ -20,7 +20,8 @@
 --   namespace_id, concurrency_key (text), highest_token (0 = never granted);
 --   holder_attempt_id, holder_task_id, holder_queue_id, holder_worker_id, holder_session_id,
 --     holder_state (LEASED or RUNNING), holder_granted_at, holder_lease_expires_at,
---     holder_token: all NULL when nobody holds the key;
+--     holder_token: the key's oldest holder (the lowest attempt id of its holders), all NULL
+--     when nobody holds the key;
 --   waiting (tasks waiting for the key, summed over queues, each queue counted up to 10,000),
 --     waiting_more (1 when some queue has more than it counted);
 --   oldest_task_id, oldest_waiting_since (the waiting task accepted first and its run_at: the
@@ -33,10 +34,13 @@
 --      "oldest_waiting_since" (ISO 8601), "next_task_id"};
 --   recent_grants: JSON array of the key's last 10 grants, newest first (the holder's included),
 --     one object per attempt: {"attempt_id", "task_id", "queue_id", "worker_id", "state",
---     "concurrency_token", "granted_at", "released_at" (ISO 8601; null while held), "outcome"
+--     "concurrency_token", "key_slot", "granted_at", "released_at" (ISO 8601; null while held), "outcome"
 --     ('' while active)}: ten ordered probes of ix_attempt_resource;
 --   policy_id, on_busy: the key policy a submit for this key meets now (orbit_key_policy; NULL
---     and 'queue' when none matches).
+--     and 'queue' when none matches);
+--   holders (attempts holding the key now), holder_limit, rate_grants, rate_per_seconds (the
+--     policy's, which the key's next grant applies: 1, 0 and 0 when none matches), rate_wake_at
+--     (when the key's rate lets a grant through again while one waits for it; NULL otherwise).
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_key), NOT_FOUND (no such key
 --   in a namespace the credential reaches as a whole).
 -- Locks: none (a consistent read in one read-only snapshot).
@@ -49,6 +53,10 @@ BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_policy_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_on_busy VARCHAR(16) {{ c.ascii }} DEFAULT 'queue';
+  DECLARE v_limit SMALLINT UNSIGNED DEFAULT 1;
+  DECLARE v_rate_grants SMALLINT UNSIGNED DEFAULT 0;
+  DECLARE v_rate_seconds INT UNSIGNED DEFAULT 0;
+  DECLARE v_oldest_holder BIGINT UNSIGNED;
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT '';
   DECLARE v_next_ready CHAR(32) {{ c.ascii }};
   DECLARE v_next_blocked CHAR(32) {{ c.ascii }};
@@ -155,15 +163,18 @@ BEGIN
     SELECT JSON_ARRAY_APPEND(v_grants, '$', JSON_OBJECT(
              'attempt_id', a.id, 'task_id', a.task_id, 'queue_id', a.queue_id, 'worker_id', a.worker_id,
              'state', CAST(a.state AS CHAR), 'concurrency_token', a.concurrency_token,
-             'granted_at', {% call m::json_time("a.granted_at") %},
+             'key_slot', a.key_slot, 'granted_at', {% call m::json_time("a.granted_at") %},
              'released_at', {% call m::json_time("a.released_at") %}, 'outcome', CAST(a.outcome AS CHAR)))
       INTO v_grants
       FROM orbit_attempt a WHERE a.id = v_grant;
   END WHILE grants;
 
   -- The key policy a submit for this key meets now.
-  SELECT p.id, CAST(p.on_busy AS CHAR) INTO v_policy_id, v_on_busy
+  SELECT p.id, CAST(p.on_busy AS CHAR), p.holder_limit, p.rate_grants, p.rate_per_seconds
+    INTO v_policy_id, v_on_busy, v_limit, v_rate_grants, v_rate_seconds
     {% call m::key_policy_of("p_namespace_id", "p_key") %};
+  -- The oldest holder: slot 0's or a slot row's.
+  {% call m::key_oldest_holder("v_resource_id", "v_oldest_holder") %};
   SELECT r.namespace_id, CONVERT(r.concurrency_key USING utf8mb4) AS concurrency_key, r.highest_token,
          a.id AS holder_attempt_id, a.task_id AS holder_task_id, a.queue_id AS holder_queue_id,
          a.worker_id AS holder_worker_id, a.session_id AS holder_session_id,
@@ -172,9 +183,10 @@ BEGIN
          v_waiting AS waiting, v_more AS waiting_more, v_key_oldest AS oldest_task_id,
          v_key_since AS oldest_waiting_since, v_next AS next_task_id, v_next_queue AS next_queue_id,
          v_next_lane AS next_lane, v_queues AS queues, v_grants AS recent_grants,
-         v_policy_id AS policy_id, v_on_busy AS on_busy
+         v_policy_id AS policy_id, v_on_busy AS on_busy, r.holders, v_limit AS holder_limit,
+         v_rate_grants AS rate_grants, v_rate_seconds AS rate_per_seconds, r.rate_wake_at
     FROM orbit_resource r
-    LEFT JOIN orbit_attempt a ON a.id = r.holder_attempt_id
+    LEFT JOIN orbit_attempt a ON a.id = v_oldest_holder
    WHERE r.id = v_resource_id;
   COMMIT;
 END

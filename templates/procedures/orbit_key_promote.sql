@@ -1,7 +1,9 @@
--- orbit_key_promote: Internal: make the best blocked task of one key and queue ready, if the key is free.
+{% import "_macros.sql" as m %}
+-- orbit_key_promote: Internal: make the best blocked task of one key and queue ready, if the key has room.
 --
--- The caller holds the resource row lock. Promotes nothing when the key has a permit holder or
--- the queue already has a ready task of the key. Blocked tasks locked by someone else (being
+-- The caller holds the resource row lock. Promotes nothing when the key has no room for another
+-- holder (its holder limit is reached, or its rate holds grants back: m::key_full) or the queue
+-- already has a ready task of the key. Blocked tasks locked by someone else (being
 -- cancelled or expired) are skipped, never waited for.
 -- Parameters: p_resource_id; p_queue_id; p_now.
 -- Result: none. Signals: none.
@@ -12,8 +14,8 @@ body: BEGIN
   DECLARE v_next BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_taken TINYINT DEFAULT 0;
   -- A plain read (SELECT ... INTO; IF EXISTS (...) would take shared locks): exact, because every
-  -- change to the key's permit and ready tasks commits under the resource row lock we hold.
-  SELECT EXISTS (SELECT 1 FROM orbit_resource k WHERE k.id = p_resource_id AND k.holder_attempt_id <> 0)
+  -- change to the key's permits and ready tasks commits under the resource row lock we hold.
+  SELECT EXISTS (SELECT 1 FROM orbit_resource k WHERE k.id = p_resource_id AND {% call m::key_full("k", "p_now") %})
       OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                   WHERE h.resource_id = p_resource_id AND h.lane = 'ready' AND h.queue_id = p_queue_id)
     INTO v_taken;

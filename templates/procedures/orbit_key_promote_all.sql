@@ -1,8 +1,8 @@
--- orbit_key_promote_all: Internal: make a free key's best blocked task ready in every queue that has blocked tasks of it.
+-- orbit_key_promote_all: Internal: make a key's best blocked task ready in every queue that has blocked tasks of it, where the key has room.
 --
 -- The caller holds the resource row lock. Walks the queues that have blocked tasks of the key, in
 -- queue id order, and calls orbit_key_promote for each (which promotes nothing while the key has
--- a permit holder or the queue already has a ready task of the key). Cost: one index probe per
+-- no room for another holder or the queue already has a ready task of the key). Cost: one index probe per
 -- such queue, independent of how many tasks are blocked.
 -- Parameters: p_resource_id; p_now.
 -- Result: none. Signals: none.

@@ -1,27 +1,32 @@
 -- orbit_key_release: Internal: release an attempt's key permit and hand the key on.
 --
--- Clears the resource row's holder_attempt_id (only if this attempt holds the key: a late or
--- duplicate release changes nothing), advances its version (the caller records it as the attempt's release_version,
--- in the update that ends the attempt), and makes the key's blocked tasks claimable, all in the
--- caller's transaction:
---   p_hand_off = 0: one blocked task per queue that has blocked tasks of the key
+-- Frees the permit's slot (slot 0: the resource row's holder_attempt_id; 1 and up: its
+-- orbit_key_slot row), only if this attempt holds it: a late or duplicate release changes
+-- nothing. Counts the key's holders down and advances its version (the caller records it as the
+-- attempt's release_version, in the update that ends the attempt), and makes the key's blocked
+-- tasks claimable, all in the caller's transaction:
+--   p_hand_off = 0, or a key that may have more than one holder or waits for its rate: one blocked
+--     task per queue that has blocked tasks of the key, where the key has room
 --     (orbit_key_promote_all);
---   p_hand_off = 1: only the key's next task, the best queue head (priority, then age) over those
---     queues. For a caller that grants in the same transaction (orbit_attempt_finish): promoting
---     in every queue, then demoting the heads the grant did not take because it took the key,
---     cost a promotion and a demotion per extra queue on every hand-off. The caller must call
---     orbit_key_promote_all after its grant if the key is still free and p_queues > 1.
+--   p_hand_off = 1 and a key of one holder that its holder frees: only the key's next task, the
+--     best queue head (priority, then age) over those queues. For a caller that grants in the
+--     same transaction (orbit_attempt_finish): promoting in every queue, then demoting the heads
+--     the grant did not take because it took the key, cost a promotion and a demotion per extra
+--     queue on every hand-off. The caller must call orbit_key_promote_all after its grant if the
+--     key still has room and p_queues > 1.
 -- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
 -- are blocked.
--- Parameters: p_resource_id; p_attempt_id; p_now; p_hand_off (0 or 1); OUT p_queues: with
---   p_hand_off = 1, how many queues have a blocked task of the key that a grant may take (the
---   promoted head's among them); otherwise, or when this attempt held no permit, 0; OUT
---   p_release_version: the resource row's version this release wrote, for the caller to record
---   as the attempt's release_version (0 when this attempt held no permit: nothing written).
+-- Parameters: p_resource_id; p_attempt_id; p_slot (the attempt's key_slot); p_now; p_hand_off
+--   (0 or 1); OUT p_queues: with the hand-off of one holder's key, how many queues have a blocked
+--   task of the key that a grant may take (the promoted head's among them); otherwise, or when
+--   this attempt held no permit, 0; OUT p_release_version: the resource row's version this
+--   release wrote, for the caller to record as the attempt's release_version (0 when this
+--   attempt held no permit: nothing written).
 -- Result: none. Signals: none.
--- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), then the
---   promoted task rows (SKIP LOCKED).
-CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED, IN p_now DATETIME(6),
+-- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), the
+--   orbit_key_slot row (slots 1 and up), then the promoted task rows (SKIP LOCKED).
+CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED,
+                                   IN p_slot SMALLINT UNSIGNED, IN p_now DATETIME(6),
                                    IN p_hand_off TINYINT, OUT p_queues INT, OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -33,13 +38,36 @@ body: BEGIN
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
   SET p_queues = 0, p_release_version = 0;
-  -- The permit and the version in one update, which writes nothing unless this attempt holds
-  -- the key. The version written is read back without a statement: LAST_INSERT_ID(expr) returns
-  -- expr and keeps it for LAST_INSERT_ID() (the documented counter idiom of MariaDB and MySQL).
+  -- The common case in one update: a key of one holder, not waiting for its rate, freed by its
+  -- holder (slot 0). It writes nothing otherwise. The version written is read back without a
+  -- statement: LAST_INSERT_ID(expr) returns expr and keeps it for LAST_INSERT_ID() (the
+  -- documented counter idiom of MariaDB and MySQL).
   UPDATE orbit_resource r
-     SET r.holder_attempt_id = 0, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
-   WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
+     SET r.holder_attempt_id = 0, r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1),
+         r.updated_at = p_now
+   WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id AND p_slot = 0
+     AND r.holder_limit = 1 AND r.rate_wake_at IS NULL;
   IF ROW_COUNT() = 0 THEN
+    -- Otherwise: the row's lock, then the attempt's slot, if the attempt still holds it.
+    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+    IF p_slot = 0 THEN
+      UPDATE orbit_resource r
+         SET r.holder_attempt_id = 0, r.updated_at = p_now
+       WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
+    ELSE
+      UPDATE orbit_key_slot s
+         SET s.attempt_id = 0, s.updated_at = p_now
+       WHERE s.resource_id = p_resource_id AND s.slot = p_slot AND s.attempt_id = p_attempt_id;
+    END IF;
+    IF ROW_COUNT() = 0 THEN
+      LEAVE body;
+    END IF;
+    UPDATE orbit_resource r
+       SET r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+     WHERE r.id = p_resource_id;
+    SET p_release_version = LAST_INSERT_ID();
+    -- Several may hold the key, or it waits for its rate: each queue's head, where it has room.
+    CALL orbit_key_promote_all(p_resource_id, p_now);
     LEAVE body;
   END IF;
   SET p_release_version = LAST_INSERT_ID();
@@ -73,7 +101,7 @@ body: BEGIN
   END LOOP heads;
   IF v_best IS NOT NULL THEN
     -- Promoted here rather than by orbit_key_promote, whose checks hold already (this release
-    -- freed the key, and a held key has no ready task): the head row itself, unless someone else
+    -- freed the key of one holder, and a held key has no ready task): the head row itself, unless someone else
     -- holds it (a cancel or expiry is never waited for: then the queue's next task, as usual).
     SET v_lock = NULL;
     SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_best AND t.lane = 'blocked' FOR UPDATE SKIP LOCKED;

@@ -24,7 +24,7 @@
 -- - 'queue': the task is created like a submit (orbit_task_create) with the version's
 --   definition, concurrency_key verbatim, plan_id and plan_version set, and no Idempotency-Key
 --   row (outcome 'created');
--- - 'skip': when the key has a permit holder or any task of the key waits (lanes ready, blocked,
+-- - 'skip': when as many hold the key as its limit allows or any task of the key waits (lanes ready, blocked,
 --   scheduled), no task is created (outcome 'skipped', task_id 0); otherwise as 'queue';
 -- - 'replace_waiting': when a task this plan fired still waits for the key (state WAITING), it is
 --   kept and no task is created (outcome 'kept', task_id that task); otherwise as 'queue'.
@@ -88,7 +88,8 @@ BEGIN
   DECLARE v_catch_up VARCHAR(16) {{ c.ascii }};
   DECLARE v_on_busy VARCHAR(16) {{ c.ascii }};
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
+  -- A keyed plan's key: as many hold it as its limit allows (on_busy skip).
+  DECLARE v_full TINYINT DEFAULT 0;
   DECLARE v_outcome VARCHAR(16) {{ c.ascii }};
   DECLARE v_batched INT DEFAULT 0;
   DECLARE v_keyed TINYINT DEFAULT 0;
@@ -327,12 +328,12 @@ BEGIN
     IF NOT v_duplicate THEN
       SET v_outcome = 'created', v_task_id = 0, v_resource_id = NULL;
       IF v_on_busy <> 'queue' AND v_concurrency_key <> '' THEN
-        SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder FROM orbit_resource r
+        SELECT r.id, r.holders >= r.holder_limit INTO v_resource_id, v_full FROM orbit_resource r
          WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = v_concurrency_key
            FOR UPDATE;
         IF v_resource_id IS NOT NULL AND v_on_busy = 'skip' THEN
           -- Plain reads, exact under the resource row lock.
-          SELECT IF(v_holder <> 0
+          SELECT IF(v_full
                     OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                                 WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled')),
                     'skipped', 'created')

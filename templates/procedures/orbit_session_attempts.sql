@@ -11,7 +11,7 @@
 -- p_touch_after_ms), which keeps orbit_session_sweep off it.
 -- Parameters: p_session_id; p_touch_after_ms (NULL = do not touch).
 -- Result (0..n rows, by attempt id): attempt_id, attempt_no, lease_expires_at, concurrency_token
---   (0 = no key), then the task columns (as orbit_task_claim):
+--   (0 = no key), key_slot, then the task columns (as orbit_task_claim):
 {% call m::task_columns_doc() %}
 -- Signals: UNAUTHENTICATED (no such session, or it is closed: its socket went away, the sweep
 --   closed it, or its credential was revoked).

@@ -6,7 +6,8 @@
 -- by the dispatch signal cost the server no log flush.
 -- Parameters: p_session_id; p_max 1-1000 (the session's free capacity); p_lease_ms 1000-3600000.
 -- Result (0..p_max rows, one per grant):
---   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), then the task columns:
+--   attempt_id, attempt_no, lease_expires_at, concurrency_token (0 = no key), key_slot (the key's
+--   permit slot, 0 to its holder limit - 1; 0 = no key), then the task columns:
 {% call m::task_columns_doc() %}
 -- Signals: NOT_FOUND (no such session), INVALID_ARGUMENT (p_max, p_lease_ms).
 --   A closed or draining session, or a revoked credential, gets no rows.

@@ -39,14 +39,15 @@
 -- LOCKED, as the lock order requires of a task row taken after a resource row): only
 -- orbit_task_promote_due (the task is due, so the new one starts a burst of its own), a cancel
 -- or a deadline expiry (it will not run) take that lock.
--- Key policy (a submitted keyed task; a plan's task follows its plan's on_busy): the longest
--- pattern of orbit_key_policy that matches the key, read under the key's lock. 'reject': when
--- the key is held or any task of it waits (lanes ready, blocked, scheduled; any queue), nothing
--- is written and o_refusal is KEY_BUSY. 'replace_waiting': every WAITING task of the key in this
+-- Key policy: the longest pattern of orbit_key_policy that matches the key, read under the key's
+-- lock. Its holder_limit is kept on the key's row (for the placement; a grant reads the policy
+-- again). Its on_busy applies to a submitted task (a plan's task follows its plan's on_busy):
+-- 'reject': when as many hold the key as its limit allows or any task of it waits (lanes ready,
+-- blocked, scheduled; any queue), nothing is written and o_refusal is KEY_BUSY. 'replace_waiting': every WAITING task of the key in this
 -- queue is replaced as above (SKIP LOCKED: one a grant is taking is no longer waiting); the new
 -- task takes the first one's charge and each other gives its charge back at once.
--- 'cancel_running': as 'replace_waiting', and first the key's holder, LEASED or RUNNING, is ended
--- CANCELLED (orbit_attempt_end, its charges given back): the new task is the key's next in its
+-- 'cancel_running': as 'replace_waiting', and first, when as many hold the key as its limit
+-- allows, the key's oldest holder (the lowest attempt id), LEASED or RUNNING, is ended CANCELLED (orbit_attempt_end, its charges given back): the new task is the key's next in its
 -- queue, with a larger token, and o_cancelled names the attempt so the caller can tell its
 -- worker (task.cancel).
 -- Parameters: p_application_id, p_namespace_id, p_queue_id (the queue's tenancy, already
@@ -59,7 +60,8 @@
 --   the caller charges nothing for it; 0 = none); o_refusal ('' = accepted, QUOTA_EXCEEDED,
 --   KEY_BUSY); o_cancelled (the holder's attempt a cancel_running policy ended; 0 = none).
 -- Result: none. Signals: none.
--- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the orbit_application_quota
+-- Locks, in order: orbit_resource row (keyed; insert or FOR UPDATE), the orbit_key_slot row of a
+--   cancelled holder (via orbit_attempt_end), the orbit_application_quota
 --   slot rows of a cancelled holder and of the further tasks a policy replaces, then as
 --   orbit_task_charge (p_charge = 1). Not waits: the new orbit_task row, the tasks it replaces
 --   and a cancelled holder's task (read FOR UPDATE SKIP LOCKED), and the holder's orbit_attempt
@@ -86,6 +88,10 @@ CREATE PROCEDURE orbit_task_create(
 body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_holders SMALLINT UNSIGNED DEFAULT 0;
+  DECLARE v_row_limit SMALLINT UNSIGNED DEFAULT 1;
+  DECLARE v_limit SMALLINT UNSIGNED DEFAULT 1;
+  DECLARE v_policy_on_busy VARCHAR(16) {{ c.ascii }} DEFAULT 'queue';
   DECLARE v_on_busy VARCHAR(16) {{ c.ascii }} DEFAULT 'queue';
   DECLARE v_busy TINYINT DEFAULT 0;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT {% call m::quota_slot() %};
@@ -108,20 +114,26 @@ body: BEGIN
     INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
     VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
     ON DUPLICATE KEY UPDATE version = version;
-    SELECT r.id, r.holder_attempt_id INTO v_resource_id, v_holder
+    SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
       FROM orbit_resource r
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
+    -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
+    -- {{ c.key_policies_max }} index entries of the namespace. Its limit is kept on the key's row
+    -- for the placement below; its on_busy applies to a submitted task (a plan's follows the plan).
+    SELECT p.on_busy, p.holder_limit INTO v_policy_on_busy, v_limit
+      {% call m::key_policy_of("p_namespace_id", "p_concurrency_key") %};
     IF p_plan_id = 0 THEN
-      -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
-      -- {{ c.key_policies_max }} index entries of the namespace.
-      SELECT p.on_busy INTO v_on_busy
-        {% call m::key_policy_of("p_namespace_id", "p_concurrency_key") %};
+      SET v_on_busy = v_policy_on_busy;
+    END IF;
+    IF v_limit <> v_row_limit THEN
+      UPDATE orbit_resource r SET r.holder_limit = v_limit WHERE r.id = v_resource_id;
     END IF;
     IF v_on_busy = 'reject' THEN
-      -- Busy: held, or any task of the key waits (ready, blocked, or scheduled for later), in
-      -- any queue. A plain read, exact under the resource row lock.
-      SELECT v_holder <> 0
+      -- Busy: as many hold the key as its limit allows, or any task of the key waits (ready,
+      -- blocked, or scheduled for later), in any queue. A plain read, exact under the resource
+      -- row lock.
+      SELECT v_holders >= v_limit
              OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                          WHERE h.resource_id = v_resource_id AND h.lane IN ('ready', 'blocked', 'scheduled'))
         INTO v_busy;
@@ -130,8 +142,11 @@ body: BEGIN
         LEAVE body;
       END IF;
     END IF;
-    IF v_on_busy = 'cancel_running' AND v_holder <> 0 THEN
-      -- The holder's attempt and task, FOR UPDATE SKIP LOCKED (task rows come before resource
+    IF v_on_busy = 'cancel_running' AND v_holders >= v_limit THEN
+      -- The key's oldest holder (the lowest attempt id: slot 0's, or a slot row's; plain reads,
+      -- exact under the resource row lock).
+      {% call m::key_oldest_holder("v_resource_id", "v_holder") %};
+      -- Its attempt and task, FOR UPDATE SKIP LOCKED (task rows come before resource
       -- rows in the lock order, so this must not wait). Locked means a result, a start, a
       -- renewal, a cancel or recovery is changing the holder right now: the call is answered as
       -- a deadlock victim is (error 1213), rolled back whole and retried by the caller.

@@ -1,9 +1,10 @@
+{% import "_macros.sql" as m %}
 -- orbit_task_place: Internal: put a WAITING or RETRY_WAIT task into its dispatch lane.
 --
 -- The caller holds the task row lock. A task whose run_at is in the future goes to 'scheduled'.
--- An unkeyed task goes to 'ready'. A keyed task goes to 'ready' only when its key has no permit
--- holder and its queue has no ready task of that key yet (at most one ready task per key and
--- queue); otherwise it goes to 'blocked', outside the range the claim scans. Every change of a
+-- An unkeyed task goes to 'ready'. A keyed task goes to 'ready' only when its key has room for
+-- another holder (m::key_full) and its queue has no ready task of that key yet (at most one ready
+-- task per key and queue); otherwise it goes to 'blocked', outside the range the claim scans. Every change of a
 -- keyed task into or out of 'ready' happens under the resource row lock, so the check below is
 -- exact under READ COMMITTED.
 -- Parameters: p_task_id; p_now (the caller's UTC timestamp).
@@ -18,7 +19,7 @@ body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) {{ c.ascii }} DEFAULT 'ready';
-  DECLARE v_holder BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_full TINYINT DEFAULT 0;
   DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
   SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
@@ -26,9 +27,9 @@ body: BEGIN
   IF v_run_at > p_now THEN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
-    SELECT r.holder_attempt_id INTO v_holder FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    SELECT {% call m::key_full("r", "p_now") %} INTO v_full FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
     -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
-    SELECT IF(v_holder <> 0
+    SELECT IF(v_full
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
                           WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')

@@ -11,8 +11,10 @@
 -- changed objects are rewritten (by the migration's catalog section, which gen writes).
 --
 -- Tables added (CREATE TABLE IF NOT EXISTS, written by gen): orbit_key_policy, the key policies
--- of issue 25 (what a submit does when its key is busy). It starts empty, so every key keeps
--- 0.1's behaviour ('queue') until a policy is set.
+-- of issue 25 (how many may hold a key, how often it may be granted, and what a submit does when
+-- it is busy), and orbit_key_slot, the permits of keys that more than one attempt may hold,
+-- beyond the first. Both start empty, so every key keeps 0.1's behaviour (one holder, no rate,
+-- 'queue') until a policy is set.
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
 -- is completed by running it again):
@@ -36,6 +38,13 @@
 --   at any isolation level, and two grants inserting beside one released entry deadlocked there.
 --   orbit_resource holds one row per key; MySQL 8.0.29+ and MariaDB 10.3.2+ add the column
 --   instantly, older MySQL 8.0 rebuilds the table.
+-- - orbit_resource: four columns, last in the table (instant on MariaDB 10.3.2+ and MySQL
+--   8.0.12+): holders (how many hold the key: 1 where the copy above found a permit, else 0),
+--   holder_limit (1, 0.1's only limit), recent_grants and rate_wake_at (a key's rate; empty
+--   and NULL: no key has one yet); and an index on rate_wake_at, by which orbit_task_promote_due
+--   finds keys whose rate allows a grant again (all NULL at first; built online).
+-- - orbit_attempt.key_slot: the key permit's slot an attempt holds, last in the table (instant);
+--   0 for every existing attempt, the only slot 0.1 had.
 -- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
 --   attempt that had already ended (0.1 could leave one behind a resumed attempt) was held by
 --   nothing and goes with its table.
@@ -170,8 +179,8 @@ DELIMITER ;
 CALL orbit_upgrade_000002_plans();
 DROP PROCEDURE orbit_upgrade_000002_plans;
 
--- orbit_queue.retention_seconds and orbit_task's two debounce columns, exactly as
--- templates/tables/orbit_queue.sql and orbit_task.sql write them. MySQL has no `ADD COLUMN IF NOT
+-- orbit_queue.retention_seconds, orbit_task's two debounce columns, orbit_resource's four
+-- permit and rate columns and orbit_attempt.key_slot, exactly as templates/tables/ write them. MySQL has no `ADD COLUMN IF NOT
 -- EXISTS`, so a procedure that lives only for this migration adds each when information_schema
 -- does not list it yet. The DEFAULTs give every existing queue the default retention and every
 -- existing task "not debounced".
@@ -191,6 +200,36 @@ BEGIN
                     AND COLUMN_NAME = 'debounce_seconds') THEN
     ALTER TABLE orbit_task
       ADD COLUMN debounce_seconds INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'debounced submit: run_at was acceptance + this, and a later debounced submit for the key and queue replaces the task while it waits; 0 = not debounced';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
+                    AND COLUMN_NAME = 'holders') THEN
+    ALTER TABLE orbit_resource
+      ADD COLUMN holders SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'attempts holding the key now (slot 0 and the held orbit_key_slot rows)';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
+                    AND COLUMN_NAME = 'holder_limit') THEN
+    ALTER TABLE orbit_resource
+      ADD COLUMN holder_limit SMALLINT UNSIGNED NOT NULL DEFAULT 1 COMMENT 'the key''s holder limit as its last grant or submit read it from orbit_key_policy';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
+                    AND COLUMN_NAME = 'recent_grants') THEN
+    ALTER TABLE orbit_resource
+      ADD COLUMN recent_grants VARCHAR({{ c.rate_log_chars }}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'rate-limited keys: UTC times of the last grants (at most the rate''s grants), oldest first, 26 characters each (YYYY-MM-DD HH:MM:SS.ffffff); empty without a rate';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
+                    AND COLUMN_NAME = 'rate_wake_at') THEN
+    ALTER TABLE orbit_resource
+      ADD COLUMN rate_wake_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time the key''s rate allows its next grant, while a grant waits for it; NULL = none';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND COLUMN_NAME = 'key_slot') THEN
+    ALTER TABLE orbit_attempt
+      ADD COLUMN key_slot SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit''s slot it holds (0 to its key''s holder_limit - 1; orbit_key_slot for 1 and up); 0 for a task without a key';
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
@@ -233,7 +272,7 @@ BEGIN
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
                     AND COLUMN_NAME = 'holder_attempt_id') THEN
     ALTER TABLE orbit_resource
-      ADD COLUMN holder_attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit: orbit_attempt.id of the attempt holding the key (LEASED or RUNNING); 0 = free'
+      ADD COLUMN holder_attempt_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit of slot 0: orbit_attempt.id of the attempt holding it (LEASED or RUNNING); 0 = free'
       AFTER version;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
@@ -246,6 +285,11 @@ BEGIN
                     AND INDEX_NAME = 'ix_attempt_active_lease') THEN
     ALTER TABLE orbit_attempt ADD KEY ix_attempt_active_lease (released_at, lease_expires_at), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
+                    AND INDEX_NAME = 'ix_resource_wake') THEN
+    ALTER TABLE orbit_resource ADD KEY ix_resource_wake (rate_wake_at), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
   IF EXISTS (SELECT 1 FROM information_schema.TABLES
               WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_key_permit') THEN
     UPDATE orbit_resource r
@@ -253,6 +297,8 @@ BEGIN
        SET r.holder_attempt_id = k.attempt_id
      WHERE r.holder_attempt_id = 0;
   END IF;
+  -- Each copied permit is its key's one holder.
+  UPDATE orbit_resource r SET r.holders = 1 WHERE r.holder_attempt_id <> 0 AND r.holders = 0;
 END$$
 DELIMITER ;
 CALL orbit_upgrade_000002_indexes();
