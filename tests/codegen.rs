@@ -60,6 +60,21 @@ fn rendering_twice_gives_identical_bytes() {
     }
 }
 
+/// Template syntax inside a macro's string argument is not rendered (askama passes it through
+/// verbatim): a `{{ c.x }}` there would reach a user as text. Build such strings with `~`.
+#[test]
+fn no_template_syntax_survives_rendering() {
+    for o in orbit::codegen::render_objects().unwrap() {
+        for marker in ["{{", "{%", "{#"] {
+            assert!(
+                !o.sql.contains(marker),
+                "{}: rendered SQL still contains {marker}",
+                o.name
+            );
+        }
+    }
+}
+
 #[test]
 fn check_passes_on_the_committed_tree() {
     let (code, out, err) = orbit(&["gen", "--check"], &repo());

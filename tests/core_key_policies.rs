@@ -127,6 +127,44 @@ async fn policy_input_is_checked_in_sql_and_bounded_per_namespace() {
             e => panic!("{m} {k:?} {o}: {e:?}"),
         }
     }
+    let limits = [
+        (
+            KeyPolicySpec::new("exact", "k", "queue").limit(0),
+            "limit must be between 1 and 1000",
+        ),
+        (
+            KeyPolicySpec::new("exact", "k", "queue").limit(1001),
+            "limit must be between 1 and 1000",
+        ),
+        (
+            KeyPolicySpec::new("exact", "k", "queue").rate(1001, 1),
+            "rate.grants must be between 1 and 1000",
+        ),
+        (
+            KeyPolicySpec::new("exact", "k", "queue").rate(5, 86_401),
+            "rate.per_seconds must be between 1 and 86400",
+        ),
+        (
+            KeyPolicySpec::new("exact", "k", "queue").rate(5, 0),
+            "rate needs both grants and per_seconds",
+        ),
+        (
+            KeyPolicySpec::new("exact", "k", "queue").rate(0, 5),
+            "rate needs both grants and per_seconds",
+        ),
+    ];
+    for (spec, message) in limits {
+        match f
+            .db
+            .key_policy_set(&f.hash, f.namespace_id, &spec)
+            .await
+            .unwrap_err()
+        {
+            DbError::InvalidArgument(got) => assert!(got.contains(message), "{got} / {message}"),
+            e => panic!("{spec:?}: {e:?}"),
+        }
+    }
+    assert_eq!(count(&f, "SELECT COUNT(*) FROM orbit_key_policy").await, 0);
     // 1,000 policies a namespace: the bound of the read every keyed submit makes.
     sqlx::query(
         "INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, created_at, updated_at)

@@ -75,13 +75,13 @@ body: BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: on_busy must be queue, reject, replace_waiting or cancel_running';
   END IF;
   IF p_holder_limit IS NULL OR p_holder_limit NOT BETWEEN 1 AND 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and {{ c.key_limit_max }}';
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 1000';
   END IF;
   IF p_rate_grants IS NULL OR p_rate_grants NOT BETWEEN 0 AND 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate.grants must be between 1 and {{ c.rate_grants_max }}';
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate.grants must be between 1 and 1000';
   END IF;
   IF p_rate_per_seconds IS NULL OR p_rate_per_seconds NOT BETWEEN 0 AND 86400 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate.per_seconds must be between 1 and {{ c.rate_window_max_seconds }}';
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate.per_seconds must be between 1 and 86400';
   END IF;
   IF (p_rate_grants = 0) <> (p_rate_per_seconds = 0) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: rate needs both grants and per_seconds';
@@ -98,7 +98,7 @@ body: BEGIN
     SELECT COUNT(*) INTO v_count FROM orbit_key_policy p WHERE p.namespace_id = p_namespace_id;
     IF v_count >= 1000 THEN
       ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the namespace already has {{ c.key_policies_max }} key policies';
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the namespace already has 1000 key policies';
     END IF;
     INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, holder_limit, rate_grants,
                                   rate_per_seconds, created_at, updated_at)

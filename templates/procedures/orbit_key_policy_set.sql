@@ -53,13 +53,13 @@ body: BEGIN
     {% call m::raise("INVALID_ARGUMENT", "on_busy must be queue, reject, replace_waiting or cancel_running") %};
   END IF;
   IF p_holder_limit IS NULL OR p_holder_limit NOT BETWEEN 1 AND {{ c.key_limit_max }} THEN
-    {% call m::raise("INVALID_ARGUMENT", "limit must be between 1 and {{ c.key_limit_max }}") %};
+    {% call m::raise("INVALID_ARGUMENT", "limit must be between 1 and " ~ c.key_limit_max) %};
   END IF;
   IF p_rate_grants IS NULL OR p_rate_grants NOT BETWEEN 0 AND {{ c.rate_grants_max }} THEN
-    {% call m::raise("INVALID_ARGUMENT", "rate.grants must be between 1 and {{ c.rate_grants_max }}") %};
+    {% call m::raise("INVALID_ARGUMENT", "rate.grants must be between 1 and " ~ c.rate_grants_max) %};
   END IF;
   IF p_rate_per_seconds IS NULL OR p_rate_per_seconds NOT BETWEEN 0 AND {{ c.rate_window_max_seconds }} THEN
-    {% call m::raise("INVALID_ARGUMENT", "rate.per_seconds must be between 1 and {{ c.rate_window_max_seconds }}") %};
+    {% call m::raise("INVALID_ARGUMENT", "rate.per_seconds must be between 1 and " ~ c.rate_window_max_seconds) %};
   END IF;
   IF (p_rate_grants = 0) <> (p_rate_per_seconds = 0) THEN
     {% call m::raise("INVALID_ARGUMENT", "rate needs both grants and per_seconds") %};
@@ -75,7 +75,7 @@ body: BEGIN
     SELECT COUNT(*) INTO v_count FROM orbit_key_policy p WHERE p.namespace_id = p_namespace_id;
     IF v_count >= {{ c.key_policies_max }} THEN
       ROLLBACK;
-      {% call m::raise("QUOTA_EXCEEDED", "the namespace already has {{ c.key_policies_max }} key policies") %};
+      {% call m::raise("QUOTA_EXCEEDED", "the namespace already has " ~ c.key_policies_max ~ " key policies") %};
     END IF;
     INSERT INTO orbit_key_policy (namespace_id, match_kind, key_pattern, on_busy, holder_limit, rate_grants,
                                   rate_per_seconds, created_at, updated_at)

@@ -54,7 +54,7 @@ BEGIN
   END IF;
   IF p_retention_seconds IS NOT NULL
      AND p_retention_seconds NOT BETWEEN {{ c.retention_min_seconds }} AND {{ c.retention_max_seconds }} THEN
-    {% call m::raise("INVALID_ARGUMENT", "retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}") %};
+    {% call m::raise("INVALID_ARGUMENT", "retention_seconds must be between " ~ c.retention_min_seconds ~ " and " ~ c.retention_max_seconds) %};
   END IF;
   IF p_new_queue_id IS NOT NULL AND p_new_queue_id NOT REGEXP '^[0-9a-f]{32}$' THEN
     {% call m::raise("INVALID_ARGUMENT", "queue id must be 32 lowercase hex digits") %};

@@ -19,7 +19,7 @@ BEGIN
   CALL orbit_auth_queue_check(p_token_hash, 'queues:manage', p_queue_id, v_application_id, v_namespace_id, v_credential_id);
   IF p_retention_seconds IS NULL
      OR p_retention_seconds NOT BETWEEN {{ c.retention_min_seconds }} AND {{ c.retention_max_seconds }} THEN
-    {% call m::raise("INVALID_ARGUMENT", "retention_seconds must be between {{ c.retention_min_seconds }} and {{ c.retention_max_seconds }}") %};
+    {% call m::raise("INVALID_ARGUMENT", "retention_seconds must be between " ~ c.retention_min_seconds ~ " and " ~ c.retention_max_seconds) %};
   END IF;
   {% call m::begin() %};
   UPDATE orbit_queue q
