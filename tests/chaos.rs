@@ -3,6 +3,7 @@
 //! kind ends with a clean summary line.
 
 use orbit::chaos::checker::{self, append_operation_id, element};
+use orbit::db::keys::KeyPolicySpec;
 use orbit::db::workers::Outcome;
 use orbit::testing::{Fixture, TestDb};
 use orbit_sdk::fence::mysql::MySqlFence;
@@ -36,7 +37,7 @@ async fn the_checker_passes_a_clean_history_and_counts_each_violation() {
     assert_eq!((clean.grants, clean.tasks), (2, 2));
     assert_eq!(
         clean.summary(3).to_string(),
-        "tasks=2 faults=3 overlaps=0 token_regressions=0 lost_updates=0 lost_tasks=0 crossed_answers=0 internal_errors=0"
+        "tasks=2 faults=3 overlaps=0 token_regressions=0 lost_updates=0 lost_tasks=0 crossed_answers=0 internal_errors=0 rate_violations=0"
     );
 
     // The first holder "released" after the second was granted, with a token as large.
@@ -57,10 +58,72 @@ async fn the_checker_passes_a_clean_history_and_counts_each_violation() {
     let report = checker::check(f.db.pool(), None, &accepted).await.unwrap();
     assert_eq!(
         report.summary(0).to_string(),
-        "tasks=4 faults=0 overlaps=1 token_regressions=1 lost_updates=0 lost_tasks=2 crossed_answers=0 internal_errors=0"
+        "tasks=4 faults=0 overlaps=1 token_regressions=1 lost_updates=0 lost_tasks=2 crossed_answers=0 internal_errors=0 rate_violations=0"
     );
     assert!(!report.ok());
     assert_eq!(report.details.len(), 4, "{:?}", report.details);
+}
+
+#[tokio::test]
+async fn the_checker_holds_a_key_to_its_limit_its_slots_and_its_rate() {
+    let f = Fixture::new().await;
+    let spec = KeyPolicySpec::new("exact", "k2", "queue")
+        .limit(2)
+        .rate(2, 60);
+    f.db.key_policy_set(&f.hash, f.namespace_id, &spec)
+        .await
+        .unwrap();
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let a = f.submit(&f.queue_id, "k2").await;
+    let b = f.submit(&f.queue_id, "k2").await;
+    let mut held = f.db.task_claim(s, 10, 30_000).await.unwrap();
+    held.extend(f.db.task_claim(s, 10, 30_000).await.unwrap());
+    assert_eq!(held.len(), 2, "{held:?}");
+    for g in &held {
+        f.db.attempt_finish(s, g.attempt_id, Outcome::Succeeded, false, None, None)
+            .await
+            .unwrap();
+    }
+    // Two holders at once in slots 0 and 1, two grants in the window: all within the policy.
+    let tasks = vec![a.id, b.id];
+    let clean = checker::check(f.db.pool(), None, &tasks).await.unwrap();
+    assert!(clean.ok(), "{:?}", clean.details);
+    assert_eq!(clean.grants, 2);
+    // The second holder "in" the first's slot: an overlap. A rate of 1 a minute: a violation.
+    sqlx::query("UPDATE orbit_attempt SET key_slot = 0")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    f.db.key_policy_set(&f.hash, f.namespace_id, &spec.rate(1, 60))
+        .await
+        .unwrap();
+    let report = checker::check(f.db.pool(), None, &tasks).await.unwrap();
+    assert_eq!(
+        (report.overlaps, report.rate_violations),
+        (1, 1),
+        "{:?}",
+        report.details
+    );
+    // At a limit of 1 the two holders overlap whatever their slots.
+    sqlx::query("UPDATE orbit_attempt SET key_slot = id - (SELECT MIN(id) FROM (SELECT id FROM orbit_attempt) x)")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    f.db.key_policy_set(
+        &f.hash,
+        f.namespace_id,
+        &KeyPolicySpec::new("exact", "k2", "queue"),
+    )
+    .await
+    .unwrap();
+    let report = checker::check(f.db.pool(), None, &tasks).await.unwrap();
+    assert_eq!(
+        (report.overlaps, report.rate_violations),
+        (1, 0),
+        "{:?}",
+        report.details
+    );
+    assert!(!report.ok());
 }
 
 #[tokio::test]

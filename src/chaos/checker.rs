@@ -2,8 +2,13 @@
 //! a run and counts every violation of the guarantees. It trusts no clock: holders of one key are
 //! ordered by the resource-row versions their grant and release wrote under that row's lock.
 //!
-//! - **overlaps**: per key, in grant order, a holder released at or after the next grant (or
-//!   never released while another was granted).
+//! - **overlaps**: per key, in grant order, a grant made while as many held the key as its
+//!   limit allows (a holder released at or after a grant is still holding it then; never
+//!   released counts as holding), or into a slot a live holder has, or outside the limit's
+//!   slots. The limit and rate of a key are its policy's (`orbit_key_policy`, the longest
+//!   matching pattern) at the end of the run: the runs checked never change policies.
+//! - **rate_violations**: per key with a rate of G grants per T seconds, G + 1 grants within T
+//!   seconds by the database's grant times (`granted_at`).
 //! - **token_regressions**: per key, a grant whose token is not larger than the previous grant's;
 //!   and per fenced register, an accepted write whose token is below an earlier accepted one.
 //! - **lost_updates**: an element the fence accepted into a register (an `append` operation) that
@@ -37,6 +42,7 @@ pub struct Summary {
     pub lost_tasks: u64,
     pub crossed_answers: u64,
     pub internal_errors: u64,
+    pub rate_violations: u64,
 }
 
 impl fmt::Display for Summary {
@@ -44,7 +50,7 @@ impl fmt::Display for Summary {
         write!(
             f,
             "tasks={} faults={} overlaps={} token_regressions={} lost_updates={} lost_tasks={} \
-             crossed_answers={} internal_errors={}",
+             crossed_answers={} internal_errors={} rate_violations={}",
             self.tasks,
             self.faults,
             self.overlaps,
@@ -52,7 +58,8 @@ impl fmt::Display for Summary {
             self.lost_updates,
             self.lost_tasks,
             self.crossed_answers,
-            self.internal_errors
+            self.internal_errors,
+            self.rate_violations
         )
     }
 }
@@ -66,6 +73,8 @@ pub struct Report {
     pub token_regressions: u64,
     pub lost_updates: u64,
     pub lost_tasks: u64,
+    /// Grants beyond a key's rate (see the module doc).
+    pub rate_violations: u64,
     /// Keys whose permit is still held after the drain (a leak; also a violation).
     pub held_permits: u64,
     /// HTTP answers for another request or tenant ([`super::answers`]; set by the run).
@@ -94,6 +103,7 @@ impl Report {
             && self.held_permits == 0
             && self.crossed_answers == 0
             && self.internal_errors == 0
+            && self.rate_violations == 0
     }
 
     pub fn summary(&self, faults: u64) -> Summary {
@@ -106,6 +116,7 @@ impl Report {
             lost_tasks: self.lost_tasks,
             crossed_answers: self.crossed_answers,
             internal_errors: self.internal_errors,
+            rate_violations: self.rate_violations,
         }
     }
 
@@ -145,49 +156,121 @@ pub async fn check(
     Ok(report)
 }
 
-/// Per key, in grant order: tokens strictly increase and each holder released before the next
-/// grant; no permit is still held.
+/// One grant of a key, as the attempt row records it.
+struct KeyGrant {
+    attempt: u64,
+    token: u64,
+    granted: u64,
+    released: u64,
+    slot: u32,
+    /// `granted_at` in microseconds since the epoch.
+    at_us: i64,
+}
+
+/// Per key, in grant order: tokens strictly increase; no grant is made while the key's limit is
+/// reached or into a live holder's slot; no rate window holds more grants than the rate; no
+/// permit is still held.
 async fn check_grants(orbit: &MySqlPool, report: &mut Report) -> Result<(), sqlx::Error> {
-    let rows: Vec<(u64, u64, u64, u64, u64)> = sqlx::query_as(
-        "SELECT resource_id, id, concurrency_token, grant_version, release_version FROM orbit_attempt \
-          WHERE resource_id <> 0 ORDER BY resource_id, grant_version",
+    // Each key's policy: the longest matching pattern, an exact key before a prefix of the same
+    // length (as orbit_key_policy says); none = one holder, no rate.
+    let rules: Vec<(u64, u32, u32, u32)> = sqlx::query_as(
+        "SELECT r.id, CAST(COALESCE(p.holder_limit, 1) AS UNSIGNED), CAST(COALESCE(p.rate_grants, 0) AS UNSIGNED), \
+                CAST(COALESCE(p.rate_per_seconds, 0) AS UNSIGNED) \
+           FROM orbit_resource r \
+           LEFT JOIN orbit_key_policy p ON p.id = ( \
+                SELECT x.id FROM orbit_key_policy x \
+                 WHERE x.namespace_id = r.namespace_id \
+                   AND ((x.match_kind = 'exact' AND x.key_pattern = r.concurrency_key) \
+                        OR (x.match_kind = 'prefix' AND x.key_pattern = LEFT(r.concurrency_key, LENGTH(x.key_pattern)))) \
+                 ORDER BY LENGTH(x.key_pattern) DESC, x.match_kind = 'exact' DESC LIMIT 1)",
+    )
+    .fetch_all(orbit)
+    .await?;
+    let rules: BTreeMap<u64, (u32, u32, u32)> = rules
+        .into_iter()
+        .map(|(key, limit, grants, seconds)| (key, (limit, grants, seconds)))
+        .collect();
+    let rows: Vec<(u64, u64, u64, u64, u64, u32, i64)> = sqlx::query_as(
+        "SELECT resource_id, id, concurrency_token, grant_version, release_version, CAST(key_slot AS UNSIGNED), \
+                CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', granted_at) AS SIGNED) \
+           FROM orbit_attempt WHERE resource_id <> 0 ORDER BY resource_id, grant_version",
     )
     .fetch_all(orbit)
     .await?;
     report.grants = rows.len() as u64;
-    let mut per_key: BTreeMap<u64, Vec<(u64, u64, u64, u64)>> = BTreeMap::new();
-    for (resource, id, token, granted, released) in rows {
-        per_key
-            .entry(resource)
-            .or_default()
-            .push((id, token, granted, released));
+    let mut per_key: BTreeMap<u64, Vec<KeyGrant>> = BTreeMap::new();
+    for (resource, attempt, token, granted, released, slot, at_us) in rows {
+        per_key.entry(resource).or_default().push(KeyGrant {
+            attempt,
+            token,
+            granted,
+            released,
+            slot,
+            at_us,
+        });
     }
-    for (key, attempts) in &per_key {
-        for pair in attempts.windows(2) {
-            let ((a, ta, ga, ra), (b, tb, gb, _)) = (pair[0], pair[1]);
-            if tb <= ta {
+    for (key, grants) in &per_key {
+        let (limit, rate_grants, rate_seconds) = rules.get(key).copied().unwrap_or((1, 0, 0));
+        // The holders live at each grant: granted before it, released at or after it (or never).
+        let mut live: Vec<&KeyGrant> = Vec::new();
+        for (i, b) in grants.iter().enumerate() {
+            if i > 0 && b.token <= grants[i - 1].token {
+                let a = &grants[i - 1];
                 report.token_regressions += 1;
                 report.violation(format!(
-                    "key {key}: token regression: attempt {a} got {ta}, the next grant (attempt {b}) got {tb}"
+                    "key {key}: token regression: attempt {} got {}, the next grant (attempt {}) got {}",
+                    a.attempt, a.token, b.attempt, b.token
                 ));
             }
-            if ra == 0 || ra < ga || ra >= gb {
+            live.retain(|a| a.released == 0 || a.released >= b.granted);
+            if live.len() as u32 >= limit
+                || b.slot >= limit
+                || live.iter().any(|a| a.slot == b.slot)
+            {
                 report.overlaps += 1;
+                let holders: Vec<String> = live
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "attempt {} (slot {}, granted v{}, released v{})",
+                            a.attempt, a.slot, a.granted, a.released
+                        )
+                    })
+                    .collect();
                 report.violation(format!(
-                    "key {key}: attempt {a} (granted v{ga}, released v{ra}) overlaps attempt {b} (granted v{gb})"
+                    "key {key} (limit {limit}): attempt {} (slot {}) granted at v{} while held by {}",
+                    b.attempt,
+                    b.slot,
+                    b.granted,
+                    holders.join(", ")
                 ));
+            }
+            live.push(b);
+            let g = rate_grants as usize;
+            if g > 0 && i >= g {
+                let window_us = i64::from(rate_seconds) * 1_000_000;
+                let earlier = &grants[i - g];
+                if b.at_us - earlier.at_us < window_us {
+                    report.rate_violations += 1;
+                    report.violation(format!(
+                        "key {key} (rate {rate_grants}/{rate_seconds} s): attempt {} was granted {} us after attempt {}, {rate_grants} grants earlier",
+                        b.attempt,
+                        b.at_us - earlier.at_us,
+                        earlier.attempt
+                    ));
+                }
             }
         }
     }
     let held: Vec<(u64, u64)> = sqlx::query_as(
-        "SELECT id, holder_attempt_id FROM orbit_resource WHERE holder_attempt_id <> 0",
+        "SELECT id, CAST(holders AS UNSIGNED) FROM orbit_resource WHERE holders <> 0",
     )
     .fetch_all(orbit)
     .await?;
     report.held_permits = held.len() as u64;
-    for (key, attempt) in held {
+    for (key, holders) in held {
         report.violation(format!(
-            "key {key}: permit still held by attempt {attempt} after the drain"
+            "key {key}: {holders} permit(s) still held after the drain"
         ));
     }
     Ok(())
