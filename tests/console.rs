@@ -331,6 +331,8 @@ async fn the_console_in_a_real_browser() {
     .await;
     b.wait_text("#key-waiting", "one task waits", |t| t == "1")
         .await;
+    b.wait_text("#key-holders", "one holder of one", |t| t == "1 of 1")
+        .await;
     b.wait_text("#grants tbody", "the grant is in the recent grants", |t| {
         t.contains(&token.to_string())
     })

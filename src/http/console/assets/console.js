@@ -523,11 +523,15 @@ async function keyPage(ns, key) {
     facts([
       ['namespace', String(k.namespace_id)],
       ['highest token', el('span', { class: 'token', id: 'highest-token' }, k.highest_token)],
+      ['holders', el('span', { id: 'key-holders' }, `${k.holders} of ${k.limit}`)],
+      ['rate', el('span', { id: 'key-rate' }, k.rate
+        ? `${k.rate.grants} per ${k.rate.per_seconds} s` + (k.rate_wake_at ? `; next grant at ${when(k.rate_wake_at)}` : '')
+        : 'none')],
       ['waiting', el('span', { id: 'key-waiting' }, k.waiting + (k.waiting_more ? '+' : ''))],
       ['oldest waiter', k.oldest_task_id ? [link(`#/task/${k.oldest_task_id}`, `#${k.oldest_task_id}`), ` since ${when(k.oldest_waiting_since)} (${ago(k.oldest_waiting_since)})`] : '—'],
       ['next holder', k.next_task_id ? [link(`#/task/${k.next_task_id}`, `#${k.next_task_id}`, { id: 'next-task' }), ` (${k.next_lane})`] : '—'],
     ]),
-    el('h2', {}, 'Holder'),
+    el('h2', {}, k.holders > 1 ? `Oldest of ${k.holders} holders` : 'Holder'),
     holder,
     el('h2', {}, 'Waiting per queue'),
     table(['Queue', { label: 'Waiting', num: 1 }, { label: 'Ready', num: 1 }, 'Oldest', 'Next'],
@@ -538,10 +542,10 @@ async function keyPage(ns, key) {
         q.next_task_id ? link(`#/task/${q.next_task_id}`, `#${q.next_task_id}`) : '—',
       ])), { id: 'key-queues' }),
     el('h2', {}, 'Recent grants'),
-    table(['Attempt', 'Task', 'Worker', { label: 'Token', num: 1 }, 'State', 'Granted', 'Released', 'Outcome'],
+    table(['Attempt', 'Task', 'Worker', { label: 'Token', num: 1 }, { label: 'Slot', num: 1 }, 'State', 'Granted', 'Released', 'Outcome'],
       (k.recent_grants || []).map((g) => row([
         String(g.attempt_id), link(`#/task/${g.task_id}`, `#${g.task_id}`), g.worker_id,
-        el('td', { class: 'num token' }, g.concurrency_token), stateBadge(g.state),
+        el('td', { class: 'num token' }, g.concurrency_token), num(g.key_slot), stateBadge(g.state),
         when(g.granted_at), when(g.released_at), g.outcome || '',
       ])), { id: 'grants' }));
 }
