@@ -245,6 +245,128 @@ fn hotkey_reports_the_server_cost() {
     assert_server_cost(&report["server_cost"], 40);
 }
 
+/// `claim --key-limit 2` holds every busy key twice through real grants (the scenario checks the
+/// resource rows, the slot rows and the attempts' slots before it loads the backlog), and reports
+/// the limit and the slots its grants took.
+#[test]
+fn claim_with_a_key_limit_holds_each_busy_key_that_many_times() {
+    let report = bench(&[
+        "claim",
+        "--backlogs",
+        "0,200",
+        "--samples",
+        "20",
+        "--keys",
+        "5",
+        "--key-limit",
+        "2",
+    ]);
+    let details = &report["details"];
+    assert_eq!(details["key_limit"], 2, "{report}");
+    assert_eq!(details["busy_key_holders"], 2, "{report}");
+    assert!(details["rate"].is_null(), "{report}");
+    assert_eq!(
+        details["key_policies"],
+        serde_json::json!(["prefix busy-", "prefix free"]),
+        "{report}"
+    );
+    assert_eq!(details["max_holders"], 2, "{report}");
+    // One grant of each busy key took slot 1; the 40 claimed tasks were alone on their keys.
+    assert_eq!(details["grants_above_slot_0"], 5, "{report}");
+    assert_eq!(details["keyed_grants"], 10 + 40, "{report}");
+    assert_eq!(report["tasks"], 40, "{report}");
+}
+
+/// `keys --key-limit 2 --rate …` sets one prefix policy over its keys: no key ever has more
+/// holders than the limit, and the report says which policy ran.
+#[test]
+fn keys_with_a_key_limit_and_a_rate_reports_them() {
+    let report = bench(&[
+        "keys",
+        "--tasks",
+        "100",
+        "--keys",
+        "5",
+        "--batch",
+        "50",
+        "--workers",
+        "2",
+        "--start-on-assign",
+        "--preload",
+        "--key-limit",
+        "2",
+        "--rate",
+        "1000/1",
+    ]);
+    let details = &report["details"];
+    assert_eq!(details["key_limit"], 2, "{report}");
+    assert_eq!(details["rate"], "1000/1", "{report}");
+    assert_eq!(
+        details["key_policies"],
+        serde_json::json!(["prefix key-"]),
+        "{report}"
+    );
+    assert_eq!(details["keyed_grants"], 100, "{report}");
+    let max = details["max_holders"].as_u64().unwrap();
+    assert!((1..=2).contains(&max), "{report}");
+    let window = details["rate_max_window_grants"].as_u64().unwrap();
+    assert!((1..=1000).contains(&window), "{report}");
+}
+
+/// `hotkey --rate` sets an exact policy on its key, and the rate holds: 12 tasks at 4 a second
+/// take at least 2 s, never more than 4 grants within a second.
+#[test]
+fn hotkey_with_a_rate_is_held_to_it() {
+    let report = bench(&[
+        "hotkey",
+        "--tasks",
+        "12",
+        "--start-on-assign",
+        "--rate",
+        "4/1",
+    ]);
+    let details = &report["details"];
+    assert_eq!(details["key_limit"], 1, "{report}");
+    assert_eq!(details["rate"], "4/1", "{report}");
+    assert_eq!(
+        details["key_policies"],
+        serde_json::json!(["exact hot"]),
+        "{report}"
+    );
+    assert_eq!(details["max_holders"], 1, "{report}");
+    assert_eq!(details["rate_max_window_grants"], 4, "{report}");
+    assert!(report["seconds"].as_f64().unwrap() >= 2.0, "{report}");
+    assert_eq!(report["tasks"], 12, "{report}");
+}
+
+/// `--key-limit` belongs to claim, keys and hotkey, `--rate` to keys and hotkey; out of range or
+/// malformed they are usage errors (exit 2) too, before anything connects.
+#[test]
+fn key_limit_and_rate_are_refused_where_they_do_not_apply() {
+    for (args, says) in [
+        (&["submit", "--key-limit", "2"][..], "--key-limit"),
+        (&["handoff-sql", "--key-limit", "2"][..], "--key-limit"),
+        (&["claim", "--rate", "10/1"][..], "--rate"),
+        (&["e2e", "--rate", "10/1"][..], "--rate"),
+        (&["keys", "--key-limit", "0"][..], "--key-limit"),
+        (&["keys", "--key-limit", "1001"][..], "--key-limit"),
+        (&["keys", "--rate", "10"][..], "GRANTS/SECONDS"),
+        (&["keys", "--rate", "0/1"][..], "GRANTS/SECONDS"),
+        (&["hotkey", "--rate", "10/86401"][..], "GRANTS/SECONDS"),
+        (&["hotkey", "--rate", "1001/1"][..], "GRANTS/SECONDS"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
+            .arg("bench")
+            .args(args)
+            .args(["--dsn", "mysql://root@127.0.0.1:1"])
+            .output()
+            .expect("run orbit bench");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
 /// `--preload` belongs to e2e and keys: elsewhere it is a usage error (exit 2).
 #[test]
 fn preload_is_refused_for_other_scenarios() {

@@ -3,11 +3,15 @@
 //!
 //! Setup (not measured): 1,000 keys are held by a holder session; the backlog is bulk-loaded in
 //! SQL as tasks blocked on those keys, or as unkeyed tasks delayed by a day (lane 'scheduled', as
-//! a submit with `delay_seconds` leaves them), in the same queue the claims read. Measured: one
+//! a submit with `delay_seconds` leaves them), in the same queue the claims read. With
+//! `--key-limit N` a key policy of N holders covers the busy and the free keys, and each busy key
+//! is held by N real grants, so it is full: its resource row's `holders` and `holder_limit`, its
+//! `orbit_key_slot` rows and the attempts' `key_slot` are what those grants wrote (checked before
+//! the backlog loads), and the bulk-loaded tasks wait behind full keys. Measured: one
 //! claimer session claiming one task at a time from a stream of tasks on free keys (each grant
-//! takes a key permit and a token). `ratio` = claim p99 at the largest backlog ÷ claim p99 with
-//! none; the goal is ≤ 1.5 (SPEC §10 for blocked tasks, issue 26 for delayed ones), i.e. claim
-//! cost does not grow with tasks that cannot run yet.
+//! takes a key permit and a token, through the same policy). `ratio` = claim p99 at the largest
+//! backlog ÷ claim p99 with none; the goal is ≤ 1.5 (SPEC §10 for blocked tasks, issue 26 for
+//! delayed ones), i.e. claim cost does not grow with tasks that cannot run yet.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +19,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::server_cost::{ServerCost, Usage};
-use super::{progress, sql_err, tenant, BenchDb, Percentiles, Report, Tenant};
+use super::{
+    key_grants, progress, sql_err, tenant, with, BenchDb, KeyLimits, Percentiles, Report, Tenant,
+};
 use crate::db::tasks::NewTask;
 use crate::db::workers::{Outcome, SessionOpen};
 use crate::db::{Db, DbError};
@@ -26,7 +32,12 @@ pub struct ClaimOptions {
     pub samples: u32,
     pub busy_keys: u32,
     pub backlog: Backlog,
+    /// `--key-limit`: the policy set on the busy and the free keys (no rate).
+    pub limits: KeyLimits,
 }
+
+/// The policy patterns of the held keys (`busy-<i>`) and of the claimed ones (`free<round>-<i>`).
+const POLICY: [(&str, &str); 2] = [("prefix", "busy-"), ("prefix", "free")];
 
 /// What the claim scenario's backlog is made of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -62,7 +73,8 @@ fn task(t: &Tenant, key: String) -> NewTask {
     }
 }
 
-async fn submit_many(db: &Db, t: &Tenant, prefix: &str, n: u32) -> Result<(), DbError> {
+/// Submits `n` tasks over the keys `<prefix>-0` to `<prefix>-<keys - 1>`, in turn.
+async fn submit_many(db: &Db, t: &Tenant, prefix: &str, n: u32, keys: u32) -> Result<(), DbError> {
     let mut handles = Vec::new();
     for part in 0..8u32 {
         let (db, hash, tasks) = (
@@ -70,7 +82,7 @@ async fn submit_many(db: &Db, t: &Tenant, prefix: &str, n: u32) -> Result<(), Db
             t.hash,
             (part..n)
                 .step_by(8)
-                .map(|i| task(t, format!("{prefix}-{i}")))
+                .map(|i| task(t, format!("{prefix}-{}", i % keys)))
                 .collect::<Vec<_>>(),
         );
         let prefix = prefix.to_string();
@@ -172,6 +184,46 @@ async fn grow_backlog(
     Ok(())
 }
 
+/// Checks that every busy key is full as `per_key` real grants left it: its resource row has
+/// `per_key` holders and that holder limit, `per_key - 1` held `orbit_key_slot` rows, and the
+/// holder session's live attempts take each slot 0 to `per_key - 1` of each key once.
+async fn check_full(
+    db: &Db,
+    t: &Tenant,
+    holder: u64,
+    busy_keys: u32,
+    per_key: u32,
+) -> Result<(), DbError> {
+    let (keys, full, slot_rows, held_slots): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), CAST(COALESCE(SUM(r.holders = ? AND r.holder_limit = ? AND r.holder_attempt_id <> 0), 0) AS SIGNED),
+                (SELECT COUNT(*) FROM orbit_key_slot s JOIN orbit_resource k ON k.id = s.resource_id
+                  WHERE k.namespace_id = ? AND k.concurrency_key LIKE 'busy-%' AND s.attempt_id <> 0),
+                (SELECT COUNT(DISTINCT a.resource_id, a.key_slot) FROM orbit_attempt a
+                  WHERE a.session_id = ? AND a.released_at IS NULL AND a.key_slot < ?)
+           FROM orbit_resource r
+          WHERE r.namespace_id = ? AND r.concurrency_key LIKE 'busy-%'",
+    )
+    .bind(per_key)
+    .bind(per_key)
+    .bind(t.namespace_id)
+    .bind(holder)
+    .bind(per_key)
+    .bind(t.namespace_id)
+    .fetch_one(db.pool())
+    .await
+    .map_err(sql_err("checking the busy keys"))?;
+    let (busy, per) = (i64::from(busy_keys), i64::from(per_key));
+    if (keys, full, slot_rows, held_slots) != (busy, busy, busy * (per - 1), busy * per) {
+        return Err(DbError::Internal(format!(
+            "the busy keys are not full: {keys} keys, {full} with {per_key} holders, \
+             {slot_rows} held slot rows, {held_slots} held slots (want {busy}, {busy}, {}, {})",
+            busy * (per - 1),
+            busy * per
+        )));
+    }
+    Ok(())
+}
+
 /// Runs the scenario; `baseline` is the same run's durable commits/s.
 pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<Report, DbError> {
     let db = &bench.db;
@@ -187,18 +239,29 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
         sqlx::raw_sql(sql).execute(db.pool()).await.map_err(sql_err("bench setup"))?;
     }
 
-    // Hold the busy keys: one granted (never finished) attempt each.
-    eprintln!("holding {} keys…", opts.busy_keys);
-    submit_many(db, &t, "busy", opts.busy_keys).await?;
+    opts.limits.apply(db, &t, &POLICY).await?;
+    // Hold the busy keys: as many granted (never finished) attempts each as the key's limit, so
+    // each is full. A claim readies a key's next task once it grants one, so the holder claims
+    // until every task is granted.
+    let per_key = opts.limits.holders();
+    let holds = opts
+        .busy_keys
+        .checked_mul(per_key)
+        .ok_or_else(|| DbError::Internal("--keys × --key-limit is too many holders".into()))?;
+    eprintln!("holding {} keys, {per_key} holders each…", opts.busy_keys);
+    submit_many(db, &t, "busy", holds, opts.busy_keys).await?;
     let holder = session(db, &t, "bench-holder").await?;
     let mut held = 0;
-    while held < opts.busy_keys {
+    while held < holds {
         let n = db.task_claim(holder, 1000, 3_600_000).await?.len() as u32;
         if n == 0 {
-            return Err(DbError::Internal("could not hold every busy key".into()));
+            return Err(DbError::Internal(format!(
+                "could not hold every busy key: {held} of {holds} grants"
+            )));
         }
         held += n;
     }
+    check_full(db, &t, holder, opts.busy_keys, per_key).await?;
     sqlx::query(
         "INSERT INTO orbit_bench_busy (slot, resource_id)
          SELECT ROW_NUMBER() OVER (ORDER BY r.id) - 1, r.id FROM orbit_resource r WHERE r.concurrency_key LIKE 'busy-%'",
@@ -216,7 +279,7 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
         let setup = Instant::now();
         grow_backlog(db, &t, have, target.max(have), opts.busy_keys, opts.backlog).await?;
         have = have.max(target);
-        submit_many(db, &t, &format!("free{round}"), opts.samples).await?;
+        submit_many(db, &t, &format!("free{round}"), opts.samples, opts.samples).await?;
         let setup_seconds = setup.elapsed().as_secs_f64();
         // Warm up the claim path, then measure each claim call.
         let bar = progress(u64::from(opts.samples), &format!("claims, backlog {have}"));
@@ -263,6 +326,12 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
     let last = levels.last().map_or(0.0, |l| l.p99_ms);
     let total = Percentiles::of(&mut all);
     let seconds: f64 = all.iter().map(Duration::as_secs_f64).sum();
+    let details = with(
+        json!({ "backlog": opts.backlog, "levels": levels, "busy_keys": opts.busy_keys, "samples_per_level": opts.samples,
+                "busy_key_holders": per_key }),
+        opts.limits.details(&POLICY),
+    );
+    let details = with(details, key_grants(db, t.application_id, None).await?);
     Ok(Report {
         scenario: "claim",
         tasks: all.len() as u64,
@@ -272,7 +341,7 @@ pub async fn run(bench: &BenchDb, opts: &ClaimOptions, baseline: f64) -> Result<
         p99_ms: total.p99_ms,
         baseline_commits_per_s: baseline,
         ratio: if first > 0.0 { last / first } else { 0.0 },
-        details: json!({ "backlog": opts.backlog, "levels": levels, "busy_keys": opts.busy_keys, "samples_per_level": opts.samples }),
+        details,
         server_cost: Some(usage.per_task(&bench.server, all.len() as u64)),
     })
 }

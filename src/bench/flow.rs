@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::serve::ServeProcess;
-use super::{progress, tenant, with, BenchDb, Percentiles, Report};
+use super::{key_grants, progress, tenant, with, BenchDb, KeyLimits, Percentiles, Report};
 use crate::db::DbError;
 
 /// Options of the flow scenarios.
@@ -29,7 +29,14 @@ pub struct FlowOptions {
     /// `e2e` and `keys`: submit every task before the workers start, and time the processing
     /// alone (a burn-down); the submit phase is reported on its own.
     pub preload: bool,
+    /// `keys` and `hotkey`: the key policy set on the scenario's keys (`--key-limit`, `--rate`).
+    pub limits: KeyLimits,
 }
+
+/// `keys`' policy pattern: every key it uses starts with it.
+const KEYS_POLICY: [(&str, &str); 1] = [("prefix", "key-")];
+/// `hotkey`'s policy pattern: its one key.
+const HOTKEY_POLICY: [(&str, &str); 1] = [("exact", "hot")];
 
 const SUBMITTERS: u32 = 16;
 
@@ -167,6 +174,8 @@ async fn wait_for(done: &AtomicU64, target: u64, what: &str) {
 /// `e2e` (keys = 0) and `keys` (keys > 0): tasks/s from the first submit to the last result ack
 /// with workers running meanwhile, or with `preload` from the workers' start to the last result
 /// ack, every task submitted beforehand (the submit phase is reported in `details`).
+/// `keys` sets `opts.limits` as one prefix policy over its keys (`key-`), and reports how many
+/// held a key at once ([`key_grants`]).
 pub async fn throughput(
     bench: &BenchDb,
     opts: &FlowOptions,
@@ -174,6 +183,9 @@ pub async fn throughput(
     baseline: f64,
 ) -> Result<Report, DbError> {
     let t = tenant(&bench.db).await?;
+    if keys > 0 {
+        opts.limits.apply(&bench.db, &t, &KEYS_POLICY).await?;
+    }
     let serve = ServeProcess::start(&bench.dsn).await?;
     let client = Client::new(&serve.url, &t.token);
     let done = Arc::new(AtomicU64::new(0));
@@ -237,6 +249,13 @@ pub async fn throughput(
     }
     let seconds = started.elapsed().as_secs_f64();
     let cost = meter.per_task(n).await?;
+    if keys > 0 {
+        details = with(details, opts.limits.details(&KEYS_POLICY));
+        details = with(
+            details,
+            key_grants(&bench.db, t.application_id, opts.limits.rate).await?,
+        );
+    }
     Ok(Report::throughput(
         if keys == 0 { "e2e" } else { "keys" },
         opts.tasks,
@@ -250,8 +269,11 @@ pub async fn throughput(
 
 /// `hotkey`: N tasks on one key across two queues and two workers; hand-off = a task's handler
 /// starting after the previous holder's handler finished (result, ack, grant, assign, start).
+/// With `--key-limit` above 1 several hold the key at once, and a handler that starts before the
+/// previous token's ended counts a hand-off of 0; with `--rate` a grant past the rate waits.
 pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Result<Report, DbError> {
     let t = tenant(&bench.db).await?;
+    opts.limits.apply(&bench.db, &t, &HOTKEY_POLICY).await?;
     let serve = ServeProcess::start(&bench.dsn).await?;
     let client = Client::new(&serve.url, &t.token);
     let second = client
@@ -312,14 +334,22 @@ pub async fn hotkey(bench: &BenchDb, opts: &FlowOptions, baseline: f64) -> Resul
     let first = spans.first().map_or(origin, |s| s.1);
     let last = spans.last().map_or(origin, |s| s.2);
     let cost = meter.per_task(u64::from(opts.tasks)).await?;
+    let details = with(
+        json!({ "latency": "hand-off (previous handler end -> next handler start)", "start_on_assign": opts.start_on_assign,
+                "targets": {"p99_ms": 5, "tasks_per_s": 500} }),
+        opts.limits.details(&HOTKEY_POLICY),
+    );
+    let details = with(
+        details,
+        key_grants(&bench.db, t.application_id, opts.limits.rate).await?,
+    );
     Ok(Report::throughput(
         "hotkey",
         opts.tasks,
         last.duration_since(first).as_secs_f64(),
         &mut handoffs,
         baseline,
-        json!({ "latency": "hand-off (previous handler end -> next handler start)", "start_on_assign": opts.start_on_assign,
-                "targets": {"p99_ms": 5, "tasks_per_s": 500} }),
+        details,
     )
     .costing(cost))
 }

@@ -247,3 +247,113 @@ pub fn with(mut details: serde_json::Value, more: serde_json::Value) -> serde_js
     }
     details
 }
+
+/// `--key-limit` and `--rate`: the key policy a scenario sets on every key it uses, through
+/// `orbit_key_policy_set` before it submits anything (on_busy `queue`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyLimits {
+    /// Holders a key may have at once; `None`: no `--key-limit` (one holder).
+    pub limit: Option<u32>,
+    pub rate: Option<crate::db::keys::Rate>,
+}
+
+impl KeyLimits {
+    /// Whether the scenario sets a policy at all: without either flag its keys meet none.
+    pub fn is_set(&self) -> bool {
+        self.limit.is_some() || self.rate.is_some()
+    }
+
+    /// The limit every key has: the policy's, or 1 (no policy).
+    pub fn holders(&self) -> u32 {
+        self.limit.unwrap_or(1)
+    }
+
+    /// Sets one policy per `(match_kind, pattern)` in the tenant's namespace when a flag was
+    /// given; nothing otherwise.
+    pub async fn apply(
+        &self,
+        db: &Db,
+        t: &Tenant,
+        patterns: &[(&str, &str)],
+    ) -> Result<(), DbError> {
+        if !self.is_set() {
+            return Ok(());
+        }
+        for (match_kind, pattern) in patterns {
+            let mut spec = crate::db::keys::KeyPolicySpec::new(match_kind, pattern, "queue")
+                .limit(self.holders());
+            if let Some(r) = self.rate {
+                spec = spec.rate(r.grants, r.per_seconds);
+            }
+            db.key_policy_set(&t.hash, t.namespace_id, &spec).await?;
+        }
+        Ok(())
+    }
+
+    /// The report's fields: `key_limit`, `rate` ("GRANTS/SECONDS" or null) and `key_policies`
+    /// (the patterns set, e.g. "prefix key-"; empty without a flag).
+    pub fn details(&self, patterns: &[(&str, &str)]) -> serde_json::Value {
+        let policies: Vec<String> = if self.is_set() {
+            patterns.iter().map(|(m, p)| format!("{m} {p}")).collect()
+        } else {
+            Vec::new()
+        };
+        serde_json::json!({
+            "key_limit": self.holders(),
+            "rate": self.rate.map(|r| format!("{}/{}", r.grants, r.per_seconds)),
+            "key_policies": policies,
+        })
+    }
+}
+
+/// How the application's keyed grants used the key slots, read after the measured phase:
+/// `max_holders` (the most attempts that held one key at once: a grant takes the lowest free
+/// slot, so that is the largest `orbit_attempt.key_slot` + 1), `grants_above_slot_0` (grants that
+/// shared their key with an earlier holder) and `keyed_grants`. With a `rate`, also
+/// `rate_max_window_grants`: the most grants of one key less than `per_seconds` apart (from
+/// `orbit_attempt.granted_at`); below `grants`, the rate never held a grant back.
+pub async fn key_grants(
+    db: &Db,
+    application_id: u64,
+    rate: Option<crate::db::keys::Rate>,
+) -> Result<serde_json::Value, DbError> {
+    let (keyed, max_slot, above): (i64, i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), CAST(COALESCE(MAX(a.key_slot), 0) AS SIGNED),
+                CAST(COALESCE(SUM(a.key_slot > 0), 0) AS SIGNED)
+           FROM orbit_attempt a
+          WHERE a.application_id = ? AND a.resource_id <> 0",
+    )
+    .bind(application_id)
+    .fetch_one(db.pool())
+    .await
+    .map_err(sql_err("reading the grants' key slots"))?;
+    let mut report = serde_json::json!({
+        "keyed_grants": keyed,
+        "max_holders": if keyed > 0 { max_slot + 1 } else { 0 },
+        "grants_above_slot_0": above,
+    });
+    if let Some(rate) = rate {
+        let grants: Vec<(u64, chrono::NaiveDateTime)> = sqlx::query_as(
+            "SELECT a.resource_id, a.granted_at FROM orbit_attempt a
+              WHERE a.application_id = ? AND a.resource_id <> 0
+              ORDER BY a.resource_id, a.granted_at",
+        )
+        .bind(application_id)
+        .fetch_all(db.pool())
+        .await
+        .map_err(sql_err("reading the grants' times"))?;
+        let window = chrono::Duration::seconds(i64::from(rate.per_seconds));
+        let (mut most, mut first) = (0usize, 0usize);
+        for (i, (key, at)) in grants.iter().enumerate() {
+            while grants[first].0 != *key || *at - grants[first].1 >= window {
+                first += 1;
+            }
+            most = most.max(i + 1 - first);
+        }
+        report = with(
+            report,
+            serde_json::json!({ "rate_max_window_grants": most }),
+        );
+    }
+    Ok(report)
+}

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use crate::bench;
+use crate::db::keys::Rate;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
@@ -93,6 +94,39 @@ pub struct BenchArgs {
     /// plans: minutes of firing measured.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=60))]
     pub minutes: u32,
+    /// claim, keys, hotkey: a key policy lets N attempts hold each key the scenario uses at once
+    /// (claim: the busy keys are held N times each, and the claimed keys get it too). Without it
+    /// the keys meet no policy: one holder.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::codegen::CONSTS.key_limit_max)))]
+    pub key_limit: Option<u32>,
+    /// keys, hotkey: a key policy lets at most GRANTS grants of each key through in any SECONDS
+    /// (e.g. 1000/1), with --key-limit's holders (or one).
+    #[arg(long, value_name = "GRANTS/SECONDS", value_parser = parse_rate)]
+    pub rate: Option<Rate>,
+}
+
+/// `--rate GRANTS/SECONDS`: grants 1-1000, seconds 1-86400 (the key policy's bounds).
+fn parse_rate(s: &str) -> Result<Rate, String> {
+    let (max_grants, max_seconds) = (
+        crate::codegen::CONSTS.rate_grants_max,
+        crate::codegen::CONSTS.rate_window_max_seconds,
+    );
+    let usage = || {
+        format!("expected GRANTS/SECONDS, e.g. 1000/1, with GRANTS 1-{max_grants} and SECONDS 1-{max_seconds}")
+    };
+    let (grants, seconds) = s.split_once('/').ok_or_else(usage)?;
+    let (grants, per_seconds) = match (grants.trim().parse::<u32>(), seconds.trim().parse::<u32>())
+    {
+        (Ok(g), Ok(p)) => (g, p),
+        _ => return Err(usage()),
+    };
+    if !(1..=max_grants).contains(&grants) || !(1..=max_seconds).contains(&per_seconds) {
+        return Err(usage());
+    }
+    Ok(Rate {
+        grants,
+        per_seconds,
+    })
 }
 
 pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
@@ -100,6 +134,23 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
         eprintln!("error: --preload applies to e2e and keys (hotkey always submits first)");
         return ExitCode::from(2);
     }
+    if args.key_limit.is_some()
+        && !matches!(
+            args.scenario,
+            Scenario::Claim | Scenario::Keys | Scenario::Hotkey
+        )
+    {
+        eprintln!("error: --key-limit applies to claim, keys and hotkey");
+        return ExitCode::from(2);
+    }
+    if args.rate.is_some() && !matches!(args.scenario, Scenario::Keys | Scenario::Hotkey) {
+        eprintln!("error: --rate applies to keys and hotkey");
+        return ExitCode::from(2);
+    }
+    let limits = bench::KeyLimits {
+        limit: args.key_limit,
+        rate: args.rate,
+    };
     let bench_db = match bench::BenchDb::open(&args.dsn, 24).await {
         Ok(b) => b,
         Err(e) => {
@@ -138,6 +189,7 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     samples: args.samples,
                     busy_keys: args.keys,
                     backlog: args.backlog,
+                    limits,
                 };
                 bench::claim::run(&bench_db, &opts, baseline).await
             }
@@ -163,6 +215,7 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     start_on_assign: args.start_on_assign,
                     batch: args.batch,
                     preload: args.preload,
+                    limits,
                 };
                 match scenario {
                     Scenario::E2e => bench::flow::throughput(&bench_db, &opts, 0, baseline).await,
