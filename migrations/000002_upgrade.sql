@@ -41,6 +41,25 @@ CREATE TABLE IF NOT EXISTS orbit_key_policy (
   UNIQUE KEY ux_key_policy (namespace_id, match_kind, key_pattern)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Per-key and per-prefix holder limits, rates and busy-key policies';
 
+-- ---- orbit_key_rate_log (from templates/tables/orbit_key_rate_log.sql) ----
+-- orbit_key_rate_log: The recent grant times of a key with a rate, a ring of rate_grants rows per key.
+-- A key whose policy allows at most G grants in any T seconds (orbit_key_policy.rate_grants,
+-- rate_per_seconds) records grant number k (its token) at position k mod G, overwriting grant
+-- k - G: so when grant k is decided, its position holds the time of grant k - G, which must be at
+-- least T ago, and position (k - 1) mod G the previous grant's time, which it may not precede (so
+-- grant times never go back). A fixed cost per grant, two primary-key reads and one write,
+-- whatever G is. Rows are kept for reuse (at most G per key); a row whose token is not the one
+-- expected (the rate changed, or was just set) is not used: the grant reads the time of grant
+-- k - G from the key's attempts instead (ix_attempt_resource, G index entries). Every change
+-- happens under the key's orbit_resource row lock, after it (templates/lock_order.md).
+CREATE TABLE IF NOT EXISTS orbit_key_rate_log (
+  resource_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_resource.id',
+  position SMALLINT UNSIGNED NOT NULL COMMENT 'token mod the rate''s grants',
+  token BIGINT UNSIGNED NOT NULL COMMENT 'the grant recorded here (its concurrency_token)',
+  granted_at DATETIME(6) NOT NULL COMMENT 'UTC time of that grant (its attempt''s granted_at)',
+  PRIMARY KEY (resource_id, position)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Recent grant times of rate-limited keys';
+
 -- ---- orbit_key_slot (from templates/tables/orbit_key_slot.sql) ----
 -- orbit_key_slot: The permits of slots 1 and up of a key that more than one attempt may hold.
 -- A key's slot 0 is its orbit_resource.holder_attempt_id; a key whose policy allows N holders
@@ -72,8 +91,8 @@ CREATE TABLE IF NOT EXISTS orbit_key_slot (
 --
 -- Tables added (CREATE TABLE IF NOT EXISTS, written by gen): orbit_key_policy, the key policies
 -- of issue 25 (how many may hold a key, how often it may be granted, and what a submit does when
--- it is busy), and orbit_key_slot, the permits of keys that more than one attempt may hold,
--- beyond the first. Both start empty, so every key keeps 0.1's behaviour (one holder, no rate,
+-- it is busy), orbit_key_slot, the permits of keys that more than one attempt may hold, beyond
+-- the first, and orbit_key_rate_log, the recent grant times of keys with a rate. All start empty, so every key keeps 0.1's behaviour (one holder, no rate,
 -- 'queue') until a policy is set.
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
@@ -98,11 +117,11 @@ CREATE TABLE IF NOT EXISTS orbit_key_slot (
 --   at any isolation level, and two grants inserting beside one released entry deadlocked there.
 --   orbit_resource holds one row per key; MySQL 8.0.29+ and MariaDB 10.3.2+ add the column
 --   instantly, older MySQL 8.0 rebuilds the table.
--- - orbit_resource: four columns, last in the table (instant on MariaDB 10.3.2+ and MySQL
+-- - orbit_resource: three columns, last in the table (instant on MariaDB 10.3.2+ and MySQL
 --   8.0.12+): holders (how many hold the key: 1 where the copy above found a permit, else 0),
---   holder_limit (1, 0.1's only limit), recent_grants and rate_wake_at (a key's rate; empty
---   and NULL: no key has one yet); and an index on rate_wake_at, by which orbit_task_promote_due
---   finds keys whose rate allows a grant again (all NULL at first; built online).
+--   holder_limit (1, 0.1's only limit) and rate_wake_at (NULL: no key waits for a rate); and an
+--   index on rate_wake_at, by which orbit_task_promote_due finds keys whose rate allows a grant
+--   again (all NULL at first; built online).
 -- - orbit_attempt.key_slot: the key permit's slot an attempt holds, last in the table (instant);
 --   0 for every existing attempt, the only slot 0.1 had.
 -- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
@@ -239,7 +258,7 @@ DELIMITER ;
 CALL orbit_upgrade_000002_plans();
 DROP PROCEDURE orbit_upgrade_000002_plans;
 
--- orbit_queue.retention_seconds, orbit_task's two debounce columns, orbit_resource's four
+-- orbit_queue.retention_seconds, orbit_task's two debounce columns, orbit_resource's three
 -- permit and rate columns and orbit_attempt.key_slot, exactly as templates/tables/ write them. MySQL has no `ADD COLUMN IF NOT
 -- EXISTS`, so a procedure that lives only for this migration adds each when information_schema
 -- does not list it yet. The DEFAULTs give every existing queue the default retention and every
@@ -272,12 +291,6 @@ BEGIN
                     AND COLUMN_NAME = 'holder_limit') THEN
     ALTER TABLE orbit_resource
       ADD COLUMN holder_limit SMALLINT UNSIGNED NOT NULL DEFAULT 1 COMMENT 'the key''s holder limit as its last grant or submit read it from orbit_key_policy';
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
-                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
-                    AND COLUMN_NAME = 'recent_grants') THEN
-    ALTER TABLE orbit_resource
-      ADD COLUMN recent_grants VARCHAR(26000) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'rate-limited keys: UTC times of the last grants (at most the rate''s grants), oldest first, 26 characters each (YYYY-MM-DD HH:MM:SS.ffffff); empty without a rate';
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
@@ -3518,7 +3531,8 @@ DELIMITER ;
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
 --   candidate; the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
---   above 0; a new one is inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
+--   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
+--   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the session's
 --   slot when it takes them within its share, else to the lowest slots below their share (see
@@ -3551,8 +3565,13 @@ body: BEGIN
   DECLARE v_key_limit SMALLINT UNSIGNED;
   DECLARE v_rate_grants SMALLINT UNSIGNED;
   DECLARE v_rate_seconds INT UNSIGNED;
-  DECLARE v_recent VARCHAR(26000) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_recent_count INT;
+  -- A rate: the times of the grant G before this one and of the last one, whether this grant's
+  -- position of orbit_key_rate_log has a row, and where the time of grant k - G is otherwise
+  -- found among the key's attempts.
+  DECLARE v_then DATETIME(6);
+  DECLARE v_last DATETIME(6);
+  DECLARE v_logged TINYINT;
+  DECLARE v_back INT;
   DECLARE v_allowed DATETIME(6);
   DECLARE v_key_slot SMALLINT UNSIGNED;
   DECLARE v_slot_rows INT;
@@ -3717,8 +3736,8 @@ body: BEGIN
             v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.recent_grants, r.concurrency_key
-            INTO v_highest, v_version, v_holder, v_holders, v_recent, v_key
+          SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
+            INTO v_highest, v_version, v_holder, v_holders, v_key
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
           -- The key's policy as it is now: a change of limit or rate applies from the key's next
           -- grant (a plain read of at most 1000 index entries of the namespace).
@@ -3764,28 +3783,37 @@ body: BEGIN
             ITERATE batch;
           END IF;
           IF v_rate_grants > 0 THEN
-            -- The rate: at most v_rate_grants grants in any v_rate_seconds. This grant may come
-            -- when the v_rate_grants-th latest is that long ago, and not before the latest (so
-            -- grant times never go back). Too early: the task goes back to the blocked lane and
-            -- the key waits for rate_wake_at, when orbit_task_promote_due promotes it; nothing
-            -- polls it meanwhile.
-            SET v_allowed = p_now, v_recent_count = LENGTH(v_recent) DIV 26;
-            IF v_recent_count >= v_rate_grants THEN
-              SET v_allowed = DATE_ADD(CAST(SUBSTRING(v_recent, (v_recent_count - v_rate_grants) * 26 + 1, 26) AS DATETIME(6)),
-                                       INTERVAL v_rate_seconds SECOND);
+            -- The rate: at most v_rate_grants (G) grants in any v_rate_seconds. This grant, number
+            -- k = v_highest + 1, may come when grant k - G is that long ago, and not before
+            -- grant k - 1 (so grant times never go back). Both from orbit_key_rate_log (plain
+            -- reads, exact under the resource row lock); grant k - G from the key's attempts
+            -- when the log does not hold it (the rate changed or was just set). Too early: the
+            -- task goes back to the blocked lane and the key waits for rate_wake_at, when
+            -- orbit_task_promote_due promotes it; nothing polls it meanwhile.
+            SET v_then = NULL, v_last = NULL, v_logged = NULL;
+            SELECT MAX(IF(l.token = v_highest + 1 - v_rate_grants, l.granted_at, NULL)),
+                   MAX(IF(l.token = v_highest, l.granted_at, NULL)),
+                   MAX(l.position = (v_highest + 1) % v_rate_grants)
+              INTO v_then, v_last, v_logged
+              FROM orbit_key_rate_log l
+             WHERE l.resource_id = v_resource_id
+               AND l.position IN ((v_highest + 1) % v_rate_grants, v_highest % v_rate_grants);
+            IF v_then IS NULL AND v_highest >= v_rate_grants THEN
+              SET v_back = v_rate_grants - 1;
+              SELECT a.granted_at INTO v_then
+                FROM orbit_attempt a FORCE INDEX (ix_attempt_resource)
+               WHERE a.resource_id = v_resource_id
+               ORDER BY a.id DESC
+               LIMIT v_back, 1;
             END IF;
-            IF v_recent_count > 0 AND CAST(RIGHT(v_recent, 26) AS DATETIME(6)) > v_allowed THEN
-              SET v_allowed = CAST(RIGHT(v_recent, 26) AS DATETIME(6));
-            END IF;
+            SET v_allowed = GREATEST(COALESCE(DATE_ADD(v_then, INTERVAL v_rate_seconds SECOND), p_now),
+                                     COALESCE(v_last, p_now));
             IF v_allowed > p_now THEN
               UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
               UPDATE orbit_resource r SET r.rate_wake_at = v_allowed WHERE r.id = v_resource_id;
               SET v_demoted = v_demoted + 1;
               ITERATE batch;
             END IF;
-            SET v_recent = RIGHT(CONCAT(v_recent, DATE_FORMAT(p_now, '%Y-%m-%d %H:%i:%s.%f')), v_rate_grants * 26);
-          ELSE
-            SET v_recent = '';
           END IF;
           -- The lowest free slot: 0 (the resource row's), else the lowest free orbit_key_slot row,
           -- else a new row after the last (plain reads, exact under the resource row lock).
@@ -3814,7 +3842,7 @@ body: BEGIN
           UPDATE orbit_resource r
              SET r.highest_token = v_token, r.version = v_version, r.holders = r.holders + 1,
                  r.holder_attempt_id = IF(v_key_slot = 0, v_attempt_id, r.holder_attempt_id),
-                 r.holder_limit = v_key_limit, r.recent_grants = v_recent, r.rate_wake_at = NULL, r.updated_at = p_now
+                 r.holder_limit = v_key_limit, r.rate_wake_at = NULL, r.updated_at = p_now
            WHERE r.id = v_resource_id;
           IF v_key_slot IS NULL THEN
             INSERT INTO orbit_key_slot (resource_id, slot, attempt_id, updated_at)
@@ -3823,6 +3851,17 @@ body: BEGIN
             UPDATE orbit_key_slot s
                SET s.attempt_id = v_attempt_id, s.updated_at = p_now
              WHERE s.resource_id = v_resource_id AND s.slot = v_key_slot;
+          END IF;
+          IF v_rate_grants > 0 THEN
+            -- This grant's time, over grant k - G's.
+            IF v_logged THEN
+              UPDATE orbit_key_rate_log l
+                 SET l.token = v_token, l.granted_at = p_now
+               WHERE l.resource_id = v_resource_id AND l.position = v_token % v_rate_grants;
+            ELSE
+              INSERT INTO orbit_key_rate_log (resource_id, position, token, granted_at)
+              VALUES (v_resource_id, v_token % v_rate_grants, v_token, p_now);
+            END IF;
           END IF;
         END IF;
         UPDATE orbit_task t
@@ -6498,12 +6537,13 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_policy', 2, 'd00faa058f86bb1afe91a4a0a928c2f14b1f89a6a6b86484bb48ce81df60376b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_rate_log', 2, '98278b14dfc934a154075efcb36596fa45d226983d89605d76dcb2909897ca57', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_slot', 2, '9569e16cf4356ca6ab39549a0729958e2dd7a495917790e6e62b5f839208bd47', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan', 2, '0130702457762ecb79159152fbcb679838c448088887e3690152d6ca9f771023', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_fire', 2, 'e7bd293c72afbd3a61aecd399e88c917f7c5ee6dc2801506ea2fc573db841bd1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_plan_version', 2, '79681d825d6d77c756e8b1e5c482952dddbe913beef7f0805022e30940e50af5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_queue', 2, 'd9c99ed2120160610fce19243eaa73ea2bb58924f02456debbb4cf7800e6c000', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, '4b8dae2e81e0f075e47f659753f76822210dc96a9ba6b97afc51c1d6eb75303d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, '6d3a1f62e620c5c095b26f2321221ee567fa56ed73b5bcb295e5c22544e861b8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6547,7 +6587,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'a0482865323d951dc0d9849ac12d31597cb29777ecd4af8c11a23f85055eb8f7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '6571026798c35f0ce9d69fdfdb1fe147d87fed8bc7899590fb097db0d53ec552', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6557,5 +6597,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '2eab12ec807c7812811370997b3df2891e6b36de5a6044405770a7cd909d0aeb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '2eab12ec807c7812811370997b3df2891e6b36de5a6044405770a7cd909d0aeb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '0c46115f4f71fe753bfc64996f8906726921e0d09ebde62b34b278239bb09339', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '0c46115f4f71fe753bfc64996f8906726921e0d09ebde62b34b278239bb09339', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -246,3 +246,39 @@ async fn a_rate_lets_at_most_its_grants_through_in_any_window_and_wakes_the_key(
         );
     }
 }
+
+#[tokio::test]
+async fn a_changed_rate_counts_the_grants_made_before_the_change() {
+    let f = Fixture::new().await;
+    let spec = KeyPolicySpec::new("exact", "api/9", "queue").limit(5);
+    policy(&f, spec.rate(3, 1)).await;
+    for _ in 0..4 {
+        f.submit(&f.queue_id, "api/9").await;
+    }
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        held.extend(f.db.task_claim(s, 10, 30_000).await.unwrap());
+    }
+    assert_eq!(held.len(), 3, "{held:?}");
+    // Now 2 a second: grant 4 must come a second after grant 2, which the ring written at 3 a
+    // second does not hold where 2 a second looks (the grant reads it from the attempts).
+    policy(&f, spec.rate(2, 1)).await;
+    for _ in 0..3 {
+        assert!(f.db.task_claim(s, 10, 30_000).await.unwrap().is_empty());
+    }
+    let k =
+        f.db.key_get(&f.hash, f.namespace_id, "api/9")
+            .await
+            .unwrap();
+    let wake = k.rate_wake_at.expect("the key waits for its new rate");
+    while chrono::Utc::now() < wake {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    f.db.task_promote_due(100).await.unwrap();
+    let fourth = f.db.task_claim(s, 10, 30_000).await.unwrap();
+    assert_eq!(fourth.len(), 1);
+    let times = grant_times(&f, "api/9").await;
+    assert_eq!(times.len(), 4);
+    assert!(times[3] - times[1] >= 1_000_000, "{times:?}");
+}

@@ -60,7 +60,8 @@
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
 --   candidate; the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
---   above 0; a new one is inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
+--   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
+--   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
 --   order (one locking read), the exact total checked and the grants charged to the session's
 --   slot when it takes them within its share, else to the lowest slots below their share (see
@@ -93,8 +94,13 @@ body: BEGIN
   DECLARE v_key_limit SMALLINT UNSIGNED;
   DECLARE v_rate_grants SMALLINT UNSIGNED;
   DECLARE v_rate_seconds INT UNSIGNED;
-  DECLARE v_recent VARCHAR(26000) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_recent_count INT;
+  -- A rate: the times of the grant G before this one and of the last one, whether this grant's
+  -- position of orbit_key_rate_log has a row, and where the time of grant k - G is otherwise
+  -- found among the key's attempts.
+  DECLARE v_then DATETIME(6);
+  DECLARE v_last DATETIME(6);
+  DECLARE v_logged TINYINT;
+  DECLARE v_back INT;
   DECLARE v_allowed DATETIME(6);
   DECLARE v_key_slot SMALLINT UNSIGNED;
   DECLARE v_slot_rows INT;
@@ -259,8 +265,8 @@ body: BEGIN
             v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
 
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.recent_grants, r.concurrency_key
-            INTO v_highest, v_version, v_holder, v_holders, v_recent, v_key
+          SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
+            INTO v_highest, v_version, v_holder, v_holders, v_key
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
           -- The key's policy as it is now: a change of limit or rate applies from the key's next
           -- grant (a plain read of at most 1000 index entries of the namespace).
@@ -306,28 +312,37 @@ body: BEGIN
             ITERATE batch;
           END IF;
           IF v_rate_grants > 0 THEN
-            -- The rate: at most v_rate_grants grants in any v_rate_seconds. This grant may come
-            -- when the v_rate_grants-th latest is that long ago, and not before the latest (so
-            -- grant times never go back). Too early: the task goes back to the blocked lane and
-            -- the key waits for rate_wake_at, when orbit_task_promote_due promotes it; nothing
-            -- polls it meanwhile.
-            SET v_allowed = p_now, v_recent_count = LENGTH(v_recent) DIV 26;
-            IF v_recent_count >= v_rate_grants THEN
-              SET v_allowed = DATE_ADD(CAST(SUBSTRING(v_recent, (v_recent_count - v_rate_grants) * 26 + 1, 26) AS DATETIME(6)),
-                                       INTERVAL v_rate_seconds SECOND);
+            -- The rate: at most v_rate_grants (G) grants in any v_rate_seconds. This grant, number
+            -- k = v_highest + 1, may come when grant k - G is that long ago, and not before
+            -- grant k - 1 (so grant times never go back). Both from orbit_key_rate_log (plain
+            -- reads, exact under the resource row lock); grant k - G from the key's attempts
+            -- when the log does not hold it (the rate changed or was just set). Too early: the
+            -- task goes back to the blocked lane and the key waits for rate_wake_at, when
+            -- orbit_task_promote_due promotes it; nothing polls it meanwhile.
+            SET v_then = NULL, v_last = NULL, v_logged = NULL;
+            SELECT MAX(IF(l.token = v_highest + 1 - v_rate_grants, l.granted_at, NULL)),
+                   MAX(IF(l.token = v_highest, l.granted_at, NULL)),
+                   MAX(l.position = (v_highest + 1) % v_rate_grants)
+              INTO v_then, v_last, v_logged
+              FROM orbit_key_rate_log l
+             WHERE l.resource_id = v_resource_id
+               AND l.position IN ((v_highest + 1) % v_rate_grants, v_highest % v_rate_grants);
+            IF v_then IS NULL AND v_highest >= v_rate_grants THEN
+              SET v_back = v_rate_grants - 1;
+              SELECT a.granted_at INTO v_then
+                FROM orbit_attempt a FORCE INDEX (ix_attempt_resource)
+               WHERE a.resource_id = v_resource_id
+               ORDER BY a.id DESC
+               LIMIT v_back, 1;
             END IF;
-            IF v_recent_count > 0 AND CAST(RIGHT(v_recent, 26) AS DATETIME(6)) > v_allowed THEN
-              SET v_allowed = CAST(RIGHT(v_recent, 26) AS DATETIME(6));
-            END IF;
+            SET v_allowed = GREATEST(COALESCE(DATE_ADD(v_then, INTERVAL v_rate_seconds SECOND), p_now),
+                                     COALESCE(v_last, p_now));
             IF v_allowed > p_now THEN
               UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
               UPDATE orbit_resource r SET r.rate_wake_at = v_allowed WHERE r.id = v_resource_id;
               SET v_demoted = v_demoted + 1;
               ITERATE batch;
             END IF;
-            SET v_recent = RIGHT(CONCAT(v_recent, DATE_FORMAT(p_now, '%Y-%m-%d %H:%i:%s.%f')), v_rate_grants * 26);
-          ELSE
-            SET v_recent = '';
           END IF;
           -- The lowest free slot: 0 (the resource row's), else the lowest free orbit_key_slot row,
           -- else a new row after the last (plain reads, exact under the resource row lock).
@@ -356,7 +371,7 @@ body: BEGIN
           UPDATE orbit_resource r
              SET r.highest_token = v_token, r.version = v_version, r.holders = r.holders + 1,
                  r.holder_attempt_id = IF(v_key_slot = 0, v_attempt_id, r.holder_attempt_id),
-                 r.holder_limit = v_key_limit, r.recent_grants = v_recent, r.rate_wake_at = NULL, r.updated_at = p_now
+                 r.holder_limit = v_key_limit, r.rate_wake_at = NULL, r.updated_at = p_now
            WHERE r.id = v_resource_id;
           IF v_key_slot IS NULL THEN
             INSERT INTO orbit_key_slot (resource_id, slot, attempt_id, updated_at)
@@ -365,6 +380,17 @@ body: BEGIN
             UPDATE orbit_key_slot s
                SET s.attempt_id = v_attempt_id, s.updated_at = p_now
              WHERE s.resource_id = v_resource_id AND s.slot = v_key_slot;
+          END IF;
+          IF v_rate_grants > 0 THEN
+            -- This grant's time, over grant k - G's.
+            IF v_logged THEN
+              UPDATE orbit_key_rate_log l
+                 SET l.token = v_token, l.granted_at = p_now
+               WHERE l.resource_id = v_resource_id AND l.position = v_token % v_rate_grants;
+            ELSE
+              INSERT INTO orbit_key_rate_log (resource_id, position, token, granted_at)
+              VALUES (v_resource_id, v_token % v_rate_grants, v_token, p_now);
+            END IF;
           END IF;
         END IF;
         UPDATE orbit_task t

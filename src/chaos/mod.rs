@@ -85,14 +85,69 @@ pub struct ChaosConfig {
     pub drain: Duration,
     /// Every other worker process uses `start_on_assign`.
     pub start_on_assign: bool,
-    /// Key policies on the first keys: `key-0` cancels its running holder on every submit
-    /// (`cancel_running`), `key-1` keeps only its newest waiting task (`replace_waiting`). The
-    /// checker's guarantees hold unchanged; a cancelled or replaced task is an end, not a loss.
+    /// Key policies on the first keys ([`POLICIES`]): `key-0` cancels its running holder on
+    /// every submit (`cancel_running`), `key-1` keeps only its newest waiting task
+    /// (`replace_waiting`), `key-2` has two holders at once, `key-3` two holders and at most 2
+    /// grants a second. The checker holds each key to its limit and rate; a cancelled or
+    /// replaced task is an end, not a loss.
     pub policies: bool,
 }
 
-/// The key policies of a run with [`ChaosConfig::policies`].
-pub const POLICIES: [(&str, &str); 2] = [("key-0", "cancel_running"), ("key-1", "replace_waiting")];
+/// One key policy of a run with [`ChaosConfig::policies`].
+#[derive(Clone, Copy, Debug)]
+pub struct ChaosPolicy {
+    pub key: &'static str,
+    pub on_busy: &'static str,
+    pub limit: u32,
+    /// (grants, per seconds).
+    pub rate: Option<(u32, u32)>,
+}
+
+/// The key policies of a run with [`ChaosConfig::policies`] (it needs at least 4 keys).
+pub const POLICIES: [ChaosPolicy; 4] = [
+    ChaosPolicy {
+        key: "key-0",
+        on_busy: "cancel_running",
+        limit: 1,
+        rate: None,
+    },
+    ChaosPolicy {
+        key: "key-1",
+        on_busy: "replace_waiting",
+        limit: 1,
+        rate: None,
+    },
+    ChaosPolicy {
+        key: "key-2",
+        on_busy: "queue",
+        limit: 2,
+        rate: None,
+    },
+    ChaosPolicy {
+        key: "key-3",
+        on_busy: "queue",
+        limit: 2,
+        rate: Some((2, 1)),
+    },
+];
+
+/// How a run's policies read in its log.
+fn policies_text() -> String {
+    POLICIES
+        .iter()
+        .map(|p| {
+            let mut text = format!("{} {}", p.key, p.on_busy);
+            if p.limit > 1 {
+                text.push_str(&format!(" limit {}", p.limit));
+            }
+            if let Some((grants, seconds)) = p.rate {
+                text.push_str(&format!(" rate {grants}/{seconds}s"));
+            }
+            text
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Why a run could not be carried out (distinct from a run that found violations).
 #[derive(Debug, thiserror::Error)]
@@ -495,9 +550,9 @@ pub async fn run(cfg: ChaosConfig) -> Result<Outcome, ChaosError> {
         cfg.lease_seconds,
         cfg.seed,
         if cfg.policies {
-            ", key policies: key-0 cancel_running, key-1 replace_waiting"
+            format!(", key policies: {}", policies_text())
         } else {
-            ""
+            String::new()
         }
     ));
 
@@ -722,14 +777,15 @@ async fn bootstrap(
         .map_err(|e| setup("bootstrap")(e.to_string()))?;
     if policies {
         let hash = crate::auth::token_hash(&token);
-        for (key, on_busy) in POLICIES {
-            db.key_policy_set(
-                &hash,
-                b.namespace_id,
-                &crate::db::keys::KeyPolicySpec::new("exact", key, on_busy),
-            )
-            .await
-            .map_err(|e| setup("set a key policy")(e.to_string()))?;
+        for p in POLICIES {
+            let mut spec =
+                crate::db::keys::KeyPolicySpec::new("exact", p.key, p.on_busy).limit(p.limit);
+            if let Some((grants, seconds)) = p.rate {
+                spec = spec.rate(grants, seconds);
+            }
+            db.key_policy_set(&hash, b.namespace_id, &spec)
+                .await
+                .map_err(|e| setup("set a key policy")(e.to_string()))?;
         }
     }
     db.close().await;

@@ -42,7 +42,9 @@ pub struct ChaosArgs {
     #[arg(long)]
     pub start_on_assign: bool,
     /// Key policies on the first keys: key-0 cancels its running holder on every submit
-    /// (cancel_running), key-1 keeps only its newest waiting task (replace_waiting).
+    /// (cancel_running), key-1 keeps only its newest waiting task (replace_waiting), key-2 has
+    /// two holders at once, key-3 two holders and at most 2 grants a second. Needs --keys 4 or
+    /// more.
     #[arg(long)]
     pub policies: bool,
 }
@@ -69,6 +71,14 @@ pub struct ChaosWorkerArgs {
 pub(super) async fn chaos_cmd(args: ChaosArgs) -> ExitCode {
     if !(args.fault_every > 0.0 && args.fault_every.is_finite()) {
         eprintln!("error: --fault-every must be a positive number of seconds");
+        return ExitCode::from(2);
+    }
+    if args.policies && (args.keys as usize) < crate::chaos::POLICIES.len() {
+        eprintln!(
+            "error: --policies sets policies on key-0 to key-{}: it needs --keys {} or more",
+            crate::chaos::POLICIES.len() - 1,
+            crate::chaos::POLICIES.len()
+        );
         return ExitCode::from(2);
     }
     let seed = args.seed.unwrap_or_else(rand::random);

@@ -65,11 +65,10 @@ pub struct Consts {
     /// The largest holder limit a key policy may set: a grant of a key with room finds its slot
     /// among at most this many (orbit_key_slot).
     pub key_limit_max: u32,
-    /// The largest `rate_grants` of a key policy: a rate-limited key's row keeps that many grant
-    /// times (orbit_resource.recent_grants, 26 characters each), rewritten by each grant.
+    /// The largest `rate_grants` of a key policy: a rate-limited key keeps that many grant times
+    /// (orbit_key_rate_log), and a grant after a rate change reads that many of the key's
+    /// attempts.
     pub rate_grants_max: u32,
-    /// `recent_grants`' width: `rate_grants_max` times of 26 characters.
-    pub rate_log_chars: u32,
     /// The longest rate window, in seconds: one day.
     pub rate_window_max_seconds: u32,
 }
@@ -93,7 +92,6 @@ pub const CONSTS: Consts = Consts {
     key_policies_max: 1000,
     key_limit_max: 1000,
     rate_grants_max: 1000,
-    rate_log_chars: 26_000,
     rate_window_max_seconds: 86_400,
 };
 
@@ -148,6 +146,7 @@ registry! {
     Table orbit_extension => "tables/orbit_extension.sql",
     Table orbit_idempotency => "tables/orbit_idempotency.sql",
     Table orbit_key_policy => "tables/orbit_key_policy.sql",
+    Table orbit_key_rate_log => "tables/orbit_key_rate_log.sql",
     Table orbit_key_slot => "tables/orbit_key_slot.sql",
     Table orbit_namespace => "tables/orbit_namespace.sql",
     Table orbit_plan => "tables/orbit_plan.sql",

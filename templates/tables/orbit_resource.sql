@@ -9,8 +9,8 @@
 -- (orbit_key_policy.holder_limit) keeps slots 1 and up in orbit_key_slot; holders counts them
 -- all, and a grant needs holders < the limit. holder_limit is the limit as of the key's last
 -- grant or submit (both read the policy), for the steps that read no policy (a promotion). A key
--- with a rate (orbit_key_policy.rate_grants per rate_per_seconds) records its last grants in
--- recent_grants; a grant that would exceed the rate leaves its task blocked and sets
+-- with a rate (orbit_key_policy.rate_grants per rate_per_seconds) records its grants in
+-- orbit_key_rate_log; a grant that would exceed the rate leaves its task blocked and sets
 -- rate_wake_at, when orbit_task_promote_due promotes the key's tasks again (ix_resource_wake).
 CREATE TABLE IF NOT EXISTS orbit_resource (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'surrogate id referenced by tasks, attempts and permits',
@@ -23,7 +23,6 @@ CREATE TABLE IF NOT EXISTS orbit_resource (
   updated_at DATETIME(6) NOT NULL COMMENT 'UTC time of the last grant or release',
   holders SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'attempts holding the key now (slot 0 and the held orbit_key_slot rows)',
   holder_limit SMALLINT UNSIGNED NOT NULL DEFAULT 1 COMMENT 'the key''s holder limit as its last grant or submit read it from orbit_key_policy',
-  recent_grants VARCHAR({{ c.rate_log_chars }}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'rate-limited keys: UTC times of the last grants (at most the rate''s grants), oldest first, 26 characters each (YYYY-MM-DD HH:MM:SS.ffffff); empty without a rate',
   rate_wake_at DATETIME(6) NULL DEFAULT NULL COMMENT 'UTC time the key''s rate allows its next grant, while a grant waits for it; NULL = none',
   PRIMARY KEY (id),
   UNIQUE KEY ux_resource_key (namespace_id, concurrency_key),

@@ -12,8 +12,8 @@
 --
 -- Tables added (CREATE TABLE IF NOT EXISTS, written by gen): orbit_key_policy, the key policies
 -- of issue 25 (how many may hold a key, how often it may be granted, and what a submit does when
--- it is busy), and orbit_key_slot, the permits of keys that more than one attempt may hold,
--- beyond the first. Both start empty, so every key keeps 0.1's behaviour (one holder, no rate,
+-- it is busy), orbit_key_slot, the permits of keys that more than one attempt may hold, beyond
+-- the first, and orbit_key_rate_log, the recent grant times of keys with a rate. All start empty, so every key keeps 0.1's behaviour (one holder, no rate,
 -- 'queue') until a policy is set.
 --
 -- Tables altered, each by a statement that is safe to run again (a `migrate up` stopped part-way
@@ -38,11 +38,11 @@
 --   at any isolation level, and two grants inserting beside one released entry deadlocked there.
 --   orbit_resource holds one row per key; MySQL 8.0.29+ and MariaDB 10.3.2+ add the column
 --   instantly, older MySQL 8.0 rebuilds the table.
--- - orbit_resource: four columns, last in the table (instant on MariaDB 10.3.2+ and MySQL
+-- - orbit_resource: three columns, last in the table (instant on MariaDB 10.3.2+ and MySQL
 --   8.0.12+): holders (how many hold the key: 1 where the copy above found a permit, else 0),
---   holder_limit (1, 0.1's only limit), recent_grants and rate_wake_at (a key's rate; empty
---   and NULL: no key has one yet); and an index on rate_wake_at, by which orbit_task_promote_due
---   finds keys whose rate allows a grant again (all NULL at first; built online).
+--   holder_limit (1, 0.1's only limit) and rate_wake_at (NULL: no key waits for a rate); and an
+--   index on rate_wake_at, by which orbit_task_promote_due finds keys whose rate allows a grant
+--   again (all NULL at first; built online).
 -- - orbit_attempt.key_slot: the key permit's slot an attempt holds, last in the table (instant);
 --   0 for every existing attempt, the only slot 0.1 had.
 -- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
@@ -179,7 +179,7 @@ DELIMITER ;
 CALL orbit_upgrade_000002_plans();
 DROP PROCEDURE orbit_upgrade_000002_plans;
 
--- orbit_queue.retention_seconds, orbit_task's two debounce columns, orbit_resource's four
+-- orbit_queue.retention_seconds, orbit_task's two debounce columns, orbit_resource's three
 -- permit and rate columns and orbit_attempt.key_slot, exactly as templates/tables/ write them. MySQL has no `ADD COLUMN IF NOT
 -- EXISTS`, so a procedure that lives only for this migration adds each when information_schema
 -- does not list it yet. The DEFAULTs give every existing queue the default retention and every
@@ -212,12 +212,6 @@ BEGIN
                     AND COLUMN_NAME = 'holder_limit') THEN
     ALTER TABLE orbit_resource
       ADD COLUMN holder_limit SMALLINT UNSIGNED NOT NULL DEFAULT 1 COMMENT 'the key''s holder limit as its last grant or submit read it from orbit_key_policy';
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
-                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
-                    AND COLUMN_NAME = 'recent_grants') THEN
-    ALTER TABLE orbit_resource
-      ADD COLUMN recent_grants VARCHAR({{ c.rate_log_chars }}) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'rate-limited keys: UTC times of the last grants (at most the rate''s grants), oldest first, 26 characters each (YYYY-MM-DD HH:MM:SS.ffffff); empty without a rate';
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'
