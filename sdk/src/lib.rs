@@ -11,7 +11,8 @@
 //!   its handler runs, renews leases, reports results, reconnects with `resume`, and drains; it
 //!   cancels a handler whose lease was lost ([`TaskContext::cancelled`], [`Cancellation`]).
 //! - [`fence`]: the resource-side [`Fence`] that rejects stale writes by token, in memory or in
-//!   MySQL/MariaDB (feature `mysql`).
+//!   MySQL/MariaDB (feature `mysql`); for a key several attempts hold at once, a register per
+//!   [`TaskContext::key_slot`] ([`FenceWrite::in_slot`], [`Fence::read_slot`]).
 //! - [`credentials`]: reads the credentials file `orbit admin bootstrap` writes.
 
 pub mod client;

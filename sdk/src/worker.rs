@@ -46,7 +46,8 @@ pub struct TaskContext {
     /// The grant's slot of its key (present exactly when the task has a key): 0..N-1 for a key
     /// up to N attempts may hold at once, never shared by two live holders, always 0 for N = 1
     /// (and from a server that predates slots). With N > 1 several tokens of the key are live at
-    /// once, so the resource keeps a register per slot: pass it with the token.
+    /// once, so the resource keeps a register per slot: pass it with the token
+    /// ([`FenceWrite::in_slot`](crate::FenceWrite::in_slot), [`crate::fence`]).
     pub key_slot: Option<u32>,
     /// Fires when this attempt is no longer this worker's (see [`TaskContext::cancelled`]).
     pub cancellation: Cancellation,
