@@ -133,6 +133,7 @@ async fn run(
                         .unwrap_or_default()
                         .to_string(),
                     value: Some(format!("written by attempt {}", ctx.attempt_id)),
+                    slot: None,
                 };
                 match fence.write(&write).await {
                     Ok(FenceDecision::Accepted | FenceDecision::Duplicate) => {
@@ -202,6 +203,7 @@ async fn run(
         token: tokens[0],
         operation_id: format!("{run_id}-replayed-stale-write"),
         value: Some("stale".into()),
+        slot: None,
     };
     let stale_write_rejected = matches!(fence.write(&stale).await, Ok(FenceDecision::Stale { .. }));
     let resource_writes = fence.accepted().len();

@@ -261,6 +261,45 @@ fn assign(key: Option<&str>, token: Option<Value>) -> Value {
     frame
 }
 
+/// `frame` with a `key_slot`.
+fn with_slot(mut frame: Value, slot: Value) -> Value {
+    frame["key_slot"] = slot;
+    frame
+}
+
+/// The handler sees the grant's key slot; an assignment without one (a server that predates
+/// slots) is slot 0.
+#[tokio::test]
+async fn the_sdk_worker_gives_the_handler_the_key_slot() {
+    let started = |attempt_id: u64, slot: Option<u64>| {
+        let mut frame = assign(Some("k"), Some(json!(attempt_id.to_string())));
+        frame["attempt_id"] = json!(attempt_id);
+        frame["started"] = json!(true);
+        match slot {
+            Some(s) => with_slot(frame, json!(s)),
+            None => frame,
+        }
+    };
+    let url = fake_server(json!([started(7, Some(2)), started(8, None)])).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let w = Worker::registration(&url, "token", "fake", true)
+        .capacity(2)
+        .queue("q")
+        .handler("h", "v1", move |ctx| {
+            let tx = tx.clone();
+            async move {
+                tx.send((ctx.attempt_id, ctx.concurrency_token, ctx.key_slot))
+                    .unwrap();
+                Ok(Value::Null)
+            }
+        })
+        .start();
+    let mut seen = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
+    seen.sort();
+    assert_eq!(seen, vec![(7, Some(7), Some(2)), (8, Some(8), Some(0))]);
+    w.abort();
+}
+
 async fn run_against(frames: Value, keys: bool) -> WorkerError {
     let url = fake_server(frames).await;
     let w = Worker::registration(&url, "token", "fake", keys)
@@ -300,6 +339,16 @@ async fn the_sdk_refuses_each_protocol_error_from_a_fake_server() {
             "token as a JSON number",
         ),
         (
+            with_slot(assign(None, None), json!(0)),
+            true,
+            "slot without key",
+        ),
+        (
+            with_slot(assign(Some("k"), Some(json!("5"))), json!("1")),
+            true,
+            "slot as a JSON string",
+        ),
+        (
             json!([
                 assign(Some("k"), Some(json!("3"))),
                 assign(Some("k"), Some(json!("4")))
@@ -326,6 +375,10 @@ async fn the_sdk_refuses_each_protocol_error_from_a_fake_server() {
             (_, WorkerError::Protocol(ProtocolError::BadToken { .. })) => {
                 what.contains("token") && !what.contains("without")
             }
+            ("slot without key", WorkerError::Protocol(ProtocolError::SlotWithoutKey { .. })) => {
+                true
+            }
+            ("slot as a JSON string", WorkerError::Protocol(ProtocolError::BadSlot { .. })) => true,
             _ => false,
         };
         assert!(ok, "{what}: {err:?}");

@@ -8,12 +8,56 @@
 //! touch the resource (with its token) before acting, or the write must carry a business
 //! precondition (a version check). The token grants no authority either: the resource still
 //! authenticates the caller.
+//!
+//! # Keys with several holders (a key policy's `limit` N > 1)
+//!
+//! Up to N attempts hold such a key at once, each with its own token and its
+//! [`TaskContext::key_slot`](crate::TaskContext::key_slot) (0..N-1, never shared by two live
+//! holders). One highest-token register per key would refuse every live holder whose token is
+//! below the newest holder's. Guard such a key with a register per slot instead:
+//! [`FenceWrite::in_slot`] and [`Fence::read_slot`]. The holders of one slot follow each other
+//! with strictly larger tokens, so a slot's register refuses a stale holder of that slot once the
+//! slot's newer holder has written (touch, read, write, as above, per slot). The slot registers
+//! and the key's plain register are independent: use one kind per key, the slot registers when
+//! its limit is or may become larger than 1 (for limit 1 the slot is always 0). Slots 0-999 are
+//! covered, and the key, a separator and the slot's digits must fit in [`KEY_MAX_BYTES`].
+//! Operation ids are per register: a retry deduplicates against its own slot only, so an
+//! operation that must apply once whatever slot its attempt holds needs an id the resource checks
+//! itself. What a slot register cannot see: after a key's limit is lowered, a stale holder of a
+//! slot at or above the new limit is refused only once that slot is granted again.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
+
+/// The largest slot a per-slot register takes ([`FenceWrite::in_slot`]).
+pub const SLOT_MAX: u32 = 999;
+
+/// The longest register key, in bytes (`orbit_fence_register.resource_key`; a slot's register
+/// key is the key, one separator byte and the slot's decimal digits).
+pub const KEY_MAX_BYTES: usize = 764;
+
+/// The register a key (and slot) addresses, checked as the SQL procedures check it: the key
+/// itself, or for slot `s` the key, U+001F and `s` in decimal (`orbit_fence_write_slot`).
+fn register_key(key: &str, slot: Option<u32>) -> Result<String, FenceError> {
+    let register = match slot {
+        None => key.to_string(),
+        Some(s) if s > SLOT_MAX => {
+            return Err(FenceError::Invalid(format!(
+                "slot must be 0-{SLOT_MAX}, not {s}"
+            )))
+        }
+        Some(s) => format!("{key}\u{1f}{s}"),
+    };
+    if key.is_empty() || register.len() > KEY_MAX_BYTES {
+        return Err(FenceError::Invalid(format!(
+            "key must be 1-{KEY_MAX_BYTES} bytes, with a slot's separator and digits"
+        )));
+    }
+    Ok(register)
+}
 
 /// One fenced write.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -28,6 +72,11 @@ pub struct FenceWrite {
     /// A successor that must exclude a paused predecessor touches before it reads (see the
     /// module doc), so the predecessor's late write is refused instead of overwritten unseen.
     pub value: Option<String>,
+    /// The writer's `key_slot`: `Some` writes that slot's register of the key (keys with several
+    /// holders, see the module doc), `None` the key's one register. Set with
+    /// [`FenceWrite::in_slot`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
 }
 
 impl FenceWrite {
@@ -45,6 +94,7 @@ impl FenceWrite {
             token,
             operation_id: operation_id.into(),
             value: Some(value),
+            slot: None,
         }
     }
 
@@ -56,7 +106,15 @@ impl FenceWrite {
             token,
             operation_id: operation_id.into(),
             value: None,
+            slot: None,
         }
+    }
+
+    /// The same write (or touch) on the register of slot `slot` of the key: pass the grant's
+    /// [`TaskContext::key_slot`](crate::TaskContext::key_slot). Slots 0-[`SLOT_MAX`].
+    pub fn in_slot(mut self, slot: u32) -> Self {
+        self.slot = Some(slot);
+        self
     }
 }
 
@@ -86,11 +144,19 @@ pub trait Fence: Send + Sync {
         &self,
         w: &FenceWrite,
     ) -> impl Future<Output = Result<FenceDecision, FenceError>> + Send;
-    /// The current value of a key (the register), for readers.
+    /// The current value of a key (the register), for readers: `(highest token, value)`.
     fn read(
         &self,
         namespace: &str,
         key: &str,
+    ) -> impl Future<Output = Result<Option<(u64, String)>, FenceError>> + Send;
+    /// The same for the register of slot `slot` of the key (what writes
+    /// [`FenceWrite::in_slot`]`(slot)` wrote).
+    fn read_slot(
+        &self,
+        namespace: &str,
+        key: &str,
+        slot: u32,
     ) -> impl Future<Output = Result<Option<(u64, String)>, FenceError>> + Send;
 }
 
@@ -113,7 +179,9 @@ impl InMemoryFence {
         Self::default()
     }
 
-    /// Every accepted write, in acceptance order: (namespace, key, token, operation id).
+    /// Every accepted write, in acceptance order: (namespace, key, token, operation id). For a
+    /// write in a slot, the key is the slot's register key (the key, U+001F, the slot), as in
+    /// `orbit_fence_operation`.
     pub fn accepted(&self) -> Vec<(String, String, u64, String)> {
         self.log.lock().expect("fence log").clone()
     }
@@ -136,9 +204,10 @@ impl Fence for InMemoryFence {
                 "key, operation_id and a non-zero token are required".into(),
             ));
         }
+        let key = register_key(&w.key, w.slot)?;
         let mut registers = self.registers.lock().expect("fence registers");
         let r = registers
-            .entry((w.namespace.clone(), w.key.clone()))
+            .entry((w.namespace.clone(), key.clone()))
             .or_default();
         let decision = decide(
             r.highest,
@@ -153,7 +222,7 @@ impl Fence for InMemoryFence {
             r.operations.insert(w.operation_id.clone(), w.token);
             self.log.lock().expect("fence log").push((
                 w.namespace.clone(),
-                w.key.clone(),
+                key,
                 w.token,
                 w.operation_id.clone(),
             ));
@@ -166,6 +235,16 @@ impl Fence for InMemoryFence {
         Ok(registers
             .get(&(namespace.to_string(), key.to_string()))
             .map(|r| (r.highest, r.value.clone())))
+    }
+
+    async fn read_slot(
+        &self,
+        namespace: &str,
+        key: &str,
+        slot: u32,
+    ) -> Result<Option<(u64, String)>, FenceError> {
+        let key = register_key(key, Some(slot))?;
+        self.read(namespace, &key).await
     }
 }
 
@@ -180,6 +259,7 @@ mod tests {
             token,
             operation_id: op.into(),
             value: Some(format!("v{token}")),
+            slot: None,
         }
     }
 
@@ -203,6 +283,44 @@ mod tests {
             "an operation id keeps its token"
         );
         assert_eq!(f.read("ns", "k").await.unwrap(), Some((5, "v5".into())));
+    }
+
+    #[tokio::test]
+    async fn each_slot_of_a_key_is_its_own_register() {
+        let f = InMemoryFence::new();
+        // Two live holders of a limit-2 key: slot 1 with the larger token writes first.
+        let slot1 = FenceWrite::write("ns", "k", 8, "b", "by 8".into()).in_slot(1);
+        let slot0 = FenceWrite::write("ns", "k", 7, "a", "by 7".into()).in_slot(0);
+        assert_eq!(f.write(&slot1).await.unwrap(), FenceDecision::Accepted);
+        assert_eq!(f.write(&slot0).await.unwrap(), FenceDecision::Accepted);
+        // Slot 0 is granted again (token 9): once it touched, slot 0's old holder is refused.
+        let touch = FenceWrite::touch("ns", "k", 9, "c").in_slot(0);
+        assert_eq!(f.write(&touch).await.unwrap(), FenceDecision::Accepted);
+        let late = FenceWrite::write("ns", "k", 7, "a-late", "late".into()).in_slot(0);
+        assert_eq!(
+            f.write(&late).await.unwrap(),
+            FenceDecision::Stale { highest: 9 }
+        );
+        assert_eq!(
+            f.read_slot("ns", "k", 0).await.unwrap(),
+            Some((9, "by 7".into()))
+        );
+        assert_eq!(
+            f.read_slot("ns", "k", 1).await.unwrap(),
+            Some((8, "by 8".into()))
+        );
+        assert_eq!(f.read("ns", "k").await.unwrap(), None, "the plain register");
+        assert!(matches!(
+            f.write(&FenceWrite::touch("ns", "k", 1, "x").in_slot(SLOT_MAX + 1))
+                .await,
+            Err(FenceError::Invalid(_))
+        ));
+        let long = "k".repeat(KEY_MAX_BYTES - 2); // + separator + "10" = one byte too many
+        assert!(matches!(
+            f.read_slot("ns", &long, 10).await,
+            Err(FenceError::Invalid(_))
+        ));
+        assert_eq!(f.read_slot("ns", &long[1..], 10).await.unwrap(), None);
     }
 
     #[tokio::test]
@@ -230,8 +348,9 @@ mod tests {
     }
 }
 
-/// The MySQL/MariaDB-backed fence: one `CALL orbit_fence_write` per write, in the resource's own
-/// database, where `generated-sql/fence/install.sql` has been installed.
+/// The MySQL/MariaDB-backed fence: one `CALL orbit_fence_write` (in a slot:
+/// `orbit_fence_write_slot`) per write, in the resource's own database, where
+/// `generated-sql/fence/install.sql` has been installed.
 #[cfg(feature = "mysql")]
 pub mod mysql {
     use sqlx::{MySqlPool, Row};
@@ -272,6 +391,30 @@ pub mod mysql {
             .map_err(storage)
     }
 
+    /// A failed call: the procedure's `INVALID_ARGUMENT` is [`FenceError::Invalid`].
+    fn failure(e: sqlx::Error) -> FenceError {
+        let text = e.to_string();
+        if text.contains("INVALID_ARGUMENT") {
+            FenceError::Invalid(text)
+        } else {
+            storage(e)
+        }
+    }
+
+    /// A register's row (`orbit_fence_read`, `orbit_fence_read_slot`): highest token and value.
+    fn register(row: Option<sqlx::mysql::MySqlRow>) -> Result<Option<(u64, String)>, FenceError> {
+        match row {
+            None => Ok(None),
+            Some(r) => {
+                let value = match r.try_get::<Option<Vec<u8>>, _>(1) {
+                    Ok(v) => v.map(|b| String::from_utf8_lossy(&b).into_owned()),
+                    Err(_) => r.try_get::<Option<String>, _>(1).map_err(storage)?,
+                };
+                Ok(Some((unsigned(&r, 0)?, value.unwrap_or_default())))
+            }
+        }
+    }
+
     /// Deadlock (1213) or lock-wait timeout (1205): the transaction was rolled back, try again.
     fn retryable(e: &sqlx::Error) -> bool {
         e.as_database_error()
@@ -284,9 +427,16 @@ pub mod mysql {
             let mut attempt = 0;
             loop {
                 // Positional reads: a prepared CALL carries no column names.
-                let result = sqlx::query("CALL orbit_fence_write(?, ?, ?, ?, ?, ?)")
-                    .bind(&w.namespace)
-                    .bind(w.key.as_bytes())
+                let query = match w.slot {
+                    None => sqlx::query("CALL orbit_fence_write(?, ?, ?, ?, ?, ?)")
+                        .bind(&w.namespace)
+                        .bind(w.key.as_bytes()),
+                    Some(slot) => sqlx::query("CALL orbit_fence_write_slot(?, ?, ?, ?, ?, ?, ?)")
+                        .bind(&w.namespace)
+                        .bind(w.key.as_bytes())
+                        .bind(slot),
+                };
+                let result = query
                     .bind(w.token)
                     .bind(&w.operation_id)
                     .bind(&self.caller)
@@ -303,14 +453,7 @@ pub mod mysql {
                         };
                     }
                     Err(e) if retryable(&e) && attempt < 8 => attempt += 1,
-                    Err(e) => {
-                        let text = e.to_string();
-                        return Err(if text.contains("INVALID_ARGUMENT") {
-                            FenceError::Invalid(text)
-                        } else {
-                            storage(e)
-                        });
-                    }
+                    Err(e) => return Err(failure(e)),
                 }
             }
         }
@@ -325,17 +468,24 @@ pub mod mysql {
                 .bind(key.as_bytes())
                 .fetch_optional(&self.pool)
                 .await
-                .map_err(storage)?;
-            match row {
-                None => Ok(None),
-                Some(r) => {
-                    let value = match r.try_get::<Option<Vec<u8>>, _>(1) {
-                        Ok(v) => v.map(|b| String::from_utf8_lossy(&b).into_owned()),
-                        Err(_) => r.try_get::<Option<String>, _>(1).map_err(storage)?,
-                    };
-                    Ok(Some((unsigned(&r, 0)?, value.unwrap_or_default())))
-                }
-            }
+                .map_err(failure)?;
+            register(row)
+        }
+
+        async fn read_slot(
+            &self,
+            namespace: &str,
+            key: &str,
+            slot: u32,
+        ) -> Result<Option<(u64, String)>, FenceError> {
+            let row = sqlx::query("CALL orbit_fence_read_slot(?, ?, ?)")
+                .bind(namespace)
+                .bind(key.as_bytes())
+                .bind(slot)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(failure)?;
+            register(row)
         }
     }
 }

@@ -5,12 +5,14 @@
 //! - [`client`]: the HTTP API client (tasks, attempts, queues) and its error type.
 //! - [`protocol`]: the worker WebSocket frames and the checks every assignment must pass
 //!   (a keyed task carries a token and vice versa, tokens are non-zero decimal `u64` strings, a
-//!   repeated assignment never changes its key or token).
+//!   keyed task's `key_slot` is an integer and defaults to 0, a repeated assignment never changes
+//!   its key, token or slot).
 //! - [`worker`]: [`Worker`], which says hello with `concurrency_keys: true`, starts each task before
 //!   its handler runs, renews leases, reports results, reconnects with `resume`, and drains; it
 //!   cancels a handler whose lease was lost ([`TaskContext::cancelled`], [`Cancellation`]).
 //! - [`fence`]: the resource-side [`Fence`] that rejects stale writes by token, in memory or in
-//!   MySQL/MariaDB (feature `mysql`).
+//!   MySQL/MariaDB (feature `mysql`); for a key several attempts hold at once, a register per
+//!   [`TaskContext::key_slot`] ([`FenceWrite::in_slot`], [`Fence::read_slot`]).
 //! - [`credentials`]: reads the credentials file `orbit admin bootstrap` writes.
 
 pub mod client;

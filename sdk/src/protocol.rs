@@ -45,7 +45,11 @@ pub enum ProtocolError {
         "attempt {attempt_id}: concurrency_token {token} is not a non-zero decimal u64 string"
     )]
     BadToken { attempt_id: u64, token: String },
-    #[error("attempt {attempt_id}: a repeated assignment changed the key or token")]
+    #[error("attempt {attempt_id}: a key_slot arrived for a task without a key")]
+    SlotWithoutKey { attempt_id: u64 },
+    #[error("attempt {attempt_id}: key_slot {slot} is not an unsigned 32-bit JSON integer")]
+    BadSlot { attempt_id: u64, slot: String },
+    #[error("attempt {attempt_id}: a repeated assignment changed the key, token or slot")]
     ChangedAssignment { attempt_id: u64 },
     #[error("unreadable frame: {0}")]
     Unreadable(String),
@@ -152,6 +156,11 @@ pub struct RawAssign<T = Task> {
     /// is a protocol error, not something to convert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_token: Option<Value>,
+    /// The grant's slot of its key (0..limit-1), a JSON integer, present exactly when the task
+    /// has a key; a server that predates slots omits it (read as slot 0). Kept raw like the
+    /// token, so a wrong type is a [`ProtocolError::BadSlot`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_slot: Option<Value>,
     /// Already RUNNING (the session declared `start_on_assign`): no `task.start`.
     #[serde(default)]
     pub started: bool,
@@ -166,6 +175,9 @@ pub struct Assignment {
     pub task: Task,
     pub concurrency_key: Option<String>,
     pub concurrency_token: Option<u64>,
+    /// The grant's slot of its key: `Some` exactly when the task has a key (0 from a server that
+    /// predates slots).
+    pub key_slot: Option<u32>,
     /// The server started the attempt with the grant: run the handler without `task.start`.
     pub started: bool,
 }
@@ -281,11 +293,24 @@ fn parse_token(attempt_id: u64, raw: &Value) -> Result<u64, ProtocolError> {
     }
 }
 
+/// Parses a slot: a JSON integer from 0 to `u32::MAX` (not a string, not a fraction).
+fn parse_slot(attempt_id: u64, raw: &Value) -> Result<u32, ProtocolError> {
+    raw.as_u64()
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| ProtocolError::BadSlot {
+            attempt_id,
+            slot: raw.to_string(),
+        })
+}
+
+/// What an attempt was assigned: key, token, slot.
+type Assigned = (Option<String>, Option<u64>, Option<u32>);
+
 /// Checks assignments against the rules of SPEC §5, remembering what each attempt was assigned.
 #[derive(Debug, Default)]
 pub struct AssignmentCheck {
     declared_keys: bool,
-    seen: HashMap<u64, (Option<String>, Option<u64>)>,
+    seen: HashMap<u64, Assigned>,
 }
 
 impl AssignmentCheck {
@@ -306,6 +331,13 @@ impl AssignmentCheck {
             (Some(_), Some(t)) => Some(parse_token(attempt_id, t)?),
             (None, None) => None,
         };
+        let slot = match (&key, &raw.key_slot) {
+            (None, Some(_)) => return Err(ProtocolError::SlotWithoutKey { attempt_id }),
+            // A server that predates key slots: every key has one holder, in slot 0.
+            (Some(_), None) => Some(0),
+            (Some(_), Some(s)) => Some(parse_slot(attempt_id, s)?),
+            (None, None) => None,
+        };
         if key.as_deref() == Some("") {
             return Err(ProtocolError::Unreadable(format!(
                 "attempt {attempt_id}: an empty concurrency_key"
@@ -315,13 +347,13 @@ impl AssignmentCheck {
             return Err(ProtocolError::KeyNotDeclared { attempt_id });
         }
         if let Some(previous) = self.seen.get(&attempt_id) {
-            return if *previous == (key, token) {
+            return if *previous == (key, token, slot) {
                 Ok(None)
             } else {
                 Err(ProtocolError::ChangedAssignment { attempt_id })
             };
         }
-        self.seen.insert(attempt_id, (key.clone(), token));
+        self.seen.insert(attempt_id, (key.clone(), token, slot));
         Ok(Some(Assignment {
             attempt_id,
             attempt_no: raw.attempt_no,
@@ -329,6 +361,7 @@ impl AssignmentCheck {
             task: raw.task,
             concurrency_key: key,
             concurrency_token: token,
+            key_slot: slot,
             started: raw.started,
         }))
     }
@@ -340,6 +373,11 @@ mod tests {
     use serde_json::json;
 
     fn assign(key: Option<&str>, token: Value) -> RawAssign {
+        assign_in_slot(key, token, Value::Null)
+    }
+
+    /// An assignment with `key_slot` (omitted when `slot` is null).
+    fn assign_in_slot(key: Option<&str>, token: Value, slot: Value) -> RawAssign {
         let mut task = json!({"id": 1, "queue_id": "q", "state": "LEASED", "handler": "h", "handler_version": "v1",
             "payload_version": "v1", "payload": {}, "priority": 5, "max_attempts": 3, "attempt_count": 1});
         if let Some(k) = key {
@@ -348,6 +386,9 @@ mod tests {
         let mut frame = json!({"type": "task.assign", "attempt_id": 7, "attempt_no": 1, "lease_expires_at": "2026-01-01T00:00:00Z", "task": task});
         if !token.is_null() {
             frame["concurrency_token"] = token;
+        }
+        if !slot.is_null() {
+            frame["key_slot"] = slot;
         }
         match serde_json::from_value::<ServerFrame>(frame).unwrap() {
             ServerFrame::Assign(a) => a,
@@ -363,6 +404,57 @@ mod tests {
             .unwrap();
         assert_eq!(a.concurrency_token, Some(u64::MAX));
         assert_eq!(a.concurrency_key.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn a_keyed_assignment_has_a_slot_missing_means_zero() {
+        let a = AssignmentCheck::new(true)
+            .check(assign_in_slot(Some("k"), json!("5"), json!(3)))
+            .unwrap()
+            .unwrap();
+        assert_eq!((a.concurrency_token, a.key_slot), (Some(5), Some(3)));
+        let a = AssignmentCheck::new(true)
+            .check(assign(Some("k"), json!("6")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.key_slot, Some(0), "a server that predates slots omits it");
+        let a = AssignmentCheck::new(true)
+            .check(assign_in_slot(Some("k"), json!("6"), json!(u32::MAX)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.key_slot, Some(u32::MAX));
+        let a = AssignmentCheck::new(true)
+            .check(assign(None, Value::Null))
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.key_slot, None, "an unkeyed task has no slot");
+    }
+
+    #[test]
+    fn refuses_a_stray_or_malformed_slot() {
+        let mut c = AssignmentCheck::new(true);
+        assert_eq!(
+            c.check(assign_in_slot(None, Value::Null, json!(0))),
+            Err(ProtocolError::SlotWithoutKey { attempt_id: 7 })
+        );
+        for bad in [
+            json!("1"),
+            json!(-1),
+            json!(1.5),
+            json!(1.0),
+            json!(u64::from(u32::MAX) + 1),
+            json!(true),
+            json!([0]),
+        ] {
+            assert_eq!(
+                c.check(assign_in_slot(Some("k"), json!("5"), bad.clone())),
+                Err(ProtocolError::BadSlot {
+                    attempt_id: 7,
+                    slot: bad.to_string()
+                }),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -479,7 +571,7 @@ mod tests {
     }
 
     #[test]
-    fn a_repeat_may_not_change_key_or_token() {
+    fn a_repeat_may_not_change_key_token_or_slot() {
         let mut c = AssignmentCheck::new(true);
         assert!(c.check(assign(Some("k"), json!("3"))).unwrap().is_some());
         assert_eq!(
@@ -494,6 +586,16 @@ mod tests {
         assert_eq!(
             c.check(assign(Some("other"), json!("3"))),
             Err(ProtocolError::ChangedAssignment { attempt_id: 7 })
+        );
+        assert_eq!(
+            c.check(assign_in_slot(Some("k"), json!("3"), json!(0))),
+            Ok(None),
+            "an explicit slot 0 is the omitted one"
+        );
+        assert_eq!(
+            c.check(assign_in_slot(Some("k"), json!("3"), json!(1))),
+            Err(ProtocolError::ChangedAssignment { attempt_id: 7 }),
+            "nor its slot"
         );
     }
 }

@@ -43,6 +43,12 @@ pub struct TaskContext {
     /// The fencing token of this grant (present exactly when the task has a key). Pass it to the
     /// resource with every write; the resource rejects tokens older than the highest it saw.
     pub concurrency_token: Option<u64>,
+    /// The grant's slot of its key (present exactly when the task has a key): 0..N-1 for a key
+    /// up to N attempts may hold at once, never shared by two live holders, always 0 for N = 1
+    /// (and from a server that predates slots). With N > 1 several tokens of the key are live at
+    /// once, so the resource keeps a register per slot: pass it with the token
+    /// ([`FenceWrite::in_slot`](crate::FenceWrite::in_slot), [`crate::fence`]).
+    pub key_slot: Option<u32>,
     /// Fires when this attempt is no longer this worker's (see [`TaskContext::cancelled`]).
     pub cancellation: Cancellation,
 }
@@ -618,6 +624,7 @@ impl Runner {
                         attempt_no: a.attempt_no,
                         concurrency_key: a.concurrency_key.clone(),
                         concurrency_token: a.concurrency_token,
+                        key_slot: a.key_slot,
                         task: a.task,
                         cancellation,
                     })

@@ -1,8 +1,8 @@
 //! Property tests of the SDK's frame parsing: whatever text a server sends, reading it as a
 //! [`ServerFrame`] never panics (it is a frame or an error), and an assignment passes
 //! [`AssignmentCheck`] exactly when it obeys the protocol's rules (docs/protocol.md, "The
-//! concurrency token"), otherwise it is refused with a typed [`ProtocolError`] naming a rule it
-//! breaks.
+//! concurrency token" and "The key slot"), otherwise it is refused with a typed [`ProtocolError`]
+//! naming a rule it breaks.
 
 use orbit_sdk::protocol::{AssignmentCheck, RawAssign, ServerFrame};
 use orbit_sdk::ProtocolError;
@@ -52,8 +52,23 @@ fn token_value() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// Slot values around the rules: small and large integers, negatives, fractions, strings, other
+/// JSON.
+fn slot_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        4 => (0u32..8).prop_map(|s| json!(s)),
+        1 => any::<u32>().prop_map(|s| json!(s)),
+        2 => select(vec![
+            json!(-1), json!(u64::from(u32::MAX) + 1), json!(u64::MAX), json!(1.5), json!(0.0),
+            json!("0"), json!("3"), json!(true), json!([]), json!({}),
+        ]),
+        1 => json_value(),
+    ]
+}
+
 /// A `task.assign` frame, mostly well-formed: a required field may be missing or of the wrong
-/// type, the key may be absent, empty or not a string, and the token absent, null or anything.
+/// type, the key may be absent, empty or not a string, the token absent, null or anything, and
+/// the slot absent, null or anything.
 fn assign_value() -> impl Strategy<Value = Value> {
     let key = prop_oneof![
         2 => Just(None),
@@ -62,6 +77,7 @@ fn assign_value() -> impl Strategy<Value = Value> {
         1 => json_value().prop_map(Some),
     ];
     let token = prop_oneof![2 => Just(None), 1 => Just(Some(Value::Null)), 5 => token_value().prop_map(Some)];
+    let slot = prop_oneof![3 => Just(None), 1 => Just(Some(Value::Null)), 4 => slot_value().prop_map(Some)];
     let damage = vec(
         (
             select(vec![
@@ -83,11 +99,11 @@ fn assign_value() -> impl Strategy<Value = Value> {
         any::<u64>(),
         any::<u32>(),
         key,
-        token,
+        (token, slot),
         json_value(),
         prop_oneof![3 => Just(vec![]), 1 => damage],
     )
-        .prop_map(|(attempt_id, attempt_no, key, token, payload, damage)| {
+        .prop_map(|(attempt_id, attempt_no, key, (token, slot), payload, damage)| {
             let mut task = json!({"id": 1, "queue_id": "0f1e", "state": "LEASED", "handler": "h",
                 "handler_version": "v1", "payload_version": "v1", "payload": payload, "priority": 5,
                 "max_attempts": 3, "attempt_count": 1});
@@ -98,6 +114,9 @@ fn assign_value() -> impl Strategy<Value = Value> {
                 "attempt_no": attempt_no, "lease_expires_at": "2026-01-01T00:00:00Z", "task": task});
             if let Some(t) = token {
                 frame["concurrency_token"] = t;
+            }
+            if let Some(slot) = slot {
+                frame["key_slot"] = slot;
             }
             for (field, value) in damage {
                 let (obj, name) = match field.strip_prefix("task.") {
@@ -143,6 +162,7 @@ fn any_frame_value() -> impl Strategy<Value = Value> {
         "task_state",
         "task",
         "concurrency_token",
+        "key_slot",
     ]);
     (
         proptest::option::of(types),
@@ -162,6 +182,7 @@ fn any_frame_value() -> impl Strategy<Value = Value> {
 fn broken_rules(declared: bool, raw: &RawAssign) -> Vec<&'static str> {
     let key = raw.task.concurrency_key.as_deref();
     let token = raw.concurrency_token.as_ref();
+    let slot = raw.key_slot.as_ref();
     let mut broken = Vec::new();
     if key.is_some() && token.is_none() {
         broken.push("MissingToken");
@@ -185,6 +206,14 @@ fn broken_rules(declared: bool, raw: &RawAssign) -> Vec<&'static str> {
             broken.push("BadToken");
         }
     }
+    if key.is_none() && slot.is_some() {
+        broken.push("SlotWithoutKey");
+    }
+    if let (Some(_), Some(s)) = (key, slot) {
+        if !s.as_u64().is_some_and(|v| v <= u64::from(u32::MAX)) {
+            broken.push("BadSlot");
+        }
+    }
     broken
 }
 
@@ -194,6 +223,8 @@ fn rule(e: &ProtocolError) -> &'static str {
         ProtocolError::TokenWithoutKey { .. } => "TokenWithoutKey",
         ProtocolError::KeyNotDeclared { .. } => "KeyNotDeclared",
         ProtocolError::BadToken { .. } => "BadToken",
+        ProtocolError::SlotWithoutKey { .. } => "SlotWithoutKey",
+        ProtocolError::BadSlot { .. } => "BadSlot",
         ProtocolError::ChangedAssignment { .. } => "ChangedAssignment",
         ProtocolError::Unreadable(_) => "Unreadable",
     }
@@ -215,13 +246,29 @@ fn check_assignment(declared: bool, raw: RawAssign) -> Result<(), TestCaseError>
             prop_assert_eq!(a.attempt_id, raw.attempt_id);
             prop_assert_eq!(&a.concurrency_key, &raw.task.concurrency_key);
             prop_assert_eq!(a.concurrency_key.is_some(), a.concurrency_token.is_some());
+            prop_assert_eq!(a.concurrency_key.is_some(), a.key_slot.is_some());
+            if let Some(s) = a.key_slot {
+                // An omitted slot (a server that predates slots) is slot 0.
+                let sent = raw.key_slot.as_ref().map_or(0, |v| v.as_u64().unwrap());
+                prop_assert_eq!(u64::from(s), sent);
+            }
             if let Some(t) = a.concurrency_token {
                 prop_assert!(t != 0);
                 let text = raw.concurrency_token.as_ref().unwrap().as_str().unwrap();
                 prop_assert_eq!(text.parse::<u64>().unwrap(), t);
             }
-            // An identical repeat is ignored; one with another token is refused.
+            // An identical repeat is ignored; one with another token or slot is refused.
             prop_assert_eq!(check.check(raw.clone()), Ok(None));
+            if let Some(s) = a.key_slot {
+                let mut changed = raw.clone();
+                changed.key_slot = Some(json!(s.wrapping_add(1)));
+                prop_assert_eq!(
+                    check.check(changed),
+                    Err(ProtocolError::ChangedAssignment {
+                        attempt_id: raw.attempt_id
+                    })
+                );
+            }
             if let Some(t) = a.concurrency_token {
                 let mut changed = raw.clone();
                 changed.concurrency_token = Some(json!(t.wrapping_add(1).max(1).to_string()));
@@ -503,6 +550,7 @@ mod round_trip {
             lease_expires_at: "2026-12-02T12:00:30Z".into(),
             task: task.clone(),
             concurrency_token: Some(json!("17")),
+            key_slot: Some(json!(1)),
             started: false,
         });
         let wire = serde_json::to_value(&written).unwrap();
@@ -510,7 +558,7 @@ mod round_trip {
             wire,
             json!({"type":"task.assign","attempt_id":812,"attempt_no":1,
                 "lease_expires_at":"2026-12-02T12:00:30Z","task":task,"concurrency_token":"17",
-                "started":false})
+                "key_slot":1,"started":false})
         );
         assert_eq!(same::<ServerFrame<Value>>(wire.clone()), written);
         // The worker reads it with its Task type and the protocol's checks.
@@ -524,18 +572,19 @@ mod round_trip {
             .unwrap()
             .unwrap();
         assert_eq!(a.concurrency_token, Some(17));
-        // An unkeyed task's assignment carries no token at all.
+        assert_eq!(a.key_slot, Some(1));
+        // An unkeyed task's assignment carries no token and no slot at all.
         let unkeyed: ServerFrame<Value> = ServerFrame::Assign(RawAssign {
             attempt_id: 9,
             attempt_no: 2,
             lease_expires_at: "2026-12-02T12:00:30Z".into(),
             task: json!({}),
             concurrency_token: None,
+            key_slot: None,
             started: true,
         });
-        assert!(serde_json::to_value(&unkeyed)
-            .unwrap()
-            .get("concurrency_token")
-            .is_none());
+        let unkeyed = serde_json::to_value(&unkeyed).unwrap();
+        assert!(unkeyed.get("concurrency_token").is_none());
+        assert!(unkeyed.get("key_slot").is_none());
     }
 }

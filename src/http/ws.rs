@@ -111,6 +111,7 @@ pub fn assign_frame(g: Grant) -> Frame {
         lease_expires_at: wire_time(&g.lease_expires_at),
         // Decimal string, present exactly when the task has a key (never a JSON number).
         concurrency_token: keyed.then(|| Value::String(g.concurrency_token.to_string())),
+        key_slot: None,
         started,
         task: g.task.into(),
     })

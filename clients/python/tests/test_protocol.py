@@ -6,16 +6,20 @@ from orbit_client.protocol import (
     MAX_FRAME_BYTES,
     MAX_RESULT_DEPTH,
     AssignmentCheck,
+    BadSlot,
     BadToken,
     ChangedAssignment,
     KeyNotDeclared,
     MissingToken,
+    SlotWithoutKey,
     TokenWithoutKey,
     result_frame,
 )
 
+_OMITTED = object()
 
-def assign(key=None, token=None, attempt_id=7):
+
+def assign(key=None, token=None, attempt_id=7, slot=_OMITTED):
     task = {"id": 1, "queue_id": "q", "state": "LEASED", "handler": "h", "handler_version": "v1",
             "payload_version": "v1", "payload": {}}
     if key is not None:
@@ -24,6 +28,8 @@ def assign(key=None, token=None, attempt_id=7):
              "lease_expires_at": "2026-01-01T00:00:00Z", "task": task}
     if token is not None:
         frame["concurrency_token"] = token
+    if slot is not _OMITTED:
+        frame["key_slot"] = slot
     return frame
 
 
@@ -31,6 +37,28 @@ def test_accepts_a_keyed_assignment_with_a_decimal_string_token():
     a = AssignmentCheck(True).check(assign("k", "18446744073709551615"))
     assert a is not None
     assert (a.concurrency_key, a.concurrency_token) == ("k", 2**64 - 1)
+
+
+def test_a_keyed_assignment_has_a_slot_missing_means_zero():
+    a = AssignmentCheck(True).check(assign("k", "5", slot=3))
+    assert a is not None and (a.concurrency_token, a.key_slot) == (5, 3)
+    a = AssignmentCheck(True).check(assign("k", "5"))
+    assert a is not None and a.key_slot == 0, "a server that predates slots omits it"
+    a = AssignmentCheck(True).check(assign("k", "5", slot=None))
+    assert a is not None and a.key_slot == 0, "null is omitted, as for the token"
+    a = AssignmentCheck(True).check(assign("k", "5", slot=2**32 - 1))
+    assert a is not None and a.key_slot == 2**32 - 1
+    a = AssignmentCheck(True).check(assign(None, None))
+    assert a is not None and a.key_slot is None, "an unkeyed task has no slot"
+
+
+def test_refuses_a_stray_or_malformed_slot():
+    c = AssignmentCheck(True)
+    with pytest.raises(SlotWithoutKey):
+        c.check(assign(None, None, slot=0))
+    for bad in ["1", -1, 1.5, 1.0, 2**32, True, [0]]:
+        with pytest.raises(BadSlot):
+            c.check(assign("k", "5", slot=bad))
 
 
 def test_refuses_each_protocol_error():
@@ -48,7 +76,7 @@ def test_refuses_each_protocol_error():
     assert undeclared.check(assign(None, None)) is not None, "unkeyed tasks are fine"
 
 
-def test_a_repeat_may_not_change_key_or_token():
+def test_a_repeat_may_not_change_key_token_or_slot():
     c = AssignmentCheck(True)
     assert c.check(assign("k", "3")) is not None
     assert c.check(assign("k", "3")) is None, "an identical repeat is ignored"
@@ -56,6 +84,9 @@ def test_a_repeat_may_not_change_key_or_token():
         c.check(assign("k", "4"))
     with pytest.raises(ChangedAssignment):
         c.check(assign("other", "3"))
+    assert c.check(assign("k", "3", slot=0)) is None, "an explicit slot 0 is the omitted one"
+    with pytest.raises(ChangedAssignment):
+        c.check(assign("k", "3", slot=1))
 
 
 def test_a_result_the_server_cannot_read_becomes_a_failure_with_the_reason():

@@ -14,6 +14,7 @@ from websockets.asyncio.server import serve
 from conftest import Orbit, Proc
 from orbit_client import (
     Accepted,
+    BadSlot,
     BadToken,
     ChangedAssignment,
     Client,
@@ -22,6 +23,7 @@ from orbit_client import (
     MissingToken,
     MySqlFence,
     ProtocolError,
+    SlotWithoutKey,
     Stale,
     TaskContext,
     TokenWithoutKey,
@@ -281,6 +283,8 @@ async def against_fake_server(frames: list[dict[str, Any]], keys: bool = True) -
         ([fake_assign("k", "0")], True, BadToken),
         ([fake_assign("k", 5)], True, BadToken),
         ([fake_assign("k", "18446744073709551616")], True, BadToken),
+        ([fake_assign(None, None) | {"key_slot": 0}], True, SlotWithoutKey),
+        ([fake_assign("k", "5") | {"key_slot": "1"}], True, BadSlot),
         ([fake_assign("k", "3", attempt_id=9) | {"started": False}, fake_assign("k", "4", attempt_id=9)], True, ChangedAssignment),
     ],
 )
@@ -301,6 +305,33 @@ def test_a_4_mb_assignment_frame_reaches_the_handler() -> None:
     assert results[0]["output"] == {"len": len(json.dumps(payload))}
     hello = received[0]
     assert (hello["type"], hello["concurrency_keys"], hello["handlers"]) == ("hello", True, ["object.update"])
+
+
+def test_the_handler_sees_the_key_slot_and_the_journal_keeps_it(tmp_path) -> None:
+    """``ctx.key_slot`` is the assignment's slot (0 when a server that predates slots omits it),
+    and the journal restores it (0 for an entry written before slots)."""
+    from orbit_client.worker import _Journal
+
+    outcome, seen, _ = asyncio.run(against_fake_server([fake_assign("k", "7") | {"key_slot": 2}]))
+    assert outcome.drained, outcome
+    assert [(ctx.concurrency_token, ctx.key_slot) for ctx in seen] == [(7, 2)]
+    outcome, seen, _ = asyncio.run(against_fake_server([fake_assign("k", "7")]))
+    assert [ctx.key_slot for ctx in seen] == [0]
+    outcome, seen, _ = asyncio.run(against_fake_server([fake_assign(None, None)]))
+    assert [ctx.key_slot for ctx in seen] == [None]
+
+    journal = _Journal(str(tmp_path / "journal.json"), "w")
+    from orbit_client.protocol import AssignmentCheck
+
+    a = AssignmentCheck(True).check(fake_assign("k", "7", attempt_id=5) | {"key_slot": 2})
+    assert a is not None
+    journal.add(a)
+    again = _Journal(journal.path, "w")
+    again.load()
+    assert _Journal.assignment(5, again.attempts[5]) == a
+    older = dict(again.attempts[5])
+    del older["key_slot"]
+    assert _Journal.assignment(5, older).key_slot == 0
 
 
 # ---- lost leases and the fence ---------------------------------------------------------------

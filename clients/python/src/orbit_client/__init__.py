@@ -35,11 +35,13 @@ from .fence import (
     Stale,
 )
 from .protocol import (
+    BadSlot,
     BadToken,
     ChangedAssignment,
     KeyNotDeclared,
     MissingToken,
     ProtocolError,
+    SlotWithoutKey,
     TokenWithoutKey,
     UnreadableFrame,
 )
@@ -55,12 +57,13 @@ from .worker import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Accepted", "ApiError", "Attempt", "BadToken", "ChangedAssignment", "Client", "Duplicate",
-    "Fence", "FenceDecision", "FenceError", "FenceInvalid", "FenceWrite", "IdempotencyConflict",
-    "InMemoryFence", "Internal", "InvalidArgument", "KeyBusy", "KeyNotDeclared", "MissingToken", "MySqlFence",
-    "NotFound", "OrbitError", "PayloadTooLarge", "PermanentError", "PermissionDenied",
-    "ProtocolError", "QuotaExceeded", "Queue", "RetryableError", "Stale", "StateConflict",
-    "Submitted", "Task", "TaskContext", "TokenWithoutKey", "Unauthenticated", "Unavailable",
-    "UnknownOutcome", "UnreadableFrame", "Worker", "WorkerConnectError", "WorkerError",
-    "WorkerRefused", "WorkerReport", "attempt_token",
+    "Accepted", "ApiError", "Attempt", "BadSlot", "BadToken", "ChangedAssignment", "Client",
+    "Duplicate", "Fence", "FenceDecision", "FenceError", "FenceInvalid", "FenceWrite",
+    "IdempotencyConflict", "InMemoryFence", "Internal", "InvalidArgument", "KeyBusy",
+    "KeyNotDeclared", "MissingToken", "MySqlFence", "NotFound", "OrbitError", "PayloadTooLarge",
+    "PermanentError", "PermissionDenied", "ProtocolError", "QuotaExceeded", "Queue",
+    "RetryableError", "SlotWithoutKey", "Stale", "StateConflict", "Submitted", "Task",
+    "TaskContext", "TokenWithoutKey", "Unauthenticated", "Unavailable", "UnknownOutcome",
+    "UnreadableFrame", "Worker", "WorkerConnectError", "WorkerError", "WorkerRefused",
+    "WorkerReport", "attempt_token",
 ]

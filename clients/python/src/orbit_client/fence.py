@@ -8,9 +8,20 @@ resource, the resource cannot tell; when that matters, the successor touches the
 with ``value=None``) before acting. The token grants no authority either: the resource still
 authenticates the caller.
 
+Keys with several holders (a key policy's ``limit`` N > 1): up to N attempts hold the key at once,
+each with its own token and ``TaskContext.key_slot`` (0..N-1, never shared by two live holders).
+One highest-token register per key would refuse every live holder below the newest; guard such a
+key with a register per slot instead: ``FenceWrite(..., slot=ctx.key_slot)`` and
+``fence.read_slot(namespace, key, slot)``. A slot's holders follow each other with strictly larger
+tokens, so a slot's register refuses a stale holder of that slot once the slot's newer holder has
+written (touch, read, write, per slot). Slot registers and the key's plain register are
+independent: use one kind per key. Slots 0-999; the key, a separator and the slot's digits must
+fit in 764 bytes. Operation ids are per register (per slot). See docs/protocol.md.
+
 :class:`MySqlFence` calls the shipped procedures ``orbit_fence_write`` / ``orbit_fence_read``
-(``generated-sql/fence/install.sql``, installed in the RESOURCE's database); it needs the ``mysql``
-extra (PyMySQL). :class:`InMemoryFence` is the same rule in one process, for tests and examples.
+(``orbit_fence_write_slot`` / ``orbit_fence_read_slot`` for a slot; ``generated-sql/fence/
+install.sql``, installed in the RESOURCE's database); it needs the ``mysql`` extra (PyMySQL).
+:class:`InMemoryFence` is the same rule in one process, for tests and examples.
 """
 
 from __future__ import annotations
@@ -19,6 +30,14 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol, Union
+
+
+#: The largest slot a per-slot register takes.
+SLOT_MAX = 999
+
+#: The longest register key, in bytes (a slot's register key is the key, one separator byte and
+#: the slot's decimal digits).
+KEY_MAX_BYTES = 764
 
 
 @dataclass(frozen=True)
@@ -31,6 +50,9 @@ class FenceWrite:
     operation_id: str
     #: The value to record; ``None`` is a touch: raise the highest token, keep the stored value.
     value: Optional[str] = None
+    #: The writer's ``key_slot``: writes that slot's register of the key (keys with several
+    #: holders); ``None`` writes the key's one register.
+    slot: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +89,23 @@ class Fence(Protocol):
 
     async def read(self, namespace: str, key: str) -> Optional[tuple[int, str]]: ...
 
+    async def read_slot(self, namespace: str, key: str, slot: int) -> Optional[tuple[int, str]]: ...
+
+
+def register_key(key: str, slot: Optional[int]) -> str:
+    """The register a key (and slot) addresses, checked as the SQL procedures check it: the key
+    itself, or for a slot the key, U+001F and the slot in decimal (``orbit_fence_write_slot``)."""
+    if slot is not None and (
+        not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot <= SLOT_MAX
+    ):
+        raise FenceInvalid(f"slot must be 0-{SLOT_MAX}, not {slot!r}")
+    register = key if slot is None else f"{key}\x1f{slot}"
+    if not key or len(register.encode("utf-8")) > KEY_MAX_BYTES:
+        raise FenceInvalid(
+            f"key must be 1-{KEY_MAX_BYTES} bytes, with a slot's separator and digits"
+        )
+    return register
+
 
 def decide(highest: int, previous_for_operation: Optional[int], token: int) -> FenceDecision:
     """The decision rule shared by every implementation (the MySQL procedure encodes the same)."""
@@ -93,28 +132,33 @@ class InMemoryFence:
         self._log: list[tuple[str, str, int, str]] = []
 
     def accepted(self) -> list[tuple[str, str, int, str]]:
-        """Every accepted write, in acceptance order: (namespace, key, token, operation id)."""
+        """Every accepted write, in acceptance order: (namespace, key, token, operation id); for a
+        write in a slot, the key is the slot's register key (key, U+001F, slot)."""
         with self._lock:
             return list(self._log)
 
     async def write(self, w: FenceWrite) -> FenceDecision:
         if w.token <= 0 or not w.key or not w.operation_id:
             raise FenceInvalid("key, operation_id and a non-zero token are required")
+        key = register_key(w.key, w.slot)
         with self._lock:
-            r = self._registers.setdefault((w.namespace, w.key), _Register())
+            r = self._registers.setdefault((w.namespace, key), _Register())
             decision = decide(r.highest, r.operations.get(w.operation_id), w.token)
             if isinstance(decision, Accepted):
                 r.highest = w.token
                 if w.value is not None:
                     r.value = w.value
                 r.operations[w.operation_id] = w.token
-                self._log.append((w.namespace, w.key, w.token, w.operation_id))
+                self._log.append((w.namespace, key, w.token, w.operation_id))
             return decision
 
     async def read(self, namespace: str, key: str) -> Optional[tuple[int, str]]:
         with self._lock:
             r = self._registers.get((namespace, key))
             return None if r is None else (r.highest, r.value)
+
+    async def read_slot(self, namespace: str, key: str, slot: int) -> Optional[tuple[int, str]]:
+        return await self.read(namespace, register_key(key, slot))
 
 
 def _text(v: Any) -> str:
@@ -169,13 +213,17 @@ class MySqlFence:
                 conn.close()
 
     async def write(self, w: FenceWrite) -> FenceDecision:
+        key = w.key.encode("utf-8")
+        if w.slot is None:
+            sql, args = "CALL orbit_fence_write(%s, %s, %s, %s, %s, %s)", (w.namespace, key)
+        else:
+            sql = "CALL orbit_fence_write_slot(%s, %s, %s, %s, %s, %s, %s)"
+            args = (w.namespace, key, w.slot)
         row = await asyncio.to_thread(
-            self._run,
-            "CALL orbit_fence_write(%s, %s, %s, %s, %s, %s)",
-            (w.namespace, w.key.encode("utf-8"), w.token, w.operation_id, self.caller, w.value),
+            self._run, sql, (*args, w.token, w.operation_id, self.caller, w.value)
         )
         if row is None:
-            raise FenceError("orbit_fence_write returned no row")
+            raise FenceError("the fence's write procedure returned no row")
         decision, highest = _text(row[0]), int(row[1])
         if decision == "accepted":
             return Accepted()
@@ -187,6 +235,19 @@ class MySqlFence:
         row = await asyncio.to_thread(
             self._run, "CALL orbit_fence_read(%s, %s)", (namespace, key.encode("utf-8"))
         )
-        if row is None:
-            return None
-        return int(row[0]), "" if row[1] is None else _text(row[1])
+        return _register(row)
+
+    async def read_slot(self, namespace: str, key: str, slot: int) -> Optional[tuple[int, str]]:
+        row = await asyncio.to_thread(
+            self._run,
+            "CALL orbit_fence_read_slot(%s, %s, %s)",
+            (namespace, key.encode("utf-8"), slot),
+        )
+        return _register(row)
+
+
+def _register(row: Optional[tuple[Any, ...]]) -> Optional[tuple[int, str]]:
+    """A register's row (highest token, value), or ``None``."""
+    if row is None:
+        return None
+    return int(row[0]), "" if row[1] is None else _text(row[1])

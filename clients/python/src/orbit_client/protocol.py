@@ -24,6 +24,7 @@ MAX_RESULT_DEPTH = 24
 MAX_RECEIVE_BYTES = 16 * 1024 * 1024
 
 U64_MAX = 2**64 - 1
+U32_MAX = 2**32 - 1
 
 
 class ProtocolError(Exception):
@@ -50,8 +51,16 @@ class BadToken(ProtocolError):
     """The token is not a non-zero decimal u64 in a JSON string."""
 
 
+class SlotWithoutKey(ProtocolError):
+    """A ``key_slot`` arrived for a task without a key."""
+
+
+class BadSlot(ProtocolError):
+    """The ``key_slot`` is not an unsigned 32-bit JSON integer."""
+
+
 class ChangedAssignment(ProtocolError):
-    """A repeated ``task.assign`` for the same attempt changed its key or token."""
+    """A repeated ``task.assign`` for the same attempt changed its key, token or slot."""
 
 
 class UnreadableFrame(ProtocolError):
@@ -143,6 +152,17 @@ def parse_token(attempt_id: int, raw: Any) -> int:
     return int(raw)
 
 
+def parse_slot(attempt_id: int, raw: Any) -> int:
+    """A key slot: a JSON integer from 0 to 2^32-1 (not a string, not a fraction)."""
+    if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= U32_MAX:
+        raise BadSlot(
+            f"attempt {attempt_id}: key_slot {json.dumps(raw)} is not an unsigned 32-bit JSON "
+            "integer",
+            attempt_id,
+        )
+    return raw
+
+
 @dataclass(frozen=True)
 class Assignment:
     """A validated ``task.assign``."""
@@ -155,6 +175,9 @@ class Assignment:
     concurrency_token: Optional[int]
     #: The server started the attempt with the grant: run the handler without ``task.start``.
     started: bool
+    #: The grant's slot of its key: present exactly when the task has a key (0 from a server that
+    #: predates slots).
+    key_slot: Optional[int] = None
 
 
 def _int_field(frame: dict[str, Any], name: str) -> int:
@@ -165,16 +188,16 @@ def _int_field(frame: dict[str, Any], name: str) -> int:
 
 
 class AssignmentCheck:
-    """Checks assignments against docs/protocol.md ("The concurrency token"), remembering what each
-    attempt was assigned."""
+    """Checks assignments against docs/protocol.md ("The concurrency token", "The key slot"),
+    remembering what each attempt was assigned."""
 
     def __init__(self, declared_keys: bool) -> None:
         self.declared_keys = declared_keys
-        self._seen: dict[int, tuple[Optional[str], Optional[int]]] = {}
+        self._seen: dict[int, tuple[Optional[str], Optional[int], Optional[int]]] = {}
 
     def remember(self, a: Assignment) -> None:
         """Records an assignment known from before (a worker restarted from its journal)."""
-        self._seen[a.attempt_id] = (a.concurrency_key, a.concurrency_token)
+        self._seen[a.attempt_id] = (a.concurrency_key, a.concurrency_token, a.key_slot)
 
     def check(self, frame: dict[str, Any]) -> Optional[Assignment]:
         """Validates one ``task.assign``; ``None`` for an identical repeat (already handled)."""
@@ -200,6 +223,15 @@ class AssignmentCheck:
                 attempt_id,
             )
         token = parse_token(attempt_id, raw_token) if key is not None else None
+        raw_slot = frame.get("key_slot")
+        if key is None and raw_slot is not None:
+            raise SlotWithoutKey(
+                f"attempt {attempt_id}: a key_slot arrived for a task without a key", attempt_id
+            )
+        slot: Optional[int] = None
+        if key is not None:
+            # A server that predates key slots omits it: every key has one holder, in slot 0.
+            slot = 0 if raw_slot is None else parse_slot(attempt_id, raw_slot)
         if key == "":
             raise UnreadableFrame(f"attempt {attempt_id}: an empty concurrency_key", attempt_id)
         if key is not None and not self.declared_keys:
@@ -210,12 +242,13 @@ class AssignmentCheck:
             )
         previous = self._seen.get(attempt_id)
         if previous is not None:
-            if previous == (key, token):
+            if previous == (key, token, slot):
                 return None
             raise ChangedAssignment(
-                f"attempt {attempt_id}: a repeated assignment changed the key or token", attempt_id
+                f"attempt {attempt_id}: a repeated assignment changed the key, token or slot",
+                attempt_id,
             )
-        self._seen[attempt_id] = (key, token)
+        self._seen[attempt_id] = (key, token, slot)
         return Assignment(
             attempt_id=attempt_id,
             attempt_no=attempt_no,
@@ -224,4 +257,5 @@ class AssignmentCheck:
             concurrency_key=key,
             concurrency_token=token,
             started=frame.get("started") is True,
+            key_slot=slot,
         )

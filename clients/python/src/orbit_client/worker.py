@@ -75,7 +75,10 @@ class UnknownOutcome(Exception):
 
 class TaskContext:
     """What a handler sees. ``concurrency_token`` is present exactly when the task has a key: pass
-    it to the resource with every write (see :mod:`orbit_client.fence`)."""
+    it to the resource with every write (see :mod:`orbit_client.fence`). So is ``key_slot``, the
+    grant's slot of its key (0..N-1 for a key up to N attempts may hold at once, never shared by two
+    live holders; always 0 for N = 1): with N > 1 several tokens of the key are live at once, so the
+    resource keeps a register per slot (``FenceWrite(..., slot=ctx.key_slot)``)."""
 
     def __init__(self, a: Assignment) -> None:
         self.attempt_id = a.attempt_id
@@ -83,6 +86,7 @@ class TaskContext:
         self.task: dict[str, Any] = a.task
         self.concurrency_key: Optional[str] = a.concurrency_key
         self.concurrency_token: Optional[int] = a.concurrency_token
+        self.key_slot: Optional[int] = a.key_slot
         self._event = asyncio.Event()
         self.cancel_reason: Optional[str] = None
 
@@ -173,6 +177,7 @@ class _Journal:
             "task": a.task,
             "concurrency_key": a.concurrency_key,
             "concurrency_token": None if a.concurrency_token is None else str(a.concurrency_token),
+            "key_slot": a.key_slot,
             "started": a.started,
             "result": None,
         }
@@ -191,14 +196,19 @@ class _Journal:
     @staticmethod
     def assignment(attempt_id: int, e: dict[str, Any]) -> Assignment:
         token = e.get("concurrency_token")
+        key = e.get("concurrency_key")
+        slot = e.get("key_slot")
+        if key is not None and slot is None:
+            slot = 0  # a journal written before key slots: every key had one holder
         return Assignment(
             attempt_id=attempt_id,
             attempt_no=int(e["attempt_no"]),
             lease_expires_at=str(e.get("lease_expires_at", "")),
             task=e["task"],
-            concurrency_key=e.get("concurrency_key"),
+            concurrency_key=key,
             concurrency_token=None if token is None else int(token),
             started=bool(e.get("started")),
+            key_slot=None if slot is None else int(slot),
         )
 
 
