@@ -215,7 +215,8 @@ fn a_short_chaos_run_keeps_every_guarantee() {
             "lost_updates",
             "lost_tasks",
             "crossed_answers",
-            "internal_errors"
+            "internal_errors",
+            "rate_violations"
         ]
     );
     let get = |name: &str| fields.iter().find(|f| f.0 == name).unwrap().1;

@@ -627,6 +627,7 @@ async fn an_upgrade_of_a_live_0_1_0_database_loses_nothing_and_equals_a_fresh_in
     // in slot 0 on its resource row; no policy).
     assert_eq!(rows_after.remove("orbit_key_policy").unwrap().0, 0);
     assert_eq!(rows_after.remove("orbit_key_slot").unwrap().0, 0);
+    assert_eq!(rows_after.remove("orbit_key_rate_log").unwrap().0, 0);
     // The plan tables gained columns (so their checksums change): their 0.1 columns are compared
     // instead, and the new columns hold the defaults that keep 0.1 behaviour.
     for t in PLAN_TABLES {

@@ -1,7 +1,9 @@
-//! The keyed workload of the chaos run (and of the Galera test): each task reads its key's fenced
-//! register, appends its own element, and writes it back with its `concurrency_token`. A holder
-//! that lost its permit while paused must find its write fenced off; an element the fence accepted
-//! must survive in the register (the [`checker`](super::checker) proves both).
+//! The keyed workload of the chaos run (and of the Galera test): each task reads its key slot's
+//! fenced register, appends its own element, and writes it back with its `concurrency_token`. A
+//! holder that lost its permit while paused must find its write fenced off; an element the fence
+//! accepted must survive in the register (the [`checker`](super::checker) proves both). The
+//! register is the slot's (`FenceWrite::in_slot`): a key of limit N has N live holders, each the
+//! only one in its slot; a key of limit 1 has slot 0 alone, one register as before.
 
 use std::time::Duration;
 
@@ -48,18 +50,20 @@ pub async fn fenced_append<F: Fence>(fence: &F, ctx: &TaskContext) -> Result<Val
     let (Some(key), Some(token)) = (ctx.concurrency_key.as_deref(), ctx.concurrency_token) else {
         return Err(AppendError::NotKeyed);
     };
+    let slot = ctx.key_slot.unwrap_or(0);
     let storage = |e: orbit_sdk::FenceError| AppendError::Storage(e.to_string());
     let touch = FenceWrite::touch(
         FENCE_NAMESPACE,
         key,
         token,
         &format!("touch/{}", ctx.attempt_id),
-    );
+    )
+    .in_slot(slot);
     if let FenceDecision::Stale { highest } = fence.write(&touch).await.map_err(storage)? {
         return Err(AppendError::FencedOff { token, highest });
     }
     let (highest, value) = fence
-        .read(FENCE_NAMESPACE, key)
+        .read_slot(FENCE_NAMESPACE, key, slot)
         .await
         .map_err(storage)?
         .unwrap_or_default();
@@ -80,7 +84,8 @@ pub async fn fenced_append<F: Fence>(fence: &F, ctx: &TaskContext) -> Result<Val
         token,
         &append_operation_id(ctx.task.id, ctx.attempt_id),
         appended,
-    );
+    )
+    .in_slot(slot);
     match fence.write(&write).await.map_err(storage)? {
         FenceDecision::Accepted | FenceDecision::Duplicate => {
             Ok(json!({"token": token.to_string()}))

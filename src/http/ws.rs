@@ -111,7 +111,8 @@ pub fn assign_frame(g: Grant) -> Frame {
         lease_expires_at: wire_time(&g.lease_expires_at),
         // Decimal string, present exactly when the task has a key (never a JSON number).
         concurrency_token: keyed.then(|| Value::String(g.concurrency_token.to_string())),
-        key_slot: None,
+        // A JSON integer, present exactly when the task has a key (0 to the key's limit - 1).
+        key_slot: keyed.then(|| Value::from(g.key_slot)),
         started,
         task: g.task.into(),
     })

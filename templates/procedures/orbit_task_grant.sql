@@ -310,7 +310,7 @@ body: BEGIN
             -- task goes back to the blocked lane and the key waits for rate_wake_at, when
             -- orbit_task_promote_due promotes it; nothing polls it meanwhile.
             SET v_then = NULL, v_last = NULL, v_logged = NULL;
-            SELECT MAX(IF(l.token = v_highest + 1 - v_rate_grants, l.granted_at, NULL)),
+            SELECT MAX(IF(l.token + v_rate_grants = v_highest + 1, l.granted_at, NULL)),
                    MAX(IF(l.token = v_highest, l.granted_at, NULL)),
                    MAX(l.position = (v_highest + 1) % v_rate_grants)
               INTO v_then, v_last, v_logged
