@@ -452,3 +452,51 @@ def test_a_cancel_running_policy_cancels_the_handler_at_once_and_fences_its_late
             assert (report.lost, report.completed) == (1, 1), report
 
     asyncio.run(main())
+
+
+def test_a_key_of_limit_two_runs_two_holders_in_their_own_slots(orbit: Orbit, resource_db: str) -> None:
+    """A key policy of ``limit=2``: two handlers hold the key at once, in slots 0 and 1 with
+    different tokens, and each writes its own slot's fenced register; a third task waits for a
+    slot and gets a freed one with a larger token."""
+    fence = MySqlFence("py-test", **mysql_args(resource_db))
+    namespace = json.loads(orbit.credentials_file.read_text())["namespace_id"]
+
+    async def main() -> None:
+        async with Client(orbit.url, orbit.token) as c:
+            policy = await c.set_key_policy(namespace, "exact", "pair/1", limit=2, rate=(100, 1))
+            assert (policy["limit"], policy["rate"]) == (2, {"grants": 100, "per_seconds": 1})
+            running: asyncio.Queue[tuple[int, int | None, int | None]] = asyncio.Queue()
+            release = asyncio.Event()
+            worker = Worker(orbit.url, orbit.token, "pair", queues=[orbit.queue_id], capacity=3)
+
+            @worker.handler("object.update", "v1")
+            async def handle(ctx: TaskContext) -> Any:
+                assert ctx.concurrency_token is not None and ctx.key_slot is not None
+                d = await fence.write(FenceWrite(
+                    "py", "pair/1", ctx.concurrency_token, f"w{ctx.task['id']}", f"by {ctx.task['id']}",
+                    slot=ctx.key_slot))
+                assert d == Accepted()
+                await running.put((ctx.task["id"], ctx.concurrency_token, ctx.key_slot))
+                if ctx.payload["n"] < 3:
+                    await release.wait()
+                return {"n": ctx.payload["n"]}
+
+            run = asyncio.ensure_future(worker.run())
+            ids = [(await c.submit(f"pair-{n}", task(orbit.queue_id, "pair/1", n))).task["id"] for n in (1, 2, 3)]
+            first = [await asyncio.wait_for(running.get(), 20) for _ in range(2)]
+            assert sorted(slot for _, _, slot in first) == [0, 1]
+            assert {task_id for task_id, _, _ in first} == set(ids[:2])
+            # The third waits: both slots are held.
+            await asyncio.sleep(0.5)
+            assert running.empty()
+            release.set()
+            task_id, token3, slot3 = await asyncio.wait_for(running.get(), 20)
+            assert task_id == ids[2] and token3 > max(t for _, t, _ in first)
+            assert await fence.read_slot("py", "pair/1", slot3) == (token3, f"by {ids[2]}")
+            for i in ids:
+                await wait_state(c, i, "SUCCEEDED")
+            worker.drain()
+            report = await asyncio.wait_for(run, 30)
+            assert report.completed == 3, report
+
+    asyncio.run(main())

@@ -180,16 +180,27 @@ class Client:
         return cast("list[Queue]", body["data"])
 
     async def set_key_policy(
-        self, namespace: int, match: str, key: str, on_busy: str
+        self,
+        namespace: int,
+        match: str,
+        key: str,
+        on_busy: str = "queue",
+        *,
+        limit: int = 1,
+        rate: tuple[int, int] | None = None,
     ) -> dict[str, Any]:
-        """``POST /v1/key-policies``: what a submit does when a key (``match="exact"``) or every
-        key with a prefix (``"prefix"``) is busy: ``queue``, ``reject``, ``replace_waiting`` or
-        ``cancel_running``."""
-        _, body = await self._call(
-            "POST", "/v1/key-policies",
-            json={"namespace": namespace, "match": match, "key": key, "on_busy": on_busy},
-        )
-        return cast("dict[str, Any]", body["data"])
+        """``POST /v1/key-policies`` for a key (``match="exact"``) or every key with a prefix
+        (``"prefix"``): ``on_busy`` is what a submit does when the key is busy (``queue``,
+        ``reject``, ``replace_waiting`` or ``cancel_running``), ``limit`` how many attempts may
+        hold it at once (1-1000), ``rate`` at most ``(grants, per_seconds)`` grants of it in any
+        window of that many seconds (``None``: no rate)."""
+        body: dict[str, Any] = {
+            "namespace": namespace, "match": match, "key": key, "on_busy": on_busy, "limit": limit,
+        }
+        if rate is not None:
+            body["rate"] = {"grants": rate[0], "per_seconds": rate[1]}
+        _, answer = await self._call("POST", "/v1/key-policies", json=body)
+        return cast("dict[str, Any]", answer["data"])
 
 
 __all__ = ["Client", "Task", "Attempt", "Queue", "Submitted", "attempt_token", "ApiError"]
