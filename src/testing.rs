@@ -467,3 +467,49 @@ pub async fn until_every_task_ended(pool: &sqlx::MySqlPool, within: std::time::D
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A stress run's producers: `submitters` tasks, each submitting, until `duration` has passed, the
+/// task `make` draws from its own generator (seeded from `seed`), each with an Idempotency-Key of
+/// its own, and pausing up to `max_pause_ms` after each. Returns every accepted task's id, sorted.
+pub async fn submit_for<F>(
+    db: &crate::db::Db,
+    hash: [u8; 32],
+    submitters: u64,
+    seed: u64,
+    duration: std::time::Duration,
+    max_pause_ms: u64,
+    make: F,
+) -> Vec<u64>
+where
+    F: Fn(&mut rand::rngs::StdRng) -> crate::db::tasks::NewTask + Clone + Send + 'static,
+{
+    use rand::{Rng, SeedableRng};
+    let started = std::time::Instant::now();
+    let mut handles = Vec::new();
+    for part in 0..submitters {
+        let (db, make) = (db.clone(), make.clone());
+        handles.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ part);
+            let mut accepted = Vec::new();
+            let mut i = 0;
+            while started.elapsed() < duration {
+                i += 1;
+                let t = make(&mut rng);
+                let s = db
+                    .task_submit(&hash, &format!("s-{part}-{i}"), &t)
+                    .await
+                    .expect("submit");
+                accepted.push(s.task.id);
+                let pause = rng.gen_range(0..max_pause_ms.max(1));
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            }
+            accepted
+        }));
+    }
+    let mut accepted = Vec::new();
+    for h in handles {
+        accepted.extend(h.await.expect("a submitter"));
+    }
+    accepted.sort_unstable();
+    accepted
+}

@@ -139,42 +139,21 @@ async fn policies_never_let_two_holders_act_and_fence_every_cancelled_holder() {
         }));
     }
 
-    let started = Instant::now();
-    let mut submitters = Vec::new();
-    for part in 0..SUBMITTERS {
-        let (db, hash, queues) = (db.clone(), f.hash, queues.clone());
-        let template = f.task(&f.queue_id, "");
-        submitters.push(tokio::spawn(async move {
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ part);
-            let mut accepted = Vec::new();
-            let mut i = 0;
-            while started.elapsed() < SUBMIT_FOR {
-                i += 1;
-                let t = orbit::db::tasks::NewTask {
-                    queue_id: queues[rng.gen_range(0..2)].clone(),
-                    concurrency_key: Some(KEYS[rng.gen_range(0..KEYS.len())].0.to_string()),
-                    ..template.clone()
-                };
-                let s = db
-                    .task_submit(&hash, &format!("s-{part}-{i}"), &t)
-                    .await
-                    .expect("submit");
-                accepted.push(s.task.id);
-                tokio::time::sleep(Duration::from_millis(rng.gen_range(0..40))).await;
+    let template = f.task(&f.queue_id, "");
+    let accepted =
+        orbit::testing::submit_for(&db, f.hash, SUBMITTERS, seed, SUBMIT_FOR, 40, move |rng| {
+            orbit::db::tasks::NewTask {
+                queue_id: queues[rng.gen_range(0..2)].clone(),
+                concurrency_key: Some(KEYS[rng.gen_range(0..KEYS.len())].0.to_string()),
+                ..template.clone()
             }
-            accepted
-        }));
-    }
-    let mut accepted = Vec::new();
-    for s in submitters {
-        accepted.extend(s.await.unwrap());
-    }
+        })
+        .await;
     orbit::testing::until_every_task_ended(db.pool(), Duration::from_secs(120)).await;
     done.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
     }
-    accepted.sort_unstable();
     let writes = writes.lock().unwrap().clone();
     check(&db, &accepted, &writes).await;
 }

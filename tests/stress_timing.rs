@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use orbit::db::tasks::{NewTask, Timing};
@@ -93,53 +93,34 @@ async fn delayed_and_debounced_tasks_are_never_lost_and_debounce_runs_one_per_wi
         })
     };
 
-    let started = Instant::now();
-    let mut submitters = Vec::new();
-    for part in 0..SUBMITTERS {
-        let (db, hash, queues) = (db.clone(), f.hash, queues.clone());
-        let template = f.task(&f.queue_id, "");
-        submitters.push(tokio::spawn(async move {
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ part);
-            let mut accepted = Vec::new();
-            let mut i = 0;
-            while started.elapsed() < SUBMIT_FOR {
-                i += 1;
-                let key = format!("key-{}", rng.gen_range(0..KEYS));
-                let timing = match rng.gen_range(0..10) {
-                    0..=5 => Timing {
-                        debounce_seconds: Some(1),
-                        debounce_max_seconds: rng.gen_bool(0.5).then_some(2),
-                        ..Default::default()
-                    },
-                    6..=7 => Timing {
-                        delay_seconds: Some(rng.gen_range(0..3)),
-                        ..Default::default()
-                    },
-                    _ => Timing::default(),
-                };
-                let unkeyed = timing.debounce_seconds.is_none() && rng.gen_bool(0.3);
-                let t = NewTask {
-                    queue_id: queues[rng.gen_range(0..2)].clone(),
-                    concurrency_key: Some(if unkeyed { String::new() } else { key }),
-                    retry_base_ms: Some(0),
-                    max_attempts: Some(10),
-                    timing,
-                    ..template.clone()
-                };
-                let s = db
-                    .task_submit(&hash, &format!("s-{part}-{i}"), &t)
-                    .await
-                    .expect("submit");
-                accepted.push(s.task.id);
-                tokio::time::sleep(Duration::from_millis(rng.gen_range(0..120))).await;
+    let template = f.task(&f.queue_id, "");
+    let submit_queues = queues.clone();
+    let accepted =
+        orbit::testing::submit_for(&db, f.hash, SUBMITTERS, seed, SUBMIT_FOR, 120, move |rng| {
+            let key = format!("key-{}", rng.gen_range(0..KEYS));
+            let timing = match rng.gen_range(0..10) {
+                0..=5 => Timing {
+                    debounce_seconds: Some(1),
+                    debounce_max_seconds: rng.gen_bool(0.5).then_some(2),
+                    ..Default::default()
+                },
+                6..=7 => Timing {
+                    delay_seconds: Some(rng.gen_range(0..3)),
+                    ..Default::default()
+                },
+                _ => Timing::default(),
+            };
+            let unkeyed = timing.debounce_seconds.is_none() && rng.gen_bool(0.3);
+            NewTask {
+                queue_id: submit_queues[rng.gen_range(0..2)].clone(),
+                concurrency_key: Some(if unkeyed { String::new() } else { key }),
+                retry_base_ms: Some(0),
+                max_attempts: Some(10),
+                timing,
+                ..template.clone()
             }
-            accepted
-        }));
-    }
-    let mut accepted = Vec::new();
-    for s in submitters {
-        accepted.extend(s.await.unwrap());
-    }
+        })
+        .await;
     // Every task ends: the last debounced ones run a second or two after the last submit.
     orbit::testing::until_every_task_ended(db.pool(), Duration::from_secs(120)).await;
     done.store(true, Ordering::Relaxed);
