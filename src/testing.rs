@@ -147,6 +147,17 @@ pub const ALL_SCOPES: [&str; 6] = [
 ];
 
 impl Fixture {
+    /// A `Db` over a pool of its own with up to `connections` connections: a stress run's
+    /// concurrent clients, each on a connection of its own.
+    pub async fn own_pool(&self, connections: u32) -> crate::db::Db {
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(connections)
+            .connect(&self.test_db.dsn)
+            .await
+            .expect("a stress pool");
+        crate::db::Db::new(pool)
+    }
+
     pub async fn new() -> Fixture {
         Fixture::with_queue_id(&crate::auth::new_queue_id()).await
     }
@@ -466,6 +477,17 @@ pub async fn until_every_task_ended(pool: &sqlx::MySqlPool, within: std::time::D
         assert!(started.elapsed() < within, "{open} tasks still open");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// The seed of a stress run: `ORBIT_STRESS_SEED`, or a random one. Printed, so a failing run can
+/// be repeated with it.
+pub fn stress_seed() -> u64 {
+    let seed = std::env::var("ORBIT_STRESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("stress seed {seed}");
+    seed
 }
 
 /// A stress run's producers: `submitters` tasks, each submitting, until `duration` has passed, the

@@ -11,7 +11,6 @@ use orbit::db::workers::Outcome;
 use orbit::db::Db;
 use orbit::testing::Fixture;
 use rand::{Rng, SeedableRng};
-use sqlx::mysql::MySqlPoolOptions;
 
 const WORKERS: usize = 32;
 const KEYS: usize = 20;
@@ -36,17 +35,8 @@ async fn claimers_keep_every_invariant() {
     let q2 = f.queue("q2").await;
     let queues = [f.queue_id.clone(), q2.clone()];
     // Separate connections for the claimers (one each) and the operator.
-    let pool = MySqlPoolOptions::new()
-        .max_connections(WORKERS as u32 + 2)
-        .connect(&f.test_db.dsn)
-        .await
-        .unwrap();
-    let db = Db::new(pool);
-    let seed: u64 = std::env::var("ORBIT_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("stress seed {seed}");
+    let db = f.own_pool(WORKERS as u32 + 2).await;
+    let seed = orbit::testing::stress_seed();
 
     // 2,000 tasks: 90% keyed over 20 keys, spread over both queues; fast retries.
     let mut submitters = Vec::new();

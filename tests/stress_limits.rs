@@ -12,10 +12,8 @@ use std::time::Duration;
 
 use orbit::db::keys::KeyPolicySpec;
 use orbit::db::workers::Outcome;
-use orbit::db::Db;
 use orbit::testing::Fixture;
 use rand::{Rng, SeedableRng};
-use sqlx::mysql::MySqlPoolOptions;
 
 const SUBMITTERS: u64 = 3;
 const WORKERS: usize = 8;
@@ -43,17 +41,8 @@ async fn limits_and_rates_hold_under_many_claimers() {
     }
     let q2 = f.queue("q2").await;
     let queues = [f.queue_id.clone(), q2];
-    let pool = MySqlPoolOptions::new()
-        .max_connections(WORKERS as u32 + SUBMITTERS as u32 + 3)
-        .connect(&f.test_db.dsn)
-        .await
-        .unwrap();
-    let db = Db::new(pool);
-    let seed: u64 = std::env::var("ORBIT_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("stress seed {seed}");
+    let db = f.own_pool(WORKERS as u32 + SUBMITTERS as u32 + 3).await;
+    let seed = orbit::testing::stress_seed();
 
     let done = Arc::new(AtomicBool::new(false));
     let mut workers = Vec::new();

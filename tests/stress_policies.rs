@@ -16,7 +16,6 @@ use orbit::db::workers::Outcome;
 use orbit::db::Db;
 use orbit::testing::Fixture;
 use rand::{Rng, SeedableRng};
-use sqlx::mysql::MySqlPoolOptions;
 
 const SUBMITTERS: u64 = 4;
 const WORKERS: usize = 6;
@@ -73,17 +72,8 @@ async fn policies_never_let_two_holders_act_and_fence_every_cancelled_holder() {
     }
     let q2 = f.queue("q2").await;
     let queues = [f.queue_id.clone(), q2];
-    let pool = MySqlPoolOptions::new()
-        .max_connections(WORKERS as u32 + SUBMITTERS as u32 + 2)
-        .connect(&f.test_db.dsn)
-        .await
-        .unwrap();
-    let db = Db::new(pool);
-    let seed: u64 = std::env::var("ORBIT_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("stress seed {seed}");
+    let db = f.own_pool(WORKERS as u32 + SUBMITTERS as u32 + 2).await;
+    let seed = orbit::testing::stress_seed();
 
     let done = Arc::new(AtomicBool::new(false));
     let writes: Arc<Mutex<Vec<Write>>> = Arc::default();

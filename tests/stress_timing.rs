@@ -15,7 +15,6 @@ use orbit::db::workers::Outcome;
 use orbit::db::Db;
 use orbit::testing::Fixture;
 use rand::{Rng, SeedableRng};
-use sqlx::mysql::MySqlPoolOptions;
 
 const SUBMITTERS: u64 = 4;
 const WORKERS: usize = 8;
@@ -28,17 +27,8 @@ async fn delayed_and_debounced_tasks_are_never_lost_and_debounce_runs_one_per_wi
     let f = Fixture::new().await;
     let q2 = f.queue("q2").await;
     let queues = [f.queue_id.clone(), q2.clone()];
-    let pool = MySqlPoolOptions::new()
-        .max_connections(WORKERS as u32 + SUBMITTERS as u32 + 2)
-        .connect(&f.test_db.dsn)
-        .await
-        .unwrap();
-    let db = Db::new(pool);
-    let seed: u64 = std::env::var("ORBIT_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("stress seed {seed}");
+    let db = f.own_pool(WORKERS as u32 + SUBMITTERS as u32 + 2).await;
+    let seed = orbit::testing::stress_seed();
 
     let done = Arc::new(AtomicBool::new(false));
     // When each task's first grant reached its worker, by this host's clock (the database's
