@@ -1073,7 +1073,8 @@ BEGIN
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
       FROM orbit_queue q FORCE INDEX (ix_queue_application)
      WHERE q.application_id = v_back_application_id AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
     -- One statement over the ended attempts, each lookup an index probe: they are joined first
     -- (STRAIGHT_JOIN) into a forced index, because an EXISTS over `lane = 'ready'` is otherwise
@@ -1102,7 +1103,8 @@ BEGIN
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
     END IF;
   END IF;
   COMMIT;
@@ -4441,7 +4443,8 @@ body: BEGIN
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
       FROM orbit_queue q FORCE INDEX (ix_queue_application)
      WHERE q.application_id = v_application_id AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN
       SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
@@ -4464,7 +4467,8 @@ body: BEGIN
       FROM (SELECT v_queue_id AS queue_id) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
     END IF;
   ELSE
     ROLLBACK;
@@ -6131,7 +6135,8 @@ DELIMITER ;
 --
 -- Each serve process wakes its worker sessions itself when it accepts or releases work; this probe
 -- is how it learns about work accepted or released by OTHER processes on the same database. One
--- index probe per unpaused queue (ix_task_dispatch), independent of how many tasks wait.
+-- index probe per unpaused queue (ix_task_dispatch, m::queue_has_ready), independent of how many
+-- tasks wait.
 -- Parameters: p_limit 1-10000 (queues to report at most).
 -- Result (0..p_limit rows): queue_id CHAR(32).
 -- Signals: INVALID_ARGUMENT (p_limit).
@@ -6147,7 +6152,8 @@ BEGIN
   SELECT q.id AS queue_id
     FROM orbit_queue q
    WHERE q.paused = 0
-     AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready')
+     AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL
    ORDER BY q.id
    LIMIT p_limit;
 END$$
@@ -6250,7 +6256,8 @@ BEGIN
       FROM (SELECT v_queue_id AS queue_id) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   END IF;
   SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -7365,7 +7372,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '4ba3d00a8e71b09f8708ffbe6106e6f08d37efa41c2d929c6eecc70707856bab', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'ca4cfe778767c917add5493c55b735ac5d9c1982dfb6b97fef9a6455a014b5a4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'bfd7b2c302f1fe17a413d55c1b39972f67bf0d666344c12004da1e0c78057863', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7407,7 +7414,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_close', 1, '2498158279c20de6ef27a7f4e6e066ed118b23d551b08bbf1ec05ccbe1391edf', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_open', 1, '0db44ac69beced2b2f326108f96736d1b77d50d2c48f3cf1468a56bf5a1abcb6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a6dd4de6fe8ebcb575119e0c63b975995da1e115e5db61640367ab0505503727', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'c36b5dfa31650ac89b159bb70e69e92b330744464e83b5a57c5d09037c562a39', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'b21b07cd9913175364383b2c867c6b3e499df9543a691b9eef5cd3f45af1cd76', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7419,11 +7426,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 1, 'b8dd00303e6ae8cc3c5a9e3822114fd80f168bb271a89de05869e3722f2fb589', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'd662dfbc4b4f805367de3e72154773dd81d53fb6f3353d0094293cfefa8f39c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '793d6918ef1b36137cc27dd080938d473504b6b23003d4983e309985e2801b59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b2b27e0652185929aaa59e1649fc9cb2752c2079c599eff092d3e72e7596195d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b2b27e0652185929aaa59e1649fc9cb2752c2079c599eff092d3e72e7596195d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fc3f1e738a9ddcfac66fc5df5170141ab4a477fc5159bde4102d169ae33e87d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fc3f1e738a9ddcfac66fc5df5170141ab4a477fc5159bde4102d169ae33e87d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

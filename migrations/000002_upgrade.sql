@@ -948,7 +948,8 @@ BEGIN
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
       FROM orbit_queue q FORCE INDEX (ix_queue_application)
      WHERE q.application_id = v_back_application_id AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
     -- One statement over the ended attempts, each lookup an index probe: they are joined first
     -- (STRAIGHT_JOIN) into a forced index, because an EXISTS over `lane = 'ready'` is otherwise
@@ -977,7 +978,8 @@ BEGIN
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
     END IF;
   END IF;
   COMMIT;
@@ -2977,7 +2979,8 @@ body: BEGIN
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
       FROM orbit_queue q FORCE INDEX (ix_queue_application)
      WHERE q.application_id = v_application_id AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN
       SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
@@ -3000,7 +3003,8 @@ body: BEGIN
       FROM (SELECT v_queue_id AS queue_id) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
     END IF;
   ELSE
     ROLLBACK;
@@ -4341,6 +4345,35 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_ready_queues (from templates/procedures/orbit_task_ready_queues.sql) ----
+-- orbit_task_ready_queues: List the queues that have claimable work (the dispatch probe of `serve`).
+--
+-- Each serve process wakes its worker sessions itself when it accepts or releases work; this probe
+-- is how it learns about work accepted or released by OTHER processes on the same database. One
+-- index probe per unpaused queue (ix_task_dispatch, m::queue_has_ready), independent of how many
+-- tasks wait.
+-- Parameters: p_limit 1-10000 (queues to report at most).
+-- Result (0..p_limit rows): queue_id CHAR(32).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks: none (plain reads).
+DROP PROCEDURE IF EXISTS orbit_task_ready_queues;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_ready_queues(IN p_limit INT)
+  READS SQL DATA
+BEGIN
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  SELECT q.id AS queue_id
+    FROM orbit_queue q
+   WHERE q.paused = 0
+     AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL
+   ORDER BY q.id
+   LIMIT p_limit;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_resolve (from templates/procedures/orbit_task_resolve.sql) ----
 -- orbit_task_resolve: Settle a NEEDS_REVIEW task: mark it succeeded or failed, or requeue it.
 --
@@ -4438,7 +4471,8 @@ BEGIN
       FROM (SELECT v_queue_id AS queue_id) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   END IF;
   SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -6549,7 +6583,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '4ba3d00a8e71b09f8708ffbe6106e6f08d37efa41c2d929c6eecc70707856bab', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'ca4cfe778767c917add5493c55b735ac5d9c1982dfb6b97fef9a6455a014b5a4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'bfd7b2c302f1fe17a413d55c1b39972f67bf0d666344c12004da1e0c78057863', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6582,7 +6616,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '0c28cd7978230e0a9b9e578f7e6e0710fa275191486e567762cc6a76be4a0bf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'a6dd4de6fe8ebcb575119e0c63b975995da1e115e5db61640367ab0505503727', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'c36b5dfa31650ac89b159bb70e69e92b330744464e83b5a57c5d09037c562a39', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'b21b07cd9913175364383b2c867c6b3e499df9543a691b9eef5cd3f45af1cd76', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6592,10 +6626,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'd662dfbc4b4f805367de3e72154773dd81d53fb6f3353d0094293cfefa8f39c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '793d6918ef1b36137cc27dd080938d473504b6b23003d4983e309985e2801b59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b2b27e0652185929aaa59e1649fc9cb2752c2079c599eff092d3e72e7596195d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b2b27e0652185929aaa59e1649fc9cb2752c2079c599eff092d3e72e7596195d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fc3f1e738a9ddcfac66fc5df5170141ab4a477fc5159bde4102d169ae33e87d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fc3f1e738a9ddcfac66fc5df5170141ab4a477fc5159bde4102d169ae33e87d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

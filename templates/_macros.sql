@@ -465,6 +465,13 @@
 {#- A DATETIME(6) as an RFC 3339 UTC string for a JSON answer (NULL stays NULL). -#}
 {% macro json_time(v) %}DATE_FORMAT({{ v }}, '%Y-%m-%dT%H:%i:%s.%fZ'){% endmacro %}
 
+{#- Whether queue `q` has a ready task: one probe of ix_task_dispatch that stops at the first entry.
+    A scalar subquery with LIMIT 1, not EXISTS: MariaDB turns `EXISTS (SELECT ... WHERE t.queue_id
+    = q.id ...)` into a semi-join and may materialise it, scanning the whole of ix_task_dispatch
+    (every task of every queue) on each call; that was most of a keyed task's row reads. -#}
+{% macro queue_has_ready(q) %}(SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = {{ q }}.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL{% endmacro %}
+
 {#- Sets {{ out }} to the JSON array (text) of the unpaused queues among {{ queues }} (a FROM clause
     whose rows have a queue_id column, ascii_bin) that have a ready task: the queues whose worker
     sessions a change should wake. One index probe per queue (ix_task_dispatch); '[]' when none.
@@ -473,13 +480,13 @@
       FROM {{ queues }}
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready'){% endmacro %}
+       AND {% call queue_has_ready("q") %}{% endmacro %}
 
 {#- ready_queues_into over the queues of application {{ app }} (ix_queue_application). -#}
 {% macro application_ready_queues_into(out, app) %}SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO {{ out }}
       FROM orbit_queue q FORCE INDEX (ix_queue_application)
      WHERE q.application_id = {{ app }} AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready'){% endmacro %}
+       AND {% call queue_has_ready("q") %}{% endmacro %}
 
 {#- Refuses a frame of a worker session that is closed (its socket went away, the sweep closed it
     after silence, or its credential was revoked: orbit_credential_revoke closes the credential's

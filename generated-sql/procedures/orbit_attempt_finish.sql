@@ -342,7 +342,8 @@ BEGIN
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
       FROM orbit_queue q FORCE INDEX (ix_queue_application)
      WHERE q.application_id = v_back_application_id AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   ELSEIF v_ended_count > 0 AND (v_requeued OR v_queue_limited) THEN
     -- One statement over the ended attempts, each lookup an index probe: they are joined first
     -- (STRAIGHT_JOIN) into a forced index, because an EXISTS over `lane = 'ready'` is otherwise
@@ -371,7 +372,8 @@ BEGIN
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
     END IF;
   END IF;
   COMMIT;

@@ -97,7 +97,8 @@ body: BEGIN
     SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
       FROM orbit_queue q FORCE INDEX (ix_queue_application)
      WHERE q.application_id = v_application_id AND q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   ELSEIF v_state IN ('WAITING', 'RETRY_WAIT', 'NEEDS_REVIEW') THEN
     IF v_resource_id <> 0 AND v_lane = 'ready' THEN
       SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
@@ -120,7 +121,8 @@ body: BEGIN
       FROM (SELECT v_queue_id AS queue_id) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
     END IF;
   ELSE
     ROLLBACK;

@@ -97,7 +97,8 @@ BEGIN
       FROM (SELECT v_queue_id AS queue_id) w
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = w.queue_id
      WHERE q.paused = 0
-       AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready');
+       AND (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+             WHERE t.queue_id = q.id AND t.lane = 'ready' LIMIT 1) IS NOT NULL;
   END IF;
   SELECT t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,

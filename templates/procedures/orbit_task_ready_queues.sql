@@ -1,8 +1,10 @@
+{% import "_macros.sql" as m %}
 -- orbit_task_ready_queues: List the queues that have claimable work (the dispatch probe of `serve`).
 --
 -- Each serve process wakes its worker sessions itself when it accepts or releases work; this probe
 -- is how it learns about work accepted or released by OTHER processes on the same database. One
--- index probe per unpaused queue (ix_task_dispatch), independent of how many tasks wait.
+-- index probe per unpaused queue (ix_task_dispatch, m::queue_has_ready), independent of how many
+-- tasks wait.
 -- Parameters: p_limit 1-10000 (queues to report at most).
 -- Result (0..p_limit rows): queue_id CHAR(32).
 -- Signals: INVALID_ARGUMENT (p_limit).
@@ -16,7 +18,7 @@ BEGIN
   SELECT q.id AS queue_id
     FROM orbit_queue q
    WHERE q.paused = 0
-     AND EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch) WHERE t.queue_id = q.id AND t.lane = 'ready')
+     AND {% call m::queue_has_ready("q") %}
    ORDER BY q.id
    LIMIT p_limit;
 END
