@@ -685,6 +685,9 @@ BEGIN
   -- How many attempts this call ended, and how many of their keys went to a next task.
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_handed_off INT DEFAULT 0;
+  -- 1 when a handed-off key has blocked tasks in more than one queue (orbit_key_release's
+  -- p_queues > 1): only such a key, if the grant leaves it, needs promoting in its other queues.
+  DECLARE v_key_queues_more TINYINT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -874,6 +877,7 @@ BEGIN
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
           v_handed_off = v_handed_off + (v_key_queues > 0),
+          v_key_queues_more = v_key_queues_more OR v_key_queues > 1,
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
       SET v_duplicate = 1;
@@ -899,10 +903,20 @@ BEGIN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
                           v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
-    -- grant did not take leaves that task ready for other sessions, and gets a ready task in
-    -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
-    -- exact: we hold the resource rows.)
+    -- grant did not take leaves that task ready for other sessions (v_key_left, for the wake
+    -- below), and a key with blocked tasks in other queues gets a ready task in each of them, as
+    -- any other release leaves it; a key of one such queue has its ready task there already.
+    -- (Plain reads, exact: we hold the resource rows.)
     IF v_handed_off > 0 THEN
+      SELECT EXISTS (SELECT 1 FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+                       JOIN orbit_resource r ON r.id = e.resource_id
+                      WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)))
+        INTO v_key_left;
+    END IF;
+    IF v_key_left AND v_key_queues_more THEN
       SET v_done = 0;
       OPEN c_released_keys;
       released_keys: LOOP
@@ -913,7 +927,6 @@ BEGIN
         IF v_done THEN
           LEAVE released_keys;
         END IF;
-        SET v_key_left = 1;
         CALL orbit_key_promote_all(v_resource_id, v_now);
       END LOOP released_keys;
       CLOSE c_released_keys;
@@ -6583,7 +6596,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '4ba3d00a8e71b09f8708ffbe6106e6f08d37efa41c2d929c6eecc70707856bab', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'bfd7b2c302f1fe17a413d55c1b39972f67bf0d666344c12004da1e0c78057863', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '480b2045f75b4065bd96ccf821cc0454764137d4b055d2a378b6fd2f52933a8b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6632,5 +6645,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fc3f1e738a9ddcfac66fc5df5170141ab4a477fc5159bde4102d169ae33e87d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fc3f1e738a9ddcfac66fc5df5170141ab4a477fc5159bde4102d169ae33e87d9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b93e560000596866be7e85fef8e9955e11391b5257001e590bc6182bffdb9541', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b93e560000596866be7e85fef8e9955e11391b5257001e590bc6182bffdb9541', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

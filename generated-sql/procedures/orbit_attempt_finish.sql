@@ -79,6 +79,9 @@ BEGIN
   -- How many attempts this call ended, and how many of their keys went to a next task.
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_handed_off INT DEFAULT 0;
+  -- 1 when a handed-off key has blocked tasks in more than one queue (orbit_key_release's
+  -- p_queues > 1): only such a key, if the grant leaves it, needs promoting in its other queues.
+  DECLARE v_key_queues_more TINYINT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -268,6 +271,7 @@ BEGIN
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
           v_handed_off = v_handed_off + (v_key_queues > 0),
+          v_key_queues_more = v_key_queues_more OR v_key_queues > 1,
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
       SET v_duplicate = 1;
@@ -293,10 +297,20 @@ BEGIN
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
                           v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above made only their next task ready (orbit_key_release). A key the
-    -- grant did not take leaves that task ready for other sessions, and gets a ready task in
-    -- every other queue with blocked tasks of it, as any other release leaves it. (A plain read,
-    -- exact: we hold the resource rows.)
+    -- grant did not take leaves that task ready for other sessions (v_key_left, for the wake
+    -- below), and a key with blocked tasks in other queues gets a ready task in each of them, as
+    -- any other release leaves it; a key of one such queue has its ready task there already.
+    -- (Plain reads, exact: we hold the resource rows.)
     IF v_handed_off > 0 THEN
+      SELECT EXISTS (SELECT 1 FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+                       JOIN orbit_resource r ON r.id = e.resource_id
+                      WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)))
+        INTO v_key_left;
+    END IF;
+    IF v_key_left AND v_key_queues_more THEN
       SET v_done = 0;
       OPEN c_released_keys;
       released_keys: LOOP
@@ -307,7 +321,6 @@ BEGIN
         IF v_done THEN
           LEAVE released_keys;
         END IF;
-        SET v_key_left = 1;
         CALL orbit_key_promote_all(v_resource_id, v_now);
       END LOOP released_keys;
       CLOSE c_released_keys;
