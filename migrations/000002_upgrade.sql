@@ -1547,6 +1547,7 @@ body: BEGIN
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
   DECLARE v_priority INT;
   DECLARE v_head BIGINT UNSIGNED;
+  DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
@@ -1561,23 +1562,29 @@ body: BEGIN
    WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id AND p_slot = 0
      AND r.holder_limit = 1 AND r.rate_wake_at IS NULL;
   IF ROW_COUNT() = 0 THEN
-    -- Otherwise: the row's lock, then the attempt's slot, if the attempt still holds it.
-    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+    -- Otherwise the attempt's slot, if the attempt still holds it: slot 0 (a key of several
+    -- holders, or one that waits for its rate) in one update of the row as above; another slot
+    -- in its orbit_key_slot row, under the resource row's lock, then the count on the row.
     IF p_slot = 0 THEN
       UPDATE orbit_resource r
-         SET r.holder_attempt_id = 0, r.updated_at = p_now
+         SET r.holder_attempt_id = 0, r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1),
+             r.updated_at = p_now
        WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
+      IF ROW_COUNT() = 0 THEN
+        LEAVE body;
+      END IF;
     ELSE
+      SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
       UPDATE orbit_key_slot s
          SET s.attempt_id = 0, s.updated_at = p_now
        WHERE s.resource_id = p_resource_id AND s.slot = p_slot AND s.attempt_id = p_attempt_id;
+      IF ROW_COUNT() = 0 THEN
+        LEAVE body;
+      END IF;
+      UPDATE orbit_resource r
+         SET r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+       WHERE r.id = p_resource_id;
     END IF;
-    IF ROW_COUNT() = 0 THEN
-      LEAVE body;
-    END IF;
-    UPDATE orbit_resource r
-       SET r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
-     WHERE r.id = p_resource_id;
     SET p_release_version = LAST_INSERT_ID();
     -- Several may hold the key, or it waits for its rate: each queue's head, where it has room.
     CALL orbit_key_promote_all(p_resource_id, p_now);
@@ -1596,9 +1603,15 @@ body: BEGIN
   -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
   -- queue_id or lane as well (five of them, two B-tree dives each), which costs more than the
   -- probe.
+  -- The same statement reads the last queue with blocked tasks of the key (one entry, from the
+  -- range's end), so the walk stops at it without a probe that finds nothing: most keys have
+  -- blocked tasks in one queue.
   heads: LOOP
     SET v_head = NULL;
-    SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head
+    SELECT t.queue_id, t.priority, t.id,
+           (SELECT MAX(l.queue_id) FROM orbit_task l FORCE INDEX (ix_task_key)
+             WHERE l.resource_id = p_resource_id AND l.lane = 'blocked')
+      INTO v_queue_id, v_priority, v_head, v_last_queue_id
       FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
        AND t.blocked_reason = ''
@@ -1610,6 +1623,9 @@ body: BEGIN
     SET p_queues = p_queues + 1;
     IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
       SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
+    END IF;
+    IF v_queue_id >= v_last_queue_id THEN
+      LEAVE heads;
     END IF;
   END LOOP heads;
   IF v_best IS NOT NULL THEN
@@ -6611,7 +6627,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, '9512d2a640e1839ecec0b2c70d76d769ec840638d92ce0c01d1edc7c114ec426', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '87f7d11b77a852e88b305408b65975a63ba1646ca32bdd7650e2312b12467db0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '3878fb77895786221fb87433ba5c9620cf5a947896974fc2a18a70ade13c328b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '604d4b908bab1bcef2bdccbc03c742f69f1bc11e215a5414871db61a6c9b6d09', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '0907c12d1167f7ef82e346bf9b5a2895b2ceec9be8948102269f6ab723a57280', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6645,5 +6661,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b93e560000596866be7e85fef8e9955e11391b5257001e590bc6182bffdb9541', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b93e560000596866be7e85fef8e9955e11391b5257001e590bc6182bffdb9541', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '71593b62fba312e976fad4d4c34d7cc76b5de83c3d652cddda1d966d2b31845c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '71593b62fba312e976fad4d4c34d7cc76b5de83c3d652cddda1d966d2b31845c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -34,6 +34,7 @@ body: BEGIN
   DECLARE v_queue_id CHAR(32) {{ c.ascii }} DEFAULT '';
   DECLARE v_priority INT;
   DECLARE v_head BIGINT UNSIGNED;
+  DECLARE v_last_queue_id CHAR(32) {{ c.ascii }};
   DECLARE v_best_queue_id CHAR(32) {{ c.ascii }};
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
@@ -48,23 +49,29 @@ body: BEGIN
    WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id AND p_slot = 0
      AND r.holder_limit = 1 AND r.rate_wake_at IS NULL;
   IF ROW_COUNT() = 0 THEN
-    -- Otherwise: the row's lock, then the attempt's slot, if the attempt still holds it.
-    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+    -- Otherwise the attempt's slot, if the attempt still holds it: slot 0 (a key of several
+    -- holders, or one that waits for its rate) in one update of the row as above; another slot
+    -- in its orbit_key_slot row, under the resource row's lock, then the count on the row.
     IF p_slot = 0 THEN
       UPDATE orbit_resource r
-         SET r.holder_attempt_id = 0, r.updated_at = p_now
+         SET r.holder_attempt_id = 0, r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1),
+             r.updated_at = p_now
        WHERE r.id = p_resource_id AND r.holder_attempt_id = p_attempt_id;
+      IF ROW_COUNT() = 0 THEN
+        LEAVE body;
+      END IF;
     ELSE
+      SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
       UPDATE orbit_key_slot s
          SET s.attempt_id = 0, s.updated_at = p_now
        WHERE s.resource_id = p_resource_id AND s.slot = p_slot AND s.attempt_id = p_attempt_id;
+      IF ROW_COUNT() = 0 THEN
+        LEAVE body;
+      END IF;
+      UPDATE orbit_resource r
+         SET r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
+       WHERE r.id = p_resource_id;
     END IF;
-    IF ROW_COUNT() = 0 THEN
-      LEAVE body;
-    END IF;
-    UPDATE orbit_resource r
-       SET r.holders = r.holders - 1, r.version = LAST_INSERT_ID(r.version + 1), r.updated_at = p_now
-     WHERE r.id = p_resource_id;
     SET p_release_version = LAST_INSERT_ID();
     -- Several may hold the key, or it waits for its rate: each queue's head, where it has room.
     CALL orbit_key_promote_all(p_resource_id, p_now);
@@ -83,9 +90,15 @@ body: BEGIN
   -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
   -- queue_id or lane as well (five of them, two B-tree dives each), which costs more than the
   -- probe.
+  -- The same statement reads the last queue with blocked tasks of the key (one entry, from the
+  -- range's end), so the walk stops at it without a probe that finds nothing: most keys have
+  -- blocked tasks in one queue.
   heads: LOOP
     SET v_head = NULL;
-    SELECT t.queue_id, t.priority, t.id INTO v_queue_id, v_priority, v_head
+    SELECT t.queue_id, t.priority, t.id,
+           (SELECT MAX(l.queue_id) FROM orbit_task l FORCE INDEX (ix_task_key)
+             WHERE l.resource_id = p_resource_id AND l.lane = 'blocked')
+      INTO v_queue_id, v_priority, v_head, v_last_queue_id
       FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id
        AND t.blocked_reason = ''
@@ -97,6 +110,9 @@ body: BEGIN
     SET p_queues = p_queues + 1;
     IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
       SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
+    END IF;
+    IF v_queue_id >= v_last_queue_id THEN
+      LEAVE heads;
     END IF;
   END LOOP heads;
   IF v_best IS NOT NULL THEN
