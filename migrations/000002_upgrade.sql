@@ -667,6 +667,8 @@ BEGIN
   DECLARE v_count INT DEFAULT 0;
   DECLARE v_i INT DEFAULT 0;
   DECLARE v_path VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  -- The first result's fault (1 attempt_id, 2 outcome, 3 retryable), NULL when none.
+  DECLARE v_fault TINYINT;
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_outcome_in VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_retryable TINYINT;
@@ -745,21 +747,23 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: results must be a JSON array of 1-1000 results';
   END IF;
   SET v_count = JSON_LENGTH(p_results);
-  -- Every result is checked before anything is written.
-  WHILE v_i < v_count DO
-    SET v_path = CONCAT('$[', v_i, ']');
-    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-       OR JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')) < 1 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_id must be a positive integer';
-    END IF;
-    IF COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))), '') NOT IN ('succeeded', 'failed', 'unknown') THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: outcome must be succeeded, failed or unknown';
-    END IF;
-    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))), 'BOOLEAN') NOT IN ('BOOLEAN', 'NULL') THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retryable must be true or false';
-    END IF;
-    SET v_i = v_i + 1;
-  END WHILE;
+  -- Every result is checked before anything is written, in one read of p_results: the first
+  -- fault in input order is raised (within a result: attempt_id, then outcome, then retryable).
+  SELECT MIN(r.ord * 4 + CASE
+               WHEN COALESCE(JSON_TYPE(r.attempt_id), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER') OR r.attempt_id < 1 THEN 1
+               WHEN COALESCE(JSON_UNQUOTE(r.outcome), '') NOT IN ('succeeded', 'failed', 'unknown') THEN 2
+               WHEN COALESCE(JSON_TYPE(r.retryable), 'BOOLEAN') NOT IN ('BOOLEAN', 'NULL') THEN 3
+             END) % 4
+    INTO v_fault
+    FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id JSON PATH '$.attempt_id',
+                    outcome JSON PATH '$.outcome', retryable JSON PATH '$.retryable')) r;
+  IF v_fault = 1 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: attempt_id must be a positive integer';
+  ELSEIF v_fault = 2 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: outcome must be succeeded, failed or unknown';
+  ELSEIF v_fault = 3 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: retryable must be true or false';
+  END IF;
   IF p_claim_max IS NULL OR p_claim_max NOT BETWEEN 0 AND 1000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: claim_max must be between 0 and 1000';
   END IF;
@@ -6612,7 +6616,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '4ba3d00a8e71b09f8708ffbe6106e6f08d37efa41c2d929c6eecc70707856bab', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '480b2045f75b4065bd96ccf821cc0454764137d4b055d2a378b6fd2f52933a8b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '8d838df36197cb8336a03a25134c29e386b28649245fa90f217ac0aa9e7b3860', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6661,5 +6665,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '71593b62fba312e976fad4d4c34d7cc76b5de83c3d652cddda1d966d2b31845c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '71593b62fba312e976fad4d4c34d7cc76b5de83c3d652cddda1d966d2b31845c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4313c2bce374ec71bee96b32331a1c40dabb557400be71bd766dd2e1b8b2d798', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4313c2bce374ec71bee96b32331a1c40dabb557400be71bd766dd2e1b8b2d798', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -367,7 +367,10 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 fn pool_options(max_connections: u32) -> MySqlPoolOptions {
     MySqlPoolOptions::new()
         .max_connections(max_connections)
-        .after_connect(|conn, _meta| Box::pin(causal_reads(conn)))
+        .after_connect(|conn, _meta| {
+            crate::db::CONNECTIONS_OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Box::pin(causal_reads(conn))
+        })
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
             Box::pin(async move {

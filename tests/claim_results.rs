@@ -428,3 +428,90 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
     assert_eq!(active.iter().map(|s| s.1).sum::<u32>(), 1, "{active:?}");
     assert_eq!(incomplete_slots(&f).await.iter().sum::<i64>(), 1);
 }
+
+#[tokio::test]
+async fn malformed_results_are_refused_first_fault_first_and_write_nothing() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "").await;
+    let s = f.session("w", false, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    let a = held[0].attempt_id;
+    let finish = |results: String| {
+        let pool = f.test_db.pool.clone();
+        async move {
+            sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 30000)")
+                .bind(s)
+                .bind(results)
+                .execute(&pool)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let ok = format!(r#"{{"attempt_id": {a}, "outcome": "succeeded"}}"#);
+    // Each refusal names the first faulty result's first fault, in input order.
+    for (results, fault) in [
+        (
+            format!(r#"[{ok}, {{"attempt_id": "7", "outcome": "nope"}}]"#),
+            "attempt_id must be a positive integer",
+        ),
+        (
+            format!(r#"[{{"attempt_id": {a}, "outcome": "maybe"}}, {{"attempt_id": 0}}]"#),
+            "outcome must be succeeded, failed or unknown",
+        ),
+        (
+            format!(r#"[{ok}, {{"attempt_id": {a}, "outcome": "failed", "retryable": "yes"}}]"#),
+            "retryable must be true or false",
+        ),
+        (
+            format!(r#"[{{"attempt_id": 1.5, "outcome": "succeeded"}}]"#),
+            "attempt_id must be a positive integer",
+        ),
+        (
+            format!(r#"[{ok}, 5]"#),
+            "attempt_id must be a positive integer",
+        ),
+        (
+            format!(r#"[{{"outcome": "succeeded"}}]"#),
+            "attempt_id must be a positive integer",
+        ),
+        (
+            format!(r#"[{{"attempt_id": {a}, "outcome": 1}}]"#),
+            "outcome must be succeeded, failed or unknown",
+        ),
+        (
+            format!(r#"[{{"attempt_id": {a}, "outcome": "failed", "retryable": 1}}]"#),
+            "retryable must be true or false",
+        ),
+        (
+            "[]".to_string(),
+            "results must be a JSON array of 1-1000 results",
+        ),
+    ] {
+        let err = finish(results.clone()).await.expect_err(&results);
+        assert!(
+            err.contains(&format!("INVALID_ARGUMENT: {fault}")),
+            "{results}: {err}"
+        );
+    }
+    let state: String =
+        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
+            .bind(a)
+            .fetch_one(&f.test_db.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "LEASED", "a refused call writes nothing");
+    // retryable may be null or missing; a valid call ends the attempt.
+    finish(format!(
+        r#"[{{"attempt_id": {a}, "outcome": "failed", "retryable": null}}]"#
+    ))
+    .await
+    .unwrap();
+    let state: String =
+        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
+            .bind(a)
+            .fetch_one(&f.test_db.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "FAILED");
+}

@@ -41,6 +41,10 @@ pub static RETRIED: AtomicU64 = AtomicU64::new(0);
 /// Times this process moved its calls to the next server of its DSN list.
 pub static FAILOVERS: AtomicU64 = AtomicU64::new(0);
 
+/// Connections this process's pools opened (a connection's setup costs the server more than a
+/// call: tests check that calls reuse them).
+pub static CONNECTIONS_OPENED: AtomicU64 = AtomicU64::new(0);
+
 /// How many connections [`Db`] keeps per server between calls, outside its pool (see
 /// [`Db::call`]): a server's connections number at most `--pool-size` plus these.
 pub const KEPT_PER_SERVER: usize = 2;
@@ -75,6 +79,10 @@ struct Servers {
     /// Per server, the connections kept between calls, most recently used last (see
     /// [`Db::call`]). They are detached from the pool, so closing the pool never waits for them.
     kept: Vec<Mutex<Vec<Kept>>>,
+    /// Per server, how many detached connections are open: kept, or out for a call. At most
+    /// [`KEPT_PER_SERVER`], so a kept connection always has room to come back (see
+    /// [`Db::give_back`]).
+    detached: Vec<Arc<AtomicUsize>>,
     /// Index into `pools` of the server calls go to.
     current: AtomicUsize,
     /// A probe of the current server is running (one at a time).
@@ -106,6 +114,8 @@ enum Conn {
 struct Checkout {
     conn: Option<Conn>,
     discarded: Arc<AtomicU64>,
+    /// The server's count of detached connections ([`Servers::detached`]).
+    detached: Arc<AtomicUsize>,
 }
 
 impl Checkout {
@@ -129,7 +139,10 @@ impl Drop for Checkout {
                 // Detached, the pool may open a replacement; dropped, the socket closes at once
                 // (no QUIT, nothing more read or written on it).
                 Conn::Pooled(c) => drop(c.detach()),
-                Conn::Kept(c) => drop(c),
+                Conn::Kept(c) => {
+                    drop(c);
+                    self.detached.fetch_sub(1, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -194,6 +207,7 @@ impl Db {
             servers: Arc::new(Servers {
                 current: AtomicUsize::new(current % pools.len()),
                 kept: pools.iter().map(|_| Mutex::default()).collect(),
+                detached: pools.iter().map(|_| Arc::default()).collect(),
                 pools,
                 probing: AtomicBool::new(false),
                 discarded: Arc::default(),
@@ -250,7 +264,7 @@ impl Db {
             let Some(Kept { conn, since }) = kept else {
                 break;
             };
-            let mut out = self.checked_out(Conn::Kept(conn));
+            let mut out = self.checked_out(used, Conn::Kept(conn));
             // As the pool's own check (crate::migrate::pool_options): a ping after a second idle.
             if since.elapsed() < crate::migrate::PING_AFTER_IDLE {
                 return Ok(out);
@@ -261,13 +275,14 @@ impl Db {
             // Dropped: closed (a ping without its answer must never be followed by a call).
         }
         let conn = self.servers.pools[used].acquire().await?;
-        Ok(self.checked_out(Conn::Pooled(conn)))
+        Ok(self.checked_out(used, Conn::Pooled(conn)))
     }
 
-    fn checked_out(&self, conn: Conn) -> Checkout {
+    fn checked_out(&self, used: usize, conn: Conn) -> Checkout {
         Checkout {
             conn: Some(conn),
             discarded: self.servers.discarded.clone(),
+            detached: self.servers.detached[used].clone(),
         }
     }
 
@@ -277,22 +292,34 @@ impl Db {
         self.servers.discarded.load(Ordering::Relaxed)
     }
 
-    /// Takes back a connection whose call finished cleanly: kept for the next call while fewer
-    /// than [`KEPT_PER_SERVER`] are, otherwise returned to its pool.
+    /// Takes back a connection whose call finished cleanly: a kept one is kept again; one of the
+    /// pool is kept instead of going back while fewer than [`KEPT_PER_SERVER`] detached
+    /// connections are open, otherwise it goes back to its pool. A kept connection is never
+    /// closed for want of room: under concurrent calls that closed one and made the pool open
+    /// another (a connection's setup, on the server and in `after_connect`) every few calls,
+    /// which halved single submits (BENCHMARKS.md, submit).
     fn give_back(&self, used: usize, mut out: Checkout) {
         let conn = out.conn.take().expect("a checkout holds its connection");
         let pool = &self.servers.pools[used];
+        let detached = &self.servers.detached[used];
         let mut kept = self.servers.kept[used].lock().expect("kept connections");
-        if pool.is_closed() || kept.len() >= KEPT_PER_SERVER {
-            match conn {
-                Conn::Pooled(c) => drop(c),
-                Conn::Kept(c) => drop(c),
-            }
-            return;
-        }
         let conn = match conn {
-            Conn::Pooled(c) => c.detach(),
+            Conn::Kept(c) if pool.is_closed() => {
+                drop(c);
+                detached.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
             Conn::Kept(c) => c,
+            Conn::Pooled(c)
+                if pool.is_closed() || detached.load(Ordering::Relaxed) >= KEPT_PER_SERVER =>
+            {
+                drop(c);
+                return;
+            }
+            Conn::Pooled(c) => {
+                detached.fetch_add(1, Ordering::Relaxed);
+                c.detach()
+            }
         };
         kept.push(Kept {
             conn,
@@ -303,6 +330,7 @@ impl Db {
     /// Closes server `used`'s kept connections (it may be gone, or stalled).
     fn cool(&self, used: usize) {
         let kept = std::mem::take(&mut *self.servers.kept[used].lock().expect("kept connections"));
+        self.servers.detached[used].fetch_sub(kept.len(), Ordering::Relaxed);
         drop(kept);
     }
 

@@ -79,6 +79,8 @@ BEGIN
   DECLARE v_count INT DEFAULT 0;
   DECLARE v_i INT DEFAULT 0;
   DECLARE v_path VARCHAR(32) {{ c.ascii }};
+  -- The first result's fault (1 attempt_id, 2 outcome, 3 retryable), NULL when none.
+  DECLARE v_fault TINYINT;
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_outcome_in VARCHAR(16) {{ c.ascii }};
   DECLARE v_retryable TINYINT;
@@ -149,21 +151,23 @@ BEGIN
     {% call m::raise("INVALID_ARGUMENT", "results must be a JSON array of 1-1000 results") %};
   END IF;
   SET v_count = JSON_LENGTH(p_results);
-  -- Every result is checked before anything is written.
-  WHILE v_i < v_count DO
-    SET v_path = CONCAT('$[', v_i, ']');
-    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id'))), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-       OR JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')) < 1 THEN
-      {% call m::raise("INVALID_ARGUMENT", "attempt_id must be a positive integer") %};
-    END IF;
-    IF COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))), '') NOT IN ('succeeded', 'failed', 'unknown') THEN
-      {% call m::raise("INVALID_ARGUMENT", "outcome must be succeeded, failed or unknown") %};
-    END IF;
-    IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))), 'BOOLEAN') NOT IN ('BOOLEAN', 'NULL') THEN
-      {% call m::raise("INVALID_ARGUMENT", "retryable must be true or false") %};
-    END IF;
-    SET v_i = v_i + 1;
-  END WHILE;
+  -- Every result is checked before anything is written, in one read of p_results: the first
+  -- fault in input order is raised (within a result: attempt_id, then outcome, then retryable).
+  SELECT MIN(r.ord * 4 + CASE
+               WHEN COALESCE(JSON_TYPE(r.attempt_id), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER') OR r.attempt_id < 1 THEN 1
+               WHEN COALESCE(JSON_UNQUOTE(r.outcome), '') NOT IN ('succeeded', 'failed', 'unknown') THEN 2
+               WHEN COALESCE(JSON_TYPE(r.retryable), 'BOOLEAN') NOT IN ('BOOLEAN', 'NULL') THEN 3
+             END) % 4
+    INTO v_fault
+    FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id JSON PATH '$.attempt_id',
+                    outcome JSON PATH '$.outcome', retryable JSON PATH '$.retryable')) r;
+  IF v_fault = 1 THEN
+    {% call m::raise("INVALID_ARGUMENT", "attempt_id must be a positive integer") %};
+  ELSEIF v_fault = 2 THEN
+    {% call m::raise("INVALID_ARGUMENT", "outcome must be succeeded, failed or unknown") %};
+  ELSEIF v_fault = 3 THEN
+    {% call m::raise("INVALID_ARGUMENT", "retryable must be true or false") %};
+  END IF;
   IF p_claim_max IS NULL OR p_claim_max NOT BETWEEN 0 AND 1000 THEN
     {% call m::raise("INVALID_ARGUMENT", "claim_max must be between 0 and 1000") %};
   END IF;
