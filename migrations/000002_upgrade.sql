@@ -3622,6 +3622,8 @@ body: BEGIN
   DECLARE v_position INT;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_paused TINYINT;
+  -- 1 when the visited queue's namespace has a key policy (its keyed candidates read theirs).
+  DECLARE v_policies TINYINT;
   DECLARE v_queue_max INT UNSIGNED;
   DECLARE v_queue_room BIGINT;
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -3734,8 +3736,9 @@ body: BEGIN
               (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
                 WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
                 ORDER BY t.priority DESC, t.id DESC
-                LIMIT 1) IS NOT NULL, 1)
-      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better
+                LIMIT 1) IS NOT NULL, 1),
+           (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
+      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
       FROM orbit_session_queue sq
       JOIN orbit_queue q ON q.id = sq.queue_id
      WHERE sq.session_id = p_session_id AND sq.position = v_position;
@@ -3777,15 +3780,18 @@ body: BEGIN
             INTO v_highest, v_version, v_holder, v_holders, v_key
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
           -- The key's policy as it is now: a change of limit or rate applies from the key's next
-          -- grant (a plain read of at most 1000 index entries of the namespace).
+          -- grant (a plain read of at most 1000 index entries of the namespace),
+          -- unless the queue's namespace had no policy when the visit began (one holder, no rate).
           SET v_key_limit = 1, v_rate_grants = 0, v_rate_seconds = 0;
-          SELECT p.holder_limit, p.rate_grants, p.rate_per_seconds INTO v_key_limit, v_rate_grants, v_rate_seconds
-            FROM orbit_key_policy p
+          IF v_policies THEN
+            SELECT p.holder_limit, p.rate_grants, p.rate_per_seconds INTO v_key_limit, v_rate_grants, v_rate_seconds
+              FROM orbit_key_policy p
        WHERE p.namespace_id = v_namespace_id
          AND ((p.match_kind = 'exact' AND p.key_pattern = v_key)
               OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(v_key, LENGTH(p.key_pattern))))
        ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
        LIMIT 1;
+          END IF;
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
           UPDATE orbit_task t
@@ -6654,7 +6660,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '10f300ae70adfa8b271fe6d4c30a8abb09295f164a0a08ef133a256751840565', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'bc97d29b442c768a9f2232510e466477ec11192ff8794f9300cefab6925d6266', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6665,5 +6671,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4313c2bce374ec71bee96b32331a1c40dabb557400be71bd766dd2e1b8b2d798', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4313c2bce374ec71bee96b32331a1c40dabb557400be71bd766dd2e1b8b2d798', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '3a407528c22b3e1202ea908bcd2d6044ea7c84a0d8c04b5516bee4fe54cbc7e3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '3a407528c22b3e1202ea908bcd2d6044ea7c84a0d8c04b5516bee4fe54cbc7e3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -114,6 +114,8 @@ body: BEGIN
   DECLARE v_position INT;
   DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_paused TINYINT;
+  -- 1 when the visited queue's namespace has a key policy (its keyed candidates read theirs).
+  DECLARE v_policies TINYINT;
   DECLARE v_queue_max INT UNSIGNED;
   DECLARE v_queue_room BIGINT;
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -226,8 +228,9 @@ body: BEGIN
               (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
                 WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
                 ORDER BY t.priority DESC, t.id DESC
-                LIMIT 1) IS NOT NULL, 1)
-      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better
+                LIMIT 1) IS NOT NULL, 1),
+           (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
+      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
       FROM orbit_session_queue sq
       JOIN orbit_queue q ON q.id = sq.queue_id
      WHERE sq.session_id = p_session_id AND sq.position = v_position;
@@ -269,15 +272,18 @@ body: BEGIN
             INTO v_highest, v_version, v_holder, v_holders, v_key
             FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
           -- The key's policy as it is now: a change of limit or rate applies from the key's next
-          -- grant (a plain read of at most 1000 index entries of the namespace).
+          -- grant (a plain read of at most 1000 index entries of the namespace),
+          -- unless the queue's namespace had no policy when the visit began (one holder, no rate).
           SET v_key_limit = 1, v_rate_grants = 0, v_rate_seconds = 0;
-          SELECT p.holder_limit, p.rate_grants, p.rate_per_seconds INTO v_key_limit, v_rate_grants, v_rate_seconds
-            FROM orbit_key_policy p
+          IF v_policies THEN
+            SELECT p.holder_limit, p.rate_grants, p.rate_per_seconds INTO v_key_limit, v_rate_grants, v_rate_seconds
+              FROM orbit_key_policy p
        WHERE p.namespace_id = v_namespace_id
          AND ((p.match_kind = 'exact' AND p.key_pattern = v_key)
               OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(v_key, LENGTH(p.key_pattern))))
        ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
        LIMIT 1;
+          END IF;
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
           UPDATE orbit_task t
