@@ -533,3 +533,16 @@
      WHERE t.resource_id = {{ resource }} AND t.lane = 'blocked' AND t.queue_id > {{ after }}
      ORDER BY t.queue_id LIMIT 1;
     SET {{ out }} = LEAST(COALESCE({{ a }}, {{ b }}), COALESCE({{ b }}, {{ a }})){% endmacro %}
+
+{#- The fence's register of slot p_slot of key p_key (orbit_fence_write_slot): the key, byte 0x1F,
+    the slot in decimal digits; and the checks its callers make first (their p_slot, p_key). -#}
+{% macro fence_slot_register() %}CONCAT(p_key, X'1F', p_slot){% endmacro %}
+{% macro fence_slot_register_check() %}IF p_slot IS NULL OR p_slot NOT BETWEEN 0 AND 999 THEN
+    {% call raise("INVALID_ARGUMENT", "slot must be 0-999 (the key_slot of the grant)") %};
+  END IF;
+  IF p_key IS NULL OR LENGTH(p_key) = 0 THEN
+    {% call raise("INVALID_ARGUMENT", "key must be 1-764 bytes") %};
+  END IF;
+  IF LENGTH(p_key) + 1 + LENGTH(p_slot) > {{ c.key_max_bytes }} THEN
+    {% call raise("INVALID_ARGUMENT", "key too long for a slot register: key bytes + 1 + slot digits must be at most 764") %};
+  END IF{% endmacro %}

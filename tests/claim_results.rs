@@ -494,24 +494,23 @@ async fn malformed_results_are_refused_first_fault_first_and_write_nothing() {
             "{results}: {err}"
         );
     }
-    let state: String =
-        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
-            .bind(a)
-            .fetch_one(&f.test_db.pool)
-            .await
-            .unwrap();
-    assert_eq!(state, "LEASED", "a refused call writes nothing");
+    let state = || {
+        sqlx::query_scalar::<_, String>(
+            "SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?",
+        )
+        .bind(a)
+        .fetch_one(&f.test_db.pool)
+    };
+    assert_eq!(
+        state().await.unwrap(),
+        "LEASED",
+        "a refused call writes nothing"
+    );
     // retryable may be null or missing; a valid call ends the attempt.
     finish(format!(
         r#"[{{"attempt_id": {a}, "outcome": "failed", "retryable": null}}]"#
     ))
     .await
     .unwrap();
-    let state: String =
-        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM orbit_attempt WHERE id = ?")
-            .bind(a)
-            .fetch_one(&f.test_db.pool)
-            .await
-            .unwrap();
-    assert_eq!(state, "FAILED");
+    assert_eq!(state().await.unwrap(), "FAILED");
 }

@@ -310,8 +310,8 @@ BEGIN
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
-                       JOIN orbit_resource r ON r.id = e.resource_id
-                      WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)))
+      JOIN orbit_resource r ON r.id = e.resource_id
+     WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)))
         INTO v_key_left;
     END IF;
     IF v_key_left AND v_key_queues_more THEN

@@ -95,14 +95,15 @@ body: BEGIN
   -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
   -- queue_id or lane as well (five of them, two B-tree dives each), which costs more than the
   -- probe.
-  -- The same statement reads the last queue with blocked tasks of the key (one entry, from the
-  -- range's end), so the walk stops at it without a probe that finds nothing: most keys have
-  -- blocked tasks in one queue.
+  -- The first probe also reads the last queue with blocked tasks of the key (one entry, from the
+  -- range's end; COALESCE evaluates it only while v_last_queue_id is NULL), so the walk stops at
+  -- it without a probe that finds nothing: most keys have blocked tasks in one queue.
   heads: LOOP
     SET v_head = NULL;
     SELECT t.queue_id, t.priority, t.id,
-           (SELECT MAX(l.queue_id) FROM orbit_task l FORCE INDEX (ix_task_key)
-             WHERE l.resource_id = p_resource_id AND l.lane = 'blocked')
+           COALESCE(v_last_queue_id,
+                    (SELECT MAX(l.queue_id) FROM orbit_task l FORCE INDEX (ix_task_key)
+                      WHERE l.resource_id = p_resource_id AND l.lane = 'blocked'))
       INTO v_queue_id, v_priority, v_head, v_last_queue_id
       FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = p_resource_id AND t.lane = 'blocked' AND t.queue_id > v_queue_id

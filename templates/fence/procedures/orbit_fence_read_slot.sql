@@ -11,14 +11,6 @@
 CREATE PROCEDURE orbit_fence_read_slot(IN p_namespace TEXT {{ c.utf8 }}, IN p_key BLOB, IN p_slot BIGINT)
   READS SQL DATA
 BEGIN
-  IF p_slot IS NULL OR p_slot NOT BETWEEN 0 AND 999 THEN
-    {% call m::raise("INVALID_ARGUMENT", "slot must be 0-999 (the key_slot of the grant)") %};
-  END IF;
-  IF p_key IS NULL OR LENGTH(p_key) = 0 THEN
-    {% call m::raise("INVALID_ARGUMENT", "key must be 1-764 bytes") %};
-  END IF;
-  IF LENGTH(p_key) + 1 + LENGTH(p_slot) > {{ c.key_max_bytes }} THEN
-    {% call m::raise("INVALID_ARGUMENT", "key too long for a slot register: key bytes + 1 + slot digits must be at most 764") %};
-  END IF;
-  CALL orbit_fence_read(p_namespace, CONCAT(p_key, X'1F', p_slot));
+  {% call m::fence_slot_register_check() %};
+  CALL orbit_fence_read(p_namespace, {% call m::fence_slot_register() %});
 END

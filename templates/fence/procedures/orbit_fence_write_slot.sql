@@ -32,14 +32,6 @@ CREATE PROCEDURE orbit_fence_write_slot(
   IN p_value MEDIUMTEXT {{ c.utf8 }})
   MODIFIES SQL DATA
 BEGIN
-  IF p_slot IS NULL OR p_slot NOT BETWEEN 0 AND 999 THEN
-    {% call m::raise("INVALID_ARGUMENT", "slot must be 0-999 (the key_slot of the grant)") %};
-  END IF;
-  IF p_key IS NULL OR LENGTH(p_key) = 0 THEN
-    {% call m::raise("INVALID_ARGUMENT", "key must be 1-764 bytes") %};
-  END IF;
-  IF LENGTH(p_key) + 1 + LENGTH(p_slot) > {{ c.key_max_bytes }} THEN
-    {% call m::raise("INVALID_ARGUMENT", "key too long for a slot register: key bytes + 1 + slot digits must be at most 764") %};
-  END IF;
-  CALL orbit_fence_write(p_namespace, CONCAT(p_key, X'1F', p_slot), p_token, p_operation_id, p_caller, p_value);
+  {% call m::fence_slot_register_check() %};
+  CALL orbit_fence_write(p_namespace, {% call m::fence_slot_register() %}, p_token, p_operation_id, p_caller, p_value);
 END
