@@ -243,9 +243,14 @@ pub fn running_as_root() -> bool {
 
 /// Creates a fresh data directory `data` with the machine's initialiser (`mariadb-install-db`, or
 /// `mysqld --initialize-insecure`): root on loopback with no password. A failed attempt leaves no
-/// half-initialised directory behind.
+/// half-initialised directory behind. The initialiser runs a server too, which at startup deletes
+/// every `#sql*` file in its tmpdir: it gets `tmp` beside `data`, never a /tmp another
+/// initialiser is using.
 pub fn initialise_data_dir(data: &Path) -> Result<(), DevError> {
     let server = find_binary(&["mariadbd", "mysqld"]).ok_or(DevError::NoServerBinary)?;
+    let tmp = data.parent().map(|p| p.join("tmp")).unwrap_or_else(|| PathBuf::from("tmp"));
+    std::fs::create_dir_all(&tmp)
+        .map_err(|e| DevError::Setup(format!("cannot create the initialiser's tmpdir: {e}")))?;
     let is_mariadb = server.file_name().is_some_and(|n| n == "mariadbd");
     let root = running_as_root();
     let mut cmd = if is_mariadb {
@@ -265,7 +270,8 @@ pub fn initialise_data_dir(data: &Path) -> Result<(), DevError> {
         cmd.args(["--no-defaults", "--initialize-insecure"]);
         cmd
     };
-    cmd.arg(format!("--datadir={}", data.display()));
+    cmd.arg(format!("--datadir={}", data.display()))
+        .arg(format!("--tmpdir={}", tmp.display()));
     if root {
         cmd.arg("--user=root");
     }
