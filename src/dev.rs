@@ -248,7 +248,10 @@ pub fn running_as_root() -> bool {
 /// initialiser is using.
 pub fn initialise_data_dir(data: &Path) -> Result<(), DevError> {
     let server = find_binary(&["mariadbd", "mysqld"]).ok_or(DevError::NoServerBinary)?;
-    let tmp = data.parent().map(|p| p.join("tmp")).unwrap_or_else(|| PathBuf::from("tmp"));
+    let tmp = data
+        .parent()
+        .map(|p| p.join("tmp"))
+        .unwrap_or_else(|| PathBuf::from("tmp"));
     std::fs::create_dir_all(&tmp)
         .map_err(|e| DevError::Setup(format!("cannot create the initialiser's tmpdir: {e}")))?;
     let is_mariadb = server.file_name().is_some_and(|n| n == "mariadbd");
