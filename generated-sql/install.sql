@@ -102,6 +102,7 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL DEFAULT NULL COMMENT 'JSON error reported by the worker or recovery',
   late_result VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'outcome reported after the attempt had already ended; recorded, never acted on',
   key_slot SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit''s slot it holds (0 to its key''s holder_limit - 1; orbit_key_slot for 1 and up); 0 for a task without a key',
+  handoff_task_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_task.id of the key''s next task its release left blocked for the releasing transaction''s grant to take (orbit_key_release, a result that grants); 0 = none',
   PRIMARY KEY (id),
   UNIQUE KEY ux_attempt_task (task_id, attempt_no),
   KEY ix_attempt_session (session_id, claim_seq),
@@ -620,7 +621,8 @@ DELIMITER ;
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
---   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release).
+--   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release; the
+--   key's next task it returns is recorded as the attempt's handoff_task_id, for that grant).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
 --   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
 -- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
@@ -660,6 +662,7 @@ BEGIN
   DECLARE v_attempts_left TINYINT;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_release_version BIGINT UNSIGNED;
+  DECLARE v_head BIGINT UNSIGNED DEFAULT 0;
 
   -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.key_slot
@@ -712,7 +715,8 @@ BEGIN
   -- The key next: the attempt's update records the version its release wrote.
   SET o_key_queues = 0, v_release_version = 0;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_key_queues, v_release_version);
+    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_key_queues, v_head,
+                           v_release_version);
   END IF;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
     CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
@@ -720,7 +724,8 @@ BEGIN
   UPDATE orbit_attempt a
      SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
          a.output = p_output, a.error = p_error, a.released_at = p_now,
-         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
+         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version),
+         a.handoff_task_id = v_head
    WHERE a.id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
@@ -747,9 +752,10 @@ DELIMITER ;
 -- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
 -- with this one commit, and the worker gets the assignment with the acknowledgement instead of
 -- after a claim of its own (the hand-off the SPEC's hot-key target asks for). Such a release
--- readies only the key's next task, the best head over its queues (priority, then age;
--- orbit_key_release with p_hand_off = 1); a key the grant did not take is then readied in every
--- queue with blocked tasks of it, as any other release leaves it (orbit_key_promote_all).
+-- readies nothing: it leaves the key's next task, the best head over its queues (priority, then
+-- age), blocked for the grant to take (orbit_key_release with p_hand_off = 1, orbit_task_grant's
+-- hand-off); a key the grant did not take is then readied in every queue with blocked tasks of
+-- it, as any other release leaves it (orbit_key_promote_all).
 -- Parameters: p_session_id; p_results: a JSON array of 1-1000 results
 --   {"attempt_id": N, "outcome": "succeeded" | "failed" | "unknown", "retryable": true/false
 --   (failed only; default false), "output": JSON or null, "error": JSON or null}; p_claim_max
@@ -773,8 +779,8 @@ DELIMITER ;
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
 --   unkeyed attempts its orbit_task row; then as orbit_task_grant, whose charge is the quota work
---   it does; then, for each released key the grant did not take and with blocked tasks in several
---   queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
+--   it does; then, for each handed-off key the grant did not take, the key's blocked head task per
+--   queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
 --   tasks' incomplete charges go back, in one statement, each row by its primary key). The grant
 --   counts the charges given back on the session's slot as room (p_credit), so the capacity
@@ -812,9 +818,6 @@ BEGIN
   -- How many attempts this call ended, and how many of their keys went to a next task.
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_handed_off INT DEFAULT 0;
-  -- 1 when a handed-off key has blocked tasks in more than one queue (orbit_key_release's
-  -- p_queues > 1): only such a key, if the grant leaves it, needs promoting in its other queues.
-  DECLARE v_key_queues_more TINYINT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -852,15 +855,16 @@ BEGIN
                   outcome VARCHAR(16) PATH '$.outcome')) r
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
-  -- The keys this call released that still have room after the grant (opened after the grant; a
-  -- plain read of the resource rows, exact: we hold them).
+  -- The keys this call handed off that still have room after the grant: the grant did not take
+  -- their next task (opened after the grant; a plain read of the resource rows, exact: we hold
+  -- them).
   DECLARE c_released_keys CURSOR FOR
-    SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+    SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
       JOIN orbit_resource r ON r.id = e.resource_id
-     WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0));
+     WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)) AND e.handoff_task_id <> 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -969,7 +973,7 @@ BEGIN
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
       SELECT e.task_id, e.id, 'attempt_succeeded', IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), 'SUCCEEDED', 0,
              'attempt SUCCEEDED; permits released', v_now
-        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
@@ -1006,7 +1010,6 @@ BEGIN
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
           v_handed_off = v_handed_off + (v_key_queues > 0),
-          v_key_queues_more = v_key_queues_more OR v_key_queues > 1,
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
       SET v_duplicate = 1;
@@ -1023,21 +1026,21 @@ BEGIN
         v_i = v_i + 1;
   END WHILE;
   IF p_claim_max > 0 THEN
-    -- Scans start where the session's last one stopped unless these results readied tasks (a
-    -- key's next task, a retry), which may sit behind that point. The charges given back below
+    -- The grant takes the keys these results handed off first (p_results: their next tasks are
+    -- still blocked). Its scans start where the session's last one stopped unless these results
+    -- readied tasks (a retry), which may sit behind that point. The charges given back below
     -- (quota rows last, after the grant's rows) count as room for it: v_credit of them on the
     -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, p_results, NOT v_requeued,
                           v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
-    -- The keys handed off above made only their next task ready (orbit_key_release). A key the
-    -- grant did not take leaves that task ready for other sessions (v_key_left, for the wake
-    -- below), and a key with blocked tasks in other queues gets a ready task in each of them, as
-    -- any other release leaves it; a key of one such queue has its ready task there already.
-    -- (Plain reads, exact: we hold the resource rows.)
+    -- The keys handed off above readied nothing (orbit_key_release). A key the grant did not take
+    -- gets a ready task in each queue with blocked tasks of it, as any other release leaves it,
+    -- for other sessions (v_key_left, for the wake below). (Plain reads, exact: we hold the
+    -- resource rows.)
     IF v_handed_off > 0 THEN
-      SELECT EXISTS (SELECT 1 FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+      SELECT EXISTS (SELECT 1 FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
@@ -1045,7 +1048,7 @@ BEGIN
      WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)))
         INTO v_key_left;
     END IF;
-    IF v_key_left AND v_key_queues_more THEN
+    IF v_key_left THEN
       SET v_done = 0;
       OPEN c_released_keys;
       released_keys: LOOP
@@ -1065,7 +1068,7 @@ BEGIN
   IF v_ended_count > 0 THEN
     UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
-            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) a
@@ -1098,14 +1101,14 @@ BEGIN
     -- materialised through ix_task_due, reading every ready task on every result. (SELECT ...
     -- INTO: a subquery in SET or IF would be a locking read.)
     SELECT EXISTS (SELECT 1
-                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')
         OR EXISTS (SELECT 1
-                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
@@ -1114,7 +1117,7 @@ BEGIN
       INTO v_wake;
     IF v_wake THEN
       SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM (SELECT DISTINCT e.queue_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+      FROM (SELECT DISTINCT e.queue_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e) w
@@ -2548,20 +2551,21 @@ DELIMITER ;
 --   p_hand_off = 0, or a key that may have more than one holder or waits for its rate: one blocked
 --     task per queue that has blocked tasks of the key, where the key has room
 --     (orbit_key_promote_all);
---   p_hand_off = 1 and a key of one holder that its holder frees: only the key's next task, the
---     best queue head (priority, then age) over those queues. For a caller that grants in the
---     same transaction (orbit_attempt_finish): promoting in every queue, then demoting the heads
---     the grant did not take because it took the key, cost a promotion and a demotion per extra
---     queue on every hand-off. The caller must call orbit_key_promote_all after its grant if the
---     key still has room and p_queues > 1.
+--   p_hand_off = 1 and a key of one holder that its holder frees: none. The key's next task,
+--     the best queue head (priority, then age) over those queues, is returned (p_head) for the
+--     caller's grant in the same transaction (orbit_attempt_finish, through the attempt's
+--     handoff_task_id), which takes it straight from the blocked lane: readying it first would
+--     cost a write of the task row and a scan of the ready lane to find it again. The caller
+--     must call orbit_key_promote_all after its grant if the key still has room.
 -- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
 -- are blocked.
 -- Parameters: p_resource_id; p_attempt_id; p_slot (the attempt's key_slot); p_now; p_hand_off
 --   (0 or 1); OUT p_queues: with the hand-off of one holder's key, how many queues have a blocked
---   task of the key that a grant may take (the promoted head's among them); otherwise, or when
---   this attempt held no permit, 0; OUT p_release_version: the resource row's version this
---   release wrote, for the caller to record as the attempt's release_version (0 when this
---   attempt held no permit: nothing written).
+--   task of the key that a grant may take (p_head's among them); otherwise, or when this attempt
+--   held no permit, 0; OUT p_head: with the hand-off of one holder's key, the key's next task
+--   (left in the blocked lane, unlocked), otherwise 0; OUT p_release_version: the resource row's
+--   version this release wrote, for the caller to record as the attempt's release_version (0
+--   when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
 -- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), the
 --   orbit_key_slot row (slots 1 and up), then the promoted task rows (SKIP LOCKED).
@@ -2569,7 +2573,8 @@ DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED,
                                    IN p_slot SMALLINT UNSIGNED, IN p_now DATETIME(6),
-                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_release_version BIGINT UNSIGNED)
+                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_head BIGINT UNSIGNED,
+                                   OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_lock BIGINT UNSIGNED;
@@ -2577,10 +2582,9 @@ body: BEGIN
   DECLARE v_priority INT;
   DECLARE v_head BIGINT UNSIGNED;
   DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
-  SET p_queues = 0, p_release_version = 0;
+  SET p_queues = 0, p_head = 0, p_release_version = 0;
   -- The common case in one update: a key of one holder, not waiting for its rate, freed by its
   -- holder (slot 0). It writes nothing otherwise. The version written is read back without a
   -- statement: LAST_INSERT_ID(expr) returns expr and keeps it for LAST_INSERT_ID() (the
@@ -2626,9 +2630,9 @@ body: BEGIN
   END IF;
   -- Each queue's head, in queue id order: ix_task_key's order, so each probe reads one entry
   -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
-  -- Plain reads, then one lock below: locking reads here, which would also lock and pass over
-  -- the entries the key's last hand-offs moved out of the lane and purge has not removed yet,
-  -- cost more than the lock they save (BENCHMARKS.md, hotkey). FORCE INDEX, as in every probe
+  -- Plain reads (the caller's grant locks the head it takes): locking reads here would also lock
+  -- and pass over the entries the key's last hand-offs moved out of the lane and purge has not
+  -- removed yet (BENCHMARKS.md, hotkey). FORCE INDEX, as in every probe
   -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
   -- queue_id or lane as well (five of them, two B-tree dives each), which costs more than the
   -- probe.
@@ -2652,24 +2656,13 @@ body: BEGIN
     END IF;
     SET p_queues = p_queues + 1;
     IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
-      SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
+      SET v_best_priority = v_priority, v_best = v_head;
     END IF;
     IF v_queue_id >= v_last_queue_id THEN
       LEAVE heads;
     END IF;
   END LOOP heads;
-  IF v_best IS NOT NULL THEN
-    -- Promoted here rather than by orbit_key_promote, whose checks hold already (this release
-    -- freed the key of one holder, and a held key has no ready task): the head row itself, unless someone else
-    -- holds it (a cancel or expiry is never waited for: then the queue's next task, as usual).
-    SET v_lock = NULL;
-    SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_best AND t.lane = 'blocked' FOR UPDATE SKIP LOCKED;
-    IF v_lock IS NULL THEN
-      CALL orbit_key_promote(p_resource_id, v_best_queue_id, p_now);
-    ELSE
-      UPDATE orbit_task t SET t.lane = 'ready', t.updated_at = p_now WHERE t.id = v_best;
-    END IF;
-  END IF;
+  SET p_head = COALESCE(v_best, 0);
 END$$
 DELIMITER ;
 
@@ -4625,7 +4618,7 @@ BEGIN
   START TRANSACTION;
   -- From the front of each ready lane: a claim on its own is how a woken session finds what
   -- other sessions readied.
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0, 0, 0,
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 0,
                         v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
   IF v_deferred THEN
     -- The session's slot refused the charge and may stay locked (see orbit_task_grant): again,
@@ -4633,7 +4626,7 @@ BEGIN
     ROLLBACK;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, 0, 0, 1,
+    CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 1,
                           v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
   END IF;
   IF v_seq = 0 THEN
@@ -5181,7 +5174,12 @@ DELIMITER ;
 -- that would exceed the rate goes back to the blocked lane, and its key waits for rate_wake_at
 -- (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
 -- each queue.
--- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
+-- A grant in a result's transaction (p_results) first takes the hand-off: the next tasks of the
+-- keys those results released, which the releases left in the blocked lane for it
+-- (orbit_attempt.handoff_task_id; see c_handoffs for which it may take), so a hot key goes on
+-- without its next task being readied and found again in the ready lane. A key's next task thus
+-- goes before older ready tasks of its priority. What it leaves, the caller readies.
+-- Other candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key has room, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
 -- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
@@ -5203,7 +5201,8 @@ DELIMITER ;
 -- from the front (a claim) takes it at once (the SPEC promises no FIFO order; priority orders
 -- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
---   p_now; p_hinted: 1 = scans may start where the session's last one stopped (see above; a
+--   p_now; p_results: the caller's results (orbit_attempt_finish's p_results, checked there), whose
+--   attempts ended at p_now hold the hand-off, or NULL (a claim); p_hinted: 1 = scans may start where the session's last one stopped (see above; a
 --   caller that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
 --   the session's slot that the caller gives back after this grant (orbit_attempt_finish's
 --   results, whose quota work comes last), counted as room; p_every_slot: 1 = charge under a lock
@@ -5225,8 +5224,8 @@ DELIMITER ;
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
---   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
+--   the hand-off's and the candidates' orbit_task rows (FOR UPDATE SKIP LOCKED); the
+--   orbit_resource row of a keyed candidate (a hand-off's, the caller's already); the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
 --   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
 --   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
@@ -5236,7 +5235,8 @@ DELIMITER ;
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), IN p_hinted TINYINT, IN p_credit INT,
+                                  IN p_now DATETIME(6), IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+                                  IN p_hinted TINYINT, IN p_credit INT,
                                   IN p_every_slot TINYINT, OUT p_deferred TINYINT, OUT p_seq BIGINT UNSIGNED,
                                   OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
@@ -5325,6 +5325,11 @@ body: BEGIN
   DECLARE v_priority TINYINT UNSIGNED;
   DECLARE v_hinted TINYINT;
   DECLARE v_better TINYINT;
+  -- 1 while the grant takes the hand-off's tasks (c_handoffs), before it visits the queues.
+  DECLARE v_handing_off TINYINT DEFAULT p_results IS NOT NULL;
+  -- 1 once the hand-off readied a task (see there): the scans start at the front.
+  DECLARE v_readied TINYINT DEFAULT 0;
+  DECLARE v_lock BIGINT UNSIGNED;
   -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
   -- is planned, and the optimizer otherwise estimates the range in each index that starts with
   -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
@@ -5340,6 +5345,27 @@ body: BEGIN
      ORDER BY t.priority, t.id
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
+  -- The hand-off (p_results): the keys the caller's results released go to their next tasks,
+  -- which the releases left blocked for this grant (orbit_attempt.handoff_task_id), where the
+  -- session may take them: in one of its queues, not paused and without a permit limit (whose
+  -- room is counted per visit), with no ready task of a better priority there. A plain read (a
+  -- locking one would lock every row it joins): each task is locked as it is taken.
+  DECLARE c_handoffs CURSOR FOR
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority,
+           t.queue_id, (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+      STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = x.handoff_task_id
+      STRAIGHT_JOIN orbit_session_queue sq FORCE INDEX (PRIMARY) ON sq.session_id = p_session_id AND sq.queue_id = t.queue_id
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = t.queue_id
+     WHERE x.session_id = p_session_id AND x.released_at = p_now AND x.handoff_task_id <> 0
+       AND t.lane = 'blocked' AND t.blocked_reason = '' AND v_keys
+       AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
+       AND NOT q.paused AND q.max_active_attempts = 0
+       AND NOT EXISTS (SELECT 1 FROM orbit_task b FORCE INDEX (ix_task_dispatch)
+                        WHERE b.queue_id = t.queue_id AND b.lane = 'ready' AND b.priority < t.priority)
+     ORDER BY t.priority, t.id
+     LIMIT v_budget;
 
   SET p_deferred = 0, p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
@@ -5373,45 +5399,50 @@ body: BEGIN
   END IF;
   SET v_any_handler = (v_handlers = '[]');
 
-  queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
-    -- Visit the session's queues from a rotating start position: visit v takes the queue at
-    -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
-    -- of ux_session_queue_position, no sort.
-    -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
-    -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
-    -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
-    -- of it, which the probe would pass over as the cursor does, and then the scan again.
-    -- A scan from where the session's last one stopped (see the header) first needs to know that
-    -- no better priority is ready: probed downwards from that priority, because a probe upwards
-    -- from the front would pass over the entries the scan is to skip.
-    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
-        v_hinted = p_hinted AND v_scan_task_id > 0 AND v_position = v_scan_position
-                   AND v_seq % 16 <> 0;
-    SELECT sq.queue_id, q.paused, q.max_active_attempts,
-           IF(v_queue_count > 1,
-              EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
-                       WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
-           IF(v_hinted,
-              (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
-                WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
-                ORDER BY t.priority DESC, t.id DESC
-                LIMIT 1) IS NOT NULL, 1),
-           (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
-      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
-      FROM orbit_session_queue sq
-      JOIN orbit_queue q ON q.id = sq.queue_id
-     WHERE sq.session_id = p_session_id AND sq.position = v_position;
-    SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
-    IF v_queue_id IS NULL OR v_paused THEN
-      ITERATE queues;
-    END IF;
-    SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
-        v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
-    IF v_queue_max > 0 AND v_any_ready THEN
-      SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
-        FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
-       WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
+  queues: WHILE (v_handing_off OR v_visit < v_queue_count) AND v_granted < v_budget DO
+    IF v_handing_off THEN
+      -- The hand-off first, as one visit over the session's queues (each task carries its queue).
+      SET v_any_ready = 1, v_queue_room = v_budget, v_from_task_id = 0;
+    ELSE
+      -- Visit the session's queues from a rotating start position: visit v takes the queue at
+      -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
+      -- of ux_session_queue_position, no sort.
+      -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
+      -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
+      -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
+      -- of it, which the probe would pass over as the cursor does, and then the scan again.
+      -- A scan from where the session's last one stopped (see the header) first needs to know that
+      -- no better priority is ready: probed downwards from that priority, because a probe upwards
+      -- from the front would pass over the entries the scan is to skip.
+      SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
+          v_hinted = p_hinted AND NOT v_readied AND v_scan_task_id > 0 AND v_position = v_scan_position
+                     AND v_seq % 16 <> 0;
+      SELECT sq.queue_id, q.paused, q.max_active_attempts,
+             IF(v_queue_count > 1,
+                EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                         WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
+             IF(v_hinted,
+                (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                  WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
+                  ORDER BY t.priority DESC, t.id DESC
+                  LIMIT 1) IS NOT NULL, 1),
+             (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
+        INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
+        FROM orbit_session_queue sq
+        JOIN orbit_queue q ON q.id = sq.queue_id
+       WHERE sq.session_id = p_session_id AND sq.position = v_position;
+      SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
+      IF v_queue_id IS NULL OR v_paused THEN
+        ITERATE queues;
+      END IF;
+      SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
+          v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
+      IF v_queue_max > 0 AND v_any_ready THEN
+        SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
+        SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
+          FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+         WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
+      END IF;
     END IF;
 
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
@@ -5419,20 +5450,45 @@ body: BEGIN
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
     candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
-      OPEN c_candidates;
+      IF v_handing_off THEN
+        OPEN c_handoffs;
+      ELSE
+        OPEN c_candidates;
+      END IF;
       batch: LOOP
         SET v_task_id = NULL;
         fetch_one: BEGIN
           -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
-          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
+          IF v_handing_off THEN
+            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot,
+                                  v_priority, v_queue_id, v_policies;
+          ELSE
+            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
+          END IF;
         END fetch_one;
-        IF v_task_id IS NULL THEN
+        IF v_task_id IS NULL OR v_granted >= v_budget THEN
           LEAVE batch;
         END IF;
-        -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
-        SET v_fetched = v_fetched + 1,
-            v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
+        IF v_handing_off THEN
+          -- The task, unless someone else holds it (a cancel or expiry is never waited for: the
+          -- queue's next task of the key is readied instead, as a release readies it, for the
+          -- scans below) or it was taken already (a result repeated in p_results: the key is
+          -- full, and nothing is readied).
+          SET v_lock = NULL;
+          SELECT t.id INTO v_lock FROM orbit_task t
+           WHERE t.id = v_task_id AND t.lane = 'blocked' AND t.blocked_reason = ''
+             FOR UPDATE SKIP LOCKED;
+          IF v_lock IS NULL THEN
+            CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
+            SET v_readied = 1;
+            ITERATE batch;
+          END IF;
+        ELSE
+          -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
+          SET v_fetched = v_fetched + 1,
+              v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
+        END IF;
 
         IF v_resource_id <> 0 THEN
           SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
@@ -5578,6 +5634,11 @@ body: BEGIN
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
             v_last_attempt_id = v_attempt_id;
       END LOOP batch;
+      IF v_handing_off THEN
+        CLOSE c_handoffs;
+        SET v_handing_off = 0;
+        LEAVE candidates;
+      END IF;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
         IF v_from_task_id > 0 THEN
@@ -7390,7 +7451,7 @@ DELIMITER ;
 -- The catalog rows come last: a script that stops early never claims its version.
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application', 1, 'a645b4cae1e4093d773f4964f022e0c6777d0c2ad53dfd5edbbde32881758991', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 1, '9f04b73c139415acca6cd7753d4c8a14051e4c7efbf8ee3af40d8dbb1f172641', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, 'e0f1094daf303b5ca9717b52f62063d813f6679abf57ccf7e03087221ad4cef3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, 'd8067e5e8f94c8307db1260c5fb3c8252f88f9c729040902d36e9cf5229bcd5c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential_scope', 1, '25b671400ad575be781068519eabb8300eea2f1069dc96a1ea08b88e22dd2ec7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7411,8 +7472,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '4ba3d00a8e71b09f8708ffbe6106e6f08d37efa41c2d929c6eecc70707856bab', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'd70d67368507da1a7be0235dad0ac2bd18f509d75583534dff767e3b96286b3f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'ef2ca0c7793a5df22fb38deb3afe0f816360e52b53d7531d52d989bc025be943', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '988adb1ae17d6a2d5469c8f0b6c8ed9be06096ab07621d25992a5be98ac75944', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7433,7 +7494,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, '9512d2a640e1839ecec0b2c70d76d769ec840638d92ce0c01d1edc7c114ec426', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '87f7d11b77a852e88b305408b65975a63ba1646ca32bdd7650e2312b12467db0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '2b1035a4eae217d8c68b7941699fe263d145d8ba4df3c2dcbc0a97196879dc43', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, 'afcfba06a48864aea260a97906c3cf117fe5aca59927fbcafa0f377e81e37587', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '0907c12d1167f7ef82e346bf9b5a2895b2ceec9be8948102269f6ab723a57280', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7456,12 +7517,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'c36b5dfa31650ac89b159bb70e69e92b330744464e83b5a57c5d09037c562a39', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'b21b07cd9913175364383b2c867c6b3e499df9543a691b9eef5cd3f45af1cd76', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'af0800e53ed91b928713fc2f5b7bd7142c439fede82acf3f4ebabd96ab94efc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 1, '2337c07876ddd1a1699b5a1b894c38737f3b0c4bfebcca373f9023842950a3c9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'bc97d29b442c768a9f2232510e466477ec11192ff8794f9300cefab6925d6266', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '6e1412bf8ab071f1680656c13e76972a4c26db8c13cda01e5928b85294f50ed4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7472,5 +7533,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'e25e80419a88a316605a5871b912f2676b2f87e6f980bafdac702a7f1bee8722', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'e25e80419a88a316605a5871b912f2676b2f87e6f980bafdac702a7f1bee8722', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '83a6417f5358f341bce2c1f1d6e416d615b906ca731f2723d83d42ba9bdf6333', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '83a6417f5358f341bce2c1f1d6e416d615b906ca731f2723d83d42ba9bdf6333', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

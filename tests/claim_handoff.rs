@@ -114,6 +114,47 @@ async fn a_result_that_grants_readies_only_the_key_s_best_next_task_and_the_rest
 }
 
 #[tokio::test]
+async fn a_hand_off_goes_before_older_ready_tasks_of_its_priority_and_after_better_ones() {
+    // The key's next task is granted straight from the blocked lane, ahead of an older ready task
+    // of its priority (readied first, it would have queued behind that one); a ready task of a
+    // better priority still goes first, and the key's next task is then readied for others.
+    let f = Fixture::new().await;
+    let one = ClaimAfter {
+        max: 1,
+        lease_ms: 30_000,
+    };
+    f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let holder = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    let older = f.submit(&f.queue_id, "").await;
+    let next = f.submit(&f.queue_id, "k").await;
+    assert!(older.id < next.id);
+    let (_, grants) = succeed(&f, s, holder.attempt_id, one).await.unwrap();
+    assert_eq!(
+        grants.iter().map(|g| g.task.id).collect::<Vec<_>>(),
+        vec![next.id],
+        "the hand-off goes first within its priority"
+    );
+    assert_eq!(f.lane(older.id).await, "ready");
+
+    let urgent = f
+        .submit_task(&orbit::db::tasks::NewTask {
+            priority: Some(0),
+            ..f.task(&f.queue_id, "")
+        })
+        .await;
+    let after = f.submit(&f.queue_id, "k").await;
+    let (ack, grants) = succeed(&f, s, grants[0].attempt_id, one).await.unwrap();
+    assert_eq!(
+        grants.iter().map(|g| g.task.id).collect::<Vec<_>>(),
+        vec![urgent.id],
+        "a better priority goes before the hand-off"
+    );
+    assert_eq!(ready_of_key(&f, "k").await, vec![after.id]);
+    assert!(ack.wake, "the key's next task was left to other sessions");
+}
+
+#[tokio::test]
 async fn a_key_whose_best_next_task_is_in_another_queue_is_left_ready_in_every_queue() {
     // A session that does not serve the best head's queue: that head is readied for the sessions
     // that do (the grant takes nothing of the key, even the head of its own queue, which waits

@@ -19,7 +19,8 @@
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
---   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release).
+--   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release; the
+--   key's next task it returns is recorded as the attempt's handoff_task_id, for that grant).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
 --   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
 -- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
@@ -59,6 +60,7 @@ BEGIN
   DECLARE v_attempts_left TINYINT;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_release_version BIGINT UNSIGNED;
+  DECLARE v_head BIGINT UNSIGNED DEFAULT 0;
 
   -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.key_slot
@@ -111,7 +113,8 @@ BEGIN
   -- The key next: the attempt's update records the version its release wrote.
   SET o_key_queues = 0, v_release_version = 0;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_key_queues, v_release_version);
+    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_key_queues, v_head,
+                           v_release_version);
   END IF;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
     CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
@@ -119,7 +122,8 @@ BEGIN
   UPDATE orbit_attempt a
      SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
          a.output = p_output, a.error = p_error, a.released_at = p_now,
-         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version)
+         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version),
+         a.handoff_task_id = v_head
    WHERE a.id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)

@@ -11,20 +11,21 @@
 --   p_hand_off = 0, or a key that may have more than one holder or waits for its rate: one blocked
 --     task per queue that has blocked tasks of the key, where the key has room
 --     (orbit_key_promote_all);
---   p_hand_off = 1 and a key of one holder that its holder frees: only the key's next task, the
---     best queue head (priority, then age) over those queues. For a caller that grants in the
---     same transaction (orbit_attempt_finish): promoting in every queue, then demoting the heads
---     the grant did not take because it took the key, cost a promotion and a demotion per extra
---     queue on every hand-off. The caller must call orbit_key_promote_all after its grant if the
---     key still has room and p_queues > 1.
+--   p_hand_off = 1 and a key of one holder that its holder frees: none. The key's next task,
+--     the best queue head (priority, then age) over those queues, is returned (p_head) for the
+--     caller's grant in the same transaction (orbit_attempt_finish, through the attempt's
+--     handoff_task_id), which takes it straight from the blocked lane: readying it first would
+--     cost a write of the task row and a scan of the ready lane to find it again. The caller
+--     must call orbit_key_promote_all after its grant if the key still has room.
 -- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
 -- are blocked.
 -- Parameters: p_resource_id; p_attempt_id; p_slot (the attempt's key_slot); p_now; p_hand_off
 --   (0 or 1); OUT p_queues: with the hand-off of one holder's key, how many queues have a blocked
---   task of the key that a grant may take (the promoted head's among them); otherwise, or when
---   this attempt held no permit, 0; OUT p_release_version: the resource row's version this
---   release wrote, for the caller to record as the attempt's release_version (0 when this
---   attempt held no permit: nothing written).
+--   task of the key that a grant may take (p_head's among them); otherwise, or when this attempt
+--   held no permit, 0; OUT p_head: with the hand-off of one holder's key, the key's next task
+--   (left in the blocked lane, unlocked), otherwise 0; OUT p_release_version: the resource row's
+--   version this release wrote, for the caller to record as the attempt's release_version (0
+--   when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
 -- Locks: (the caller holds the attempt's row already) the orbit_resource row (updated), the
 --   orbit_key_slot row (slots 1 and up), then the promoted task rows (SKIP LOCKED).
@@ -32,7 +33,8 @@ DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED,
                                    IN p_slot SMALLINT UNSIGNED, IN p_now DATETIME(6),
-                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_release_version BIGINT UNSIGNED)
+                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_head BIGINT UNSIGNED,
+                                   OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_lock BIGINT UNSIGNED;
@@ -40,10 +42,9 @@ body: BEGIN
   DECLARE v_priority INT;
   DECLARE v_head BIGINT UNSIGNED;
   DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_best_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
-  SET p_queues = 0, p_release_version = 0;
+  SET p_queues = 0, p_head = 0, p_release_version = 0;
   -- The common case in one update: a key of one holder, not waiting for its rate, freed by its
   -- holder (slot 0). It writes nothing otherwise. The version written is read back without a
   -- statement: LAST_INSERT_ID(expr) returns expr and keeps it for LAST_INSERT_ID() (the
@@ -89,9 +90,9 @@ body: BEGIN
   END IF;
   -- Each queue's head, in queue id order: ix_task_key's order, so each probe reads one entry
   -- past the previous queue (the tasks a grant may not take, blocked_reason set, are passed over).
-  -- Plain reads, then one lock below: locking reads here, which would also lock and pass over
-  -- the entries the key's last hand-offs moved out of the lane and purge has not removed yet,
-  -- cost more than the lock they save (BENCHMARKS.md, hotkey). FORCE INDEX, as in every probe
+  -- Plain reads (the caller's grant locks the head it takes): locking reads here would also lock
+  -- and pass over the entries the key's last hand-offs moved out of the lane and purge has not
+  -- removed yet (BENCHMARKS.md, hotkey). FORCE INDEX, as in every probe
   -- of ix_task_key: without it the optimizer estimates the range in each index that starts with
   -- queue_id or lane as well (five of them, two B-tree dives each), which costs more than the
   -- probe.
@@ -115,23 +116,12 @@ body: BEGIN
     END IF;
     SET p_queues = p_queues + 1;
     IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
-      SET v_best_queue_id = v_queue_id, v_best_priority = v_priority, v_best = v_head;
+      SET v_best_priority = v_priority, v_best = v_head;
     END IF;
     IF v_queue_id >= v_last_queue_id THEN
       LEAVE heads;
     END IF;
   END LOOP heads;
-  IF v_best IS NOT NULL THEN
-    -- Promoted here rather than by orbit_key_promote, whose checks hold already (this release
-    -- freed the key of one holder, and a held key has no ready task): the head row itself, unless someone else
-    -- holds it (a cancel or expiry is never waited for: then the queue's next task, as usual).
-    SET v_lock = NULL;
-    SELECT t.id INTO v_lock FROM orbit_task t WHERE t.id = v_best AND t.lane = 'blocked' FOR UPDATE SKIP LOCKED;
-    IF v_lock IS NULL THEN
-      CALL orbit_key_promote(p_resource_id, v_best_queue_id, p_now);
-    ELSE
-      UPDATE orbit_task t SET t.lane = 'ready', t.updated_at = p_now WHERE t.id = v_best;
-    END IF;
-  END IF;
+  SET p_head = COALESCE(v_best, 0);
 END$$
 DELIMITER ;

@@ -14,7 +14,12 @@
 -- that would exceed the rate goes back to the blocked lane, and its key waits for rate_wake_at
 -- (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
 -- each queue.
--- Candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
+-- A grant in a result's transaction (p_results) first takes the hand-off: the next tasks of the
+-- keys those results released, which the releases left in the blocked lane for it
+-- (orbit_attempt.handoff_task_id; see c_handoffs for which it may take), so a hot key goes on
+-- without its next task being readied and found again in the ready lane. A key's next task thus
+-- goes before older ready tasks of its priority. What it leaves, the caller readies.
+-- Other candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
 -- at most one task per queue and only while the key has room, so tasks blocked on a busy key are
 -- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
 -- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
@@ -36,7 +41,8 @@
 -- from the front (a claim) takes it at once (the SPEC promises no FIFO order; priority orders
 -- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
---   p_now; p_hinted: 1 = scans may start where the session's last one stopped (see above; a
+--   p_now; p_results: the caller's results (orbit_attempt_finish's p_results, checked there), whose
+--   attempts ended at p_now hold the hand-off, or NULL (a claim); p_hinted: 1 = scans may start where the session's last one stopped (see above; a
 --   caller that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
 --   the session's slot that the caller gives back after this grant (orbit_attempt_finish's
 --   results, whose quota work comes last), counted as room; p_every_slot: 1 = charge under a lock
@@ -58,8 +64,8 @@
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
---   candidate orbit_task rows (FOR UPDATE SKIP LOCKED); the orbit_resource row of a keyed
---   candidate; the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
+--   the hand-off's and the candidates' orbit_task rows (FOR UPDATE SKIP LOCKED); the
+--   orbit_resource row of a keyed candidate (a hand-off's, the caller's already); the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
 --   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
 --   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
@@ -69,7 +75,8 @@
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
-                                  IN p_now DATETIME(6), IN p_hinted TINYINT, IN p_credit INT,
+                                  IN p_now DATETIME(6), IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+                                  IN p_hinted TINYINT, IN p_credit INT,
                                   IN p_every_slot TINYINT, OUT p_deferred TINYINT, OUT p_seq BIGINT UNSIGNED,
                                   OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
@@ -158,6 +165,11 @@ body: BEGIN
   DECLARE v_priority TINYINT UNSIGNED;
   DECLARE v_hinted TINYINT;
   DECLARE v_better TINYINT;
+  -- 1 while the grant takes the hand-off's tasks (c_handoffs), before it visits the queues.
+  DECLARE v_handing_off TINYINT DEFAULT p_results IS NOT NULL;
+  -- 1 once the hand-off readied a task (see there): the scans start at the front.
+  DECLARE v_readied TINYINT DEFAULT 0;
+  DECLARE v_lock BIGINT UNSIGNED;
   -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
   -- is planned, and the optimizer otherwise estimates the range in each index that starts with
   -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
@@ -173,6 +185,27 @@ body: BEGIN
      ORDER BY t.priority, t.id
      LIMIT v_want
        FOR UPDATE SKIP LOCKED;
+  -- The hand-off (p_results): the keys the caller's results released go to their next tasks,
+  -- which the releases left blocked for this grant (orbit_attempt.handoff_task_id), where the
+  -- session may take them: in one of its queues, not paused and without a permit limit (whose
+  -- room is counted per visit), with no ready task of a better priority there. A plain read (a
+  -- locking one would lock every row it joins): each task is locked as it is taken.
+  DECLARE c_handoffs CURSOR FOR
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority,
+           t.queue_id, (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+      STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = x.handoff_task_id
+      STRAIGHT_JOIN orbit_session_queue sq FORCE INDEX (PRIMARY) ON sq.session_id = p_session_id AND sq.queue_id = t.queue_id
+      STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = t.queue_id
+     WHERE x.session_id = p_session_id AND x.released_at = p_now AND x.handoff_task_id <> 0
+       AND t.lane = 'blocked' AND t.blocked_reason = '' AND v_keys
+       AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
+       AND NOT q.paused AND q.max_active_attempts = 0
+       AND NOT EXISTS (SELECT 1 FROM orbit_task b FORCE INDEX (ix_task_dispatch)
+                        WHERE b.queue_id = t.queue_id AND b.lane = 'ready' AND b.priority < t.priority)
+     ORDER BY t.priority, t.id
+     LIMIT v_budget;
 
   SET p_deferred = 0, p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
@@ -206,45 +239,50 @@ body: BEGIN
   END IF;
   SET v_any_handler = (v_handlers = '[]');
 
-  queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
-    -- Visit the session's queues from a rotating start position: visit v takes the queue at
-    -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
-    -- of ux_session_queue_position, no sort.
-    -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
-    -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
-    -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
-    -- of it, which the probe would pass over as the cursor does, and then the scan again.
-    -- A scan from where the session's last one stopped (see the header) first needs to know that
-    -- no better priority is ready: probed downwards from that priority, because a probe upwards
-    -- from the front would pass over the entries the scan is to skip.
-    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
-        v_hinted = p_hinted AND v_scan_task_id > 0 AND v_position = v_scan_position
-                   AND v_seq % 16 <> 0;
-    SELECT sq.queue_id, q.paused, q.max_active_attempts,
-           IF(v_queue_count > 1,
-              EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
-                       WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
-           IF(v_hinted,
-              (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
-                WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
-                ORDER BY t.priority DESC, t.id DESC
-                LIMIT 1) IS NOT NULL, 1),
-           (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
-      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
-      FROM orbit_session_queue sq
-      JOIN orbit_queue q ON q.id = sq.queue_id
-     WHERE sq.session_id = p_session_id AND sq.position = v_position;
-    SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
-    IF v_queue_id IS NULL OR v_paused THEN
-      ITERATE queues;
-    END IF;
-    SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
-        v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
-    IF v_queue_max > 0 AND v_any_ready THEN
-      SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
-        FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
-       WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
+  queues: WHILE (v_handing_off OR v_visit < v_queue_count) AND v_granted < v_budget DO
+    IF v_handing_off THEN
+      -- The hand-off first, as one visit over the session's queues (each task carries its queue).
+      SET v_any_ready = 1, v_queue_room = v_budget, v_from_task_id = 0;
+    ELSE
+      -- Visit the session's queues from a rotating start position: visit v takes the queue at
+      -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
+      -- of ux_session_queue_position, no sort.
+      -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
+      -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
+      -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
+      -- of it, which the probe would pass over as the cursor does, and then the scan again.
+      -- A scan from where the session's last one stopped (see the header) first needs to know that
+      -- no better priority is ready: probed downwards from that priority, because a probe upwards
+      -- from the front would pass over the entries the scan is to skip.
+      SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
+          v_hinted = p_hinted AND NOT v_readied AND v_scan_task_id > 0 AND v_position = v_scan_position
+                     AND v_seq % 16 <> 0;
+      SELECT sq.queue_id, q.paused, q.max_active_attempts,
+             IF(v_queue_count > 1,
+                EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                         WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
+             IF(v_hinted,
+                (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                  WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
+                  ORDER BY t.priority DESC, t.id DESC
+                  LIMIT 1) IS NOT NULL, 1),
+             (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
+        INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
+        FROM orbit_session_queue sq
+        JOIN orbit_queue q ON q.id = sq.queue_id
+       WHERE sq.session_id = p_session_id AND sq.position = v_position;
+      SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
+      IF v_queue_id IS NULL OR v_paused THEN
+        ITERATE queues;
+      END IF;
+      SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
+          v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
+      IF v_queue_max > 0 AND v_any_ready THEN
+        SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
+        SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
+          FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+         WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
+      END IF;
     END IF;
 
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
@@ -252,20 +290,45 @@ body: BEGIN
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
     candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
-      OPEN c_candidates;
+      IF v_handing_off THEN
+        OPEN c_handoffs;
+      ELSE
+        OPEN c_candidates;
+      END IF;
       batch: LOOP
         SET v_task_id = NULL;
         fetch_one: BEGIN
           -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
-          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
+          IF v_handing_off THEN
+            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot,
+                                  v_priority, v_queue_id, v_policies;
+          ELSE
+            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
+          END IF;
         END fetch_one;
-        IF v_task_id IS NULL THEN
+        IF v_task_id IS NULL OR v_granted >= v_budget THEN
           LEAVE batch;
         END IF;
-        -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
-        SET v_fetched = v_fetched + 1,
-            v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
+        IF v_handing_off THEN
+          -- The task, unless someone else holds it (a cancel or expiry is never waited for: the
+          -- queue's next task of the key is readied instead, as a release readies it, for the
+          -- scans below) or it was taken already (a result repeated in p_results: the key is
+          -- full, and nothing is readied).
+          SET v_lock = NULL;
+          SELECT t.id INTO v_lock FROM orbit_task t
+           WHERE t.id = v_task_id AND t.lane = 'blocked' AND t.blocked_reason = ''
+             FOR UPDATE SKIP LOCKED;
+          IF v_lock IS NULL THEN
+            CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
+            SET v_readied = 1;
+            ITERATE batch;
+          END IF;
+        ELSE
+          -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
+          SET v_fetched = v_fetched + 1,
+              v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
+        END IF;
 
         IF v_resource_id <> 0 THEN
           SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
@@ -411,6 +474,11 @@ body: BEGIN
         SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
             v_last_attempt_id = v_attempt_id;
       END LOOP batch;
+      IF v_handing_off THEN
+        CLOSE c_handoffs;
+        SET v_handing_off = 0;
+        LEAVE candidates;
+      END IF;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
         IF v_from_task_id > 0 THEN

@@ -17,7 +17,7 @@
 {#- The attempts this call ended, each once (a derived table, to be given an alias): the results'
     attempts of this session released now (a repeated result's attempt was released by an earlier
     call, at another time). Read from the rows, so no list of them is kept while they are ended. -#}
-{% let ended = "(SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id
+{% let ended = "(SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now)" %}
@@ -42,9 +42,10 @@
 -- (orbit_task_grant, as orbit_task_claim would): a key a result released goes to its next task
 -- with this one commit, and the worker gets the assignment with the acknowledgement instead of
 -- after a claim of its own (the hand-off the SPEC's hot-key target asks for). Such a release
--- readies only the key's next task, the best head over its queues (priority, then age;
--- orbit_key_release with p_hand_off = 1); a key the grant did not take is then readied in every
--- queue with blocked tasks of it, as any other release leaves it (orbit_key_promote_all).
+-- readies nothing: it leaves the key's next task, the best head over its queues (priority, then
+-- age), blocked for the grant to take (orbit_key_release with p_hand_off = 1, orbit_task_grant's
+-- hand-off); a key the grant did not take is then readied in every queue with blocked tasks of
+-- it, as any other release leaves it (orbit_key_promote_all).
 -- Parameters: p_session_id; p_results: a JSON array of 1-1000 results
 --   {"attempt_id": N, "outcome": "succeeded" | "failed" | "unknown", "retryable": true/false
 --   (failed only; default false), "output": JSON or null, "error": JSON or null}; p_claim_max
@@ -68,8 +69,8 @@
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
 --   unkeyed attempts its orbit_task row; then as orbit_task_grant, whose charge is the quota work
---   it does; then, for each released key the grant did not take and with blocked tasks in several
---   queues, the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
+--   it does; then, for each handed-off key the grant did not take, the key's blocked head task per
+--   queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
 --   tasks' incomplete charges go back, in one statement, each row by its primary key). The grant
 --   counts the charges given back on the session's slot as room (p_credit), so the capacity
@@ -105,9 +106,6 @@ BEGIN
   -- How many attempts this call ended, and how many of their keys went to a next task.
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_handed_off INT DEFAULT 0;
-  -- 1 when a handed-off key has blocked tasks in more than one queue (orbit_key_release's
-  -- p_queues > 1): only such a key, if the grant leaves it, needs promoting in its other queues.
-  DECLARE v_key_queues_more TINYINT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
@@ -144,10 +142,11 @@ BEGIN
       FROM {% call results() %}
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
-  -- The keys this call released that still have room after the grant (opened after the grant; a
-  -- plain read of the resource rows, exact: we hold them).
+  -- The keys this call handed off that still have room after the grant: the grant did not take
+  -- their next task (opened after the grant; a plain read of the resource rows, exact: we hold
+  -- them).
   DECLARE c_released_keys CURSOR FOR
-    SELECT DISTINCT e.resource_id {% call released_keys_left(ended) %};
+    SELECT DISTINCT e.resource_id {% call released_keys_left(ended) %} AND e.handoff_task_id <> 0;
   {% call m::rollback_on_error() %};
 
   IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
@@ -273,7 +272,6 @@ BEGIN
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
           v_handed_off = v_handed_off + (v_key_queues > 0),
-          v_key_queues_more = v_key_queues_more OR v_key_queues > 1,
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
       SET v_duplicate = 1;
@@ -287,24 +285,24 @@ BEGIN
         v_i = v_i + 1;
   END WHILE;
   IF p_claim_max > 0 THEN
-    -- Scans start where the session's last one stopped unless these results readied tasks (a
-    -- key's next task, a retry), which may sit behind that point. The charges given back below
+    -- The grant takes the keys these results handed off first (p_results: their next tasks are
+    -- still blocked). Its scans start where the session's last one stopped unless these results
+    -- readied tasks (a retry), which may sit behind that point. The charges given back below
     -- (quota rows last, after the grant's rows) count as room for it: v_credit of them on the
     -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, v_handed_off = 0 AND NOT v_requeued,
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, p_results, NOT v_requeued,
                           v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
-    -- The keys handed off above made only their next task ready (orbit_key_release). A key the
-    -- grant did not take leaves that task ready for other sessions (v_key_left, for the wake
-    -- below), and a key with blocked tasks in other queues gets a ready task in each of them, as
-    -- any other release leaves it; a key of one such queue has its ready task there already.
-    -- (Plain reads, exact: we hold the resource rows.)
+    -- The keys handed off above readied nothing (orbit_key_release). A key the grant did not take
+    -- gets a ready task in each queue with blocked tasks of it, as any other release leaves it,
+    -- for other sessions (v_key_left, for the wake below). (Plain reads, exact: we hold the
+    -- resource rows.)
     IF v_handed_off > 0 THEN
       SELECT EXISTS (SELECT 1 {% call released_keys_left(ended) %})
         INTO v_key_left;
     END IF;
-    IF v_key_left AND v_key_queues_more THEN
+    IF v_key_left THEN
       SET v_done = 0;
       OPEN c_released_keys;
       released_keys: LOOP

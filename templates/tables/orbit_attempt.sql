@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS orbit_attempt (
   error MEDIUMTEXT {{ c.utf8 }} NULL DEFAULT NULL COMMENT 'JSON error reported by the worker or recovery',
   late_result VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '' COMMENT 'outcome reported after the attempt had already ended; recorded, never acted on',
   key_slot SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit''s slot it holds (0 to its key''s holder_limit - 1; orbit_key_slot for 1 and up); 0 for a task without a key',
+  handoff_task_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_task.id of the key''s next task its release left blocked for the releasing transaction''s grant to take (orbit_key_release, a result that grants); 0 = none',
   PRIMARY KEY (id),
   UNIQUE KEY ux_attempt_task (task_id, attempt_no),
   KEY ix_attempt_session (session_id, claim_seq),

@@ -44,7 +44,10 @@
 --   index on rate_wake_at, by which orbit_task_promote_due finds keys whose rate allows a grant
 --   again (all NULL at first; built online).
 -- - orbit_attempt.key_slot: the key permit's slot an attempt holds, last in the table (instant);
---   0 for every existing attempt, the only slot 0.1 had.
+--   0 for every existing attempt, the only slot 0.1 had. orbit_attempt.handoff_task_id after it
+--   (instant): the key's next task a result's release leaves for the grant in its own
+--   transaction, which takes it without readying it first; 0 for every existing attempt (read
+--   only in the transaction that writes it).
 -- - orbit_queue_permit, orbit_key_permit: dropped after the copy above. A queue permit row of an
 --   attempt that had already ended (0.1 could leave one behind a resumed attempt) was held by
 --   nothing and goes with its table.
@@ -180,7 +183,8 @@ CALL orbit_upgrade_000002_plans();
 DROP PROCEDURE orbit_upgrade_000002_plans;
 
 -- orbit_queue.retention_seconds, orbit_task's two debounce columns, orbit_resource's three
--- permit and rate columns and orbit_attempt.key_slot, exactly as templates/tables/ write them. MySQL has no `ADD COLUMN IF NOT
+-- permit and rate columns and orbit_attempt's key_slot and handoff_task_id, exactly as
+-- templates/tables/ write them. MySQL has no `ADD COLUMN IF NOT
 -- EXISTS`, so a procedure that lives only for this migration adds each when information_schema
 -- does not list it yet. The DEFAULTs give every existing queue the default retention and every
 -- existing task "not debounced".
@@ -224,6 +228,12 @@ BEGIN
                     AND COLUMN_NAME = 'key_slot') THEN
     ALTER TABLE orbit_attempt
       ADD COLUMN key_slot SMALLINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the key permit''s slot it holds (0 to its key''s holder_limit - 1; orbit_key_slot for 1 and up); 0 for a task without a key';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_attempt'
+                    AND COLUMN_NAME = 'handoff_task_id') THEN
+    ALTER TABLE orbit_attempt
+      ADD COLUMN handoff_task_id BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'orbit_task.id of the key''s next task its release left blocked for the releasing transaction''s grant to take (orbit_key_release, a result that grants); 0 = none';
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
