@@ -3568,7 +3568,7 @@ DELIMITER ;
 --   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
 --   application's room for more active attempts after the grant, as read at its start less what
 --   it granted (NULL: no quota rows); OUT p_queue_limited: 1 when one of the session's queues
---   has a permit limit, and whenever the grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
+--   has a permit limit (as the grant began). orbit_attempt_finish uses both to decide, without a
 --   statement of its own, whether its releases may have left work for other sessions. OUT
 --   p_attempt_id: the last attempt granted (the only one when p_granted = 1), NULL when none:
 --   callers read a grant of one by primary key.
@@ -3664,8 +3664,8 @@ body: BEGIN
   DECLARE v_want BIGINT;
   DECLARE v_fetched INT;
   DECLARE v_any_ready TINYINT;
-  -- 1 once a visited queue has a permit limit (for p_queue_limited).
-  DECLARE v_limited TINYINT DEFAULT 0;
+  -- 1 when one of the session's queues has a permit limit (p_queue_limited).
+  DECLARE v_limited TINYINT DEFAULT 1;
   -- Where the session's last scan stopped (orbit_session.scan_*), and where this visit's scan
   -- starts: past (v_from_priority, v_from_task_id); v_from_task_id 0 = from the front.
   DECLARE v_scan_position INT UNSIGNED;
@@ -3734,15 +3734,18 @@ body: BEGIN
   -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
   -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
   -- The credential, the quota's room, the session's slot's room (-1: it takes no charge on its
-  -- own) and the session's queue count: one statement.
+  -- own), the session's queue count and whether one of them has a permit limit: one statement.
   SELECT (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = v_credential_id AND c.revoked_at IS NULL),
          (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
             FROM orbit_application_quota q WHERE q.application_id = v_application_id),
          (SELECT IF(q.checked_max_active_attempts = q.max_active_attempts,
                     CAST((q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16)) AS SIGNED) - CAST(q.active_attempts AS SIGNED), -1)
             FROM orbit_application_quota q WHERE q.application_id = v_application_id AND q.slot = v_slot),
-         (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
-    INTO v_credential_ok, v_budget, v_slot_room, v_queue_count;
+         (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id),
+         (SELECT COALESCE(MAX(q.max_active_attempts > 0), 0)
+            FROM orbit_session_queue sq JOIN orbit_queue q ON q.id = sq.queue_id
+           WHERE sq.session_id = p_session_id)
+    INTO v_credential_ok, v_budget, v_slot_room, v_queue_count, v_limited;
   SET p_room = v_budget + p_credit, v_slot_room = v_slot_room + p_credit,
       v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget + p_credit, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
@@ -3782,7 +3785,7 @@ body: BEGIN
         FROM orbit_session_queue sq
         JOIN orbit_queue q ON q.id = sq.queue_id
        WHERE sq.session_id = p_session_id AND sq.position = v_position;
-      SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
+      SET v_visit = v_visit + 1;
       IF v_queue_id IS NULL OR v_paused THEN
         ITERATE queues;
       END IF;
@@ -4003,7 +4006,7 @@ body: BEGIN
       END IF;
     END WHILE candidates;
   END WHILE queues;
-  SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
+  SET p_queue_limited = v_limited;
   -- The claim_seq step and where the scan stopped (undone below when nothing was written).
   UPDATE orbit_session s
      SET s.claim_seq = v_seq,
@@ -6731,7 +6734,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '6e1412bf8ab071f1680656c13e76972a4c26db8c13cda01e5928b85294f50ed4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ab5fda028fce7316a245e980c74f784ae3f81184d320e6a8190aad944a638041', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6742,5 +6745,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '83a6417f5358f341bce2c1f1d6e416d615b906ca731f2723d83d42ba9bdf6333', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '83a6417f5358f341bce2c1f1d6e416d615b906ca731f2723d83d42ba9bdf6333', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ad3980c2d8e41c3578557f6a51ed1572eb3e2686eaf5df3cc032e14249861e77', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ad3980c2d8e41c3578557f6a51ed1572eb3e2686eaf5df3cc032e14249861e77', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -55,7 +55,7 @@
 --   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
 --   application's room for more active attempts after the grant, as read at its start less what
 --   it granted (NULL: no quota rows); OUT p_queue_limited: 1 when one of the session's queues
---   has a permit limit, and whenever the grant stopped before visiting them all. orbit_attempt_finish uses both to decide, without a
+--   has a permit limit (as the grant began). orbit_attempt_finish uses both to decide, without a
 --   statement of its own, whether its releases may have left work for other sessions. OUT
 --   p_attempt_id: the last attempt granted (the only one when p_granted = 1), NULL when none:
 --   callers read a grant of one by primary key.
@@ -149,8 +149,8 @@ body: BEGIN
   DECLARE v_want BIGINT;
   DECLARE v_fetched INT;
   DECLARE v_any_ready TINYINT;
-  -- 1 once a visited queue has a permit limit (for p_queue_limited).
-  DECLARE v_limited TINYINT DEFAULT 0;
+  -- 1 when one of the session's queues has a permit limit (p_queue_limited).
+  DECLARE v_limited TINYINT DEFAULT 1;
   -- Where the session's last scan stopped (orbit_session.scan_*), and where this visit's scan
   -- starts: past (v_from_priority, v_from_task_id); v_from_task_id 0 = from the front.
   DECLARE v_scan_position INT UNSIGNED;
@@ -219,15 +219,18 @@ body: BEGIN
   -- Plain reads from here on unless a lock is named: a subquery inside a locking statement, SET or
   -- IF is a locking read, and every session of a fleet shares its credential and quota rows.
   -- The credential, the quota's room, the session's slot's room (-1: it takes no charge on its
-  -- own) and the session's queue count: one statement.
+  -- own), the session's queue count and whether one of them has a permit limit: one statement.
   SELECT (SELECT COUNT(*) FROM orbit_credential c WHERE c.id = v_credential_id AND c.revoked_at IS NULL),
          (SELECT CAST(MIN(q.max_active_attempts) AS SIGNED) - CAST(SUM(q.active_attempts) AS SIGNED)
             FROM orbit_application_quota q WHERE q.application_id = v_application_id),
          (SELECT IF({% call m::quota_checked("q", "max_active_attempts") %},
                     CAST({% call m::quota_share("q", "max_active_attempts") %} AS SIGNED) - CAST(q.active_attempts AS SIGNED), -1)
             FROM orbit_application_quota q WHERE q.application_id = v_application_id AND q.slot = v_slot),
-         (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id)
-    INTO v_credential_ok, v_budget, v_slot_room, v_queue_count;
+         (SELECT COUNT(*) FROM orbit_session_queue sq WHERE sq.session_id = p_session_id),
+         (SELECT COALESCE(MAX(q.max_active_attempts > 0), 0)
+            FROM orbit_session_queue sq JOIN orbit_queue q ON q.id = sq.queue_id
+           WHERE sq.session_id = p_session_id)
+    INTO v_credential_ok, v_budget, v_slot_room, v_queue_count, v_limited;
   SET p_room = v_budget + p_credit, v_slot_room = v_slot_room + p_credit,
       v_budget = LEAST(p_max, GREATEST(COALESCE(v_budget + p_credit, 0), 0));
   IF v_session_state <> 'active' OR v_credential_ok = 0 OR v_budget = 0 THEN
@@ -267,7 +270,7 @@ body: BEGIN
         FROM orbit_session_queue sq
         JOIN orbit_queue q ON q.id = sq.queue_id
        WHERE sq.session_id = p_session_id AND sq.position = v_position;
-      SET v_visit = v_visit + 1, v_limited = v_limited OR COALESCE(v_queue_max > 0, 0);
+      SET v_visit = v_visit + 1;
       IF v_queue_id IS NULL OR v_paused THEN
         ITERATE queues;
       END IF;
@@ -482,7 +485,7 @@ body: BEGIN
       END IF;
     END WHILE candidates;
   END WHILE queues;
-  SET p_queue_limited = IF(v_visit >= v_queue_count, v_limited, 1);
+  SET p_queue_limited = v_limited;
   -- The claim_seq step and where the scan stopped (undone below when nothing was written).
   UPDATE orbit_session s
      SET s.claim_seq = v_seq,
