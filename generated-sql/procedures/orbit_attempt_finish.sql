@@ -290,15 +290,16 @@ BEGIN
         v_i = v_i + 1;
   END WHILE;
   IF p_claim_max > 0 THEN
-    -- The grant takes the keys these results handed off first (p_results: their next tasks are
-    -- still blocked). Its scans start where the session's last one stopped unless these results
+    -- The grant takes the keys these results handed off first (p_results, when there are any:
+    -- their next tasks are still blocked). Its scans start where the session's last one stopped unless these results
     -- readied tasks (a retry), which may sit behind that point. The charges given back below
     -- (quota rows last, after the grant's rows) count as room for it: v_credit of them on the
     -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, p_results, NOT v_requeued,
-                          v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, IF(v_handed_off > 0, p_results, NULL),
+                          NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room,
+                          v_queue_limited, v_granted_id);
     -- The keys handed off above readied nothing (orbit_key_release). A key the grant did not take
     -- gets a ready task in each queue with blocked tasks of it, as any other release leaves it,
     -- for other sessions (v_key_left, for the wake below). (Plain reads, exact: we hold the
