@@ -3531,10 +3531,10 @@ DELIMITER ;
 -- (orbit_attempt.handoff_task_id; see c_handoffs for which it may take), so a hot key goes on
 -- without its next task being readied and found again in the ready lane. A key's next task thus
 -- goes before older ready tasks of its priority. What it leaves, the caller readies.
--- Other candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
--- at most one task per queue and only while the key has room, so tasks blocked on a busy key are
--- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
--- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
+-- Other candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a
+-- key has at most one task per queue and only while the key has room, so tasks blocked on a busy
+-- key are never scanned: claim cost does not grow with them, and a blocked key never hides other
+-- keys from the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
 -- priority (0 first), then age, orders each queue. Skipped: paused queues, queues at their permit
 -- limit, keyed tasks for a session that did not register concurrency_keys, handlers the session
 -- does not run. A ready task found past its deadline is expired here. A key whose token space is
@@ -3553,9 +3553,10 @@ DELIMITER ;
 -- from the front (a claim) takes it at once (the SPEC promises no FIFO order; priority orders
 -- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
---   p_now; p_results: the caller's results (orbit_attempt_finish's p_results, checked there), whose
---   attempts ended at p_now hold the hand-off, or NULL (a claim); p_hinted: 1 = scans may start where the session's last one stopped (see above; a
---   caller that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
+--   p_now; p_results: the caller's results (orbit_attempt_finish's p_results, checked there),
+--   whose attempts ended at p_now hold the hand-off, or NULL (a claim, or no key handed off);
+--   p_hinted: 1 = scans may start where the session's last one stopped (see above; a caller
+--   that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
 --   the session's slot that the caller gives back after this grant (orbit_attempt_finish's
 --   results, whose quota work comes last), counted as room; p_every_slot: 1 = charge under a lock
 --   on every slot of the application at once (a retry after p_deferred, or a caller that then
@@ -3577,7 +3578,8 @@ DELIMITER ;
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   the hand-off's and the candidates' orbit_task rows (FOR UPDATE SKIP LOCKED); the
---   orbit_resource row of a keyed candidate (a hand-off's, the caller's already); the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
+--   orbit_resource row of a keyed candidate (a hand-off's, the caller's already); the new
+--   orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
 --   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
 --   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
@@ -6735,7 +6737,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'ab5fda028fce7316a245e980c74f784ae3f81184d320e6a8190aad944a638041', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '782824902fce1178914aa3864496c9dc4ab8795bba6f2523feac4f048d68ed23', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6746,5 +6748,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '90e38c6bf5ffe8919d3560f6471b080e4344d1a7347a914fa96d65f246f11b6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '90e38c6bf5ffe8919d3560f6471b080e4344d1a7347a914fa96d65f246f11b6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'eac16f458e00c6b89a9a558936d0c1536df39ff19892f465a32e40bf2c243224', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'eac16f458e00c6b89a9a558936d0c1536df39ff19892f465a32e40bf2c243224', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -19,10 +19,10 @@
 -- (orbit_attempt.handoff_task_id; see c_handoffs for which it may take), so a hot key goes on
 -- without its next task being readied and found again in the ready lane. A key's next task thus
 -- goes before older ready tasks of its priority. What it leaves, the caller readies.
--- Other candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a key has
--- at most one task per queue and only while the key has room, so tasks blocked on a busy key are
--- never scanned: claim cost does not grow with them, and a blocked key never hides other keys from
--- the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
+-- Other candidates come only from the 'ready' lane (ix_task_dispatch), a batch per scan, where a
+-- key has at most one task per queue and only while the key has room, so tasks blocked on a busy
+-- key are never scanned: claim cost does not grow with them, and a blocked key never hides other
+-- keys from the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
 -- priority (0 first), then age, orders each queue. Skipped: paused queues, queues at their permit
 -- limit, keyed tasks for a session that did not register concurrency_keys, handlers the session
 -- does not run. A ready task found past its deadline is expired here. A key whose token space is
@@ -41,9 +41,10 @@
 -- from the front (a claim) takes it at once (the SPEC promises no FIFO order; priority orders
 -- every scan).
 -- Parameters: p_session_id; p_max 1-1000 and p_lease_ms 1000-3600000 (checked by the caller);
---   p_now; p_results: the caller's results (orbit_attempt_finish's p_results, checked there), whose
---   attempts ended at p_now hold the hand-off, or NULL (a claim); p_hinted: 1 = scans may start where the session's last one stopped (see above; a
---   caller that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
+--   p_now; p_results: the caller's results (orbit_attempt_finish's p_results, checked there),
+--   whose attempts ended at p_now hold the hand-off, or NULL (a claim, or no key handed off);
+--   p_hinted: 1 = scans may start where the session's last one stopped (see above; a caller
+--   that has just readied tasks of its own passes 0); p_credit: active-attempt charges of
 --   the session's slot that the caller gives back after this grant (orbit_attempt_finish's
 --   results, whose quota work comes last), counted as room; p_every_slot: 1 = charge under a lock
 --   on every slot of the application at once (a retry after p_deferred, or a caller that then
@@ -65,7 +66,8 @@
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
 --   the hand-off's and the candidates' orbit_task rows (FOR UPDATE SKIP LOCKED); the
---   orbit_resource row of a keyed candidate (a hand-off's, the caller's already); the new orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
+--   orbit_resource row of a keyed candidate (a hand-off's, the caller's already); the new
+--   orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
 --   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
 --   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
