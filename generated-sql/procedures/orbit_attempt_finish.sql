@@ -61,7 +61,9 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_count INT DEFAULT 0;
   DECLARE v_i INT DEFAULT 0;
-  DECLARE v_path VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  -- Result v_i, read out of p_results once: each JSON_EXTRACT parses its document up to the
+  -- member, and p_results holds up to 1000 results.
+  DECLARE v_result MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   -- The first result's fault (1 attempt_id, 2 outcome, 3 retryable), NULL when none.
   DECLARE v_fault TINYINT;
   DECLARE v_attempt_id BIGINT UNSIGNED;
@@ -202,10 +204,10 @@ BEGIN
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
-        SET v_path = CONCAT('$[', v_i, ']');
-        SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
+        SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
+        SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
         UPDATE orbit_attempt a
            SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
                a.output = v_output, a.error = v_error, a.released_at = v_now
@@ -251,12 +253,12 @@ BEGIN
   END IF;
   SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO
-    SET v_path = CONCAT('$[', v_i, ']');
-    SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
-        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
-        v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null');
+    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
+    SET v_attempt_id = JSON_EXTRACT(v_result, '$.attempt_id'),
+        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
+        v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
     SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id, a.quota_slot
       INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id, v_quota_slot

@@ -3,11 +3,11 @@
     JSON member in a temporary table, as an ORDER BY or a cursor makes, puts it on disk). -#}
 {% macro results() %}JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r{% endmacro %}
-{#- The members the result at v_path stores (assignments, for SET): retryable (false when missing),
+{#- The members the result v_result stores (assignments, for SET): retryable (false when missing),
     output and error as the JSON text JSON_EXTRACT gives; JSON null or missing is NULL. -#}
-{% macro result_members() %}v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.retryable'))) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.output')), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(p_results, CONCAT(v_path, '.error')), 'null'){% endmacro %}
+{% macro result_members() %}v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'){% endmacro %}
 {#- Adds result v_i's acknowledgement to v_acks (an assignment, for SET). CAST: MariaDB writes a
     procedure variable into JSON as a string. -#}
 {% macro append_ack(task_state, attempt_state, duplicate, code) %}v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
@@ -85,7 +85,9 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_count INT DEFAULT 0;
   DECLARE v_i INT DEFAULT 0;
-  DECLARE v_path VARCHAR(32) {{ c.ascii }};
+  -- Result v_i, read out of p_results once: each JSON_EXTRACT parses its document up to the
+  -- member, and p_results holds up to 1000 results.
+  DECLARE v_result MEDIUMTEXT {{ c.utf8 }};
   -- The first result's fault (1 attempt_id, 2 outcome, 3 retryable), NULL when none.
   DECLARE v_fault TINYINT;
   DECLARE v_attempt_id BIGINT UNSIGNED;
@@ -210,7 +212,7 @@ BEGIN
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
-        SET v_path = CONCAT('$[', v_i, ']');
+        SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
         SET {% call result_members() %};
         UPDATE orbit_attempt a
            SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
@@ -251,9 +253,9 @@ BEGIN
   END IF;
   SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO
-    SET v_path = CONCAT('$[', v_i, ']');
-    SET v_attempt_id = JSON_EXTRACT(p_results, CONCAT(v_path, '.attempt_id')),
-        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(p_results, CONCAT(v_path, '.outcome'))),
+    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
+    SET v_attempt_id = JSON_EXTRACT(v_result, '$.attempt_id'),
+        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
         {% call result_members() %};
     SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
     SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id, a.quota_slot
