@@ -507,8 +507,8 @@ DELIMITER ;
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
 --   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release; the
 --   key's next task it returns is recorded as the attempt's handoff_task_id, for that grant).
--- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
---   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
+-- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_handoff_task_id
+--   (the key's next task left for the caller's grant, as recorded; 0 when none).
 -- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
 --   again here), orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
 --   otherwise by its update, which comes before the key's release either way), orbit_resource
@@ -526,7 +526,7 @@ CREATE PROCEDURE orbit_attempt_end(
   IN p_hand_off TINYINT,
   OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
-  OUT o_key_queues INT)
+  OUT o_handoff_task_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -546,7 +546,6 @@ BEGIN
   DECLARE v_attempts_left TINYINT;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_release_version BIGINT UNSIGNED;
-  DECLARE v_head BIGINT UNSIGNED DEFAULT 0;
 
   -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.key_slot
@@ -597,9 +596,9 @@ BEGIN
          t.updated_at = p_now
    WHERE t.id = v_task_id;
   -- The key next: the attempt's update records the version its release wrote.
-  SET o_key_queues = 0, v_release_version = 0;
+  SET o_handoff_task_id = 0, v_release_version = 0;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_key_queues, v_head,
+    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_handoff_task_id,
                            v_release_version);
   END IF;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
@@ -609,7 +608,7 @@ BEGIN
      SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
          a.output = p_output, a.error = p_error, a.released_at = p_now,
          a.release_version = IF(v_release_version > 0, v_release_version, a.release_version),
-         a.handoff_task_id = v_head
+         a.handoff_task_id = o_handoff_task_id
    WHERE a.id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
@@ -731,7 +730,7 @@ BEGIN
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_ord INT;
   DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
@@ -891,11 +890,11 @@ BEGIN
       SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
-                             v_task_state, v_state, v_key_queues);
+                             v_task_state, v_state, v_handoff_task_id);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
-          v_handed_off = v_handed_off + (v_key_queues > 0),
+          v_handed_off = v_handed_off + (v_handoff_task_id <> 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
       SET v_duplicate = 1;
@@ -1547,10 +1546,8 @@ DELIMITER ;
 -- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
 -- are blocked.
 -- Parameters: p_resource_id; p_attempt_id; p_slot (the attempt's key_slot); p_now; p_hand_off
---   (0 or 1); OUT p_queues: with the hand-off of one holder's key, how many queues have a blocked
---   task of the key that a grant may take (p_head's among them); otherwise, or when this attempt
---   held no permit, 0; OUT p_head: with the hand-off of one holder's key, the key's next task
---   (left in the blocked lane, unlocked), otherwise 0; OUT p_release_version: the resource row's
+--   (0 or 1); OUT p_head: with the hand-off of one holder's key, the key's next task (left in the
+--   blocked lane, unlocked), otherwise, or when this attempt held no permit, 0; OUT p_release_version: the resource row's
 --   version this release wrote, for the caller to record as the attempt's release_version (0
 --   when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
@@ -1560,7 +1557,7 @@ DROP PROCEDURE IF EXISTS orbit_key_release;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED,
                                    IN p_slot SMALLINT UNSIGNED, IN p_now DATETIME(6),
-                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_head BIGINT UNSIGNED,
+                                   IN p_hand_off TINYINT, OUT p_head BIGINT UNSIGNED,
                                    OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -1571,7 +1568,7 @@ body: BEGIN
   DECLARE v_last_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
-  SET p_queues = 0, p_head = 0, p_release_version = 0;
+  SET p_head = 0, p_release_version = 0;
   -- The common case in one update: a key of one holder, not waiting for its rate, freed by its
   -- holder (slot 0). It writes nothing otherwise. The version written is read back without a
   -- statement: LAST_INSERT_ID(expr) returns expr and keeps it for LAST_INSERT_ID() (the
@@ -1641,7 +1638,6 @@ body: BEGIN
     IF v_head IS NULL THEN
       LEAVE heads;
     END IF;
-    SET p_queues = p_queues + 1;
     IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
       SET v_best_priority = v_priority, v_best = v_head;
     END IF;
@@ -1679,7 +1675,7 @@ BEGIN
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_expires DATETIME(6);
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -1715,7 +1711,7 @@ BEGIN
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_task_state, v_attempt_state, v_key_queues);
+                             v_now, 0, v_task_state, v_attempt_state, v_handoff_task_id);
       UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
@@ -2959,7 +2955,7 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
@@ -3003,7 +2999,7 @@ body: BEGIN
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
     CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
-                           v_task_state, v_attempt_state, v_key_queues);
+                           v_task_state, v_attempt_state, v_handoff_task_id);
     UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
@@ -3288,7 +3284,7 @@ body: BEGIN
   DECLARE v_holder_task BIGINT UNSIGNED;
   DECLARE v_ended_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_ended_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
@@ -3358,7 +3354,7 @@ body: BEGIN
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
       CALL orbit_attempt_end(v_holder, 'cancelled', 0, NULL, NULL, p_now, 0,
-                             v_ended_task_state, v_ended_attempt_state, v_key_queues);
+                             v_ended_task_state, v_ended_attempt_state, v_handoff_task_id);
       UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_holder) a
@@ -3826,7 +3822,7 @@ body: BEGIN
             FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
           END IF;
         END fetch_one;
-        IF v_task_id IS NULL OR v_granted >= v_budget THEN
+        IF v_task_id IS NULL THEN
           LEAVE batch;
         END IF;
         IF v_handing_off THEN
@@ -6700,8 +6696,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'ef2ca0c7793a5df22fb38deb3afe0f816360e52b53d7531d52d989bc025be943', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '440467c5839a4a567f185a4ad52bc8640cfb3293de6a15e12110d9a3d4c31087', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'ba37d1179d3fb993c30a8347698515c03a4ad81ed01d3d528db4531cd1ba82a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '76231aac9c517e3223a1c2e982297e57b7826cbe129321c82d550d74997ddf7d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6716,8 +6712,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, '9512d2a640e1839ecec0b2c70d76d769ec840638d92ce0c01d1edc7c114ec426', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '87f7d11b77a852e88b305408b65975a63ba1646ca32bdd7650e2312b12467db0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, 'afcfba06a48864aea260a97906c3cf117fe5aca59927fbcafa0f377e81e37587', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '0907c12d1167f7ef82e346bf9b5a2895b2ceec9be8948102269f6ab723a57280', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '8d4e0823703c756a3fbc5287343979ddf784bb8fb8e0ac6bec7d771c7dcc220f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'c498c2293551b37e0b96c4c1c0853594354b303b05e2d42e23378682ebe3ab95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '710bd28e0faf70a5943281c9387af1dcfb0ddb95e2eaac2e5039eeb50d2f0d3c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6734,12 +6730,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '0c28cd7978230e0a9b9e578f7e6e0710fa275191486e567762cc6a76be4a0bf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'c36b5dfa31650ac89b159bb70e69e92b330744464e83b5a57c5d09037c562a39', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f2aa3bc0bc6684cfec536bfaf69762418c73d7eaf3cebebb833f9ef666d58cf4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'af0800e53ed91b928713fc2f5b7bd7142c439fede82acf3f4ebabd96ab94efc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '321fc8faa861f66e556f18ccbfec96302f37bdef18fa923126e9e5e14a32b720', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'c73fd5ce35270523204c7e2faedbdf8168b0c8de88d1c6e1f9556de899cd5bba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '782824902fce1178914aa3864496c9dc4ab8795bba6f2523feac4f048d68ed23', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '47e6287aeeb859298f8da81df9743353d418dbc7b452725fd7370067561c11d8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6750,5 +6746,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ee81648523371beadccff9e9c1e2bfc059b584ed895e7dca52abe80855f4ff8b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ee81648523371beadccff9e9c1e2bfc059b584ed895e7dca52abe80855f4ff8b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4d0294ee1f07732a080e30fabb94c3a26485c877f5861d7440ada00d7901f35c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4d0294ee1f07732a080e30fabb94c3a26485c877f5861d7440ada00d7901f35c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

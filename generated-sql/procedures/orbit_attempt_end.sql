@@ -21,8 +21,8 @@
 -- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
 --   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release; the
 --   key's next task it returns is recorded as the attempt's handoff_task_id, for that grant).
--- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_key_queues (the
---   key release's p_queues: see orbit_key_release; 0 for an unkeyed attempt).
+-- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_handoff_task_id
+--   (the key's next task left for the caller's grant, as recorded; 0 when none).
 -- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
 --   again here), orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
 --   otherwise by its update, which comes before the key's release either way), orbit_resource
@@ -40,7 +40,7 @@ CREATE PROCEDURE orbit_attempt_end(
   IN p_hand_off TINYINT,
   OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
-  OUT o_key_queues INT)
+  OUT o_handoff_task_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
@@ -60,7 +60,6 @@ BEGIN
   DECLARE v_attempts_left TINYINT;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_release_version BIGINT UNSIGNED;
-  DECLARE v_head BIGINT UNSIGNED DEFAULT 0;
 
   -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
   SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.key_slot
@@ -111,9 +110,9 @@ BEGIN
          t.updated_at = p_now
    WHERE t.id = v_task_id;
   -- The key next: the attempt's update records the version its release wrote.
-  SET o_key_queues = 0, v_release_version = 0;
+  SET o_handoff_task_id = 0, v_release_version = 0;
   IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_key_queues, v_head,
+    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_handoff_task_id,
                            v_release_version);
   END IF;
   IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
@@ -123,7 +122,7 @@ BEGIN
      SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
          a.output = p_output, a.error = p_error, a.released_at = p_now,
          a.release_version = IF(v_release_version > 0, v_release_version, a.release_version),
-         a.handoff_task_id = v_head
+         a.handoff_task_id = o_handoff_task_id
    WHERE a.id = p_attempt_id;
 
   INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)

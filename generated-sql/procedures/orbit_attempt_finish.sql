@@ -111,7 +111,7 @@ BEGIN
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_ord INT;
   DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
@@ -271,11 +271,11 @@ BEGIN
       SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
     ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
-                             v_task_state, v_state, v_key_queues);
+                             v_task_state, v_state, v_handoff_task_id);
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
-          v_handed_off = v_handed_off + (v_key_queues > 0),
+          v_handed_off = v_handed_off + (v_handoff_task_id <> 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
       SET v_duplicate = 1;

@@ -26,7 +26,7 @@ BEGIN
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_expires DATETIME(6);
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -62,7 +62,7 @@ BEGIN
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_task_state, v_attempt_state, v_key_queues);
+                             v_now, 0, v_task_state, v_attempt_state, v_handoff_task_id);
       UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a

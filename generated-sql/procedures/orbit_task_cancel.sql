@@ -38,7 +38,7 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
@@ -82,7 +82,7 @@ body: BEGIN
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
     CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
-                           v_task_state, v_attempt_state, v_key_queues);
+                           v_task_state, v_attempt_state, v_handoff_task_id);
     UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a

@@ -104,7 +104,7 @@ body: BEGIN
   DECLARE v_holder_task BIGINT UNSIGNED;
   DECLARE v_ended_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_ended_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
     -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
@@ -174,7 +174,7 @@ body: BEGIN
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
       CALL orbit_attempt_end(v_holder, 'cancelled', 0, NULL, NULL, p_now, 0,
-                             v_ended_task_state, v_ended_attempt_state, v_key_queues);
+                             v_ended_task_state, v_ended_attempt_state, v_handoff_task_id);
       UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_holder) a

@@ -312,7 +312,7 @@ body: BEGIN
             FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
           END IF;
         END fetch_one;
-        IF v_task_id IS NULL OR v_granted >= v_budget THEN
+        IF v_task_id IS NULL THEN
           LEAVE batch;
         END IF;
         IF v_handing_off THEN

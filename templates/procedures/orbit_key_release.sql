@@ -17,10 +17,8 @@
 -- Cost: one index probe per queue with blocked tasks of the key, independent of how many tasks
 -- are blocked.
 -- Parameters: p_resource_id; p_attempt_id; p_slot (the attempt's key_slot); p_now; p_hand_off
---   (0 or 1); OUT p_queues: with the hand-off of one holder's key, how many queues have a blocked
---   task of the key that a grant may take (p_head's among them); otherwise, or when this attempt
---   held no permit, 0; OUT p_head: with the hand-off of one holder's key, the key's next task
---   (left in the blocked lane, unlocked), otherwise 0; OUT p_release_version: the resource row's
+--   (0 or 1); OUT p_head: with the hand-off of one holder's key, the key's next task (left in the
+--   blocked lane, unlocked), otherwise, or when this attempt held no permit, 0; OUT p_release_version: the resource row's
 --   version this release wrote, for the caller to record as the attempt's release_version (0
 --   when this attempt held no permit: nothing written).
 -- Result: none. Signals: none.
@@ -28,7 +26,7 @@
 --   orbit_key_slot row (slots 1 and up), then the promoted task rows (SKIP LOCKED).
 CREATE PROCEDURE orbit_key_release(IN p_resource_id BIGINT UNSIGNED, IN p_attempt_id BIGINT UNSIGNED,
                                    IN p_slot SMALLINT UNSIGNED, IN p_now DATETIME(6),
-                                   IN p_hand_off TINYINT, OUT p_queues INT, OUT p_head BIGINT UNSIGNED,
+                                   IN p_hand_off TINYINT, OUT p_head BIGINT UNSIGNED,
                                    OUT p_release_version BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -39,7 +37,7 @@ body: BEGIN
   DECLARE v_last_queue_id CHAR(32) {{ c.ascii }};
   DECLARE v_best_priority INT;
   DECLARE v_best BIGINT UNSIGNED;
-  SET p_queues = 0, p_head = 0, p_release_version = 0;
+  SET p_head = 0, p_release_version = 0;
   -- The common case in one update: a key of one holder, not waiting for its rate, freed by its
   -- holder (slot 0). It writes nothing otherwise. The version written is read back without a
   -- statement: LAST_INSERT_ID(expr) returns expr and keeps it for LAST_INSERT_ID() (the
@@ -109,7 +107,6 @@ body: BEGIN
     IF v_head IS NULL THEN
       LEAVE heads;
     END IF;
-    SET p_queues = p_queues + 1;
     IF v_best IS NULL OR v_priority < v_best_priority OR (v_priority = v_best_priority AND v_head < v_best) THEN
       SET v_best_priority = v_priority, v_best = v_head;
     END IF;

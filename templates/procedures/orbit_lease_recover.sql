@@ -22,7 +22,7 @@ BEGIN
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_expires DATETIME(6);
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
@@ -53,7 +53,7 @@ BEGIN
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_task_state, v_attempt_state, v_key_queues);
+                             v_now, 0, v_task_state, v_attempt_state, v_handoff_task_id);
       {% call m::quota_give_back_ended("v_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a", "v_now") %};
       SET v_recovered = v_recovered + 1;
     END IF;

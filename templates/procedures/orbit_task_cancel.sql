@@ -28,7 +28,7 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }} DEFAULT '';
-  DECLARE v_key_queues INT;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
   DECLARE v_resource_id BIGINT UNSIGNED;
@@ -67,7 +67,7 @@ body: BEGIN
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
     CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
-                           v_task_state, v_attempt_state, v_key_queues);
+                           v_task_state, v_attempt_state, v_handoff_task_id);
     {% call m::quota_give_back_ended("v_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a", "v_now") %};
     COMMIT;
     -- The released key, queue permit and quota may let any queue of the application claim.
