@@ -3,24 +3,14 @@
 //! whose call did not finish cleanly is closed and never reused, and closing the pool never
 //! waits for the kept connections.
 
+mod calls;
+
 use std::time::Duration;
 
+use calls::{call, db};
 use orbit::db::{Db, DbError};
 use orbit::migrate;
 use orbit::testing::Fixture;
-
-/// A Db of its own on the fixture's database, with a pool of `size`.
-async fn db(f: &Fixture, size: u32) -> Db {
-    Db::new(migrate::connect_pool(&f.test_db.dsn, size).await.unwrap())
-}
-
-/// A cheap procedure call: the task does not exist (a signal, which leaves the connection fine).
-async fn call(db: &Db, f: &Fixture) {
-    match db.task_get(&f.hash, u64::MAX).await {
-        Err(DbError::NotFound(_)) => {}
-        other => panic!("expected NOT_FOUND, got {other:?}"),
-    }
-}
 
 /// sqlx's pool hands out its idle connections first in, first out, and pings each on its way
 /// back: a sequence of calls went round every connection of the pool (cold server threads) and
@@ -99,33 +89,6 @@ async fn concurrent_calls_beyond_the_pool_size_all_complete() {
     assert!(
         opened as usize <= 2 + orbit::db::KEPT_PER_SERVER,
         "{opened} connections for a pool of 2"
-    );
-    db.close().await;
-}
-
-/// Concurrent callers, each making calls one after another, reuse the pool's connections: a
-/// connection kept between calls is never closed for want of room (it was, and under 16 clients
-/// the pool opened a connection every few calls, which halved single submits).
-#[tokio::test]
-async fn concurrent_callers_reuse_their_connections() {
-    let f = Fixture::new().await;
-    let db = db(&f, 8).await;
-    let opened = orbit::db::CONNECTIONS_OPENED.load(std::sync::atomic::Ordering::Relaxed);
-    // Callers that pause between calls, as clients do: how many calls are out at once varies.
-    let callers = (0..8u64).map(|i| {
-        let (db, f) = (db.clone(), &f);
-        async move {
-            for n in 0..60u64 {
-                call(&db, f).await;
-                tokio::time::sleep(Duration::from_micros(200 * ((i + n) % 5))).await;
-            }
-        }
-    });
-    futures_util::future::join_all(callers).await;
-    let opened = orbit::db::CONNECTIONS_OPENED.load(std::sync::atomic::Ordering::Relaxed) - opened;
-    assert!(
-        opened as usize <= 8 + orbit::db::KEPT_PER_SERVER,
-        "{opened} connections opened for 480 calls over a pool of 8"
     );
     db.close().await;
 }
