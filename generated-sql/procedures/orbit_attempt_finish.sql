@@ -125,12 +125,11 @@ BEGIN
   -- their next task (opened after the grant; a plain read of the resource rows, exact: we hold
   -- them).
   DECLARE c_released_keys CURSOR FOR
-    SELECT DISTINCT e.resource_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
-             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
-             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
-            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
-      JOIN orbit_resource r ON r.id = e.resource_id
-     WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)) AND e.handoff_task_id <> 0;
+    SELECT DISTINCT e.resource_id FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
+      STRAIGHT_JOIN orbit_attempt e FORCE INDEX (PRIMARY) ON e.id = j.attempt_id
+      STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = e.resource_id
+     WHERE e.session_id = p_session_id AND e.released_at = v_now AND e.resource_id <> 0
+       AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)) AND e.handoff_task_id <> 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -307,12 +306,11 @@ BEGIN
     -- for other sessions (v_key_left, for the wake below). (Plain reads, exact: we hold the
     -- resource rows.)
     IF v_handed_off > 0 THEN
-      SELECT EXISTS (SELECT 1 FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
-             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
-             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
-            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
-      JOIN orbit_resource r ON r.id = e.resource_id
-     WHERE e.resource_id <> 0 AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)))
+      SELECT EXISTS (SELECT 1 FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
+      STRAIGHT_JOIN orbit_attempt e FORCE INDEX (PRIMARY) ON e.id = j.attempt_id
+      STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = e.resource_id
+     WHERE e.session_id = p_session_id AND e.released_at = v_now AND e.resource_id <> 0
+       AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)))
         INTO v_key_left;
     END IF;
     IF v_key_left THEN

@@ -320,8 +320,13 @@ body: BEGIN
           -- queue's next task of the key is readied instead, as a release readies it, for the
           -- scans below) or it was taken already (a result repeated in p_results: the key is
           -- full, and nothing is readied).
+          -- Its key's row is read in the same statement: the caller's release holds it, and
+          -- SKIP LOCKED never skips a row of this transaction's.
           SET v_lock = NULL;
-          SELECT t.id INTO v_lock FROM orbit_task t
+          SELECT t.id, r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
+            INTO v_lock, v_highest, v_version, v_holder, v_holders, v_key
+            FROM orbit_task t
+            STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = t.resource_id
            WHERE t.id = v_task_id AND t.lane = 'blocked' AND t.blocked_reason = ''
              FOR UPDATE SKIP LOCKED;
           IF v_lock IS NULL THEN
@@ -336,9 +341,11 @@ body: BEGIN
         END IF;
 
         IF v_resource_id <> 0 THEN
-          SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
-            INTO v_highest, v_version, v_holder, v_holders, v_key
-            FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+          IF NOT v_handing_off THEN
+            SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
+              INTO v_highest, v_version, v_holder, v_holders, v_key
+              FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+          END IF;
           -- The key's policy as it is now: a change of limit or rate applies from the key's next
           -- grant (a plain read of at most 1000 index entries of the namespace),
           -- unless the queue's namespace had no policy when the visit began (one holder, no rate).

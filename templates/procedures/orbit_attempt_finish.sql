@@ -21,12 +21,15 @@
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now)" %}
-{#- The keys these results released that still have room, as a FROM ... WHERE over the ended
-    attempts (`ended`): plain reads of the resource rows, exact because this transaction holds
-    them. -#}
-{% macro released_keys_left(ended) %}FROM {{ ended }} e
-      JOIN orbit_resource r ON r.id = e.resource_id
-     WHERE e.resource_id <> 0 AND NOT {% call m::key_full("r", "v_now") %}{% endmacro %}
+{#- The keys these results released that still have room, as a FROM ... WHERE over the results'
+    attempts ended now, one row per result (a join, not `ended`: an EXISTS over it needs no
+    DISTINCT, which would materialise it): plain reads of the resource rows, exact because this
+    transaction holds them. -#}
+{% macro released_keys_left() %}FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
+      STRAIGHT_JOIN orbit_attempt e FORCE INDEX (PRIMARY) ON e.id = j.attempt_id
+      STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = e.resource_id
+     WHERE e.session_id = p_session_id AND e.released_at = v_now AND e.resource_id <> 0
+       AND NOT {% call m::key_full("r", "v_now") %}{% endmacro %}
 -- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
 --
 -- A worker's results that arrive together are confirmed together: one CALL, one commit, one
@@ -148,7 +151,7 @@ BEGIN
   -- their next task (opened after the grant; a plain read of the resource rows, exact: we hold
   -- them).
   DECLARE c_released_keys CURSOR FOR
-    SELECT DISTINCT e.resource_id {% call released_keys_left(ended) %} AND e.handoff_task_id <> 0;
+    SELECT DISTINCT e.resource_id {% call released_keys_left() %} AND e.handoff_task_id <> 0;
   {% call m::rollback_on_error() %};
 
   IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
@@ -302,7 +305,7 @@ BEGIN
     -- for other sessions (v_key_left, for the wake below). (Plain reads, exact: we hold the
     -- resource rows.)
     IF v_handed_off > 0 THEN
-      SELECT EXISTS (SELECT 1 {% call released_keys_left(ended) %})
+      SELECT EXISTS (SELECT 1 {% call released_keys_left() %})
         INTO v_key_left;
     END IF;
     IF v_key_left THEN
