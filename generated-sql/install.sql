@@ -827,11 +827,13 @@ BEGIN
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
   DECLARE v_room BIGINT;
   -- The session's quota slot, which its grants charge (orbit_task_grant); how many of the ended
-  -- attempts were charged to it; whether the grant was left to a claim of the session's own
+  -- attempts were charged to it, and how many of those ended their task (its incomplete-task
+  -- charge goes back too); whether the grant was left to a claim of the session's own
   -- (orbit_task_grant's p_deferred).
   DECLARE v_session_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
   DECLARE v_quota_slot TINYINT UNSIGNED;
   DECLARE v_credit INT DEFAULT 0;
+  DECLARE v_credit_terminal INT DEFAULT 0;
   DECLARE v_deferred TINYINT DEFAULT 0;
   DECLARE v_queue_limited TINYINT DEFAULT 1;
   -- The granted attempt when v_granted = 1 (from orbit_task_grant).
@@ -841,7 +843,6 @@ BEGIN
   -- task.
   DECLARE v_requeued TINYINT DEFAULT 0;
   DECLARE v_key_left TINYINT DEFAULT 0;
-  DECLARE v_lock BIGINT UNSIGNED;
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
@@ -899,15 +900,16 @@ BEGIN
   IF p_claim_max > 0 AND (p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: lease_ms must be between 1000 and 3600000';
   END IF;
-  SET v_session_state = NULL;
-  SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
-  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
-  END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
+  -- The session, checked where it is read: locked when granting (the claim's first lock).
   IF p_claim_max > 0 THEN
-    SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
+    SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
+  ELSE
+    SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  END IF;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
   -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
   -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
@@ -962,7 +964,7 @@ BEGIN
                                       'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
                                       'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
             v_ended_count = v_ended_count + 1, v_credit = v_credit + (v_quota_slot = v_session_slot),
-            v_i = v_i + 1;
+            v_credit_terminal = v_credit_terminal + (v_quota_slot = v_session_slot), v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
@@ -982,7 +984,7 @@ BEGIN
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended_count = 0, v_credit = 0;
+      SET v_acks = '', v_ended_count = 0, v_credit = 0, v_credit_terminal = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -1009,6 +1011,8 @@ BEGIN
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
+          v_credit_terminal = v_credit_terminal
+                              + (v_quota_slot = v_session_slot AND v_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')),
           v_handed_off = v_handed_off + (v_handoff_task_id <> 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
@@ -1064,8 +1068,15 @@ BEGIN
       CLOSE c_released_keys;
     END IF;
   END IF;
-  -- The charges of the ended attempts go back last: quota rows after every other row.
-  IF v_ended_count > 0 THEN
+  -- The charges of the ended attempts go back last: quota rows after every other row. Usually
+  -- every ended attempt charged the session's slot: that row alone, by the counts kept above.
+  -- Otherwise each slot's, from the ended attempts' rows.
+  IF v_ended_count > 0 AND v_credit = v_ended_count THEN
+    UPDATE orbit_application_quota q
+       SET q.active_attempts = q.active_attempts - v_credit,
+           q.incomplete_tasks = q.incomplete_tasks - v_credit_terminal, q.updated_at = v_now
+     WHERE q.application_id = v_back_application_id AND q.slot = v_session_slot;
+  ELSEIF v_ended_count > 0 THEN
     UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
@@ -7482,7 +7493,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'ba37d1179d3fb993c30a8347698515c03a4ad81ed01d3d528db4531cd1ba82a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '6b8cc57363b433de6d02b93244e1e7cd096b6a1850138b5ed3ddf660e8ae7400', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '47d46bfb8317293cd2e7af7b67bf43133e28cb2aceb2442be56ade7334a2a9d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7542,5 +7553,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '017e401b8f84072eaaeb60cf70a429f52048baa997bc7163f919bb42f9ff1102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '017e401b8f84072eaaeb60cf70a429f52048baa997bc7163f919bb42f9ff1102', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '89bc352353ace6859eb5fd5bbef25491da1d861b115652fcf1ebabd08157e699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '89bc352353ace6859eb5fd5bbef25491da1d861b115652fcf1ebabd08157e699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

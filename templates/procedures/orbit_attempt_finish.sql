@@ -119,11 +119,13 @@ BEGIN
   -- The application's room for more active attempts after the grant (from orbit_task_grant).
   DECLARE v_room BIGINT;
   -- The session's quota slot, which its grants charge (orbit_task_grant); how many of the ended
-  -- attempts were charged to it; whether the grant was left to a claim of the session's own
+  -- attempts were charged to it, and how many of those ended their task (its incomplete-task
+  -- charge goes back too); whether the grant was left to a claim of the session's own
   -- (orbit_task_grant's p_deferred).
   DECLARE v_session_slot TINYINT UNSIGNED DEFAULT {% call m::session_slot("p_session_id") %};
   DECLARE v_quota_slot TINYINT UNSIGNED;
   DECLARE v_credit INT DEFAULT 0;
+  DECLARE v_credit_terminal INT DEFAULT 0;
   DECLARE v_deferred TINYINT DEFAULT 0;
   DECLARE v_queue_limited TINYINT DEFAULT 1;
   -- The granted attempt when v_granted = 1 (from orbit_task_grant).
@@ -133,7 +135,6 @@ BEGIN
   -- task.
   DECLARE v_requeued TINYINT DEFAULT 0;
   DECLARE v_key_left TINYINT DEFAULT 0;
-  DECLARE v_lock BIGINT UNSIGNED;
   -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
@@ -182,10 +183,15 @@ BEGIN
   IF p_claim_max > 0 AND (p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1000 AND 3600000) THEN
     {% call m::raise("INVALID_ARGUMENT", "lease_ms must be between 1000 and 3600000") %};
   END IF;
-  {% call m::session_open_check("p_session_id", "v_session_state") %};
   {% call m::begin() %};
+  -- The session, checked where it is read: locked when granting (the claim's first lock).
   IF p_claim_max > 0 THEN
-    SELECT s.id INTO v_lock FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
+    SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id FOR UPDATE;
+  ELSE
+    SELECT s.state INTO v_session_state FROM orbit_session s WHERE s.id = p_session_id;
+  END IF;
+  IF v_session_state IS NULL OR v_session_state = 'closed' THEN
+    {% call m::raise("UNAUTHENTICATED", "the session is closed") %};
   END IF;
   -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
   -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
@@ -234,7 +240,7 @@ BEGIN
       IF v_group THEN
         SET {% call append_ack("'SUCCEEDED'", "'SUCCEEDED'", "0", "''") %},
             v_ended_count = v_ended_count + 1, v_credit = v_credit + (v_quota_slot = v_session_slot),
-            v_i = v_i + 1;
+            v_credit_terminal = v_credit_terminal + (v_quota_slot = v_session_slot), v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
@@ -251,7 +257,7 @@ BEGIN
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended_count = 0, v_credit = 0;
+      SET v_acks = '', v_ended_count = 0, v_credit = 0, v_credit_terminal = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -276,6 +282,8 @@ BEGIN
       -- A session's attempts all belong to its application.
       SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
+          v_credit_terminal = v_credit_terminal
+                              + (v_quota_slot = v_session_slot AND v_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')),
           v_handed_off = v_handed_off + (v_handoff_task_id <> 0),
           v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
     ELSE
@@ -324,8 +332,15 @@ BEGIN
       CLOSE c_released_keys;
     END IF;
   END IF;
-  -- The charges of the ended attempts go back last: quota rows after every other row.
-  IF v_ended_count > 0 THEN
+  -- The charges of the ended attempts go back last: quota rows after every other row. Usually
+  -- every ended attempt charged the session's slot: that row alone, by the counts kept above.
+  -- Otherwise each slot's, from the ended attempts' rows.
+  IF v_ended_count > 0 AND v_credit = v_ended_count THEN
+    UPDATE orbit_application_quota q
+       SET q.active_attempts = q.active_attempts - v_credit,
+           q.incomplete_tasks = q.incomplete_tasks - v_credit_terminal, q.updated_at = v_now
+     WHERE q.application_id = v_back_application_id AND q.slot = v_session_slot;
+  ELSEIF v_ended_count > 0 THEN
     {% call m::quota_give_back_ended("v_back_application_id", ended ~ " a", "v_now") %};
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
