@@ -37,14 +37,15 @@ pub struct Server {
 }
 
 impl Server {
-    /// Finds the server's process: a `mariadbd` or `mysqld` of this machine whose age matches the
-    /// server's `Uptime`, on a server whose `@@hostname` is this machine's (the process named by
-    /// `@@pid_file` is preferred when several match). Reads `@@performance_schema`.
     /// The server's process id, when it runs on this machine.
     pub fn pid(&self) -> Option<u32> {
         self.pid
     }
 
+    /// Finds the server's process, on a server whose `@@hostname` is this machine's: the
+    /// `mariadbd` or `mysqld` that `@@pid_file` names when this machine can read it, else the
+    /// one whose age matches the server's `Uptime` (the two clocks can drift apart on a virtual
+    /// machine, so the pid file comes first). Reads `@@performance_schema`.
     pub async fn detect(pool: &MySqlPool) -> Result<Server, DbError> {
         let (pid_file, hostname, performance_schema): (Option<String>, Option<String>, i64) =
             sqlx::query_as("SELECT @@pid_file, @@hostname, @@performance_schema + 0")
@@ -72,13 +73,19 @@ impl Server {
         let preferred = pid_file
             .and_then(|f| std::fs::read_to_string(f).ok())
             .and_then(|s| s.trim().parse::<u32>().ok());
-        let matching: Vec<u32> = server_processes()
-            .into_iter()
+        let processes = server_processes();
+        let matching: Vec<u32> = processes
+            .iter()
+            .copied()
             .filter(|&pid| process_age_seconds(pid).is_some_and(|age| (age - uptime).abs() <= 5.0))
             .collect();
-        let pid = match matching.as_slice() {
-            [one] => Some(*one),
-            many => preferred.filter(|p| many.contains(p)),
+        let pid = match (
+            preferred.filter(|p| processes.contains(p)),
+            matching.as_slice(),
+        ) {
+            (Some(named), _) => Some(named),
+            (None, [one]) => Some(*one),
+            (None, _) => None,
         };
         let cpu_note = pid.is_none().then(|| {
             format!(
