@@ -3193,9 +3193,11 @@ DELIMITER ;
 -- orbit_task_create: Internal: create one accepted task inside the caller's transaction.
 --
 -- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
--- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- ('ready' for an unkeyed task due now, 'scheduled' for one whose run_at is ahead,
--- orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter
+-- created by the same code: the key's resource row (lock, or insert), the task row in its lane
+-- (as orbit_task_place decides it: 'scheduled' until its run_at, else 'ready' for an unkeyed
+-- task, and for a keyed one 'ready' only while its key has room and no ready task of the key
+-- waits in the queue; a task whose key's policy replaces others is placed after them, by
+-- orbit_task_place) and (p_charge = 1) the application's incomplete-task counter
 -- (orbit_task_charge). The definition and timing must already be validated (orbit_task_validate,
 -- m::task_timing_error). When the incomplete-task quota is full, or the key's policy refuses the
 -- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
@@ -3296,15 +3298,23 @@ body: BEGIN
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
-    -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
-    -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
-    INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
-    VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
-    ON DUPLICATE KEY UPDATE version = version;
+    -- The key's row, locked where it exists (most submits find it). Otherwise insert-or-lock in
+    -- one statement (a concurrent submit may insert it first): ON DUPLICATE KEY UPDATE takes the
+    -- row's exclusive lock directly, avoiding the shared-then-exclusive upgrade that deadlocks
+    -- concurrent submitters; then the same locked read.
     SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
       FROM orbit_resource r
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
+    IF v_resource_id = 0 THEN
+      INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
+      VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
+      ON DUPLICATE KEY UPDATE version = version;
+      SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
+      FROM orbit_resource r
+     WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
+       FOR UPDATE;
+    END IF;
     -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
     -- 1000 index entries of the namespace. Its limit is kept on the key's row
     -- for the placement below; its on_busy applies to a submitted task (a plan's follows the plan).
@@ -3409,14 +3419,32 @@ body: BEGIN
     -- The new task takes the replaced one's quota charge.
     SET v_slot = v_replaced_slot;
   END IF;
+  -- Its lane, as orbit_task_place decides it, written by the insert: a keyed task due now from
+  -- its key's row (a plain read, exact under the row's lock), unless tasks of its key are
+  -- replaced below. Those leave their lanes after the insert, so the new task waits in lane
+  -- 'none' and is placed after them (orbit_task_place).
+  IF v_run_at > p_now THEN
+    SET v_lane = 'scheduled';
+  ELSEIF v_resource_id = 0 THEN
+    SET v_lane = 'ready';
+  ELSEIF v_replaced IS NOT NULL OR v_on_busy IN ('replace_waiting', 'cancel_running') THEN
+    SET v_lane = 'none';
+  ELSE
+    SELECT IF((r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > p_now, 0))
+              OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
+                          WHERE h.resource_id = r.id AND h.lane = 'ready' AND h.queue_id = p_queue_id),
+              'blocked', 'ready')
+      INTO v_lane
+      FROM orbit_resource r
+     WHERE r.id = v_resource_id;
+  END IF;
   INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                           deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
                           debounce_seconds, debounce_until)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
-          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
-          IF(v_resource_id <> 0, 'none', IF(v_run_at > p_now, 'scheduled', 'ready')), p_priority,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', v_lane, p_priority,
           p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, v_run_at,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now,
@@ -3459,10 +3487,7 @@ body: BEGIN
        WHERE q.application_id = p_application_id AND q.slot = v_replaced_slot;
     END LOOP each_waiting;
   END IF;
-  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
-  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key,
-  -- after the tasks it replaced have left their lanes.
-  IF v_resource_id <> 0 THEN
+  IF v_lane = 'none' THEN
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
   END IF;
   IF v_replaced IS NULL AND p_charge THEN
@@ -4366,7 +4391,7 @@ body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'ready';
-  DECLARE v_full TINYINT DEFAULT 0;
+  DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
   SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
@@ -4374,13 +4399,15 @@ body: BEGIN
   IF v_run_at > p_now THEN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
-    SELECT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > p_now, 0)) INTO v_full FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
-    -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
-    SELECT IF(v_full
+    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    -- A plain read (a subquery of a locking read takes locks); exact under the resource lock.
+    SELECT IF((r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > p_now, 0))
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
-                          WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
+                          WHERE h.resource_id = r.id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')
-      INTO v_lane;
+      INTO v_lane
+      FROM orbit_resource r
+     WHERE r.id = v_resource_id;
   END IF;
   SET o_state = IF(v_lane = 'scheduled' AND v_attempt_count > 0, 'RETRY_WAIT', 'WAITING'), o_lane = v_lane;
   UPDATE orbit_task t
@@ -6748,12 +6775,12 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f2aa3bc0bc6684cfec536bfaf69762418c73d7eaf3cebebb833f9ef666d58cf4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'af0800e53ed91b928713fc2f5b7bd7142c439fede82acf3f4ebabd96ab94efc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'c73fd5ce35270523204c7e2faedbdf8168b0c8de88d1c6e1f9556de899cd5bba', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '2443b4d7ae1beb40fb0afcc86f4c09317596e2ec8cf5eac9cb29483f5799ec5a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '0503377486f921e7758c7b21e4857b82290a49418e18bccb633a598fe7a772a8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '36767d98c04c727c20793705cdaf3634b2bde2efaf4cb44c0106f8ad6723f012', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6762,5 +6789,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '89bc352353ace6859eb5fd5bbef25491da1d861b115652fcf1ebabd08157e699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '89bc352353ace6859eb5fd5bbef25491da1d861b115652fcf1ebabd08157e699', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '0d4720559a12a0c6fde5b1e2139ac5bdb439407ae876e2b941c08d5cded8b063', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '0d4720559a12a0c6fde5b1e2139ac5bdb439407ae876e2b941c08d5cded8b063', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

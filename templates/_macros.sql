@@ -89,6 +89,16 @@
     row's lock. -#}
 {% macro key_full(r, now) %}({{ r }}.holders >= {{ r }}.holder_limit OR COALESCE({{ r }}.rate_wake_at > {{ now }}, 0)){% endmacro %}
 
+{#- The lane a keyed WAITING task due now goes to (an expression over its key's orbit_resource row
+    `r`, which the caller has locked; for a plain read, as a subquery of a locking read would take
+    locks): 'ready' only while the key has room and the task's queue `queue` has no ready task of
+    the key yet (at most one per key and queue), otherwise 'blocked'. orbit_task_place's decision,
+    also made by orbit_task_create before its insert. -#}
+{% macro keyed_lane(r, queue, now) %}IF({% call key_full(r, now) %}
+              OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
+                          WHERE h.resource_id = {{ r }}.id AND h.lane = 'ready' AND h.queue_id = {{ queue }}),
+              'blocked', 'ready'){% endmacro %}
+
 {#- Into `into`: the oldest holder of key `resource` (the lowest attempt id among slot 0's, the
     resource row's holder_attempt_id, and its orbit_key_slot rows'); NULL when nobody holds it. -#}
 {% macro key_oldest_holder(resource, into) %}SELECT MIN(h.attempt_id) INTO {{ into }}

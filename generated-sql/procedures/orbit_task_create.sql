@@ -4,9 +4,11 @@
 -- orbit_task_create: Internal: create one accepted task inside the caller's transaction.
 --
 -- Shared by orbit_task_submit, orbit_task_submit_many and orbit_plan_fire_due, so every task is
--- created by the same code: the key's resource row (insert or lock), the task row, its lane
--- ('ready' for an unkeyed task due now, 'scheduled' for one whose run_at is ahead,
--- orbit_task_place for a keyed one) and (p_charge = 1) the application's incomplete-task counter
+-- created by the same code: the key's resource row (lock, or insert), the task row in its lane
+-- (as orbit_task_place decides it: 'scheduled' until its run_at, else 'ready' for an unkeyed
+-- task, and for a keyed one 'ready' only while its key has room and no ready task of the key
+-- waits in the queue; a task whose key's policy replaces others is placed after them, by
+-- orbit_task_place) and (p_charge = 1) the application's incomplete-task counter
 -- (orbit_task_charge). The definition and timing must already be validated (orbit_task_validate,
 -- m::task_timing_error). When the incomplete-task quota is full, or the key's policy refuses the
 -- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
@@ -107,15 +109,23 @@ body: BEGIN
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
-    -- Insert-or-lock in one statement: ON DUPLICATE KEY UPDATE takes the row's exclusive lock
-    -- directly, avoiding the shared-then-exclusive upgrade that deadlocks concurrent submitters.
-    INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
-    VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
-    ON DUPLICATE KEY UPDATE version = version;
+    -- The key's row, locked where it exists (most submits find it). Otherwise insert-or-lock in
+    -- one statement (a concurrent submit may insert it first): ON DUPLICATE KEY UPDATE takes the
+    -- row's exclusive lock directly, avoiding the shared-then-exclusive upgrade that deadlocks
+    -- concurrent submitters; then the same locked read.
     SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
       FROM orbit_resource r
      WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
        FOR UPDATE;
+    IF v_resource_id = 0 THEN
+      INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
+      VALUES (p_namespace_id, p_concurrency_key, 0, 0, p_now, p_now)
+      ON DUPLICATE KEY UPDATE version = version;
+      SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
+      FROM orbit_resource r
+     WHERE r.namespace_id = p_namespace_id AND r.concurrency_key = p_concurrency_key
+       FOR UPDATE;
+    END IF;
     -- The key's policy: the longest pattern that matches it (orbit_key_policy), at most
     -- 1000 index entries of the namespace. Its limit is kept on the key's row
     -- for the placement below; its on_busy applies to a submitted task (a plan's follows the plan).
@@ -220,14 +230,32 @@ body: BEGIN
     -- The new task takes the replaced one's quota charge.
     SET v_slot = v_replaced_slot;
   END IF;
+  -- Its lane, as orbit_task_place decides it, written by the insert: a keyed task due now from
+  -- its key's row (a plain read, exact under the row's lock), unless tasks of its key are
+  -- replaced below. Those leave their lanes after the insert, so the new task waits in lane
+  -- 'none' and is placed after them (orbit_task_place).
+  IF v_run_at > p_now THEN
+    SET v_lane = 'scheduled';
+  ELSEIF v_resource_id = 0 THEN
+    SET v_lane = 'ready';
+  ELSEIF v_replaced IS NOT NULL OR v_on_busy IN ('replace_waiting', 'cancel_running') THEN
+    SET v_lane = 'none';
+  ELSE
+    SELECT IF((r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > p_now, 0))
+              OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
+                          WHERE h.resource_id = r.id AND h.lane = 'ready' AND h.queue_id = p_queue_id),
+              'blocked', 'ready')
+      INTO v_lane
+      FROM orbit_resource r
+     WHERE r.id = v_resource_id;
+  END IF;
   INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
                           deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
                           debounce_seconds, debounce_until)
   VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
-          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING',
-          IF(v_resource_id <> 0, 'none', IF(v_run_at > p_now, 'scheduled', 'ready')), p_priority,
+          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', v_lane, p_priority,
           p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, v_run_at,
           IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
           p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now,
@@ -270,10 +298,7 @@ body: BEGIN
        WHERE q.application_id = p_application_id AND q.slot = v_replaced_slot;
     END LOOP each_waiting;
   END IF;
-  -- An unkeyed task waits for nothing but its run_at: it went straight into 'ready' or
-  -- 'scheduled' above, where orbit_task_place would put it. A keyed one is placed behind its key,
-  -- after the tasks it replaced have left their lanes.
-  IF v_resource_id <> 0 THEN
+  IF v_lane = 'none' THEN
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
   END IF;
   IF v_replaced IS NULL AND p_charge THEN

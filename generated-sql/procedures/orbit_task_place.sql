@@ -23,7 +23,7 @@ body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_run_at DATETIME(6) DEFAULT NULL;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT 'ready';
-  DECLARE v_full TINYINT DEFAULT 0;
+  DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_attempt_count INT UNSIGNED DEFAULT 0;
   SELECT t.queue_id, t.resource_id, t.run_at, t.attempt_count INTO v_queue_id, v_resource_id, v_run_at, v_attempt_count
     FROM orbit_task t
@@ -31,13 +31,15 @@ body: BEGIN
   IF v_run_at > p_now THEN
     SET v_lane = 'scheduled';
   ELSEIF v_resource_id <> 0 THEN
-    SELECT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > p_now, 0)) INTO v_full FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
-    -- A plain read (IF EXISTS (...) would take shared locks); exact under the resource lock.
-    SELECT IF(v_full
+    SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+    -- A plain read (a subquery of a locking read takes locks); exact under the resource lock.
+    SELECT IF((r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > p_now, 0))
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
-                          WHERE h.resource_id = v_resource_id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
+                          WHERE h.resource_id = r.id AND h.lane = 'ready' AND h.queue_id = v_queue_id),
               'blocked', 'ready')
-      INTO v_lane;
+      INTO v_lane
+      FROM orbit_resource r
+     WHERE r.id = v_resource_id;
   END IF;
   SET o_state = IF(v_lane = 'scheduled' AND v_attempt_count > 0, 'RETRY_WAIT', 'WAITING'), o_lane = v_lane;
   UPDATE orbit_task t
