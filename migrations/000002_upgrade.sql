@@ -3421,14 +3421,15 @@ body: BEGIN
   END IF;
   -- Its lane, as orbit_task_place decides it, written by the insert: a keyed task due now from
   -- its key's row (a plain read, exact under the row's lock), unless tasks of its key are
-  -- replaced below. Those leave their lanes after the insert, so the new task waits in lane
-  -- 'none' and is placed after them (orbit_task_place).
-  IF v_run_at > p_now THEN
-    SET v_lane = 'scheduled';
-  ELSEIF v_resource_id = 0 THEN
-    SET v_lane = 'ready';
+  -- replaced. Those leave their lanes after the insert, so the new task waits in lane 'none' (where
+  -- the replacement, which looks for waiting tasks in every other lane, cannot take it for one
+  -- of them) and is placed after them (orbit_task_place).
+  IF v_resource_id = 0 THEN
+    SET v_lane = IF(v_run_at > p_now, 'scheduled', 'ready');
   ELSEIF v_replaced IS NOT NULL OR v_on_busy IN ('replace_waiting', 'cancel_running') THEN
     SET v_lane = 'none';
+  ELSEIF v_run_at > p_now THEN
+    SET v_lane = 'scheduled';
   ELSE
     SELECT IF((r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > p_now, 0))
               OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
@@ -6775,7 +6776,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f2aa3bc0bc6684cfec536bfaf69762418c73d7eaf3cebebb833f9ef666d58cf4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'af0800e53ed91b928713fc2f5b7bd7142c439fede82acf3f4ebabd96ab94efc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '2443b4d7ae1beb40fb0afcc86f4c09317596e2ec8cf5eac9cb29483f5799ec5a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '0743ca90c8e076034f595dba6b221ede64568fafcc7ef6f918a2c08c3d1c2521', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '0503377486f921e7758c7b21e4857b82290a49418e18bccb633a598fe7a772a8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6789,5 +6790,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '0d4720559a12a0c6fde5b1e2139ac5bdb439407ae876e2b941c08d5cded8b063', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '0d4720559a12a0c6fde5b1e2139ac5bdb439407ae876e2b941c08d5cded8b063', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '730fc7795ab49f5519a320cb3787895a83121ed63f0dc9705d95d16e6382c061', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '730fc7795ab49f5519a320cb3787895a83121ed63f0dc9705d95d16e6382c061', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -418,6 +418,46 @@ async fn replacing_the_ready_task_leaves_the_new_one_ready() {
 }
 
 #[tokio::test]
+async fn a_delayed_task_replaces_the_waiting_ones_and_waits_for_its_run_at() {
+    // The new task is inserted before the waiting ones are replaced: it must not count as one
+    // of them (a task due later waits in the 'scheduled' lane, where the replacement looks).
+    let f = Fixture::new().await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    set(&f, "exact", "k", "replace_waiting").await;
+    let old = f.submit(&f.queue_id, "k").await;
+    let delayed = f
+        .submit_task(&orbit::db::tasks::NewTask {
+            timing: orbit::db::tasks::Timing {
+                delay_seconds: Some(3600),
+                ..Default::default()
+            },
+            ..f.task(&f.queue_id, "k")
+        })
+        .await;
+    assert_eq!(state(&f, old.id).await, "CANCELLED");
+    let t = f.db.task_get(&f.hash, delayed.id).await.unwrap();
+    assert_eq!(t.state.as_str(), "WAITING", "the new task replaced itself");
+    assert!(
+        t.blocked_reason.starts_with("DELAYED"),
+        "{}",
+        t.blocked_reason
+    );
+    assert_eq!(
+        count(
+            &f,
+            &format!(
+                "SELECT COUNT(*) FROM orbit_task WHERE id = {} AND lane = 'scheduled'",
+                delayed.id
+            )
+        )
+        .await,
+        1
+    );
+    assert_eq!(charged(&f).await, 1);
+    assert!(f.db.task_claim(s, 10, 30_000).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn a_plans_task_follows_its_plan_not_the_key_policy() {
     let f = Fixture::new().await;
     set(&f, "exact", "nightly", "reject").await;

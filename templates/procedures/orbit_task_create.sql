@@ -210,14 +210,15 @@ body: BEGIN
   END IF;
   -- Its lane, as orbit_task_place decides it, written by the insert: a keyed task due now from
   -- its key's row (a plain read, exact under the row's lock), unless tasks of its key are
-  -- replaced below. Those leave their lanes after the insert, so the new task waits in lane
-  -- 'none' and is placed after them (orbit_task_place).
-  IF v_run_at > p_now THEN
-    SET v_lane = 'scheduled';
-  ELSEIF v_resource_id = 0 THEN
-    SET v_lane = 'ready';
+  -- replaced. Those leave their lanes after the insert, so the new task waits in lane 'none' (where
+  -- the replacement, which looks for waiting tasks in every other lane, cannot take it for one
+  -- of them) and is placed after them (orbit_task_place).
+  IF v_resource_id = 0 THEN
+    SET v_lane = IF(v_run_at > p_now, 'scheduled', 'ready');
   ELSEIF v_replaced IS NOT NULL OR v_on_busy IN ('replace_waiting', 'cancel_running') THEN
     SET v_lane = 'none';
+  ELSEIF v_run_at > p_now THEN
+    SET v_lane = 'scheduled';
   ELSE
     SELECT {% call m::keyed_lane("r", "p_queue_id", "p_now") %}
       INTO v_lane
