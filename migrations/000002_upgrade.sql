@@ -700,9 +700,11 @@ BEGIN
   DECLARE v_duplicate TINYINT;
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
-  -- How many attempts this call ended, and how many of their keys went to a next task.
+  -- How many attempts this call ended, how many of their keys went to a next task, and how many
+  -- of those the grant took.
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_handed_off INT DEFAULT 0;
+  DECLARE v_handoffs_taken INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -742,14 +744,15 @@ BEGIN
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
   -- The keys this call handed off that still have room after the grant: the grant did not take
-  -- their next task (opened after the grant; a plain read of the resource rows, exact: we hold
-  -- them).
+  -- their next task (opened after the grant; the results' attempts ended now, and plain reads of
+  -- the resource rows, exact: we hold them).
   DECLARE c_released_keys CURSOR FOR
-    SELECT DISTINCT e.resource_id FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
+    SELECT DISTINCT e.resource_id
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
       STRAIGHT_JOIN orbit_attempt e FORCE INDEX (PRIMARY) ON e.id = j.attempt_id
       STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = e.resource_id
-     WHERE e.session_id = p_session_id AND e.released_at = v_now AND e.resource_id <> 0
-       AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)) AND e.handoff_task_id <> 0;
+     WHERE e.session_id = p_session_id AND e.released_at = v_now AND e.handoff_task_id <> 0
+       AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0));
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
@@ -922,21 +925,14 @@ BEGIN
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, IF(v_handed_off > 0, p_results, NULL),
-                          NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room,
+                          NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted,
+                          v_handoffs_taken, v_room,
                           v_queue_limited, v_granted_id);
-    -- The keys handed off above readied nothing (orbit_key_release). A key the grant did not take
-    -- gets a ready task in each queue with blocked tasks of it, as any other release leaves it,
-    -- for other sessions (v_key_left, for the wake below). (Plain reads, exact: we hold the
-    -- resource rows.)
-    IF v_handed_off > 0 THEN
-      SELECT EXISTS (SELECT 1 FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
-      STRAIGHT_JOIN orbit_attempt e FORCE INDEX (PRIMARY) ON e.id = j.attempt_id
-      STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = e.resource_id
-     WHERE e.session_id = p_session_id AND e.released_at = v_now AND e.resource_id <> 0
-       AND NOT (r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0)))
-        INTO v_key_left;
-    END IF;
-    IF v_key_left THEN
+    -- The keys handed off above readied nothing (orbit_key_release). One whose next task the
+    -- grant did not take still has room: it gets a ready task in each queue with blocked tasks
+    -- of it, as any other release leaves it, for other sessions (v_key_left, for the wake
+    -- below). Nothing to look for when the grant took every hand-off.
+    IF v_handed_off > v_handoffs_taken THEN
       SET v_done = 0;
       OPEN c_released_keys;
       released_keys: LOOP
@@ -947,6 +943,7 @@ BEGIN
         IF v_done THEN
           LEAVE released_keys;
         END IF;
+        SET v_key_left = 1;
         CALL orbit_key_promote_all(v_resource_id, v_now);
       END LOOP released_keys;
       CLOSE c_released_keys;
@@ -975,8 +972,9 @@ BEGIN
          q.updated_at = v_now;
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
-  -- left: a ready task of a released key (known above: with a grant, every key released here was
-  -- handed off), room under an application quota that was full (conservatively: at most one
+  -- left: a ready task of a released key (known above when granting: a key handed off and not
+  -- taken; a key of several holders or with a rate readied its tasks itself and is not looked at
+  -- here: the server's periodic dispatch probe, orbit_task_ready_queues, finds them), room under an application quota that was full (conservatively: at most one
   -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
   -- without backoff), or room under a queue's permit limit. The last two concern only the ended
   -- attempts' queues, and need a statement, run only when a task went back to waiting or the
@@ -3099,6 +3097,8 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  -- (A claim hands nothing off: always 0.)
+  DECLARE v_handoffs INT;
   DECLARE v_room BIGINT;
   DECLARE v_deferred TINYINT;
   DECLARE v_queue_limited TINYINT;
@@ -3120,7 +3120,7 @@ BEGIN
   -- From the front of each ready lane: a claim on its own is how a woken session finds what
   -- other sessions readied.
   CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 0,
-                        v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+                        v_deferred, v_seq, v_granted, v_handoffs, v_room, v_queue_limited, v_granted_id);
   IF v_deferred THEN
     -- The session's slot refused the charge and may stay locked (see orbit_task_grant): again,
     -- in a transaction of its own that locks every slot at once.
@@ -3128,7 +3128,7 @@ BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
     CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 1,
-                          v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+                          v_deferred, v_seq, v_granted, v_handoffs, v_room, v_queue_limited, v_granted_id);
   END IF;
   IF v_seq = 0 THEN
     ROLLBACK;
@@ -3600,7 +3600,8 @@ DELIMITER ;
 --   cannot be taken after it without risking a deadlock: the grant rolled back to its savepoint
 --   and the caller retries in a transaction of its own with p_every_slot = 1; OUT p_seq: the session's claim_seq
 --   recorded on the granted attempts (0 = nothing written); OUT p_granted: how many attempts it
---   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
+--   granted (a p_seq with none: only expiries or demotions were written); OUT p_handoffs: how
+--   many of them took a hand-off's task (p_results); OUT p_room: the
 --   application's room for more active attempts after the grant, as read at its start less what
 --   it granted (NULL: no quota rows); OUT p_queue_limited: 1 when one of the session's queues
 --   has a permit limit (as the grant began). orbit_attempt_finish uses both to decide, without a
@@ -3625,7 +3626,7 @@ CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT,
                                   IN p_now DATETIME(6), IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
                                   IN p_hinted TINYINT, IN p_credit INT,
                                   IN p_every_slot TINYINT, OUT p_deferred TINYINT, OUT p_seq BIGINT UNSIGNED,
-                                  OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
+                                  OUT p_granted INT, OUT p_handoffs INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -3662,6 +3663,7 @@ body: BEGIN
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_handoffs INT DEFAULT 0;
   DECLARE v_expired INT DEFAULT 0;
   DECLARE v_demoted INT DEFAULT 0;
   DECLARE v_visit INT DEFAULT 0;
@@ -3754,7 +3756,7 @@ body: BEGIN
      ORDER BY t.priority, t.id
      LIMIT v_budget;
 
-  SET p_deferred = 0, p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
+  SET p_deferred = 0, p_seq = 0, p_granted = 0, p_handoffs = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -4028,7 +4030,7 @@ body: BEGIN
           -- one has left the ready lane).
           CALL orbit_key_promote_all(v_resource_id, p_now);
         END IF;
-        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
+        SET v_granted = v_granted + 1, v_handoffs = v_handoffs + v_handing_off, v_queue_room = v_queue_room - 1,
             v_last_attempt_id = v_attempt_id;
       END LOOP batch;
       IF v_handing_off THEN
@@ -4164,7 +4166,7 @@ body: BEGIN
   END IF;
   -- No history row: the attempt records the grant (granted_at, session, token) and a start on
   -- assignment (started_at); see orbit_task_event.
-  SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
+  SET p_seq = v_seq, p_granted = v_granted, p_handoffs = v_handoffs, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END$$
 DELIMITER ;
 
@@ -6741,7 +6743,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'ba37d1179d3fb993c30a8347698515c03a4ad81ed01d3d528db4531cd1ba82a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '47d46bfb8317293cd2e7af7b67bf43133e28cb2aceb2442be56ade7334a2a9d7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '1c5c45a16fce8eb16ce609d17a0eafef77d65cecb0f2a7559360d3a55caba966', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6775,11 +6777,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f2aa3bc0bc6684cfec536bfaf69762418c73d7eaf3cebebb833f9ef666d58cf4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'af0800e53ed91b928713fc2f5b7bd7142c439fede82acf3f4ebabd96ab94efc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e596ea37792d35c6a50131e7e9ad57dd438112d06db7b4070a250b487d400ccb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '0743ca90c8e076034f595dba6b221ede64568fafcc7ef6f918a2c08c3d1c2521', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '0503377486f921e7758c7b21e4857b82290a49418e18bccb633a598fe7a772a8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'cec685038673ec73b2a86a6076348b1d2c3cde67679cee57e09f3b6735985a04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6790,5 +6792,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '730fc7795ab49f5519a320cb3787895a83121ed63f0dc9705d95d16e6382c061', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '730fc7795ab49f5519a320cb3787895a83121ed63f0dc9705d95d16e6382c061', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '56ef10b7965930bcdbd965297783ffbf0681dc602a27ad674a3350b2824b3fdb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '56ef10b7965930bcdbd965297783ffbf0681dc602a27ad674a3350b2824b3fdb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -28,6 +28,8 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_seq BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  -- (A claim hands nothing off: always 0.)
+  DECLARE v_handoffs INT;
   DECLARE v_room BIGINT;
   DECLARE v_deferred TINYINT;
   DECLARE v_queue_limited TINYINT;
@@ -49,7 +51,7 @@ BEGIN
   -- From the front of each ready lane: a claim on its own is how a woken session finds what
   -- other sessions readied.
   CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 0,
-                        v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+                        v_deferred, v_seq, v_granted, v_handoffs, v_room, v_queue_limited, v_granted_id);
   IF v_deferred THEN
     -- The session's slot refused the charge and may stay locked (see orbit_task_grant): again,
     -- in a transaction of its own that locks every slot at once.
@@ -57,7 +59,7 @@ BEGIN
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
     CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 1,
-                          v_deferred, v_seq, v_granted, v_room, v_queue_limited, v_granted_id);
+                          v_deferred, v_seq, v_granted, v_handoffs, v_room, v_queue_limited, v_granted_id);
   END IF;
   IF v_seq = 0 THEN
     ROLLBACK;

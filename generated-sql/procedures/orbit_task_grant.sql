@@ -55,7 +55,8 @@
 --   cannot be taken after it without risking a deadlock: the grant rolled back to its savepoint
 --   and the caller retries in a transaction of its own with p_every_slot = 1; OUT p_seq: the session's claim_seq
 --   recorded on the granted attempts (0 = nothing written); OUT p_granted: how many attempts it
---   granted (a p_seq with none: only expiries or demotions were written); OUT p_room: the
+--   granted (a p_seq with none: only expiries or demotions were written); OUT p_handoffs: how
+--   many of them took a hand-off's task (p_results); OUT p_room: the
 --   application's room for more active attempts after the grant, as read at its start less what
 --   it granted (NULL: no quota rows); OUT p_queue_limited: 1 when one of the session's queues
 --   has a permit limit (as the grant began). orbit_attempt_finish uses both to decide, without a
@@ -80,7 +81,7 @@ CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT,
                                   IN p_now DATETIME(6), IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
                                   IN p_hinted TINYINT, IN p_credit INT,
                                   IN p_every_slot TINYINT, OUT p_deferred TINYINT, OUT p_seq BIGINT UNSIGNED,
-                                  OUT p_granted INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
+                                  OUT p_granted INT, OUT p_handoffs INT, OUT p_room BIGINT, OUT p_queue_limited TINYINT,
                                   OUT p_attempt_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
 body: BEGIN
@@ -117,6 +118,7 @@ body: BEGIN
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
   DECLARE v_granted INT DEFAULT 0;
+  DECLARE v_handoffs INT DEFAULT 0;
   DECLARE v_expired INT DEFAULT 0;
   DECLARE v_demoted INT DEFAULT 0;
   DECLARE v_visit INT DEFAULT 0;
@@ -209,7 +211,7 @@ body: BEGIN
      ORDER BY t.priority, t.id
      LIMIT v_budget;
 
-  SET p_deferred = 0, p_seq = 0, p_granted = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
+  SET p_deferred = 0, p_seq = 0, p_granted = 0, p_handoffs = 0, p_room = NULL, p_queue_limited = 1, p_attempt_id = NULL;
   SET v_expires = DATE_ADD(p_now, INTERVAL p_lease_ms * 1000 MICROSECOND);
   SAVEPOINT orbit_task_grant;
   SELECT s.application_id, s.credential_id, s.worker_id, s.concurrency_keys, s.start_on_assign, s.handlers,
@@ -483,7 +485,7 @@ body: BEGIN
           -- one has left the ready lane).
           CALL orbit_key_promote_all(v_resource_id, p_now);
         END IF;
-        SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1,
+        SET v_granted = v_granted + 1, v_handoffs = v_handoffs + v_handing_off, v_queue_room = v_queue_room - 1,
             v_last_attempt_id = v_attempt_id;
       END LOOP batch;
       IF v_handing_off THEN
@@ -619,6 +621,6 @@ body: BEGIN
   END IF;
   -- No history row: the attempt records the grant (granted_at, session, token) and a start on
   -- assignment (started_at); see orbit_task_event.
-  SET p_seq = v_seq, p_granted = v_granted, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
+  SET p_seq = v_seq, p_granted = v_granted, p_handoffs = v_handoffs, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END$$
 DELIMITER ;

@@ -21,15 +21,6 @@
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now)" %}
-{#- The keys these results released that still have room, as a FROM ... WHERE over the results'
-    attempts ended now, one row per result (a join, not `ended`: an EXISTS over it needs no
-    DISTINCT, which would materialise it): plain reads of the resource rows, exact because this
-    transaction holds them. -#}
-{% macro released_keys_left() %}FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
-      STRAIGHT_JOIN orbit_attempt e FORCE INDEX (PRIMARY) ON e.id = j.attempt_id
-      STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = e.resource_id
-     WHERE e.session_id = p_session_id AND e.released_at = v_now AND e.resource_id <> 0
-       AND NOT {% call m::key_full("r", "v_now") %}{% endmacro %}
 -- orbit_attempt_finish: Record a session's results for its attempts, each once, in one transaction; release their permits; grant the next tasks.
 --
 -- A worker's results that arrive together are confirmed together: one CALL, one commit, one
@@ -108,9 +99,11 @@ BEGIN
   DECLARE v_duplicate TINYINT;
   DECLARE v_code VARCHAR(32) {{ c.ascii }};
   DECLARE v_acks MEDIUMTEXT {{ c.utf8 }} DEFAULT '';
-  -- How many attempts this call ended, and how many of their keys went to a next task.
+  -- How many attempts this call ended, how many of their keys went to a next task, and how many
+  -- of those the grant took.
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_handed_off INT DEFAULT 0;
+  DECLARE v_handoffs_taken INT DEFAULT 0;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
@@ -149,10 +142,15 @@ BEGIN
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
   -- The keys this call handed off that still have room after the grant: the grant did not take
-  -- their next task (opened after the grant; a plain read of the resource rows, exact: we hold
-  -- them).
+  -- their next task (opened after the grant; the results' attempts ended now, and plain reads of
+  -- the resource rows, exact: we hold them).
   DECLARE c_released_keys CURSOR FOR
-    SELECT DISTINCT e.resource_id {% call released_keys_left() %} AND e.handoff_task_id <> 0;
+    SELECT DISTINCT e.resource_id
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
+      STRAIGHT_JOIN orbit_attempt e FORCE INDEX (PRIMARY) ON e.id = j.attempt_id
+      STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = e.resource_id
+     WHERE e.session_id = p_session_id AND e.released_at = v_now AND e.handoff_task_id <> 0
+       AND NOT {% call m::key_full("r", "v_now") %};
   {% call m::rollback_on_error() %};
 
   IF p_results IS NULL OR NOT JSON_VALID(p_results) OR JSON_TYPE(p_results) <> 'ARRAY'
@@ -306,17 +304,14 @@ BEGIN
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, IF(v_handed_off > 0, p_results, NULL),
-                          NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted, v_room,
+                          NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted,
+                          v_handoffs_taken, v_room,
                           v_queue_limited, v_granted_id);
-    -- The keys handed off above readied nothing (orbit_key_release). A key the grant did not take
-    -- gets a ready task in each queue with blocked tasks of it, as any other release leaves it,
-    -- for other sessions (v_key_left, for the wake below). (Plain reads, exact: we hold the
-    -- resource rows.)
-    IF v_handed_off > 0 THEN
-      SELECT EXISTS (SELECT 1 {% call released_keys_left() %})
-        INTO v_key_left;
-    END IF;
-    IF v_key_left THEN
+    -- The keys handed off above readied nothing (orbit_key_release). One whose next task the
+    -- grant did not take still has room: it gets a ready task in each queue with blocked tasks
+    -- of it, as any other release leaves it, for other sessions (v_key_left, for the wake
+    -- below). Nothing to look for when the grant took every hand-off.
+    IF v_handed_off > v_handoffs_taken THEN
       SET v_done = 0;
       OPEN c_released_keys;
       released_keys: LOOP
@@ -327,6 +322,7 @@ BEGIN
         IF v_done THEN
           LEAVE released_keys;
         END IF;
+        SET v_key_left = 1;
         CALL orbit_key_promote_all(v_resource_id, v_now);
       END LOOP released_keys;
       CLOSE c_released_keys;
@@ -344,8 +340,9 @@ BEGIN
     {% call m::quota_give_back_ended("v_back_application_id", ended ~ " a", "v_now") %};
   END IF;
   -- Other sessions need waking only for what these releases made claimable and the grant above
-  -- left: a ready task of a released key (known above: with a grant, every key released here was
-  -- handed off), room under an application quota that was full (conservatively: at most one
+  -- left: a ready task of a released key (known above when granting: a key handed off and not
+  -- taken; a key of several holders or with a rate readied its tasks itself and is not looked at
+  -- here: the server's periodic dispatch probe, orbit_task_ready_queues, finds them), room under an application quota that was full (conservatively: at most one
   -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
   -- without backoff), or room under a queue's permit limit. The last two concern only the ended
   -- attempts' queues, and need a statement, run only when a task went back to waiting or the
