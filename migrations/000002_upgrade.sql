@@ -862,7 +862,7 @@ BEGIN
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
       SELECT e.task_id, e.id, 'attempt_succeeded', IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), 'SUCCEEDED', 0,
              'attempt SUCCEEDED; permits released', v_now
-        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
@@ -918,16 +918,15 @@ BEGIN
   END WHILE;
   IF p_claim_max > 0 THEN
     -- The grant takes the keys these results handed off first (p_results, when there are any:
-    -- their next tasks are still blocked). Its scans start where the session's last one stopped unless these results
-    -- readied tasks (a retry), which may sit behind that point. The charges given back below
+    -- their next tasks are still blocked). Its scans start where the session's last one stopped
+    -- unless these results readied tasks (a retry), which may sit behind that point. The charges given back below
     -- (quota rows last, after the grant's rows) count as room for it: v_credit of them on the
     -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, IF(v_handed_off > 0, p_results, NULL),
                           NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted,
-                          v_handoffs_taken, v_room,
-                          v_queue_limited, v_granted_id);
+                          v_handoffs_taken, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above readied nothing (orbit_key_release). One whose next task the
     -- grant did not take still has room: it gets a ready task in each queue with blocked tasks
     -- of it, as any other release leaves it, for other sessions (v_key_left, for the wake
@@ -960,7 +959,7 @@ BEGIN
   ELSEIF v_ended_count > 0 THEN
     UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
-            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) a
@@ -974,11 +973,12 @@ BEGIN
   -- Other sessions need waking only for what these releases made claimable and the grant above
   -- left: a ready task of a released key (known above when granting: a key handed off and not
   -- taken; a key of several holders or with a rate readied its tasks itself and is not looked at
-  -- here: the server's periodic dispatch probe, orbit_task_ready_queues, finds them), room under an application quota that was full (conservatively: at most one
-  -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
-  -- without backoff), or room under a queue's permit limit. The last two concern only the ended
-  -- attempts' queues, and need a statement, run only when a task went back to waiting or the
-  -- session has a queue with a limit: most results end their task, and most queues have no limit.
+  -- here: the server's periodic dispatch probe, orbit_task_ready_queues, finds them), room under
+  -- an application quota that was full (conservatively: at most one attempt below its limit, as
+  -- the grant read it), a task itself back in the ready lane (a retry without backoff), or room
+  -- under a queue's permit limit. The last two concern only the ended attempts' queues, and need
+  -- a statement, run only when a task went back to waiting or the session has a queue with a
+  -- limit: most results end their task, and most queues have no limit.
   -- Which sessions to wake: those serving a queue of the application (a key, the quota) or of an
   -- ended attempt that now has a ready task; never another application's (wake_queues).
   IF v_ended_count > 0 AND (p_claim_max = 0 OR v_key_left OR COALESCE(v_room, 0) <= 1) THEN
@@ -994,14 +994,14 @@ BEGIN
     -- materialised through ix_task_due, reading every ready task on every result. (SELECT ...
     -- INTO: a subquery in SET or IF would be a locking read.)
     SELECT EXISTS (SELECT 1
-                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')
         OR EXISTS (SELECT 1
-                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
@@ -1010,7 +1010,7 @@ BEGIN
       INTO v_wake;
     IF v_wake THEN
       SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM (SELECT DISTINCT e.queue_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+      FROM (SELECT DISTINCT e.queue_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e) w
@@ -6743,7 +6743,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'ba37d1179d3fb993c30a8347698515c03a4ad81ed01d3d528db4531cd1ba82a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '1c5c45a16fce8eb16ce609d17a0eafef77d65cecb0f2a7559360d3a55caba966', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '1bbc73b7537af9b69b8768d8714f02f663952e70dde5d25118d5c756b59b8897', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6792,5 +6792,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '56ef10b7965930bcdbd965297783ffbf0681dc602a27ad674a3350b2824b3fdb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '56ef10b7965930bcdbd965297783ffbf0681dc602a27ad674a3350b2824b3fdb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'aea4950f27d17110d459ebc8268bc253727747b5d8fe944e731d03cb3de784f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'aea4950f27d17110d459ebc8268bc253727747b5d8fe944e731d03cb3de784f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -243,7 +243,7 @@ BEGIN
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
       SELECT e.task_id, e.id, 'attempt_succeeded', IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), 'SUCCEEDED', 0,
              'attempt SUCCEEDED; permits released', v_now
-        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
@@ -299,16 +299,15 @@ BEGIN
   END WHILE;
   IF p_claim_max > 0 THEN
     -- The grant takes the keys these results handed off first (p_results, when there are any:
-    -- their next tasks are still blocked). Its scans start where the session's last one stopped unless these results
-    -- readied tasks (a retry), which may sit behind that point. The charges given back below
+    -- their next tasks are still blocked). Its scans start where the session's last one stopped
+    -- unless these results readied tasks (a retry), which may sit behind that point. The charges given back below
     -- (quota rows last, after the grant's rows) count as room for it: v_credit of them on the
     -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
     CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, IF(v_handed_off > 0, p_results, NULL),
                           NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted,
-                          v_handoffs_taken, v_room,
-                          v_queue_limited, v_granted_id);
+                          v_handoffs_taken, v_room, v_queue_limited, v_granted_id);
     -- The keys handed off above readied nothing (orbit_key_release). One whose next task the
     -- grant did not take still has room: it gets a ready task in each queue with blocked tasks
     -- of it, as any other release leaves it, for other sessions (v_key_left, for the wake
@@ -341,7 +340,7 @@ BEGIN
   ELSEIF v_ended_count > 0 THEN
     UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
-            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+            FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) a
@@ -355,11 +354,12 @@ BEGIN
   -- Other sessions need waking only for what these releases made claimable and the grant above
   -- left: a ready task of a released key (known above when granting: a key handed off and not
   -- taken; a key of several holders or with a rate readied its tasks itself and is not looked at
-  -- here: the server's periodic dispatch probe, orbit_task_ready_queues, finds them), room under an application quota that was full (conservatively: at most one
-  -- attempt below its limit, as the grant read it), a task itself back in the ready lane (a retry
-  -- without backoff), or room under a queue's permit limit. The last two concern only the ended
-  -- attempts' queues, and need a statement, run only when a task went back to waiting or the
-  -- session has a queue with a limit: most results end their task, and most queues have no limit.
+  -- here: the server's periodic dispatch probe, orbit_task_ready_queues, finds them), room under
+  -- an application quota that was full (conservatively: at most one attempt below its limit, as
+  -- the grant read it), a task itself back in the ready lane (a retry without backoff), or room
+  -- under a queue's permit limit. The last two concern only the ended attempts' queues, and need
+  -- a statement, run only when a task went back to waiting or the session has a queue with a
+  -- limit: most results end their task, and most queues have no limit.
   -- Which sessions to wake: those serving a queue of the application (a key, the quota) or of an
   -- ended attempt that now has a ready task; never another application's (wake_queues).
   IF v_ended_count > 0 AND (p_claim_max = 0 OR v_key_left OR COALESCE(v_room, 0) <= 1) THEN
@@ -375,14 +375,14 @@ BEGIN
     -- materialised through ix_task_due, reading every ready task on every result. (SELECT ...
     -- INTO: a subquery in SET or IF would be a locking read.)
     SELECT EXISTS (SELECT 1
-                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
                      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = e.task_id
                     WHERE t.lane = 'ready')
         OR EXISTS (SELECT 1
-                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+                     FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e
@@ -391,7 +391,7 @@ BEGIN
       INTO v_wake;
     IF v_wake THEN
       SELECT COALESCE(JSON_ARRAYAGG(q.id), '[]') INTO v_wake_queues
-      FROM (SELECT DISTINCT e.queue_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot, x.resource_id, x.handoff_task_id
+      FROM (SELECT DISTINCT e.queue_id FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
              STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
             WHERE x.session_id = p_session_id AND x.released_at = v_now) e) w
