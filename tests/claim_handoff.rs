@@ -480,6 +480,10 @@ async fn a_grant_whose_slot_filled_meanwhile_is_left_to_a_claim() {
         .await
         .unwrap();
     let mut other = f.db.pool().begin().await.unwrap();
+    let other_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+        .fetch_one(&mut *other)
+        .await
+        .unwrap();
     sqlx::query(
         "UPDATE orbit_application_quota SET active_attempts = 2 WHERE application_id = ? AND slot = ?",
     )
@@ -503,19 +507,7 @@ async fn a_grant_whose_slot_filled_meanwhile_is_left_to_a_claim() {
     // The grant's charge of the slot has started (in this test's database: the other tests share
     // the server). MariaDB's INNODB_TRX does not show the lock wait; the process list shows the
     // statement.
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST
-              WHERE DB = DATABASE() AND INFO LIKE 'UPDATE orbit_application_quota%'",
-        )
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap();
-        if waiting > 0 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    quota_update_started(&f, other_id).await;
     other.commit().await.unwrap();
     let finished = tokio::time::timeout(Duration::from_secs(20), finish)
         .await
@@ -552,6 +544,10 @@ async fn a_claim_whose_slot_filled_meanwhile_is_granted_on_other_slots() {
     // Another transaction fills the session's slot to its share and commits only once the
     // claim's charge has started.
     let mut other = f.db.pool().begin().await.unwrap();
+    let other_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+        .fetch_one(&mut *other)
+        .await
+        .unwrap();
     sqlx::query(
         "UPDATE orbit_application_quota SET active_attempts = 2 WHERE application_id = ? AND slot = ?",
     )
@@ -562,19 +558,7 @@ async fn a_claim_whose_slot_filled_meanwhile_is_granted_on_other_slots() {
     .unwrap();
     let db = f.db.clone();
     let claim = tokio::spawn(async move { db.task_claim(s, 2, 30_000).await });
-    loop {
-        let charging: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST
-              WHERE DB = DATABASE() AND INFO LIKE 'UPDATE orbit_application_quota%'",
-        )
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap();
-        if charging > 0 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    quota_update_started(&f, other_id).await;
     other.commit().await.unwrap();
     let grants = tokio::time::timeout(Duration::from_secs(20), claim)
         .await
@@ -593,4 +577,24 @@ async fn a_claim_whose_slot_filled_meanwhile_is_granted_on_other_slots() {
     .await
     .unwrap();
     assert_eq!(on_other_slots, 2, "the full slot took none of them");
+}
+
+/// Waits until a connection other than `other_id` runs an update of the quota rows. The other
+/// transaction's own update is excluded: the server sends its OK before it clears the
+/// connection's `INFO`, so for a moment after it returns the process list still shows it.
+async fn quota_update_started(f: &Fixture, other_id: u64) {
+    loop {
+        let running: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+              WHERE DB = DATABASE() AND ID <> ? AND INFO LIKE 'UPDATE orbit_application_quota%'",
+        )
+        .bind(other_id)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+        if running > 0 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
 }
