@@ -492,10 +492,11 @@ DELIMITER ;
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
 -- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
 -- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
--- which hands the key to the next blocked task), moves the task and writes the attempt's history
--- row. The quota charges it frees (the attempt's active attempt; the task's incomplete task when
--- the task ended) are given back by the caller, once for all the attempts it ends, from the
--- attempts' rows (m::quota_give_back_ended): a session's group of results locks its slot row once.
+-- which hands the key to the next blocked task) and moves the task. The caller then does, once
+-- for all the attempts it ends, from the rows this wrote: their history rows
+-- (m::attempt_end_events, before anything else moves their tasks) and the quota charges they
+-- free (the attempt's active attempt; the task's incomplete task when the task ended;
+-- m::quota_give_back_ended): a session's group of results locks its slot row once.
 -- One restatement: orbit_attempt_finish ends a group of successes of unkeyed attempts itself,
 -- writing what this writes for each (a test compares the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
@@ -532,7 +533,6 @@ BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_key_slot SMALLINT UNSIGNED;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
@@ -548,8 +548,8 @@ BEGIN
   DECLARE v_release_version BIGINT UNSIGNED;
 
   -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
-  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.key_slot
-    INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_key_slot
+  SELECT a.task_id, a.state, a.resource_id, a.key_slot
+    INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
@@ -557,7 +557,7 @@ BEGIN
     SET v_outcome = 'unknown';
   END IF;
   -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
-  -- attempt's task is in the attempt's state: the history's from_state is v_attempt_state.)
+  -- attempt's task is in the attempt's state.)
   IF v_outcome IN ('failed', 'unknown') THEN
     SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
       INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
@@ -611,9 +611,6 @@ BEGIN
          a.handoff_task_id = o_handoff_task_id
    WHERE a.id = p_attempt_id;
 
-  INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-  VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_attempt_state, o_task_state, v_token,
-          CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
   SET o_attempt_state = v_new_attempt_state;
 END$$
@@ -856,18 +853,6 @@ BEGIN
     END WHILE;
     CLOSE c_group;
     IF v_group THEN
-      -- The group's history, one insert from the attempts it ended (one at a time, each would
-      -- wait on the AUTO-INC lock of the grants' bulk inserts). The state before: RUNNING once
-      -- started.
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      SELECT e.task_id, e.id, 'attempt_succeeded', IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), 'SUCCEEDED', 0,
-             'attempt SUCCEEDED; permits released', v_now
-        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
-             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
-             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
-            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
-        STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
-       ORDER BY e.id;
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
@@ -916,6 +901,20 @@ BEGIN
                                       'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code)),
         v_i = v_i + 1;
   END WHILE;
+  -- The history of every attempt ended above, in one insert (one per attempt would each wait on
+  -- the AUTO-INC lock of the grants' bulk inserts), before the grant moves any of their tasks.
+  IF v_ended_count > 0 THEN
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
+           a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
+      FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+      STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id
+     ORDER BY a.id;
+  END IF;
   IF p_claim_max > 0 THEN
     -- The grant takes the keys these results handed off first (p_results, when there are any:
     -- their next tasks are still blocked). Its scans start where the session's last one stopped
@@ -1719,6 +1718,13 @@ BEGIN
       CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
                              v_now, 0, v_task_state, v_attempt_state, v_handoff_task_id);
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
+           a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
+      FROM (SELECT v_attempt_id AS id) e
+      STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id
+     ORDER BY a.id;
       UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
@@ -3007,6 +3013,13 @@ body: BEGIN
     -- (An attempt's key is its task's: v_resource_id.)
     CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
                            v_task_state, v_attempt_state, v_handoff_task_id);
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
+           a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
+      FROM (SELECT v_attempt_id AS id) e
+      STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id
+     ORDER BY a.id;
     UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a
@@ -3374,6 +3387,13 @@ body: BEGIN
       -- charges are given back.
       CALL orbit_attempt_end(v_holder, 'cancelled', 0, NULL, NULL, p_now, 0,
                              v_ended_task_state, v_ended_attempt_state, v_handoff_task_id);
+      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
+           a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), p_now
+      FROM (SELECT v_holder AS id) e
+      STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id
+     ORDER BY a.id;
       UPDATE (SELECT a.quota_slot AS slot, COUNT(*) AS active,
                  CAST(SUM(t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) AS SIGNED) AS incomplete
             FROM (SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_holder) a
@@ -6742,8 +6762,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'ba37d1179d3fb993c30a8347698515c03a4ad81ed01d3d528db4531cd1ba82a6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '1bbc73b7537af9b69b8768d8714f02f663952e70dde5d25118d5c756b59b8897', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'ad7f07702513e4f1c85d327440e5ba41b049ddba508ef36a5c3f104955d07f5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '6dc79487ff3b5351e062173d75be263b021454613c65284798ce605801db3ddb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6759,7 +6779,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '87f7d11b77a852e88b305408b65975a63ba1646ca32bdd7650e2312b12467db0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '8d4e0823703c756a3fbc5287343979ddf784bb8fb8e0ac6bec7d771c7dcc220f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'c498c2293551b37e0b96c4c1c0853594354b303b05e2d42e23378682ebe3ab95', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '998610273422131ed3846c08e02a3aa1ec5ef14d8c72bfd19b2974952f25dee6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '710bd28e0faf70a5943281c9387af1dcfb0ddb95e2eaac2e5039eeb50d2f0d3c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6776,9 +6796,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '0c28cd7978230e0a9b9e578f7e6e0710fa275191486e567762cc6a76be4a0bf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f2aa3bc0bc6684cfec536bfaf69762418c73d7eaf3cebebb833f9ef666d58cf4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f0d43da384c700bd1a2e569ee3eb1a495b891c573342ff38a3b5961754d973ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e596ea37792d35c6a50131e7e9ad57dd438112d06db7b4070a250b487d400ccb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '0743ca90c8e076034f595dba6b221ede64568fafcc7ef6f918a2c08c3d1c2521', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '8a7b770f7ef9178cfba06c0b6e34d22ef09d80aa0adc1fe3b96f003a9bc886fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'cec685038673ec73b2a86a6076348b1d2c3cde67679cee57e09f3b6735985a04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6792,5 +6812,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'aea4950f27d17110d459ebc8268bc253727747b5d8fe944e731d03cb3de784f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'aea4950f27d17110d459ebc8268bc253727747b5d8fe944e731d03cb3de784f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '372ccd502bc9c4163e2cab30f7de8d72849cc05e25555354c95765dbd6d494ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '372ccd502bc9c4163e2cab30f7de8d72849cc05e25555354c95765dbd6d494ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

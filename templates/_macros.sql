@@ -437,6 +437,20 @@
          q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = {{ now }}{% endmacro %}
 
+{#- The history of the attempts a caller has just ended with orbit_attempt_end, which writes none:
+    one 'attempt_<outcome>' row per attempt of derived table `ended` (aliased e, column id: the
+    attempt), in attempt order, read from the rows orbit_attempt_end wrote: the attempt's outcome,
+    new state and token, its state before (RUNNING once started: started_at), and its task's new
+    state. One insert for all the attempts a call ends, run before anything else moves their tasks
+    (a grant). -#}
+{% macro attempt_end_events(ended, now) %}INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
+           a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), {{ now }}
+      FROM {{ ended }}
+      STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id
+     ORDER BY a.id{% endmacro %}
+
 {#- Whether slot row `q` may take charges on its own for limit column `col`: the limit is the one
     last verified (checked_<col>) to have every slot of the application within its share. After a
     limit change the shares may be below what slots already hold, so charges lock every slot and

@@ -6,10 +6,11 @@
 -- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
 -- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
 -- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
--- which hands the key to the next blocked task), moves the task and writes the attempt's history
--- row. The quota charges it frees (the attempt's active attempt; the task's incomplete task when
--- the task ended) are given back by the caller, once for all the attempts it ends, from the
--- attempts' rows (m::quota_give_back_ended): a session's group of results locks its slot row once.
+-- which hands the key to the next blocked task) and moves the task. The caller then does, once
+-- for all the attempts it ends, from the rows this wrote: their history rows
+-- (m::attempt_end_events, before anything else moves their tasks) and the quota charges they
+-- free (the attempt's active attempt; the task's incomplete task when the task ended;
+-- m::quota_give_back_ended): a session's group of results locks its slot row once.
 -- One restatement: orbit_attempt_finish ends a group of successes of unkeyed attempts itself,
 -- writing what this writes for each (a test compares the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
@@ -46,7 +47,6 @@ BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
   DECLARE v_key_slot SMALLINT UNSIGNED;
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
@@ -62,8 +62,8 @@ BEGIN
   DECLARE v_release_version BIGINT UNSIGNED;
 
   -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
-  SELECT a.task_id, a.state, a.resource_id, a.concurrency_token, a.key_slot
-    INTO v_task_id, v_attempt_state, v_resource_id, v_token, v_key_slot
+  SELECT a.task_id, a.state, a.resource_id, a.key_slot
+    INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot
     FROM orbit_attempt a
    WHERE a.id = p_attempt_id;
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
@@ -71,7 +71,7 @@ BEGIN
     SET v_outcome = 'unknown';
   END IF;
   -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
-  -- attempt's task is in the attempt's state: the history's from_state is v_attempt_state.)
+  -- attempt's task is in the attempt's state.)
   IF v_outcome IN ('failed', 'unknown') THEN
     SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
       INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
@@ -125,9 +125,6 @@ BEGIN
          a.handoff_task_id = o_handoff_task_id
    WHERE a.id = p_attempt_id;
 
-  INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-  VALUES (v_task_id, p_attempt_id, CONCAT('attempt_', v_outcome), v_attempt_state, o_task_state, v_token,
-          CONCAT('attempt ', v_new_attempt_state, '; permits released'), p_now);
 
   SET o_attempt_state = v_new_attempt_state;
 END$$

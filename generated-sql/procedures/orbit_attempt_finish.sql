@@ -237,18 +237,6 @@ BEGIN
     END WHILE;
     CLOSE c_group;
     IF v_group THEN
-      -- The group's history, one insert from the attempts it ended (one at a time, each would
-      -- wait on the AUTO-INC lock of the grants' bulk inserts). The state before: RUNNING once
-      -- started.
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      SELECT e.task_id, e.id, 'attempt_succeeded', IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), 'SUCCEEDED', 0,
-             'attempt SUCCEEDED; permits released', v_now
-        FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
-             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
-             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
-            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
-        STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
-       ORDER BY e.id;
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
@@ -297,6 +285,20 @@ BEGIN
                                       'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code)),
         v_i = v_i + 1;
   END WHILE;
+  -- The history of every attempt ended above, in one insert (one per attempt would each wait on
+  -- the AUTO-INC lock of the grants' bulk inserts), before the grant moves any of their tasks.
+  IF v_ended_count > 0 THEN
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
+           a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
+      FROM (SELECT DISTINCT x.id, x.task_id, x.queue_id, x.quota_slot
+             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
+             STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
+            WHERE x.session_id = p_session_id AND x.released_at = v_now) e
+      STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id
+     ORDER BY a.id;
+  END IF;
   IF p_claim_max > 0 THEN
     -- The grant takes the keys these results handed off first (p_results, when there are any:
     -- their next tasks are still blocked). Its scans start where the session's last one stopped

@@ -243,15 +243,6 @@ BEGIN
     END WHILE;
     CLOSE c_group;
     IF v_group THEN
-      -- The group's history, one insert from the attempts it ended (one at a time, each would
-      -- wait on the AUTO-INC lock of the grants' bulk inserts). The state before: RUNNING once
-      -- started.
-      INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
-      SELECT e.task_id, e.id, 'attempt_succeeded', IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), 'SUCCEEDED', 0,
-             'attempt SUCCEEDED; permits released', v_now
-        FROM {{ ended }} e
-        STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
-       ORDER BY e.id;
       SET v_back_application_id = v_application_id;
     ELSE
       ROLLBACK TO SAVEPOINT orbit_finish_group;
@@ -295,6 +286,11 @@ BEGIN
     SET {% call append_ack("v_task_state", "v_state", "v_duplicate", "v_code") %},
         v_i = v_i + 1;
   END WHILE;
+  -- The history of every attempt ended above, in one insert (one per attempt would each wait on
+  -- the AUTO-INC lock of the grants' bulk inserts), before the grant moves any of their tasks.
+  IF v_ended_count > 0 THEN
+    {% call m::attempt_end_events(ended ~ " e", "v_now") %};
+  END IF;
   IF p_claim_max > 0 THEN
     -- The grant takes the keys these results handed off first (p_results, when there are any:
     -- their next tasks are still blocked). Its scans start where the session's last one stopped
