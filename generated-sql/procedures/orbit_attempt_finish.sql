@@ -86,6 +86,8 @@ BEGIN
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_handed_off INT DEFAULT 0;
   DECLARE v_handoffs_taken INT DEFAULT 0;
+  -- The last attempt the per-result path ended (for the history of a call that ended one).
+  DECLARE v_ended_id BIGINT UNSIGNED;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -265,7 +267,7 @@ BEGIN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
                              v_task_state, v_state, v_handoff_task_id);
       -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1,
+      SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1, v_ended_id = v_attempt_id,
           v_credit = v_credit + (v_quota_slot = v_session_slot),
           v_credit_terminal = v_credit_terminal
                               + (v_quota_slot = v_session_slot AND v_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')),
@@ -287,7 +289,16 @@ BEGIN
   END WHILE;
   -- The history of every attempt ended above, in one insert (one per attempt would each wait on
   -- the AUTO-INC lock of the grants' bulk inserts), before the grant moves any of their tasks.
-  IF v_ended_count > 0 THEN
+  -- One attempt (every hand-off of a hot key) by its id, without reading p_results again.
+  IF v_ended_count = 1 AND v_ended_id IS NOT NULL THEN
+    INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
+    SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
+           a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
+      FROM (SELECT v_ended_id AS id) e
+      STRAIGHT_JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = e.id
+      STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id
+     ORDER BY a.id;
+  ELSEIF v_ended_count > 0 THEN
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
