@@ -130,6 +130,9 @@ struct Row {
     state: String,
     debounce_seconds: u32,
     run_at: NaiveDateTime,
+    /// A debounced task's window end: its run_at as accepted (acceptance + debounce, at most its
+    /// burst's bound), which a retry moves on; run_at for other tasks.
+    window_end: NaiveDateTime,
     created_at: NaiveDateTime,
     replaced_by: Option<u64>,
     attempts: i64,
@@ -139,6 +142,10 @@ async fn check(db: &Db, accepted: &[u64], received: &HashMap<u64, DateTime<Utc>>
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT t.id, CAST(t.queue_id AS CHAR) AS queue_id, t.resource_id, CAST(t.state AS CHAR) AS state,
                 t.debounce_seconds, t.run_at, t.created_at,
+                IF(t.debounce_seconds > 0,
+                   LEAST(DATE_ADD(t.created_at, INTERVAL t.debounce_seconds SECOND),
+                         COALESCE(t.debounce_until, DATE_ADD(t.created_at, INTERVAL t.debounce_seconds SECOND))),
+                   t.run_at) AS window_end,
                 CAST(JSON_VALUE(t.error, '$.replaced_by') AS UNSIGNED) AS replaced_by,
                 (SELECT COUNT(*) FROM orbit_attempt a WHERE a.task_id = t.id) AS attempts
            FROM orbit_task t ORDER BY t.id",
@@ -158,6 +165,7 @@ async fn check(db: &Db, accepted: &[u64], received: &HashMap<u64, DateTime<Utc>>
                 assert!(r.attempts > 0, "task {} ended without running", r.id);
                 // A retry moves run_at; the first grant is checked against the first run_at.
                 if r.attempts == 1 {
+                    assert_eq!(r.run_at, r.window_end, "task {}'s run_at as accepted", r.id);
                     let got = received[&r.id];
                     assert!(
                         got >= r.run_at.and_utc(),
@@ -190,7 +198,8 @@ async fn check(db: &Db, accepted: &[u64], received: &HashMap<u64, DateTime<Utc>>
         }
     }
     // At most one debounced task per key and queue per window: of two that ran, the later was
-    // accepted once the earlier's window had closed (its run_at).
+    // accepted once the earlier's window had closed (its run_at as accepted: a retry of the
+    // earlier one moves its run_at past a later task's acceptance, rightly).
     let mut ran: HashMap<(u64, &str), Vec<&Row>> = HashMap::new();
     for r in rows
         .iter()
@@ -204,7 +213,7 @@ async fn check(db: &Db, accepted: &[u64], received: &HashMap<u64, DateTime<Utc>>
     for runs in ran.values() {
         for w in runs.windows(2) {
             assert!(
-                w[1].created_at >= w[0].run_at,
+                w[1].created_at >= w[0].window_end,
                 "debounced tasks {} and {} both ran within one window",
                 w[0].id,
                 w[1].id

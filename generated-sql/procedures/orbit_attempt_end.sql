@@ -124,8 +124,6 @@ BEGIN
          a.release_version = IF(v_release_version > 0, v_release_version, a.release_version),
          a.handoff_task_id = o_handoff_task_id
    WHERE a.id = p_attempt_id;
-
-
   SET o_attempt_state = v_new_attempt_state;
 END$$
 DELIMITER ;

@@ -80,6 +80,10 @@ BEGIN
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_duplicate TINYINT;
   DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  -- The acknowledgements so far (the result's acks array without its brackets), appended as each
+  -- result is answered and never read back. One statement at the end would need an ordered
+  -- aggregate both servers have: MySQL's JSON_ARRAYAGG takes no ORDER BY, and GROUP_CONCAT stops
+  -- at group_concat_max_len (1,024 bytes by default on MySQL).
   DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
   -- How many attempts this call ended, how many of their keys went to a next task, and how many
   -- of those the grant took.

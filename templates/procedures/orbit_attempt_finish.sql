@@ -98,6 +98,10 @@ BEGIN
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_duplicate TINYINT;
   DECLARE v_code VARCHAR(32) {{ c.ascii }};
+  -- The acknowledgements so far (the result's acks array without its brackets), appended as each
+  -- result is answered and never read back. One statement at the end would need an ordered
+  -- aggregate both servers have: MySQL's JSON_ARRAYAGG takes no ORDER BY, and GROUP_CONCAT stops
+  -- at group_concat_max_len (1,024 bytes by default on MySQL).
   DECLARE v_acks MEDIUMTEXT {{ c.utf8 }} DEFAULT '';
   -- How many attempts this call ended, how many of their keys went to a next task, and how many
   -- of those the grant took.
