@@ -464,7 +464,7 @@ async fn malformed_results_are_refused_first_fault_first_and_write_nothing() {
             "retryable must be true or false",
         ),
         (
-            format!(r#"[{{"attempt_id": 1.5, "outcome": "succeeded"}}]"#),
+            r#"[{"attempt_id": 1.5, "outcome": "succeeded"}]"#.to_string(),
             "attempt_id must be a positive integer",
         ),
         (
@@ -472,7 +472,7 @@ async fn malformed_results_are_refused_first_fault_first_and_write_nothing() {
             "attempt_id must be a positive integer",
         ),
         (
-            format!(r#"[{{"outcome": "succeeded"}}]"#),
+            r#"[{"outcome": "succeeded"}]"#.to_string(),
             "attempt_id must be a positive integer",
         ),
         (

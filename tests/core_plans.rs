@@ -681,7 +681,7 @@ async fn a_stale_next_fire_time_is_not_stored() {
         next,
     };
     assert_eq!(
-        f.db.plan_schedule_set(&[fresh.clone()])
+        f.db.plan_schedule_set(std::slice::from_ref(&fresh))
             .await
             .unwrap()
             .count,

@@ -281,7 +281,7 @@ async fn check_install(db: &Db) -> Result<(), ServeError> {
             reason: crate::migrate::describe(&e),
         })
     })?;
-    let report = crate::verify::verify(&mut *conn).await?;
+    let report = crate::verify::verify(&mut conn).await?;
     for note in &report.notes {
         tracing::warn!(%note, "install check");
     }

@@ -162,11 +162,8 @@ pub(super) fn read<'t, 'a>(t: &'t [Token<'a>]) -> Option<Form<'t, 'a>> {
         "LEAVE" | "ITERATE" | "OPEN" | "CLOSE" => c.eat_ident() && c.done(),
         // FETCH [[NEXT] FROM] cursor INTO var [, var]*
         "FETCH" => {
-            if c.eat("NEXT") {
-                c.eat("FROM");
-            } else {
-                c.eat("FROM");
-            }
+            c.eat("NEXT");
+            c.eat("FROM");
             c.eat_ident() && c.eat("INTO") && c.ident_list() && c.done()
         }
         "DECLARE" => {
