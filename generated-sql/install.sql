@@ -613,8 +613,9 @@ DELIMITER ;
 -- (m::attempt_end_events, before anything else moves their tasks) and the quota charges they
 -- free (the attempt's active attempt; the task's incomplete task when the task ended;
 -- m::quota_give_back_ended): a session's group of results locks its slot row once.
--- One restatement: orbit_attempt_finish ends a group of successes of unkeyed attempts itself,
--- writing what this writes for each (a test compares the rows).
+-- orbit_attempt_finish ends a group of successes of unkeyed attempts without this call, by the
+-- same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test compares
+-- the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
@@ -702,14 +703,11 @@ BEGIN
   -- The task before the key (the lock order above); placed in a lane only after the release, so
   -- a retried task sees its key free.
   UPDATE orbit_task t
-     SET t.state = o_task_state,
-         t.lane = 'none',
-         t.run_at = IF(o_task_state IN ('WAITING', 'RETRY_WAIT'),
-                       DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
+     SET t.state = o_task_state, t.lane = 'none',
+         t.run_at = IF(o_task_state IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
          t.output = IF(v_outcome = 'succeeded', p_output, t.output),
          t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
-         t.finished_at = IF(v_terminal, p_now, NULL),
-         t.updated_at = p_now
+         t.finished_at = IF(v_terminal, p_now, NULL), t.updated_at = p_now
    WHERE t.id = v_task_id;
   -- The key next: the attempt's update records the version its release wrote.
   SET o_handoff_task_id = 0, v_release_version = 0;
@@ -916,9 +914,9 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
   -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
-  -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
-  -- 'attempt_succeeded' event, the charges given back below) but without its call and its
-  -- reads (the attempt's update releases its queue permit: released_at). Each attempt is checked where
+  -- Ended here, each as orbit_attempt_end ends a success (its two updates' SET lists, the
+  -- history and the charges given back below) but without its call and its reads (the
+  -- attempt's update releases its queue permit: released_at). Each attempt is checked where
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
   -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
@@ -949,7 +947,7 @@ BEGIN
         v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
         v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
         UPDATE orbit_attempt a
-           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
+           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = COALESCE(v_retryable, 0),
                a.output = v_output, a.error = v_error, a.released_at = v_now
          WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
            AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
@@ -958,7 +956,11 @@ BEGIN
       IF v_group THEN
         -- An active attempt's task is in the attempt's state.
         UPDATE orbit_task t
-           SET t.state = 'SUCCEEDED', t.lane = 'none', t.output = v_output, t.finished_at = v_now, t.updated_at = v_now
+           SET t.state = 'SUCCEEDED', t.lane = 'none',
+               t.run_at = IF('SUCCEEDED' IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(v_now, INTERVAL 0 * 1000 MICROSECOND), t.run_at),
+               t.output = IF('succeeded' = 'succeeded', v_output, t.output),
+               t.error = IF('succeeded' IN ('failed', 'unknown'), NULL, t.error),
+               t.finished_at = IF(1, v_now, NULL), t.updated_at = v_now
          WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
         SET v_group = ROW_COUNT() = 1;
       END IF;
@@ -7555,8 +7557,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'b247eb82e45ae8ea8156166edac23cd55b5448e3f80c4487c0f57e71476600e5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'c41deacd5a84d3f8764c0e27cd8f65f99eeb6296a0caacb163b768d77bcd2043', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '50877bfee93835118470dba96d7ee9e11740498c7e06b29f22c3375567c247b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '487693aaa39f8a79f7a5b6219ab78059f097e83a8b0eacf333df6f7c32e461d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7616,5 +7618,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '3a02836526538e7d7d75ff3fdc0516047d5e2304f95d637ec7855161aec7dc2a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '3a02836526538e7d7d75ff3fdc0516047d5e2304f95d637ec7855161aec7dc2a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ee016d572baa7a001bc88762d5424e287e8e482e24958a922d09ec152387fc1a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ee016d572baa7a001bc88762d5424e287e8e482e24958a922d09ec152387fc1a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

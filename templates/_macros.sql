@@ -437,6 +437,22 @@
          q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = {{ now }}{% endmacro %}
 
+{#- What ending an attempt writes to its task row t, the SET list of that update (orbit_attempt_end's,
+    and orbit_attempt_finish's for a group of successes, which passes constants that fold): the
+    task's new state (placed in a lane after the key's release: lane none until then), a retry's
+    run_at, a success's output, a failure's error, finished_at when terminal. `ind`: the
+    indentation of the lines after the first. -#}
+{% macro task_end_set(state, outcome, output, error, delay_ms, terminal, now, ind) %}t.state = {{ state }}, t.lane = 'none',
+{{ ind }}t.run_at = IF({{ state }} IN ('WAITING', 'RETRY_WAIT'), DATE_ADD({{ now }}, INTERVAL {{ delay_ms }} * 1000 MICROSECOND), t.run_at),
+{{ ind }}t.output = IF({{ outcome }} = 'succeeded', {{ output }}, t.output),
+{{ ind }}t.error = IF({{ outcome }} IN ('failed', 'unknown'), {{ error }}, t.error),
+{{ ind }}t.finished_at = IF({{ terminal }}, {{ now }}, NULL), t.updated_at = {{ now }}{% endmacro %}
+
+{#- What ending an attempt writes to its row a, the SET list of that update (as task_end_set): its
+    state and outcome, the result as reported, and released_at, which releases its queue permit. -#}
+{% macro attempt_end_set(state, outcome, retryable, output, error, now, ind) %}a.state = {{ state }}, a.outcome = {{ outcome }}, a.retryable = COALESCE({{ retryable }}, 0),
+{{ ind }}a.output = {{ output }}, a.error = {{ error }}, a.released_at = {{ now }}{% endmacro %}
+
 {#- The history of the attempts a caller has just ended with orbit_attempt_end, which writes none:
     one 'attempt_<outcome>' row per attempt of derived table `ended` (aliased e, column id: the
     attempt), in attempt order, read from the rows orbit_attempt_end wrote: the attempt's outcome,

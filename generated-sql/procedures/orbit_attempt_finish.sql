@@ -186,9 +186,9 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
   -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
-  -- Ended here, each as orbit_attempt_end ends a success (attempt and task SUCCEEDED, an
-  -- 'attempt_succeeded' event, the charges given back below) but without its call and its
-  -- reads (the attempt's update releases its queue permit: released_at). Each attempt is checked where
+  -- Ended here, each as orbit_attempt_end ends a success (its two updates' SET lists, the
+  -- history and the charges given back below) but without its call and its reads (the
+  -- attempt's update releases its queue permit: released_at). Each attempt is checked where
   -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
   -- group back to its savepoint, and every result takes the per-result path.
   -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
@@ -219,7 +219,7 @@ BEGIN
         v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
         v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
         UPDATE orbit_attempt a
-           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = v_retryable,
+           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = COALESCE(v_retryable, 0),
                a.output = v_output, a.error = v_error, a.released_at = v_now
          WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
            AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
@@ -228,7 +228,11 @@ BEGIN
       IF v_group THEN
         -- An active attempt's task is in the attempt's state.
         UPDATE orbit_task t
-           SET t.state = 'SUCCEEDED', t.lane = 'none', t.output = v_output, t.finished_at = v_now, t.updated_at = v_now
+           SET t.state = 'SUCCEEDED', t.lane = 'none',
+               t.run_at = IF('SUCCEEDED' IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(v_now, INTERVAL 0 * 1000 MICROSECOND), t.run_at),
+               t.output = IF('succeeded' = 'succeeded', v_output, t.output),
+               t.error = IF('succeeded' IN ('failed', 'unknown'), NULL, t.error),
+               t.finished_at = IF(1, v_now, NULL), t.updated_at = v_now
          WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
         SET v_group = ROW_COUNT() = 1;
       END IF;

@@ -9,8 +9,9 @@
 -- (m::attempt_end_events, before anything else moves their tasks) and the quota charges they
 -- free (the attempt's active attempt; the task's incomplete task when the task ended;
 -- m::quota_give_back_ended): a session's group of results locks its slot row once.
--- One restatement: orbit_attempt_finish ends a group of successes of unkeyed attempts itself,
--- writing what this writes for each (a test compares the rows).
+-- orbit_attempt_finish ends a group of successes of unkeyed attempts without this call, by the
+-- same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test compares
+-- the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
@@ -96,14 +97,7 @@ BEGIN
   -- The task before the key (the lock order above); placed in a lane only after the release, so
   -- a retried task sees its key free.
   UPDATE orbit_task t
-     SET t.state = o_task_state,
-         t.lane = 'none',
-         t.run_at = IF(o_task_state IN ('WAITING', 'RETRY_WAIT'),
-                       DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
-         t.output = IF(v_outcome = 'succeeded', p_output, t.output),
-         t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
-         t.finished_at = IF(v_terminal, p_now, NULL),
-         t.updated_at = p_now
+     SET {% call m::task_end_set("o_task_state", "v_outcome", "p_output", "p_error", "v_delay_ms", "v_terminal", "p_now", "         ") %}
    WHERE t.id = v_task_id;
   -- The key next: the attempt's update records the version its release wrote.
   SET o_handoff_task_id = 0, v_release_version = 0;
@@ -115,8 +109,7 @@ BEGIN
     CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
   END IF;
   UPDATE orbit_attempt a
-     SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
-         a.output = p_output, a.error = p_error, a.released_at = p_now,
+     SET {% call m::attempt_end_set("v_new_attempt_state", "v_outcome", "p_retryable", "p_output", "p_error", "p_now", "         ") %},
          a.release_version = IF(v_release_version > 0, v_release_version, a.release_version),
          a.handoff_task_id = o_handoff_task_id
    WHERE a.id = p_attempt_id;
