@@ -1,15 +1,24 @@
 //! `orbit bench` scenarios that run in seconds, end to end against the test server (each
 //! creates its own database and drops it).
 //!
-//! The server cost figures come from the server's global counters, which other tests running
-//! at the same time add to: these tests check that each figure is reported and plausible, not
-//! its exact value.
+//! The server cost figures come from the server's global counters. The bench subtracts what
+//! reading them costs, measured while it runs, so another bench on the same server can take a
+//! short phase's figure to zero: these tests run one bench at a time, and check that each figure
+//! is reported and plausible, not its exact value.
 
 use orbit::testing::server_dsn;
 use serde_json::Value;
+use std::sync::Mutex;
+
+/// Held while a bench runs (see the module's doc).
+static ONE_BENCH_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs `orbit bench ARGS --baseline-seconds 1 --json` and returns its JSON report.
 fn bench(args: &[&str]) -> Value {
+    // A test that failed while holding the lock does not stop the others.
+    let _alone = ONE_BENCH_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_orbit"))
         .arg("bench")
         .args(args)
@@ -44,16 +53,10 @@ fn assert_server_cost(cost: &Value, tasks: u64) {
         "row_writes",
         "handler_write",
         "row_reads",
+        "page_reads",
     ] {
         positive(cost, field);
     }
-    // Pages read: reported, but not always positive over a phase of a few calls. The server's
-    // Innodb_buffer_pool_read_requests has shown no increase over 40 handoff-sql calls that
-    // read 80 rows each (on a server the other tests share).
-    assert!(
-        cost["page_reads"].as_f64().is_some_and(|v| v >= 0.0),
-        "page_reads is not a number: {cost}"
-    );
     let writes = ["handler_write", "handler_update", "handler_delete"]
         .iter()
         .map(|f| cost[f].as_f64().unwrap())
