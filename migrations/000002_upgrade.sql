@@ -688,22 +688,17 @@ BEGIN
   DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_duplicate TINYINT;
-  DECLARE v_code VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
-  -- The acknowledgements so far (the result's acks array without its brackets), appended as each
-  -- result is answered and never read back. One statement at the end would need an ordered
-  -- aggregate both servers have: MySQL's JSON_ARRAYAGG takes no ORDER BY, and GROUP_CONCAT stops
-  -- at group_concat_max_len (1,024 bytes by default on MySQL).
-  DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
-  -- How many attempts this call ended, how many of their keys went to a next task, and how many
-  -- of those the grant took.
+  -- The acknowledgements (the result's acks array), read from the rows once every result is
+  -- recorded (see there).
+  DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  -- What the results ended, read with the acknowledgements: how many attempts, the highest of
+  -- them (the one, for the history of a call that ended one), how many of their keys went to a
+  -- next task; then how many of those the grant took.
   DECLARE v_ended_count INT DEFAULT 0;
+  DECLARE v_ended_id BIGINT UNSIGNED;
   DECLARE v_handed_off INT DEFAULT 0;
   DECLARE v_handoffs_taken INT DEFAULT 0;
-  -- The last attempt the per-result path ended (for the history of a call that ended one).
-  DECLARE v_ended_id BIGINT UNSIGNED;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -716,7 +711,6 @@ BEGIN
   -- charge goes back too); whether the grant was left to a claim of the session's own
   -- (orbit_task_grant's p_deferred).
   DECLARE v_session_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
-  DECLARE v_quota_slot TINYINT UNSIGNED;
   DECLARE v_credit INT DEFAULT 0;
   DECLARE v_credit_terminal INT DEFAULT 0;
   DECLARE v_deferred TINYINT DEFAULT 0;
@@ -728,7 +722,7 @@ BEGIN
   -- task.
   DECLARE v_requeued TINYINT DEFAULT 0;
   DECLARE v_key_left TINYINT DEFAULT 0;
-  -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
+  -- The ended attempts' application.
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
@@ -737,7 +731,7 @@ BEGIN
   DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
   DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.application_id, a.state, a.quota_slot
+    SELECT r.ord, a.id, a.task_id, a.state
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
                   outcome VARCHAR(16) PATH '$.outcome')) r
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
@@ -822,7 +816,7 @@ BEGIN
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
       fetch_group: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state, v_quota_slot;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_state;
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
@@ -849,20 +843,12 @@ BEGIN
         SET v_group = ROW_COUNT() = 1;
       END IF;
       IF v_group THEN
-        SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
-                          JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
-                                      'task_state', 'SUCCEEDED', 'attempt_state', 'SUCCEEDED',
-                                      'duplicate', CAST(0 AS UNSIGNED), 'code', '')),
-            v_ended_count = v_ended_count + 1, v_credit = v_credit + (v_quota_slot = v_session_slot),
-            v_credit_terminal = v_credit_terminal + (v_quota_slot = v_session_slot), v_i = v_i + 1;
+        SET v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
-    IF v_group THEN
-      SET v_back_application_id = v_application_id;
-    ELSE
+    IF NOT v_group THEN
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended_count = 0, v_credit = 0, v_credit_terminal = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -873,44 +859,55 @@ BEGIN
         v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
         v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
         v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
-    SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id, a.quota_slot
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id, v_quota_slot
+    SET v_session_id = NULL;
+    SELECT a.session_id, a.state, a.outcome
+      INTO v_session_id, v_state, v_outcome
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
-    IF v_session_id IS NULL THEN
-      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
-    ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
-    ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
+    -- Another session's attempt, or none: answered NOT_FOUND below, nothing changed.
+    IF v_session_id = p_session_id AND v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
                              v_task_state, v_state, v_handoff_task_id);
-      -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1, v_ended_id = v_attempt_id,
-          v_credit = v_credit + (v_quota_slot = v_session_slot),
-          v_credit_terminal = v_credit_terminal
-                              + (v_quota_slot = v_session_slot AND v_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')),
-          v_handed_off = v_handed_off + (v_handoff_task_id <> 0),
-          v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
-    ELSE
-      SET v_duplicate = 1;
-      IF v_outcome <> v_outcome_in THEN
-        -- Ended another way first (recovery, cancel): keep the report, act on nothing.
-        UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
-      END IF;
-      SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
+    ELSEIF v_session_id = p_session_id AND v_outcome <> v_outcome_in THEN
+      -- Ended another way first (recovery, cancel): keep the report, act on nothing.
+      UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
     END IF;
-    SET v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
-                          JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
-                                      'task_state', v_task_state, 'attempt_state', v_state,
-                                      'duplicate', CAST(v_duplicate AS UNSIGNED), 'code', v_code)),
-        v_i = v_i + 1;
+    SET v_i = v_i + 1;
   END WHILE;
+  -- Every result is recorded: the acknowledgements, in input order, and what the call ended, in
+  -- one read of the rows (locked above). A result ended its attempt when it is the first for the
+  -- attempt in p_results and the attempt was released now; any other result for one of the
+  -- session's attempts is a duplicate; a result for no attempt of the session is NOT_FOUND. The
+  -- task states are read before the grant moves any task. (GROUP_CONCAT, the ordered aggregate
+  -- both servers have, stops at group_concat_max_len: 1,024 bytes by default on MySQL, and 1,000
+  -- acknowledgements take at most about 190 KB.)
+  IF @@SESSION.group_concat_max_len < 1048576 THEN
+    SET SESSION group_concat_max_len = 1048576;
+  END IF;
+  SELECT CONCAT('[', GROUP_CONCAT(JSON_OBJECT('attempt_id', r.attempt_id, 'task_id', a.task_id, 'task_state', t.state,
+                                              'attempt_state', a.state,
+                                              'duplicate', CAST(a.id IS NOT NULL AND NOT (r.first AND a.released_at = v_now) AS UNSIGNED),
+                                              'code', IF(a.id IS NULL, 'NOT_FOUND', ''))
+                                  ORDER BY r.ord SEPARATOR ','), ']'),
+         COALESCE(SUM(r.first AND a.released_at = v_now), 0),
+         MAX(IF(r.first AND a.released_at = v_now, a.id, NULL)),
+         COALESCE(SUM(r.first AND a.released_at = v_now AND a.handoff_task_id <> 0), 0),
+         COALESCE(MAX(r.first AND a.released_at = v_now AND t.state IN ('WAITING', 'RETRY_WAIT')), 0),
+         COALESCE(SUM(r.first AND a.released_at = v_now AND a.quota_slot = v_session_slot), 0),
+         COALESCE(SUM(r.first AND a.released_at = v_now AND a.quota_slot = v_session_slot
+                      AND t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')), 0),
+         -- A session's attempts all belong to its application.
+         MAX(IF(r.first AND a.released_at = v_now, a.application_id, NULL))
+    INTO v_acks, v_ended_count, v_ended_id, v_handed_off, v_requeued, v_credit, v_credit_terminal, v_back_application_id
+    FROM (SELECT j.ord, j.attempt_id, ROW_NUMBER() OVER (PARTITION BY j.attempt_id ORDER BY j.ord) = 1 AS first
+            FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j) r
+    LEFT JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = r.attempt_id AND a.session_id = p_session_id
+    LEFT JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id;
   -- The history of every attempt ended above, in one insert (one per attempt would each wait on
   -- the AUTO-INC lock of the grants' bulk inserts), before the grant moves any of their tasks.
   -- One attempt (every hand-off of a hot key) by its id, without reading p_results again.
-  IF v_ended_count = 1 AND v_ended_id IS NOT NULL THEN
+  IF v_ended_count = 1 THEN
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
@@ -1040,7 +1037,7 @@ BEGIN
   -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
   -- temporary tables hold no BLOB/TEXT), on every result.
   IF v_granted = 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT v_acks AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -1056,7 +1053,7 @@ BEGIN
       JOIN orbit_task t ON t.id = a.task_id
      WHERE a.id = v_granted_id;
   ELSEIF v_granted > 1 THEN
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
+    SELECT v_acks AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
@@ -1073,7 +1070,7 @@ BEGIN
      WHERE a.session_id = p_session_id AND a.claim_seq = v_seq
      ORDER BY a.id;
   ELSE
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
+    SELECT v_acks AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
            a.id AS attempt_id, a.attempt_no, a.lease_expires_at, a.concurrency_token,
          a.key_slot, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
@@ -3721,7 +3718,6 @@ body: BEGIN
   -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
-  DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
   DECLARE v_slot_room BIGINT;
@@ -3729,9 +3725,6 @@ body: BEGIN
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
   DECLARE v_checked TINYINT;
-  -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
-  DECLARE v_expired_slots TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
-  DECLARE v_no_attempts TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   -- Candidates are locked a batch at a time: as many as the room left (v_want), in one scan of
   -- the queue's ready lane; v_fetched counts what the scan found.
   DECLARE v_want BIGINT;
@@ -3759,7 +3752,7 @@ body: BEGIN
   -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
   -- below.
   DECLARE c_candidates CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority
       FROM orbit_task t FORCE INDEX (ix_task_dispatch)
      WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
        AND (v_from_task_id = 0 OR t.priority > v_from_priority
@@ -3775,7 +3768,7 @@ body: BEGIN
   -- room is counted per visit), with no ready task of a better priority there. A plain read (a
   -- locking one would lock every row it joins): each task is locked as it is taken.
   DECLARE c_handoffs CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority,
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority,
            t.queue_id, (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
       STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
@@ -3888,10 +3881,10 @@ body: BEGIN
           -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
           IF v_handing_off THEN
-            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot,
+            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no,
                                   v_priority, v_queue_id, v_policies;
           ELSE
-            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
+            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_priority;
           END IF;
         END fetch_one;
         IF v_task_id IS NULL THEN
@@ -3948,9 +3941,7 @@ body: BEGIN
            WHERE t.id = v_task_id;
           INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
           VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
-          SET v_expired = v_expired + 1,
-              v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
-                                 CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+          SET v_expired = v_expired + 1;
           IF v_resource_id <> 0 THEN
             CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
           END IF;
@@ -4134,13 +4125,11 @@ body: BEGIN
       LEAVE body;
     ELSE
       IF v_expired > 0 THEN
+        -- The expired tasks' incomplete charges, all on the session's slot (only the counters' sum
+        -- has a meaning: see orbit_application_quota), under the lock taken above.
         UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS SIGNED),
-         q.updated_at = p_now
-   WHERE q.application_id = v_application_id
-     AND CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+           SET q.incomplete_tasks = q.incomplete_tasks - v_expired, q.updated_at = p_now
+         WHERE q.application_id = v_application_id AND q.slot = v_slot;
       END IF;
       IF v_granted > 0 THEN
         -- The session's slot if it takes the whole grant within its share (with the charges the
@@ -6762,6 +6751,7 @@ DELIMITER ;
 
 -- orbit:catalog
 -- The catalog rows come last: a script that stops early never claims its version.
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_application_quota', 2, '588ab088b279e8c27faefeba574f58143b8fba51b100c2c21434f7b5f098a7ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_attempt', 2, 'd8067e5e8f94c8307db1260c5fb3c8252f88f9c729040902d36e9cf5229bcd5c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_credential', 2, 'd78d1cf611d4d1d58020f229a890e3ebda26c12c6de73c6dbf12f356ddc359ef', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6778,7 +6768,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '50877bfee93835118470dba96d7ee9e11740498c7e06b29f22c3375567c247b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '487693aaa39f8a79f7a5b6219ab78059f097e83a8b0eacf333df6f7c32e461d6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '05a5fdaee51c32a734420b9ee8de728770220983a3600c86601cfa5ddfb71f21', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6816,7 +6806,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '8a7b770f7ef9178cfba06c0b6e34d22ef09d80aa0adc1fe3b96f003a9bc886fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'cec685038673ec73b2a86a6076348b1d2c3cde67679cee57e09f3b6735985a04', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '03702e428670b42d20657b9a5667a1c7615a5205f1deaa333615ede86029c41a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6827,5 +6817,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ee016d572baa7a001bc88762d5424e287e8e482e24958a922d09ec152387fc1a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ee016d572baa7a001bc88762d5424e287e8e482e24958a922d09ec152387fc1a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b4fa6eaa01746a514e6dfe5f22c0790a0c40197d454b1cc4d34b87cb905f990c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b4fa6eaa01746a514e6dfe5f22c0790a0c40197d454b1cc4d34b87cb905f990c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -394,29 +394,6 @@
     exact total (see orbit_application_quota). -#}
 {% macro quota_share(q, col) %}({{ q }}.{{ col }} DIV {{ c.quota_slots }} + ({{ q }}.slot < {{ q }}.{{ col }} % {{ c.quota_slots }})){% endmacro %}
 
-{#- Quota give-backs: a JSON array of c.quota_slots counts, indexed by slot, of the charges a
-    transaction is giving back. orbit_attempt_end adds to two such lists (active attempts, incomplete
-    tasks) instead of updating the counters itself, so a transaction that ends many attempts
-    gives them all back with one statement (quota_give_back) instead of one lock per attempt. -#}
-{% macro quota_none() %}CONCAT('[', REPEAT('0,', {{ c.quota_slots - 1 }}), '0]'){% endmacro %}
-
-{#- Adds n to slot `slot` of give-back list `list` (an assignment, for SET). -#}
-{% macro quota_add(list, slot, n) %}{{ list }} = JSON_SET({{ list }}, CONCAT('$[', {{ slot }}, ']'),
-                                 CAST(JSON_VALUE({{ list }}, CONCAT('$[', {{ slot }}, ']')) AS UNSIGNED) + {{ n }}){% endmacro %}
-
-{#- Gives back what lists `active` and `incomplete` hold, for application `app`: one statement,
-    which locks only the slot rows with something to give back, in ascending slot order (a row it
-    skips is not kept locked: READ COMMITTED). An active attempt goes back to the slot it charged,
-    so that counter never goes below zero; the incomplete counter is signed (see
-    orbit_application_quota). Last in the transaction's quota work, as every quota lock. -#}
-{% macro quota_give_back(app, active, incomplete, now) %}UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE({{ active }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE({{ incomplete }}, CONCAT('$[', q.slot, ']')) AS SIGNED),
-         q.updated_at = {{ now }}
-   WHERE q.application_id = {{ app }}
-     AND CAST(JSON_VALUE({{ active }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE({{ incomplete }}, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0{% endmacro %}
-
 {#- Gives back the quota charges of attempts just ended, read from their rows: `ended` is a FROM
     item, alias a, with each ended attempt once (its quota_slot and task_id). An attempt's active
     attempt goes back to the slot it charged, so that counter never goes below zero, and its task's

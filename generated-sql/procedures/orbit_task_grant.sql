@@ -141,7 +141,6 @@ body: BEGIN
   -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
-  DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
   DECLARE v_slot_room BIGINT;
@@ -149,9 +148,6 @@ body: BEGIN
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
   DECLARE v_checked TINYINT;
-  -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
-  DECLARE v_expired_slots TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
-  DECLARE v_no_attempts TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT CONCAT('[', REPEAT('0,', 15), '0]');
   -- Candidates are locked a batch at a time: as many as the room left (v_want), in one scan of
   -- the queue's ready lane; v_fetched counts what the scan found.
   DECLARE v_want BIGINT;
@@ -179,7 +175,7 @@ body: BEGIN
   -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
   -- below.
   DECLARE c_candidates CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority
       FROM orbit_task t FORCE INDEX (ix_task_dispatch)
      WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
        AND (v_from_task_id = 0 OR t.priority > v_from_priority
@@ -195,7 +191,7 @@ body: BEGIN
   -- room is counted per visit), with no ready task of a better priority there. A plain read (a
   -- locking one would lock every row it joins): each task is locked as it is taken.
   DECLARE c_handoffs CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority,
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority,
            t.queue_id, (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
       STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
@@ -308,10 +304,10 @@ body: BEGIN
           -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
           IF v_handing_off THEN
-            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot,
+            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no,
                                   v_priority, v_queue_id, v_policies;
           ELSE
-            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
+            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_priority;
           END IF;
         END fetch_one;
         IF v_task_id IS NULL THEN
@@ -368,9 +364,7 @@ body: BEGIN
            WHERE t.id = v_task_id;
           INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
           VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
-          SET v_expired = v_expired + 1,
-              v_expired_slots = JSON_SET(v_expired_slots, CONCAT('$[', v_task_slot, ']'),
-                                 CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', v_task_slot, ']')) AS UNSIGNED) + 1);
+          SET v_expired = v_expired + 1;
           IF v_resource_id <> 0 THEN
             CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
           END IF;
@@ -554,13 +548,11 @@ body: BEGIN
       LEAVE body;
     ELSE
       IF v_expired > 0 THEN
+        -- The expired tasks' incomplete charges, all on the session's slot (only the counters' sum
+        -- has a meaning: see orbit_application_quota), under the lock taken above.
         UPDATE orbit_application_quota q
-     SET q.active_attempts = q.active_attempts - CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED),
-         q.incomplete_tasks = q.incomplete_tasks - CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS SIGNED),
-         q.updated_at = p_now
-   WHERE q.application_id = v_application_id
-     AND CAST(JSON_VALUE(v_no_attempts, CONCAT('$[', q.slot, ']')) AS UNSIGNED)
-         + CAST(JSON_VALUE(v_expired_slots, CONCAT('$[', q.slot, ']')) AS UNSIGNED) > 0;
+           SET q.incomplete_tasks = q.incomplete_tasks - v_expired, q.updated_at = p_now
+         WHERE q.application_id = v_application_id AND q.slot = v_slot;
       END IF;
       IF v_granted > 0 THEN
         -- The session's slot if it takes the whole grant within its share (with the charges the

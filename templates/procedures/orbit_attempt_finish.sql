@@ -8,12 +8,6 @@
 {% macro result_members() %}v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
         v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
         v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'){% endmacro %}
-{#- Adds result v_i's acknowledgement to v_acks (an assignment, for SET). CAST: MariaDB writes a
-    procedure variable into JSON as a string. -#}
-{% macro append_ack(task_state, attempt_state, duplicate, code) %}v_acks = CONCAT(v_acks, IF(v_i > 0, ',', ''),
-                          JSON_OBJECT('attempt_id', CAST(v_attempt_id AS UNSIGNED), 'task_id', CAST(v_task_id AS UNSIGNED),
-                                      'task_state', {{ task_state }}, 'attempt_state', {{ attempt_state }},
-                                      'duplicate', CAST({{ duplicate }} AS UNSIGNED), 'code', {{ code }})){% endmacro %}
 {#- The attempts this call ended, each once (a derived table, to be given an alias): the results'
     attempts of this session released now (a repeated result's attempt was released by an earlier
     call, at another time). Read from the rows, so no list of them is kept while they are ended. -#}
@@ -94,22 +88,17 @@ BEGIN
   DECLARE v_outcome VARCHAR(16) {{ c.ascii }};
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_application_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_duplicate TINYINT;
-  DECLARE v_code VARCHAR(32) {{ c.ascii }};
-  -- The acknowledgements so far (the result's acks array without its brackets), appended as each
-  -- result is answered and never read back. One statement at the end would need an ordered
-  -- aggregate both servers have: MySQL's JSON_ARRAYAGG takes no ORDER BY, and GROUP_CONCAT stops
-  -- at group_concat_max_len (1,024 bytes by default on MySQL).
-  DECLARE v_acks MEDIUMTEXT {{ c.utf8 }} DEFAULT '';
-  -- How many attempts this call ended, how many of their keys went to a next task, and how many
-  -- of those the grant took.
+  -- The acknowledgements (the result's acks array), read from the rows once every result is
+  -- recorded (see there).
+  DECLARE v_acks MEDIUMTEXT {{ c.utf8 }};
+  -- What the results ended, read with the acknowledgements: how many attempts, the highest of
+  -- them (the one, for the history of a call that ended one), how many of their keys went to a
+  -- next task; then how many of those the grant took.
   DECLARE v_ended_count INT DEFAULT 0;
+  DECLARE v_ended_id BIGINT UNSIGNED;
   DECLARE v_handed_off INT DEFAULT 0;
   DECLARE v_handoffs_taken INT DEFAULT 0;
-  -- The last attempt the per-result path ended (for the history of a call that ended one).
-  DECLARE v_ended_id BIGINT UNSIGNED;
   DECLARE v_wake TINYINT DEFAULT 0;
   DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
   DECLARE v_session_state VARCHAR(16) {{ c.ascii }};
@@ -122,7 +111,6 @@ BEGIN
   -- charge goes back too); whether the grant was left to a claim of the session's own
   -- (orbit_task_grant's p_deferred).
   DECLARE v_session_slot TINYINT UNSIGNED DEFAULT {% call m::session_slot("p_session_id") %};
-  DECLARE v_quota_slot TINYINT UNSIGNED;
   DECLARE v_credit INT DEFAULT 0;
   DECLARE v_credit_terminal INT DEFAULT 0;
   DECLARE v_deferred TINYINT DEFAULT 0;
@@ -134,7 +122,7 @@ BEGIN
   -- task.
   DECLARE v_requeued TINYINT DEFAULT 0;
   DECLARE v_key_left TINYINT DEFAULT 0;
-  -- The ended attempts' application (v_application_id is the last result's, which may be foreign).
+  -- The ended attempts' application.
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
   -- 1 while the results may be ended as a group (see below).
   DECLARE v_group TINYINT DEFAULT 0;
@@ -143,7 +131,7 @@ BEGIN
   DECLARE v_done TINYINT;
   -- The group's attempts in input order, as they were before (each is checked again where locked).
   DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.application_id, a.state, a.quota_slot
+    SELECT r.ord, a.id, a.task_id, a.state
       FROM {% call results() %}
       STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
      ORDER BY r.ord;
@@ -221,7 +209,7 @@ BEGIN
       -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
       fetch_group: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_application_id, v_state, v_quota_slot;
+        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_state;
       END fetch_group;
       SET v_group = v_group AND v_ord = v_i + 1;
       IF v_group THEN
@@ -241,17 +229,12 @@ BEGIN
         SET v_group = ROW_COUNT() = 1;
       END IF;
       IF v_group THEN
-        SET {% call append_ack("'SUCCEEDED'", "'SUCCEEDED'", "0", "''") %},
-            v_ended_count = v_ended_count + 1, v_credit = v_credit + (v_quota_slot = v_session_slot),
-            v_credit_terminal = v_credit_terminal + (v_quota_slot = v_session_slot), v_i = v_i + 1;
+        SET v_i = v_i + 1;
       END IF;
     END WHILE;
     CLOSE c_group;
-    IF v_group THEN
-      SET v_back_application_id = v_application_id;
-    ELSE
+    IF NOT v_group THEN
       ROLLBACK TO SAVEPOINT orbit_finish_group;
-      SET v_acks = '', v_ended_count = 0, v_credit = 0, v_credit_terminal = 0;
     END IF;
   END IF;
   SET v_i = IF(v_group, v_count, 0);
@@ -260,41 +243,55 @@ BEGIN
     SET v_attempt_id = JSON_EXTRACT(v_result, '$.attempt_id'),
         v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
         {% call result_members() %};
-    SET v_session_id = NULL, v_task_id = NULL, v_task_state = NULL, v_state = NULL, v_duplicate = 0, v_code = '';
-    SELECT a.session_id, a.state, a.outcome, a.task_id, a.application_id, a.quota_slot
-      INTO v_session_id, v_state, v_outcome, v_task_id, v_application_id, v_quota_slot
+    SET v_session_id = NULL;
+    SELECT a.session_id, a.state, a.outcome
+      INTO v_session_id, v_state, v_outcome
       FROM orbit_attempt a
      WHERE a.id = v_attempt_id
        FOR UPDATE;
-    IF v_session_id IS NULL THEN
-      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
-    ELSEIF v_session_id <> p_session_id THEN
-      SET v_code = 'NOT_FOUND', v_task_id = NULL, v_state = NULL;
-    ELSEIF v_state IN ('LEASED', 'RUNNING') THEN
+    -- Another session's attempt, or none: answered NOT_FOUND below, nothing changed.
+    IF v_session_id = p_session_id AND v_state IN ('LEASED', 'RUNNING') THEN
       CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
                              v_task_state, v_state, v_handoff_task_id);
-      -- A session's attempts all belong to its application.
-      SET v_back_application_id = v_application_id, v_ended_count = v_ended_count + 1, v_ended_id = v_attempt_id,
-          v_credit = v_credit + (v_quota_slot = v_session_slot),
-          v_credit_terminal = v_credit_terminal
-                              + (v_quota_slot = v_session_slot AND v_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')),
-          v_handed_off = v_handed_off + (v_handoff_task_id <> 0),
-          v_requeued = v_requeued OR v_task_state IN ('WAITING', 'RETRY_WAIT');
-    ELSE
-      SET v_duplicate = 1;
-      IF v_outcome <> v_outcome_in THEN
-        -- Ended another way first (recovery, cancel): keep the report, act on nothing.
-        UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
-      END IF;
-      SELECT t.state INTO v_task_state FROM orbit_task t WHERE t.id = v_task_id;
+    ELSEIF v_session_id = p_session_id AND v_outcome <> v_outcome_in THEN
+      -- Ended another way first (recovery, cancel): keep the report, act on nothing.
+      UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
     END IF;
-    SET {% call append_ack("v_task_state", "v_state", "v_duplicate", "v_code") %},
-        v_i = v_i + 1;
+    SET v_i = v_i + 1;
   END WHILE;
+  -- Every result is recorded: the acknowledgements, in input order, and what the call ended, in
+  -- one read of the rows (locked above). A result ended its attempt when it is the first for the
+  -- attempt in p_results and the attempt was released now; any other result for one of the
+  -- session's attempts is a duplicate; a result for no attempt of the session is NOT_FOUND. The
+  -- task states are read before the grant moves any task. (GROUP_CONCAT, the ordered aggregate
+  -- both servers have, stops at group_concat_max_len: 1,024 bytes by default on MySQL, and 1,000
+  -- acknowledgements take at most about 190 KB.)
+  IF @@SESSION.group_concat_max_len < 1048576 THEN
+    SET SESSION group_concat_max_len = 1048576;
+  END IF;
+  SELECT CONCAT('[', GROUP_CONCAT(JSON_OBJECT('attempt_id', r.attempt_id, 'task_id', a.task_id, 'task_state', t.state,
+                                              'attempt_state', a.state,
+                                              'duplicate', CAST(a.id IS NOT NULL AND NOT (r.first AND a.released_at = v_now) AS UNSIGNED),
+                                              'code', IF(a.id IS NULL, 'NOT_FOUND', ''))
+                                  ORDER BY r.ord SEPARATOR ','), ']'),
+         COALESCE(SUM(r.first AND a.released_at = v_now), 0),
+         MAX(IF(r.first AND a.released_at = v_now, a.id, NULL)),
+         COALESCE(SUM(r.first AND a.released_at = v_now AND a.handoff_task_id <> 0), 0),
+         COALESCE(MAX(r.first AND a.released_at = v_now AND t.state IN ('WAITING', 'RETRY_WAIT')), 0),
+         COALESCE(SUM(r.first AND a.released_at = v_now AND a.quota_slot = v_session_slot), 0),
+         COALESCE(SUM(r.first AND a.released_at = v_now AND a.quota_slot = v_session_slot
+                      AND t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')), 0),
+         -- A session's attempts all belong to its application.
+         MAX(IF(r.first AND a.released_at = v_now, a.application_id, NULL))
+    INTO v_acks, v_ended_count, v_ended_id, v_handed_off, v_requeued, v_credit, v_credit_terminal, v_back_application_id
+    FROM (SELECT j.ord, j.attempt_id, ROW_NUMBER() OVER (PARTITION BY j.attempt_id ORDER BY j.ord) = 1 AS first
+            FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j) r
+    LEFT JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = r.attempt_id AND a.session_id = p_session_id
+    LEFT JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id;
   -- The history of every attempt ended above, in one insert (one per attempt would each wait on
   -- the AUTO-INC lock of the grants' bulk inserts), before the grant moves any of their tasks.
   -- One attempt (every hand-off of a hot key) by its id, without reading p_results again.
-  IF v_ended_count = 1 AND v_ended_id IS NOT NULL THEN
+  IF v_ended_count = 1 THEN
     {% call m::attempt_end_events("(SELECT v_ended_id AS id) e", "v_now") %};
   ELSEIF v_ended_count > 0 THEN
     {% call m::attempt_end_events(ended ~ " e", "v_now") %};
@@ -379,9 +376,9 @@ BEGIN
   -- order, or one row of NULL grant columns. Not one LEFT JOIN from a one-row table: its ORDER BY
   -- needed a temporary table, on disk because the task columns are TEXT (MariaDB's in-memory
   -- temporary tables hold no BLOB/TEXT), on every result.
-  {% call m::grants_select("CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, ") %}
+  {% call m::grants_select("v_acks AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again, ") %}
   ELSE
-    SELECT CONCAT('[', v_acks, ']') AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
+    SELECT v_acks AS acks, v_wake_queues AS wake_queues, v_deferred AS claim_again,
            {% call m::grant_columns("a", "t") %}
       FROM (SELECT 1 AS one) AS ack
       -- No row has id 0: a primary-key probe that finds nothing (ON FALSE is a full scan).

@@ -137,7 +137,6 @@ body: BEGIN
   -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT {% call m::session_slot("p_session_id") %};
-  DECLARE v_task_slot TINYINT UNSIGNED;
   DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
   DECLARE v_slot_room BIGINT;
@@ -145,9 +144,6 @@ body: BEGIN
   DECLARE v_total BIGINT UNSIGNED;
   DECLARE v_over INT;
   DECLARE v_checked TINYINT;
-  -- Incomplete tasks expired here, per quota slot they charged (a JSON array indexed by slot).
-  DECLARE v_expired_slots TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
-  DECLARE v_no_attempts TEXT {{ c.ascii }} DEFAULT {% call m::quota_none() %};
   -- Candidates are locked a batch at a time: as many as the room left (v_want), in one scan of
   -- the queue's ready lane; v_fetched counts what the scan found.
   DECLARE v_want BIGINT;
@@ -175,7 +171,7 @@ body: BEGIN
   -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
   -- below.
   DECLARE c_candidates CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority
       FROM orbit_task t FORCE INDEX (ix_task_dispatch)
      WHERE t.queue_id = v_queue_id AND t.lane = 'ready'
        AND (v_from_task_id = 0 OR t.priority > v_from_priority
@@ -191,7 +187,7 @@ body: BEGIN
   -- room is counted per visit), with no ready task of a better priority there. A plain read (a
   -- locking one would lock every row it joins): each task is locked as it is taken.
   DECLARE c_handoffs CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.quota_slot, t.priority,
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority,
            t.queue_id, (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
       STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
@@ -304,10 +300,10 @@ body: BEGIN
           -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
           IF v_handing_off THEN
-            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot,
+            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no,
                                   v_priority, v_queue_id, v_policies;
           ELSE
-            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_task_slot, v_priority;
+            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_priority;
           END IF;
         END fetch_one;
         IF v_task_id IS NULL THEN
@@ -359,8 +355,7 @@ body: BEGIN
            WHERE t.id = v_task_id;
           INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
           VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
-          SET v_expired = v_expired + 1,
-              {% call m::quota_add("v_expired_slots", "v_task_slot", "1") %};
+          SET v_expired = v_expired + 1;
           IF v_resource_id <> 0 THEN
             CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
           END IF;
@@ -540,7 +535,11 @@ body: BEGIN
       LEAVE body;
     ELSE
       IF v_expired > 0 THEN
-        {% call m::quota_give_back("v_application_id", "v_no_attempts", "v_expired_slots", "p_now") %};
+        -- The expired tasks' incomplete charges, all on the session's slot (only the counters' sum
+        -- has a meaning: see orbit_application_quota), under the lock taken above.
+        UPDATE orbit_application_quota q
+           SET q.incomplete_tasks = q.incomplete_tasks - v_expired, q.updated_at = p_now
+         WHERE q.application_id = v_application_id AND q.slot = v_slot;
       END IF;
       IF v_granted > 0 THEN
         -- The session's slot if it takes the whole grant within its share (with the charges the

@@ -26,7 +26,8 @@
 -- connection's slot) and given back where it ends: by a worker's result on the attempt's slot,
 -- which the same transaction already holds (so a result locks one slot row, its session's, not
 -- the slots of the connections that accepted its tasks, which every result would otherwise
--- queue on); by cancel, review, expiry on the slot the task records (orbit_task.quota_slot). A
+-- queue on); by cancel, review, expiry on the slot the task records (orbit_task.quota_slot); by a grant
+-- that finds the task's deadline passed, on the granting session's slot, which it locks. A
 -- slot may so go below zero; it never goes above its share, which is what keeps the total exact.
 -- A submitting connection's slot that fills is respread by its next every-slot charge.
 -- Lock order: locked last in every transaction that changes a counter, so lock order stays
