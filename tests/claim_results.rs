@@ -514,3 +514,47 @@ async fn malformed_results_are_refused_first_fault_first_and_write_nothing() {
     .unwrap();
     assert_eq!(state().await.unwrap(), "FAILED");
 }
+
+#[tokio::test]
+async fn acknowledgements_are_whole_under_mysqls_default_group_concat_max_len() {
+    // The acknowledgements are one GROUP_CONCAT, which stops at group_concat_max_len: 1,024 bytes
+    // by default on MySQL (1 MB on MariaDB). The procedure raises the session's limit when it is
+    // lower, so 40 acknowledgements (about 5 KB) come back whole and in order.
+    let f = Fixture::new().await;
+    for _ in 0..40 {
+        f.submit(&f.queue_id, "").await;
+    }
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 40, 30_000).await.unwrap();
+    assert_eq!(held.len(), 40);
+    let results: Vec<String> = held
+        .iter()
+        .map(|g| {
+            format!(
+                r#"{{"attempt_id": {}, "outcome": "succeeded"}}"#,
+                g.attempt_id
+            )
+        })
+        .collect();
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    sqlx::raw_sql("SET SESSION group_concat_max_len = 1024")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let rows = sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
+        .bind(s)
+        .bind(format!("[{}]", results.join(",")))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    let acks: Vec<u8> = rows[0].try_get(0).unwrap();
+    assert!(acks.len() > 1024, "{} bytes", acks.len());
+    let acks: serde_json::Value = serde_json::from_slice(&acks).unwrap();
+    let ids: Vec<u64> = acks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["attempt_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, held.iter().map(|g| g.attempt_id).collect::<Vec<_>>());
+}
