@@ -75,6 +75,8 @@
 -- Signals: INVALID_ARGUMENT (p_results, an outcome, p_claim_max, p_lease_ms), UNAUTHENTICATED (no
 --   such session, or it is closed: its socket went away, the sweep closed it, or its credential
 --   was revoked).
+-- Session state: raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
+--   default is 1,024 bytes), for the acknowledgements; nothing else is left set.
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
