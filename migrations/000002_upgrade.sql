@@ -3566,6 +3566,104 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_expire_due (from templates/procedures/orbit_task_expire_due.sql) ----
+-- orbit_task_expire_due: Expire waiting tasks whose total deadline has passed.
+--
+-- WAITING and RETRY_WAIT tasks (lanes ready, blocked, scheduled) past deadline_at become EXPIRED.
+-- A ready keyed task hands its queue's slot of the key to the next blocked task. Tasks already
+-- LEASED or RUNNING finish by their lease or result. One short transaction per task.
+-- Parameters: p_limit 1-10000.
+-- Result (one row): expired INT, next_deadline_at DATETIME(6) (earliest deadline of a waiting task,
+--   NULL when none).
+-- Signals: INVALID_ARGUMENT (p_limit).
+-- Locks, per task in order: orbit_task row, orbit_resource row (ready keyed task), promoted task
+--   rows (SKIP LOCKED), the orbit_application_quota slot row the task charged (orbit_task.quota_slot).
+DROP PROCEDURE IF EXISTS orbit_task_expire_due;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_expire_due(IN p_limit INT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_deadline DATETIME(6);
+  DECLARE v_resource_id BIGINT UNSIGNED;
+  DECLARE v_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_application_id BIGINT UNSIGNED;
+  DECLARE v_lock BIGINT UNSIGNED;
+  DECLARE v_slot TINYINT UNSIGNED;
+  DECLARE v_expired INT DEFAULT 0;
+  DECLARE v_seen INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: limit must be between 1 and 10000';
+  END IF;
+  due: WHILE v_seen < p_limit DO
+    SET v_now = UTC_TIMESTAMP(6), v_task_id = NULL;
+    -- The earliest due task of each lane, then the earliest of the three.
+    SELECT d.id INTO v_task_id
+      FROM (
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'ready' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'blocked' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.id, t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'scheduled' AND t.deadline_at <= v_now ORDER BY t.deadline_at LIMIT 1)) d
+     ORDER BY d.deadline_at
+     LIMIT 1;
+    IF v_task_id IS NULL THEN
+      LEAVE due;
+    END IF;
+    SET v_seen = v_seen + 1;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+    SELECT t.lane, t.state, t.deadline_at, t.resource_id, t.queue_id, t.application_id, t.quota_slot
+      INTO v_lane, v_state, v_deadline, v_resource_id, v_queue_id, v_application_id, v_slot
+      FROM orbit_task t
+     WHERE t.id = v_task_id
+       FOR UPDATE;
+    IF v_lane IN ('ready', 'blocked', 'scheduled') AND v_deadline <= v_now THEN
+      IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+        SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
+      END IF;
+      UPDATE orbit_task t
+     SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = v_now, t.updated_at = v_now
+   WHERE t.id = v_task_id;
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES (v_task_id, 'deadline_expired', v_state, 'EXPIRED', 'total deadline passed', v_now);
+      IF v_resource_id <> 0 AND v_lane = 'ready' THEN
+        CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
+      END IF;
+      UPDATE orbit_application_quota q
+         SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
+       WHERE q.application_id = v_application_id AND q.slot = v_slot;
+      SET v_expired = v_expired + 1;
+    END IF;
+    COMMIT;
+  END WHILE due;
+  SELECT v_expired AS expired,
+         (SELECT MIN(d.deadline_at)
+            FROM (
+                  (SELECT t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'ready' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'blocked' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)
+                  UNION ALL
+                  (SELECT t.deadline_at FROM orbit_task t
+                    WHERE t.lane = 'scheduled' AND t.deadline_at IS NOT NULL ORDER BY t.deadline_at LIMIT 1)) d
+         ) AS next_deadline_at;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_get (from templates/procedures/orbit_task_get.sql) ----
 -- orbit_task_get: Read one task, as its credential may see it.
 --
@@ -3971,10 +4069,10 @@ body: BEGIN
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
           UPDATE orbit_task t
-             SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
-           WHERE t.id = v_task_id;
-          INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-          VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
+     SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
+   WHERE t.id = v_task_id;
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
           SET v_expired = v_expired + 1;
           IF v_resource_id <> 0 THEN
             CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
@@ -6839,8 +6937,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e596ea37792d35c6a50131e7e9ad57dd438112d06db7b4070a250b487d400ccb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '8a7b770f7ef9178cfba06c0b6e34d22ef09d80aa0adc1fe3b96f003a9bc886fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'ee32a4da9e15e5921716b165534e51d3d671ce647406992ae7e6c701aa1dddea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '03702e428670b42d20657b9a5667a1c7615a5205f1deaa333615ede86029c41a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '70ff15d0ab9961cf257303be974f8c36e4b3f3e82ebd309b5b466e45a1ac8b73', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'f5df7762ea5cf1607448fa14a2660a356e953977ca7068f2848f6cf8009c91e0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6851,5 +6950,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '322df74f0395347027f8752956631f014b048e85c415ecc9b7ade94d5537d735', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '322df74f0395347027f8752956631f014b048e85c415ecc9b7ade94d5537d735', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '13b29eca6498a041bb7f788cc5a77be9ddfb3d57274ab4b281fbab5df699b62d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '13b29eca6498a041bb7f788cc5a77be9ddfb3d57274ab4b281fbab5df699b62d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -414,6 +414,17 @@
          q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = {{ now }}{% endmacro %}
 
+{#- Expires waiting task `task` (state `from_state`) whose total deadline has passed: the task
+    row and its history row, `detail` saying where it was found. The caller holds the task row
+    (and, for a ready keyed task, its key's row: it promotes the key's next task after) and gives
+    back the task's incomplete-task charge with its quota work. Shared by orbit_task_expire_due
+    and orbit_task_grant (a candidate found past its deadline). -#}
+{% macro task_expire(task, from_state, detail, now) %}UPDATE orbit_task t
+     SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = {{ now }}, t.updated_at = {{ now }}
+   WHERE t.id = {{ task }};
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES ({{ task }}, 'deadline_expired', {{ from_state }}, 'EXPIRED', {{ detail }}, {{ now }}){% endmacro %}
+
 {#- What ending an attempt writes to its task row t, the SET list of that update (orbit_attempt_end's,
     and orbit_attempt_finish's for a group of successes, which passes constants that fold): the
     task's new state (placed in a lane after the key's release: lane none until then), a retry's

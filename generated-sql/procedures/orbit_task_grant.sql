@@ -360,10 +360,10 @@ body: BEGIN
         END IF;
         IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
           UPDATE orbit_task t
-             SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
-           WHERE t.id = v_task_id;
-          INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-          VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
+     SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
+   WHERE t.id = v_task_id;
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
           SET v_expired = v_expired + 1;
           IF v_resource_id <> 0 THEN
             CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);

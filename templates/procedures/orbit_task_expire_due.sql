@@ -62,14 +62,10 @@ BEGIN
       IF v_resource_id <> 0 AND v_lane = 'ready' THEN
         SELECT r.id INTO v_lock FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
       END IF;
-      UPDATE orbit_task t
-         SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = v_now, t.updated_at = v_now
-       WHERE t.id = v_task_id;
+      {% call m::task_expire("v_task_id", "v_state", "'total deadline passed'", "v_now") %};
       IF v_resource_id <> 0 AND v_lane = 'ready' THEN
         CALL orbit_key_promote(v_resource_id, v_queue_id, v_now);
       END IF;
-      INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-      VALUES (v_task_id, 'deadline_expired', v_state, 'EXPIRED', 'total deadline passed', v_now);
       UPDATE orbit_application_quota q
          SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = v_now
        WHERE q.application_id = v_application_id AND q.slot = v_slot;
