@@ -249,6 +249,17 @@ impl Fixture {
                 .expect("lane");
         String::from_utf8(lane).expect("utf8")
     }
+
+    /// The incomplete tasks the application is charged for: the sum over its quota slots (a
+    /// slot's own counter may go below zero; only the sum has a meaning).
+    pub async fn incomplete_tasks(&self) -> i64 {
+        sqlx::query_scalar(
+            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota",
+        )
+        .fetch_one(&self.test_db.pool)
+        .await
+        .expect("incomplete tasks")
+    }
 }
 
 /// A spawned `orbit serve` process on a free port, killed when dropped.

@@ -294,22 +294,14 @@ async fn a_ready_task_past_its_deadline_is_expired_not_granted() {
     .await
     .unwrap();
     let s = f.session("w", true, &[&f.queue_id]).await;
-    assert_eq!(incomplete_tasks(&f).await, 1);
+    assert_eq!(f.incomplete_tasks().await, 1);
     assert!(f.db.task_claim(s, 10, 30_000).await.unwrap().is_empty());
     assert_eq!(
         f.db.task_get(&f.hash, late.id).await.unwrap().state,
         TaskState::Expired
     );
     // Its incomplete-task charge went back (to the granting session's slot: only the sum counts).
-    assert_eq!(incomplete_tasks(&f).await, 0);
-}
-
-/// The application's incomplete tasks: the sum of its quota slots' counters.
-async fn incomplete_tasks(f: &Fixture) -> i64 {
-    sqlx::query_scalar("SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota")
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap()
+    assert_eq!(f.incomplete_tasks().await, 0);
 }
 
 #[tokio::test]
@@ -341,7 +333,7 @@ async fn candidates_that_expire_do_not_use_up_a_claim() {
             .collect();
     assert_eq!(granted, ids[2..].to_vec());
     // The two expired tasks' charges went back; the three granted still count.
-    assert_eq!(incomplete_tasks(&f).await, 3);
+    assert_eq!(f.incomplete_tasks().await, 3);
     for id in &ids[..2] {
         assert_eq!(
             f.db.task_get(&f.hash, *id).await.unwrap().state,

@@ -25,15 +25,6 @@ async fn set(f: &Fixture, match_kind: &str, key: &str, on_busy: &str) -> u64 {
     .id
 }
 
-/// The incomplete tasks the application is charged for, over every quota slot.
-async fn charged(f: &Fixture) -> i64 {
-    count(
-        f,
-        "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota",
-    )
-    .await
-}
-
 async fn state(f: &Fixture, task_id: u64) -> String {
     f.db.task_get(&f.hash, task_id)
         .await
@@ -273,7 +264,7 @@ async fn reject_refuses_a_busy_key_and_writes_nothing() {
         count(&f, "SELECT COUNT(*) FROM orbit_idempotency").await,
         receipts
     );
-    assert_eq!(charged(&f).await, 1);
+    assert_eq!(f.incomplete_tasks().await, 1);
     // Held (granted, running): still busy.
     let g = f.db.task_claim(s, 10, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, first.id);
@@ -361,7 +352,7 @@ async fn replace_waiting_keeps_only_the_newest_waiting_task_of_the_queue() {
     }
     let other_queue = f.submit(&q2, "doc/1").await;
     set(&f, "exact", "doc/1", "replace_waiting").await;
-    assert_eq!(charged(&f).await, 5);
+    assert_eq!(f.incomplete_tasks().await, 5);
     let newest = f.submit(&f.queue_id, "doc/1").await;
     for id in &waiting {
         let t = f.db.task_get(&f.hash, *id).await.unwrap();
@@ -382,7 +373,7 @@ async fn replace_waiting_keeps_only_the_newest_waiting_task_of_the_queue() {
     );
     assert_eq!(state(&f, newest.id).await, "WAITING");
     // Holder, the other queue's task and the newest: three charges.
-    assert_eq!(charged(&f).await, 3);
+    assert_eq!(f.incomplete_tasks().await, 3);
     // The key goes on to the survivors once the holder ends.
     f.db.attempt_finish(
         s,
@@ -414,7 +405,7 @@ async fn replacing_the_ready_task_leaves_the_new_one_ready() {
         "the new task is claimable, not stuck behind nothing"
     );
     assert_eq!(g[0].task.id, new.id);
-    assert_eq!(charged(&f).await, 1);
+    assert_eq!(f.incomplete_tasks().await, 1);
 }
 
 #[tokio::test]
@@ -453,7 +444,7 @@ async fn a_delayed_task_replaces_the_waiting_ones_and_waits_for_its_run_at() {
         .await,
         1
     );
-    assert_eq!(charged(&f).await, 1);
+    assert_eq!(f.incomplete_tasks().await, 1);
     assert!(f.db.task_claim(s, 10, 30_000).await.unwrap().is_empty());
 }
 
@@ -598,7 +589,7 @@ async fn cancel_running_ends_the_holder_at_once_and_fences_its_late_writes() {
     .unwrap();
     assert_eq!(register, (new.concurrency_token, b"new".to_vec()));
     // Quota: the cancelled task and attempt gave their charges back.
-    assert_eq!(charged(&f).await, 1);
+    assert_eq!(f.incomplete_tasks().await, 1);
     let active: i64 = count(
         &f,
         "SELECT CAST(SUM(active_attempts) AS SIGNED) FROM orbit_application_quota",

@@ -45,14 +45,6 @@ async fn get(f: &Fixture, task_id: u64) -> Task {
     f.db.task_get(&f.hash, task_id).await.unwrap()
 }
 
-/// The incomplete tasks the application is charged for, over every quota slot.
-async fn charged(f: &Fixture) -> i64 {
-    sqlx::query_scalar("SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota")
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_delayed_task_is_not_claimed_before_its_run_at_and_is_promoted_when_due() {
     let f = Fixture::new().await;
@@ -397,7 +389,11 @@ async fn a_debounced_burst_keeps_only_its_last_task_and_one_charge() {
     assert!(replay.replayed);
     assert_eq!(replay.task.id, submitted[0].id);
     assert_eq!(replay.task.state.as_str(), "CANCELLED");
-    assert_eq!(charged(&f).await, 1, "one waiting task, one charge");
+    assert_eq!(
+        f.incomplete_tasks().await,
+        1,
+        "one waiting task, one charge"
+    );
     let events: Vec<(u64, String, String)> =
         sqlx::query_as("SELECT task_id, CAST(event AS CHAR), CAST(detail AS CHAR) FROM orbit_task_event ORDER BY id")
             .fetch_all(f.db.pool())
@@ -520,10 +516,10 @@ async fn a_debounced_replacement_is_accepted_when_the_incomplete_task_quota_is_f
         .await;
     assert_eq!(get(&f, first.id).await.state.as_str(), "CANCELLED");
     assert_eq!(second.state.as_str(), "WAITING");
-    assert_eq!(charged(&f).await, 1);
+    assert_eq!(f.incomplete_tasks().await, 1);
     // Cancelling the survivor gives its one charge back.
     f.db.task_cancel(&f.hash, second.id).await.unwrap();
-    assert_eq!(charged(&f).await, 0);
+    assert_eq!(f.incomplete_tasks().await, 0);
 }
 
 #[tokio::test]
@@ -562,7 +558,7 @@ async fn a_batch_takes_the_same_timing_fields() {
     assert_eq!(single.task.id, out[0].task.id);
 
     // Keyed, with a debounce burst inside one batch: the second replaces the first, one charge.
-    let before = charged(&f).await;
+    let before = f.incomplete_tasks().await;
     let keyed = vec![
         (
             "d-0".to_string(),
@@ -590,7 +586,7 @@ async fn a_batch_takes_the_same_timing_fields() {
     assert!(first.error.unwrap().contains(&out[1].task.id.to_string()));
     assert_eq!(lane(&f, out[1].task.id).await, "scheduled");
     assert_eq!(lane(&f, out[2].task.id).await, "scheduled");
-    assert_eq!(charged(&f).await, before + 2);
+    assert_eq!(f.incomplete_tasks().await, before + 2);
 
     // Bad timing in a batch names the task; nothing is written.
     let bad = vec![
