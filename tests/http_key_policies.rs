@@ -171,6 +171,15 @@ async fn bad_policies_are_400s_and_other_namespaces_404s() {
             "limit",
         ),
         (
+            // Beyond the procedure's INT parameter: refused while binding (error 1264), a 400.
+            json!({"namespace": ns, "match": "exact", "key": "k", "limit": 3_923_794_307u64}),
+            "limit",
+        ),
+        (
+            json!({"namespace": ns, "match": "exact", "key": "k", "rate": {"grants": 3_923_794_307u64, "per_seconds": 1}}),
+            "rate",
+        ),
+        (
             json!({"namespace": ns, "match": "exact", "key": "k", "rate": {"grants": 5}}),
             "rate",
         ),

@@ -117,22 +117,25 @@ impl Classified {
     }
 }
 
-/// MySQL error 1406 `ER_DATA_TOO_LONG`: a value does not fit its column or parameter. The façade
-/// checks every string against its column first; this is the backstop, so a string it missed is a
-/// 400, never a 500.
+/// MySQL errors 1406 `ER_DATA_TOO_LONG` and 1264 `ER_WARN_DATA_OUT_OF_RANGE`: a value does not
+/// fit its column or parameter (a string too long; a number outside an INT parameter, e.g. a
+/// key policy's limit of 3,923,794,307). The façade checks values first and the procedures check
+/// their ranges; this is the backstop, so a value that cannot even be bound is a 400, never a 500.
 const ER_DATA_TOO_LONG: u16 = 1406;
+const ER_WARN_DATA_OUT_OF_RANGE: u16 = 1264;
 
-/// The 400 for error 1406 ("Data too long for column 'p_handler' at row 1"): the message starts
-/// with the field (the column or parameter name without its `p_`), so the envelope names it.
-fn data_too_long(message: &str) -> DbError {
+/// The 400 for those errors ("Data too long for column 'p_handler' at row 1", "Out of range
+/// value for column 'p_holder_limit' at row 0"): the message starts with the field (the column
+/// or parameter name without its `p_`), so the envelope names it; `problem` says what is wrong.
+fn value_does_not_fit(message: &str, problem: &str) -> DbError {
     let column = message
         .split('\'')
         .nth(1)
         .map(|c| c.strip_prefix("p_").unwrap_or(c))
         .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
     DbError::InvalidArgument(match column {
-        Some(field) => format!("{field} is too long"),
-        None => format!("A value is too long: {message}"),
+        Some(field) => format!("{field} is {problem}"),
+        None => format!("A value is {problem}: {message}"),
     })
 }
 
@@ -171,7 +174,9 @@ pub(crate) fn classify(e: sqlx::Error) -> Classified {
             if d.code().as_deref() == Some("45000") {
                 Classified::Fail(DbError::from_signal(d.message()))
             } else if number == ER_DATA_TOO_LONG {
-                Classified::Fail(data_too_long(d.message()))
+                Classified::Fail(value_does_not_fit(d.message(), "too long"))
+            } else if number == ER_WARN_DATA_OUT_OF_RANGE {
+                Classified::Fail(value_does_not_fit(d.message(), "out of range"))
             } else if number == ER_LOCK_DEADLOCK || number == ER_LOCK_WAIT_TIMEOUT {
                 Classified::Retry(d.message().to_string())
             } else if SERVER_DOWN.contains(&number) {
