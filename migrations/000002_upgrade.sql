@@ -5069,6 +5069,9 @@ DELIMITER ;
 --   QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (a task's key policy rejects it: see
 --   orbit_task_submit). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
+-- Session state: creates the temporary table orbit_submit_outcome (so the definer needs
+--   CREATE TEMPORARY TABLES) and drops it before it returns; a call that fails leaves it, and
+--   the next call drops it first.
 -- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
 --   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
 --   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
@@ -5121,7 +5124,8 @@ body: BEGIN
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
-  -- The first id of a batch insert, and how many tasks of the batch name a concurrency key.
+  -- The first task this call creates (NULL: none yet), and how many tasks of the batch name a
+  -- concurrency key.
   DECLARE v_first BIGINT UNSIGNED;
   DECLARE v_keyed INT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
@@ -5131,10 +5135,8 @@ body: BEGIN
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
-  DECLARE v_charge TINYINT;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
-  -- [[item, replayed, task_id], ...], closed after the write loop.
-  DECLARE v_results MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[';
+  DECLARE v_item INT;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   -- The queues of the tasks before the first bad one, each once, in order of first use (read to
   -- its end by a FETCH with its own NOT FOUND handler, scoped to the FETCH alone: a handler over
@@ -5146,8 +5148,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
-            AS idempotency_key,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -5195,67 +5196,16 @@ body: BEGIN
      WHERE t.item < v_bad_item
      GROUP BY CAST(t.queue_id AS BINARY)
      ORDER BY MIN(t.item);
-  -- The tasks the batch's insert created, in input order (their ids' order). A consistent read:
-  -- a key is unique to its application and this call holds its row, so one task matches. The
-  -- new rows (ids from v_first on) are read first and each probes the batch's keys, materialised
-  -- once (LIMIT: not merged) with an index: joined the other way round, every pair would
-  -- compare the keys' JSON expressions.
-  DECLARE c_created CURSOR FOR
-    SELECT o.id
-      FROM orbit_task o
-      STRAIGHT_JOIN (SELECT t.idempotency_key FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
-          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
-          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
-            AS idempotency_key,
-          -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
-          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
-                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
-          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
-                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
-          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
-                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
-          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
-                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
-                   0) AS retry_unknown,
-          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
-          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
-          -- well-formed string is converted (an impossible date is NULL with a warning).
-          IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
-          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
-                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
-          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
-                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
-          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
-                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
-     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
-            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
-            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
-            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
-            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
-            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
-            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
-            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
-            j_debounce_seconds JSON PATH '$.debounce_seconds',
-            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t LIMIT 1000) b
-        ON b.idempotency_key = o.idempotency_key
-     WHERE o.id >= v_first AND o.application_id = v_application_id
-     ORDER BY o.id;
+  -- The tasks whose creation the quota counts, in input order: every task but a replay and a
+  -- task that took the charge of the task it replaced (those have an orbit_submit_outcome row).
+  DECLARE c_charged CURSOR FOR
+    SELECT b.item
+      FROM (SELECT k.item, CAST(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(k.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+      LIMIT 1000) b
+      LEFT JOIN orbit_submit_outcome x ON x.item = b.item
+     WHERE x.item IS NULL OR (x.replayed = 0 AND x.replaced = 0)
+     ORDER BY b.item;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
@@ -5272,8 +5222,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
-            AS idempotency_key,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -5440,8 +5389,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
-            AS idempotency_key,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -5524,6 +5472,18 @@ body: BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
 
+  -- What the result cannot read from the rows: which tasks were replays, took the charge of a
+  -- task they replaced, or cancelled a key holder. Rare, so most calls write no row of it. A
+  -- table, not a variable: it is read by joins. Left by a call that failed, so dropped first.
+  DROP TEMPORARY TABLE IF EXISTS orbit_submit_outcome;
+  CREATE TEMPORARY TABLE orbit_submit_outcome (
+    item INT NOT NULL COMMENT 'the task''s position in p_tasks, from 1',
+    replayed TINYINT NOT NULL COMMENT '1 = its key''s receipt existed: the original task is returned',
+    replaced TINYINT NOT NULL COMMENT '1 = it took the quota charge of the task it replaced',
+    cancelled BIGINT UNSIGNED NOT NULL COMMENT 'the key holder''s attempt a cancel_running policy ended for it; 0 = none',
+    PRIMARY KEY (item)
+  ) ENGINE=InnoDB COMMENT='orbit_task_submit_many''s tasks whose outcome the rows do not show';
+
   -- One transaction. Every key at once first: the insert waits for a concurrent first submit of
   -- any of them, and fails whole (nothing inserted) when one exists or repeats in the batch.
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -5539,8 +5499,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
-            AS idempotency_key,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -5612,8 +5571,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY)
-            AS idempotency_key,
+          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -5661,12 +5619,6 @@ body: BEGIN
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
     SET v_first = LAST_INSERT_ID(), v_created = v_count;
-    OPEN c_created;
-    WHILE v_i < v_count DO
-      FETCH c_created INTO v_task_id;
-      SET v_i = v_i + 1, v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', 0, ',', v_task_id, ',', 1, ',', 0, ']');
-    END WHILE;
-    CLOSE c_created;
   ELSE
     OPEN c_tasks;
     WHILE v_i < v_count DO
@@ -5713,24 +5665,34 @@ body: BEGIN
                                  ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
         END IF;
-        SET v_created = v_created + (v_replaced = 0);
+        SET v_created = v_created + (v_replaced = 0), v_first = COALESCE(v_first, v_task_id);
         IF v_one_by_one THEN
           UPDATE orbit_idempotency i SET i.task_id = v_task_id
            WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
         END IF;
       END IF;
-      SET v_results = CONCAT(v_results, IF(v_i = 1, '', ','), '[', v_i - 1, ',', v_replayed, ',', v_task_id, ',', (NOT v_replayed AND v_replaced = 0), ',', IF(v_replayed, 0, v_cancelled), ']');
+      IF v_replayed OR v_replaced <> 0 OR v_cancelled <> 0 THEN
+        INSERT INTO orbit_submit_outcome (item, replayed, replaced, cancelled)
+        VALUES (v_i, v_replayed, v_replaced <> 0, IF(v_replayed, 0, v_cancelled));
+      END IF;
     END WHILE;
     CLOSE c_tasks;
   END IF;
-  SET v_results = CONCAT(v_results, ']');
-  -- Keys inserted at once get their tasks at once (each task row carries its key).
+  -- Keys inserted at once get their tasks at once. Each task row carries its key, and no other
+  -- task from v_first on carries one of them: this call inserted every key, and a task older
+  -- than its key's receipt (whose receipt was purged with it) is older than this call's tasks.
+  -- The new rows are read first (a consistent read), each probing the batch's keys; then each
+  -- receipt by its key (STRAIGHT_JOIN: never the application's receipts, probing the batch).
   IF NOT v_one_by_one THEN
-    UPDATE orbit_idempotency i
-      JOIN JSON_TABLE(v_results, '$[*]' COLUMNS (task_id BIGINT UNSIGNED PATH '$[2]')) r
-      JOIN orbit_task t ON t.id = r.task_id
-       SET i.task_id = t.id
-     WHERE i.application_id = v_application_id AND i.idempotency_key = t.idempotency_key;
+    UPDATE (SELECT o.id, o.idempotency_key
+              FROM orbit_task o
+              STRAIGHT_JOIN (SELECT k.item, CAST(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(k.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
+             WHERE o.id >= v_first AND o.application_id = v_application_id) n
+      STRAIGHT_JOIN orbit_idempotency i
+        ON i.application_id = v_application_id AND i.idempotency_key = n.idempotency_key
+       SET i.task_id = n.id;
   END IF;
   -- The incomplete-task quota, last and once: the whole batch on the connection's slot when it
   -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
@@ -5743,24 +5705,27 @@ body: BEGIN
      AND q.incomplete_tasks + v_created <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
     IF ROW_COUNT() = 0 THEN
       SET v_i = 0;
-      WHILE v_i < v_count DO
-        SET v_charge = JSON_VALUE(v_results, CONCAT('$[', v_i, '][3]')),
-            v_i = v_i + 1, v_charged = 1;
-        IF v_charge THEN
-          CALL orbit_task_charge(v_application_id, v_now, v_charged);
-        END IF;
+      OPEN c_charged;
+      WHILE v_i < v_created DO
+        FETCH c_charged INTO v_item;
+        SET v_i = v_i + 1;
+        CALL orbit_task_charge(v_application_id, v_now, v_charged);
         IF NOT v_charged THEN
           ROLLBACK;
-          SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_i - 1,
+          SET v_message = CONCAT('QUOTA_EXCEEDED: tasks[', v_item - 1,
                                  ']: the application has reached its incomplete-task quota');
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
         END IF;
       END WHILE;
+      CLOSE c_charged;
     END IF;
   END IF;
   COMMIT;
 
-  SELECT r.item, r.replayed, t.id AS task_id, t.queue_id, t.namespace_id, t.state,
+  -- Each task through its key's receipt (a receipt lives as long as its task: orbit_task_purge),
+  -- the batch first (STRAIGHT_JOIN: never the application's receipts).
+  SELECT CAST(b.item - 1 AS SIGNED) AS item, CAST(COALESCE(x.replayed, 0) AS SIGNED) AS replayed,
+         t.id AS task_id, t.queue_id, t.namespace_id, t.state,
          t.handler, t.handler_version, t.payload_version, t.payload,
          t.business_key, t.concurrency_key, t.priority, t.max_attempts,
          t.attempt_count, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
@@ -5771,13 +5736,17 @@ body: BEGIN
             t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at,
-         r.cancelled AS cancelled_attempt_id, CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
-    FROM JSON_TABLE(v_results, '$[*]'
-                    COLUMNS (item INT PATH '$[0]', replayed TINYINT PATH '$[1]', task_id BIGINT UNSIGNED PATH '$[2]',
-                             cancelled BIGINT UNSIGNED PATH '$[4]')) r
-    JOIN orbit_task t ON t.id = r.task_id
-    LEFT JOIN orbit_attempt c ON c.id = r.cancelled
-   ORDER BY r.item;
+         CAST(COALESCE(x.cancelled, 0) AS UNSIGNED) AS cancelled_attempt_id,
+         CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
+    FROM (SELECT k.item, CAST(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(k.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+      LIMIT 1000) b
+    STRAIGHT_JOIN orbit_idempotency i ON i.application_id = v_application_id AND i.idempotency_key = b.idempotency_key
+    JOIN orbit_task t ON t.id = i.task_id
+    LEFT JOIN orbit_submit_outcome x ON x.item = b.item
+    LEFT JOIN orbit_attempt c ON c.id = x.cancelled
+   ORDER BY b.item;
+  DROP TEMPORARY TABLE orbit_submit_outcome;
 END$$
 DELIMITER ;
 
@@ -6947,8 +6916,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '793d6918ef1b36137cc27dd080938d473504b6b23003d4983e309985e2801b59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c9d6accde1c985773e16e1b84bb9735c6731d3b38c7ca2413dab0299e2c3c5dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '7993ff7a3dc8e46a46b3d720f2e04f89e5c8aed0d1631a17e10f31fc61809201', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '13b29eca6498a041bb7f788cc5a77be9ddfb3d57274ab4b281fbab5df699b62d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '13b29eca6498a041bb7f788cc5a77be9ddfb3d57274ab4b281fbab5df699b62d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '11890af982d88a1be52699fcdbcef9f8c07e95943bf785d7d060db51df5b6cb5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '11890af982d88a1be52699fcdbcef9f8c07e95943bf785d7d060db51df5b6cb5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -627,6 +627,22 @@ async fn up_locked(
             Some(_) => {}
         }
     }
+    if migrations.iter().any(|m| m.version > version) {
+        // This account becomes the definer of the procedures it creates, and
+        // orbit_task_submit_many creates a temporary table with its definer's rights: without
+        // the privilege every batch submit would fail after a migration that succeeded.
+        sqlx::raw_sql(
+            "CREATE TEMPORARY TABLE orbit_migrate_probe (id INT NOT NULL) ENGINE=InnoDB; \
+             DROP TEMPORARY TABLE orbit_migrate_probe",
+        )
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err(
+            "checking that this account may create temporary tables, before any change \
+             (CREATE TEMPORARY TABLES: it becomes the procedures' definer, and \
+             orbit_task_submit_many uses one; see docs/install-by-hand.md)",
+        ))?;
+    }
     let mut done = Vec::new();
     for m in migrations.iter().filter(|m| m.version > version) {
         let statements = sqlscript::split(&m.text);

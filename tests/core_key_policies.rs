@@ -599,6 +599,40 @@ async fn cancel_running_ends_the_holder_at_once_and_fences_its_late_writes() {
 }
 
 #[tokio::test]
+async fn a_batch_names_the_holder_its_cancel_running_task_ended_beside_a_replay() {
+    let f = Fixture::new().await;
+    let session = f.session("old", true, &[&f.queue_id]).await;
+    f.submit(&f.queue_id, "acct/1").await;
+    let old = f.db.task_claim(session, 1, 30_000).await.unwrap().remove(0);
+    set(&f, "exact", "acct/1", "cancel_running").await;
+    let earlier =
+        f.db.task_submit(&f.hash, "earlier", &f.task(&f.queue_id, ""))
+            .await
+            .unwrap()
+            .task;
+    // A replay (its key's receipt exists), the task that cancels the holder, a plain task.
+    let items = vec![
+        ("earlier".to_string(), f.task(&f.queue_id, "")),
+        ("newest".to_string(), f.task(&f.queue_id, "acct/1")),
+        ("plain".to_string(), f.task(&f.queue_id, "")),
+    ];
+    let out = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    assert!(out[0].replayed);
+    assert_eq!(out[0].task.id, earlier.id);
+    assert!(out[0].cancelled.is_none());
+    assert!(!out[1].replayed);
+    let c = out[1].cancelled.as_ref().expect("the holder was cancelled");
+    assert_eq!((c.attempt_id, c.session_id), (old.attempt_id, session));
+    assert!(!out[2].replayed && out[2].cancelled.is_none());
+    assert_eq!(state(&f, old.task.id).await, "CANCELLED");
+    // The receipts name the new tasks: the batch replays whole.
+    let again = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    assert!(again.iter().all(|s| s.replayed && s.cancelled.is_none()));
+    let ids = |v: &[orbit::db::tasks::Submitted]| v.iter().map(|s| s.task.id).collect::<Vec<_>>();
+    assert_eq!(ids(&again), ids(&out));
+}
+
+#[tokio::test]
 async fn the_key_inspector_shows_the_policy_a_submit_meets() {
     let f = Fixture::new().await;
     f.submit(&f.queue_id, "customer/9").await;

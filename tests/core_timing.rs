@@ -609,6 +609,40 @@ async fn a_batch_takes_the_same_timing_fields() {
 }
 
 #[tokio::test]
+async fn a_full_quota_mid_batch_names_the_first_task_it_cannot_charge_past_a_replacement() {
+    let f = Fixture::new().await;
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 2")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    // Three charges: d-1 replaces d-0 and takes its charge.
+    let items = vec![
+        (
+            "d-0".to_string(),
+            debounced(&f, &f.queue_id, "k", 600, None),
+        ),
+        (
+            "d-1".to_string(),
+            debounced(&f, &f.queue_id, "k", 600, None),
+        ),
+        ("p-2".to_string(), f.task(&f.queue_id, "")),
+        ("p-3".to_string(), f.task(&f.queue_id, "")),
+    ];
+    match f.db.task_submit_many(&f.hash, &items).await.unwrap_err() {
+        DbError::QuotaExceeded(m) => assert!(m.starts_with("tasks[3]: "), "{m}"),
+        e => panic!("{e:?}"),
+    }
+    assert_eq!(f.incomplete_tasks().await, 0, "nothing was written");
+    sqlx::query("UPDATE orbit_application_quota SET max_incomplete_tasks = 3")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let out = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    assert_eq!(get(&f, out[0].task.id).await.state.as_str(), "CANCELLED");
+    assert_eq!(f.incomplete_tasks().await, 3);
+}
+
+#[tokio::test]
 async fn the_batch_procedure_reads_run_at_strictly() {
     let f = Fixture::new().await;
     let base = serde_json::json!({

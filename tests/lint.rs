@@ -222,7 +222,19 @@ fn dml_on_unknown_table() {
         "{:#?}",
         r.violations
     );
-    // The temporary table's DDL itself parses.
+}
+
+#[test]
+fn a_temporary_table_the_procedure_creates_is_checked_like_a_table() {
+    let r = procedure("lint_temporary", "temporary_table.sql");
+    assert_violation(
+        &r,
+        Rule::IndexFilter,
+        "lint_temporary",
+        &["UPDATE lint_scratch does not filter on the first column of any index"],
+    );
+    assert_eq!(r.violations.len(), 1, "{:#?}", r.violations);
+    // Its DDL parses.
     assert!(r.unparsed.is_empty(), "{:#?}", r.unparsed);
 }
 

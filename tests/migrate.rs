@@ -260,3 +260,107 @@ async fn a_user_without_privileges_gets_a_readable_message() {
         "the password must not be printed: {err}"
     );
 }
+
+/// docs/install-by-hand.md's privileges are enough, and the one a procedure needs beyond its
+/// tables is checked: without CREATE TEMPORARY TABLES `migrate up` refuses before any change; an
+/// installing account holding exactly the documented privileges installs every migration, and a serving account with EXECUTE only then runs the procedures
+/// that need the definer's rights beyond its tables: a batch with a replay and a keyed task
+/// (orbit_task_submit_many creates a temporary table) and a single submit.
+#[tokio::test]
+async fn the_documented_privileges_install_and_serve() {
+    let db = TestDb::empty().await;
+    let suffix = &db.name[db.name.len() - 8..];
+    let (installer, server) = (format!("oi_{suffix}"), format!("os_{suffix}"));
+    sqlx::raw_sql(&format!(
+        "CREATE USER '{installer}'@'%' IDENTIFIED BY 'pw';
+         GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, DROP, CREATE ROUTINE, ALTER ROUTINE,
+               CREATE TEMPORARY TABLES ON `{name}`.* TO '{installer}'@'%';
+         CREATE USER '{server}'@'%' IDENTIFIED BY 'pw';
+         GRANT EXECUTE ON `{name}`.* TO '{server}'@'%'",
+        name = db.name
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let opts: sqlx::mysql::MySqlConnectOptions = server_dsn().parse().unwrap();
+    let dsn = |user: &str| {
+        format!(
+            "mysql://{user}:pw@{}:{}/{}",
+            opts.get_host(),
+            opts.get_port(),
+            db.name
+        )
+    };
+    let (installer_dsn, server_dsn) = (dsn(&installer), dsn(&server));
+    let (name, pool, revoke) = (db.name.clone(), db.pool.clone(), installer.clone());
+    let outcome = tokio::spawn(async move {
+        // Without CREATE TEMPORARY TABLES, migrate refuses before it changes anything.
+        sqlx::raw_sql(&format!(
+            "REVOKE CREATE TEMPORARY TABLES ON `{name}`.* FROM '{revoke}'@'%'"
+        ))
+        .execute(&pool)
+        .await
+        .unwrap();
+        let (code, err) = orbit(&["migrate", "up", "--dsn", &installer_dsn]);
+        assert_eq!(code, 3, "{err}");
+        assert!(err.contains("CREATE TEMPORARY TABLES"), "{err}");
+        let tables: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(tables, 0, "nothing was installed");
+        sqlx::raw_sql(&format!(
+            "GRANT CREATE TEMPORARY TABLES ON `{name}`.* TO '{revoke}'@'%'"
+        ))
+        .execute(&pool)
+        .await
+        .unwrap();
+        let (code, err) = orbit(&["migrate", "up", "--dsn", &installer_dsn]);
+        assert_eq!(code, 0, "{err}");
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(2)
+            .connect(&server_dsn)
+            .await
+            .unwrap();
+        let db = orbit::db::Db::new(pool);
+        let (bootstrap, token) = orbit::db::queues::Bootstrap::with_new_token(
+            "app",
+            "test",
+            "default",
+            "q1",
+            &orbit::testing::ALL_SCOPES,
+            "privileges",
+        );
+        let queue_id = db.admin_bootstrap(&bootstrap).await.unwrap().queue_id;
+        let hash = orbit::auth::token_hash(&token);
+        let task = |key: &str| orbit::db::tasks::NewTask {
+            queue_id: queue_id.clone(),
+            handler: "h".into(),
+            handler_version: "v1".into(),
+            payload_version: "v1".into(),
+            payload: "{}".into(),
+            concurrency_key: Some(key.into()),
+            ..Default::default()
+        };
+        let single = db.task_submit(&hash, "one", &task("")).await.unwrap();
+        let items = vec![
+            ("one".to_string(), task("")),
+            ("two".to_string(), task("k")),
+        ];
+        let out = db.task_submit_many(&hash, &items).await.unwrap();
+        assert!(out[0].replayed && out[0].task.id == single.task.id);
+        assert!(!out[1].replayed);
+    })
+    .await;
+    sqlx::raw_sql(&format!(
+        "DROP USER '{installer}'@'%'; DROP USER '{server}'@'%'"
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}

@@ -15,7 +15,7 @@ use sqlparser::parser::Parser;
 use super::super::Object;
 use super::lexer::{excerpt, excerpt_text, joined, lex, Token};
 use super::procedural;
-use super::schema::{blank_comment_lines, last_name, lower, Schema, TableModel};
+use super::schema::{blank_comment_lines, last_name, lower, table_model, Schema, TableModel};
 use super::statements::{
     count_lock_clauses, isolate, normalize, reads_a_table, split_statements, subqueries, writes,
     StmtKind,
@@ -91,7 +91,26 @@ pub(super) fn lint_procedure(o: &Object, schema: &Schema, report: &mut Report) {
         );
         return;
     };
-    for piece in split_statements(&def[body_start..]) {
+    let pieces = split_statements(&def[body_start..]);
+    // The temporary tables the procedure creates join the schema model for its statements.
+    let mut own = None;
+    for piece in &pieces {
+        let iso = isolate(piece);
+        if iso.kind != StmtKind::Ddl || !iso.statement.get(1).is_some_and(|t| t.is("TEMPORARY")) {
+            continue;
+        }
+        if let Ok(statements) = Parser::parse_sql(&MySqlDialect {}, &joined(iso.statement)) {
+            for s in &statements {
+                if let Statement::CreateTable(ct) = s {
+                    let (name, model) = table_model(o, ct, report);
+                    own.get_or_insert_with(|| schema.clone())
+                        .insert(name, model);
+                }
+            }
+        }
+    }
+    let schema = own.as_ref().unwrap_or(schema);
+    for piece in pieces {
         lint_piece(o, schema, piece, report);
     }
 }

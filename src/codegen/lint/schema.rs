@@ -20,7 +20,7 @@ pub(super) struct Index {
     pub(super) columns: Vec<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct TableModel {
     pub(super) columns: BTreeSet<String>,
     pub(super) indexes: Vec<Index>,
