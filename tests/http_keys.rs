@@ -373,6 +373,7 @@ async fn bad_input_is_a_400_naming_the_field() {
         (format!("/v1/keys?namespace={ns}&order=bogus"), "order"),
         (format!("/v1/keys?namespace={ns}&limit=0"), "limit"),
         (format!("/v1/keys?namespace={ns}&limit=1001"), "limit"),
+        (format!("/v1/keys?namespace={ns}&limit=3923794307"), "limit"),
         (format!("/v1/keys?namespace={ns}&cursor=zz"), "cursor"),
         (format!("/v1/keys?namespace={ns}&cursor=773a31"), "cursor"),
         (

@@ -37,7 +37,7 @@
 DROP PROCEDURE IF EXISTS orbit_key_list;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_list(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
-                                IN p_order VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin, IN p_limit INT,
+                                IN p_order VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin, IN p_limit BIGINT,
                                 IN p_after_value BIGINT UNSIGNED, IN p_after_resource_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN

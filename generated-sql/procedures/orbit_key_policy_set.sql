@@ -22,8 +22,8 @@ DROP PROCEDURE IF EXISTS orbit_key_policy_set;
 DELIMITER $$
 CREATE PROCEDURE orbit_key_policy_set(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
                                       IN p_match_kind TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_key_pattern BLOB,
-                                      IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_holder_limit INT,
-                                      IN p_rate_grants INT, IN p_rate_per_seconds INT)
+                                      IN p_on_busy TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_holder_limit BIGINT,
+                                      IN p_rate_grants BIGINT, IN p_rate_per_seconds BIGINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);

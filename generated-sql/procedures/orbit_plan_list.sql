@@ -23,7 +23,7 @@
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_plan_list;
 DELIMITER $$
-CREATE PROCEDURE orbit_plan_list(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_limit INT,
+CREATE PROCEDURE orbit_plan_list(IN p_token_hash BINARY(32), IN p_queue_id TEXT CHARACTER SET ascii COLLATE ascii_bin, IN p_limit BIGINT,
                                  IN p_after_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN

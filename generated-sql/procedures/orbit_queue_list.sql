@@ -19,7 +19,7 @@
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_queue_list;
 DELIMITER $$
-CREATE PROCEDURE orbit_queue_list(IN p_token_hash BINARY(32), IN p_limit INT, IN p_after_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
+CREATE PROCEDURE orbit_queue_list(IN p_token_hash BINARY(32), IN p_limit BIGINT, IN p_after_id TEXT CHARACTER SET ascii COLLATE ascii_bin)
   READS SQL DATA
 BEGIN
   DECLARE v_application_id BIGINT UNSIGNED;

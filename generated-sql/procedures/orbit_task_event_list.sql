@@ -17,7 +17,7 @@
 -- Locks: none.
 DROP PROCEDURE IF EXISTS orbit_task_event_list;
 DELIMITER $$
-CREATE PROCEDURE orbit_task_event_list(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED, IN p_limit INT,
+CREATE PROCEDURE orbit_task_event_list(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED, IN p_limit BIGINT,
                                        IN p_after_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN

@@ -35,7 +35,7 @@ CREATE PROCEDURE orbit_task_list(
   IN p_state TEXT CHARACTER SET ascii COLLATE ascii_bin,
   IN p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_concurrency_key BLOB,
-  IN p_limit INT,
+  IN p_limit BIGINT,
   IN p_before_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN

@@ -33,7 +33,7 @@
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_order, p_limit).
 -- Locks: none (a consistent read in one read-only snapshot).
 CREATE PROCEDURE orbit_key_list(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
-                                IN p_order VARCHAR(16) {{ c.ascii }}, IN p_limit INT,
+                                IN p_order VARCHAR(16) {{ c.ascii }}, IN p_limit BIGINT,
                                 IN p_after_value BIGINT UNSIGNED, IN p_after_resource_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN

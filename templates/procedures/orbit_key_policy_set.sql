@@ -18,8 +18,8 @@
 -- Locks: the orbit_key_policy row (insert, or the existing one by ux_key_policy).
 CREATE PROCEDURE orbit_key_policy_set(IN p_token_hash BINARY(32), IN p_namespace_id BIGINT UNSIGNED,
                                       IN p_match_kind TEXT {{ c.ascii }}, IN p_key_pattern BLOB,
-                                      IN p_on_busy TEXT {{ c.ascii }}, IN p_holder_limit INT,
-                                      IN p_rate_grants INT, IN p_rate_per_seconds INT)
+                                      IN p_on_busy TEXT {{ c.ascii }}, IN p_holder_limit BIGINT,
+                                      IN p_rate_grants BIGINT, IN p_rate_per_seconds BIGINT)
   MODIFIES SQL DATA
 body: BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);

@@ -12,7 +12,7 @@
 {% call m::plan_columns_doc() %}
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND (p_queue_id), INVALID_ARGUMENT (p_limit).
 -- Locks: none.
-CREATE PROCEDURE orbit_plan_list(IN p_token_hash BINARY(32), IN p_queue_id TEXT {{ c.ascii }}, IN p_limit INT,
+CREATE PROCEDURE orbit_plan_list(IN p_token_hash BINARY(32), IN p_queue_id TEXT {{ c.ascii }}, IN p_limit BIGINT,
                                  IN p_after_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN

@@ -28,7 +28,7 @@
 --   finished tasks.
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT (p_limit).
 -- Locks: none.
-CREATE PROCEDURE orbit_queue_list(IN p_token_hash BINARY(32), IN p_limit INT, IN p_after_id TEXT {{ c.ascii }})
+CREATE PROCEDURE orbit_queue_list(IN p_token_hash BINARY(32), IN p_limit BIGINT, IN p_after_id TEXT {{ c.ascii }})
   READS SQL DATA
 BEGIN
   DECLARE v_application_id BIGINT UNSIGNED;

@@ -13,7 +13,7 @@
 -- Signals: UNAUTHENTICATED, PERMISSION_DENIED (scope missing), NOT_FOUND (no such task, or out of
 --   reach), INVALID_ARGUMENT (p_limit).
 -- Locks: none.
-CREATE PROCEDURE orbit_task_event_list(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED, IN p_limit INT,
+CREATE PROCEDURE orbit_task_event_list(IN p_token_hash BINARY(32), IN p_task_id BIGINT UNSIGNED, IN p_limit BIGINT,
                                        IN p_after_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN

@@ -51,7 +51,7 @@ CREATE PROCEDURE orbit_task_list(
   IN p_state TEXT {{ c.ascii }},
   IN p_business_key TEXT {{ c.utf8 }},
   IN p_concurrency_key BLOB,
-  IN p_limit INT,
+  IN p_limit BIGINT,
   IN p_before_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN
