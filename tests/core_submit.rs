@@ -169,12 +169,7 @@ async fn a_busy_key_still_accepts_the_task_without_consuming_an_attempt() {
         "blocked",
         "blocked tasks stay out of the claim's range"
     );
-    let incomplete: u64 = sqlx::query_scalar(
-        "SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota",
-    )
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
+    let incomplete = f.incomplete_tasks().await;
     assert_eq!(
         incomplete, 2,
         "the waiting task occupies the incomplete-task quota"
@@ -455,12 +450,7 @@ async fn a_batch_creates_its_tasks_in_order_each_with_its_own_key() {
         .map(|i| (format!("b-{i}").into_bytes(), ids[i]))
         .collect();
     assert_eq!(keys, want);
-    let incomplete: u64 = sqlx::query_scalar(
-        "SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota",
-    )
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
+    let incomplete = f.incomplete_tasks().await;
     assert_eq!(incomplete, 5, "each task is charged to the quota");
     // A worker can claim them.
     let s = f.session("w", true, &[&f.queue_id]).await;
@@ -841,12 +831,7 @@ async fn a_full_quota_mid_batch_writes_nothing() {
     );
     assert_eq!(count(&f, "orbit_task").await, 1);
     assert_eq!(count(&f, "orbit_idempotency").await, 1);
-    let incomplete: u64 = sqlx::query_scalar(
-        "SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota",
-    )
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
+    let incomplete = f.incomplete_tasks().await;
     assert_eq!(incomplete, 1, "the batch's charges were rolled back");
     // Two fit.
     assert_eq!(
