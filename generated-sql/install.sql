@@ -3231,18 +3231,20 @@ BEGIN
           -- None (left): the due plans that are left fire one at a time, in this transaction.
           SET v_set_based = 0, v_front = 0;
         ELSE
-          -- The tasks, by one insert: exactly the rows orbit_task_create writes for an unkeyed
-          -- task due now (lane 'ready', run_at now, the connection's quota slot, no debounce, no
-          -- Idempotency-Key), in slot order.
+          -- The tasks, by one insert of the rows orbit_task_create writes for an unkeyed task due
+          -- now (m::task_insert_values: lane 'ready', run_at now, the connection's quota slot, no
+          -- debounce, no Idempotency-Key), in slot order.
           INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                                  payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                                  max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                                  deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                          debounce_seconds, debounce_until)
           SELECT p.application_id, p.namespace_id, p.queue_id, v.handler, v.handler_version, v.payload_version,
-                 v.payload, v.business_key, '', 0, 'WAITING', 'ready', v.priority,
-                 v.max_attempts, 0, v.retry_base_ms, v.retry_max_ms, v.retry_unknown, v_now,
-                 IF(v.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL v.deadline_seconds SECOND), NULL),
-                 '', p.id, f.version, v_quota_slot, v_now, v_now
+          v.payload, v.business_key, '', 0, 'WAITING', 'ready', v.priority,
+          v.max_attempts, 0, v.retry_base_ms, v.retry_max_ms, v.retry_unknown, v_now,
+          IF(v.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL v.deadline_seconds SECOND), NULL),
+          '', p.id, f.version, v_quota_slot, v_now, v_now,
+          0, NULL
             FROM orbit_plan p FORCE INDEX (ix_plan_due)
       STRAIGHT_JOIN orbit_plan_fire f ON f.plan_id = p.id AND f.scheduled_for = p.next_fire_at
       STRAIGHT_JOIN orbit_plan_version v ON v.plan_id = f.plan_id AND v.version = f.version
@@ -4770,8 +4772,8 @@ DELIMITER ;
 -- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
 -- task records the connection's quota slot and the caller charges it: orbit_task_submit_many
 -- charges a whole batch with one statement, last. No history row: the task row's created_at, plan_id and plan_version record the creation
--- (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch without keys
--- whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- (see orbit_task_event). orbit_task_submit_many and orbit_plan_fire_due insert a batch of
+-- unkeyed tasks whole, with the row this writes (m::task_insert_values; a test compares them).
 -- Debounce (p_debounce_seconds > 0, keyed): under the key's resource row lock, the key's
 -- debounced task that still waits for its run_at in this queue (at most one: each debounced
 -- create replaces the one before) is replaced. It ends CANCELLED with error
@@ -6691,7 +6693,7 @@ DELIMITER ;
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
 -- insert and one update; when no task of it names a concurrency key, its tasks are created by
--- one insert (the rows orbit_task_create writes for an unkeyed task),
+-- one insert (the rows orbit_task_create writes for an unkeyed task, m::task_insert_values),
 -- otherwise each task is created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
@@ -7226,27 +7228,26 @@ body: BEGIN
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
-    -- the batch is created by one insert, with exactly the rows orbit_task_create writes for an
-    -- unkeyed task (lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota
-    -- slot; no debounce, which needs a key); ORDER BY numbers the tasks
+    -- the batch is created by one insert of the rows orbit_task_create writes for an unkeyed task
+    -- (m::task_insert_values: lane 'ready', or 'scheduled' until a run_at ahead; the
+    -- connection's quota slot; no debounce, which needs a key); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                            deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                          debounce_seconds, debounce_until)
     SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-           t.payload, t.business_key, '', 0, 'WAITING',
-           IF(CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+          t.payload, t.business_key, '', 0, 'WAITING', IF(t.effective_run_at > v_now, 'scheduled', 'ready'), t.priority,
+          t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
+          IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
+          t.idempotency_key, 0, 0, v_slot, v_now, v_now,
+          0, NULL
+      FROM (SELECT t.*, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
             WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
-            ELSE v_now END > v_now, 'scheduled', 'ready'), t.priority,
-           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
-            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
-            ELSE v_now END,
-           IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
-           t.idempotency_key, 0, 0, v_slot, v_now, v_now
-      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+            ELSE v_now END AS effective_run_at FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
@@ -7294,7 +7295,7 @@ body: BEGIN
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
             j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
             j_debounce_seconds JSON PATH '$.debounce_seconds',
-            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
     SET v_first = LAST_INSERT_ID(), v_created = v_count;
@@ -7577,7 +7578,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '998610273422131ed3846c08e02a3aa1ec5ef14d8c72bfd19b2974952f25dee6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '710bd28e0faf70a5943281c9387af1dcfb0ddb95e2eaac2e5039eeb50d2f0d3c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, 'c196fdf702d03f3ab611e617374ae28146c8c6774d8c8ae8f9ec347b58d197af', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, '864579f10fa0b307a0de2d1d00c748ae27a1e0b096c5b25f44df8724c58a19a0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7596,7 +7597,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f0d43da384c700bd1a2e569ee3eb1a495b891c573342ff38a3b5961754d973ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 1, '4d2c03a05c74decf260790f1104a42e9a35f353d749cd5e467c2245b57bf613f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e596ea37792d35c6a50131e7e9ad57dd438112d06db7b4070a250b487d400ccb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '8a7b770f7ef9178cfba06c0b6e34d22ef09d80aa0adc1fe3b96f003a9bc886fa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '69ee5745aef611f2fc350e45cf338fbe08aa4ce3f5d1ac9086ce64fa50a171d8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7608,8 +7609,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '793d6918ef1b36137cc27dd080938d473504b6b23003d4983e309985e2801b59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '7993ff7a3dc8e46a46b3d720f2e04f89e5c8aed0d1631a17e10f31fc61809201', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'f24a9b4007012ee849a77b8d76c7398924e8e62addeb9786dabd814ee63d8ff7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '046f2dcae245c7a1254f5034e85b04cf1f59a70a22adf2ef6fdc1f85132d1a37', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '046f2dcae245c7a1254f5034e85b04cf1f59a70a22adf2ef6fdc1f85132d1a37', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1ec5216b2d3ba80a2bdecb9570fe4f52960e63039cd6f8a0c62c318c567303b2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1ec5216b2d3ba80a2bdecb9570fe4f52960e63039cd6f8a0c62c318c567303b2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

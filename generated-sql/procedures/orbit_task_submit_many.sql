@@ -12,7 +12,7 @@
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
 -- insert and one update; when no task of it names a concurrency key, its tasks are created by
--- one insert (the rows orbit_task_create writes for an unkeyed task),
+-- one insert (the rows orbit_task_create writes for an unkeyed task, m::task_insert_values),
 -- otherwise each task is created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
@@ -547,27 +547,26 @@ body: BEGIN
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
-    -- the batch is created by one insert, with exactly the rows orbit_task_create writes for an
-    -- unkeyed task (lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota
-    -- slot; no debounce, which needs a key); ORDER BY numbers the tasks
+    -- the batch is created by one insert of the rows orbit_task_create writes for an unkeyed task
+    -- (m::task_insert_values: lane 'ready', or 'scheduled' until a run_at ahead; the
+    -- connection's quota slot; no debounce, which needs a key); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                            deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
+                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                          debounce_seconds, debounce_until)
     SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-           t.payload, t.business_key, '', 0, 'WAITING',
-           IF(CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+          t.payload, t.business_key, '', 0, 'WAITING', IF(t.effective_run_at > v_now, 'scheduled', 'ready'), t.priority,
+          t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
+          IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
+          t.idempotency_key, 0, 0, v_slot, v_now, v_now,
+          0, NULL
+      FROM (SELECT t.*, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
             WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
-            ELSE v_now END > v_now, 'scheduled', 'ready'), t.priority,
-           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
-            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
-            ELSE v_now END,
-           IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
-           t.idempotency_key, 0, 0, v_slot, v_now, v_now
-      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+            ELSE v_now END AS effective_run_at FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
@@ -615,7 +614,7 @@ body: BEGIN
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
             j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
             j_debounce_seconds JSON PATH '$.debounce_seconds',
-            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
     SET v_first = LAST_INSERT_ID(), v_created = v_count;

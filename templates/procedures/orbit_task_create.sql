@@ -35,8 +35,8 @@
 -- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
 -- task records the connection's quota slot and the caller charges it: orbit_task_submit_many
 -- charges a whole batch with one statement, last. No history row: the task row's created_at, plan_id and plan_version record the creation
--- (see orbit_task_event). One exception: orbit_task_submit_many inserts a batch without keys
--- whole, writing the rows this writes for an unkeyed task (a test compares them).
+-- (see orbit_task_event). orbit_task_submit_many and orbit_plan_fire_due insert a batch of
+-- unkeyed tasks whole, with the row this writes (m::task_insert_values; a test compares them).
 -- Debounce (p_debounce_seconds > 0, keyed): under the key's resource row lock, the key's
 -- debounced task that still waits for its run_at in this queue (at most one: each debounced
 -- create replaces the one before) is replaced. It ends CANCELLED with error
@@ -226,17 +226,8 @@ body: BEGIN
       FROM orbit_resource r
      WHERE r.id = v_resource_id;
   END IF;
-  INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
-                          debounce_seconds, debounce_until)
-  VALUES (p_application_id, p_namespace_id, p_queue_id, p_handler, p_handler_version, p_payload_version,
-          p_payload, p_business_key, p_concurrency_key, v_resource_id, 'WAITING', v_lane, p_priority,
-          p_max_attempts, 0, p_retry_base_ms, p_retry_max_ms, p_retry_unknown, v_run_at,
-          IF(p_deadline_seconds > 0, DATE_ADD(p_now, INTERVAL p_deadline_seconds SECOND), NULL),
-          p_idempotency_key, p_plan_id, p_plan_version, v_slot, p_now, p_now,
-          IF(v_resource_id <> 0, p_debounce_seconds, 0), IF(p_debounce_seconds > 0, v_debounce_until, NULL));
+  INSERT INTO orbit_task {% call m::task_insert_columns() %}
+  VALUES ({% call m::task_insert_values("p_application_id", "p_namespace_id", "p_queue_id", "p_", "p_concurrency_key", "v_resource_id", "v_lane", "v_run_at", "p_idempotency_key", "p_plan_id", "p_plan_version", "v_slot", "p_now", "IF(v_resource_id <> 0, p_debounce_seconds, 0)", "IF(p_debounce_seconds > 0, v_debounce_until, NULL)") %});
   SET o_task_id = LAST_INSERT_ID();
   IF v_replaced IS NOT NULL THEN
     {% call replace_task("v_replaced") %};

@@ -76,7 +76,7 @@
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
 -- insert and one update; when no task of it names a concurrency key, its tasks are created by
--- one insert (the rows orbit_task_create writes for an unkeyed task),
+-- one insert (the rows orbit_task_create writes for an unkeyed task, m::task_insert_values),
 -- otherwise each task is created by orbit_task_create. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
@@ -313,23 +313,15 @@ body: BEGIN
   SET v_one_by_one = v_duplicate, v_i = 0;
   IF NOT v_one_by_one AND v_keyed = 0 THEN
     -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
-    -- the batch is created by one insert, with exactly the rows orbit_task_create writes for an
-    -- unkeyed task (lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota
-    -- slot; no debounce, which needs a key); ORDER BY numbers the tasks
+    -- the batch is created by one insert of the rows orbit_task_create writes for an unkeyed task
+    -- (m::task_insert_values: lane 'ready', or 'scheduled' until a run_at ahead; the
+    -- connection's quota slot; no debounce, which needs a key); ORDER BY numbers the tasks
     -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
     -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
     -- a task, which does not (BENCHMARKS.md).
-    INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                            deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at)
-    SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-           t.payload, t.business_key, '', 0, 'WAITING',
-           IF({% call m::task_run_at("t.", "v_now") %} > v_now, 'scheduled', 'ready'), t.priority,
-           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, {% call m::task_run_at("t.", "v_now") %},
-           IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
-           t.idempotency_key, 0, 0, v_slot, v_now, v_now
-      FROM {% call batch_tasks() %}
+    INSERT INTO orbit_task {% call m::task_insert_columns() %}
+    SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "''", "0", "IF(t.effective_run_at > v_now, 'scheduled', 'ready')", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL") %}
+      FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call batch_tasks() %}) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
     SET v_first = LAST_INSERT_ID(), v_created = v_count;
