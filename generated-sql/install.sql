@@ -6691,10 +6691,11 @@ DELIMITER ;
 -- other field it is an IDEMPOTENCY_CONFLICT, which fails the whole call. A key used twice in one
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
--- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
--- insert and one update; when no task of it names a concurrency key, its tasks are created by
--- one insert (the rows orbit_task_create writes for an unkeyed task, m::task_insert_values),
--- otherwise each task is created by orbit_task_create. Keyed tasks behind a
+-- whole batch are checked by one statement; when no task of it names a concurrency key, its
+-- tasks are created by one insert (the rows orbit_task_create writes for an unkeyed task,
+-- m::task_insert_values) and, when their keys are new and distinct, their receipts by one more
+-- (each written once, with its task); otherwise each task is created by orbit_task_create, and
+-- its receipt then names it. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
 -- and one round trip for up to 1000 tasks.
@@ -6751,16 +6752,17 @@ DELIMITER ;
 --   orbit_task_submit). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
 -- Session state: creates the temporary table orbit_submit_outcome (so the definer needs
---   CREATE TEMPORARY TABLES) and drops it before it returns; a call that fails leaves it, and
---   the next call drops it first.
--- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
---   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
---   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
---   insert or FOR UPDATE), or for a batch without keys the AUTO-INC lock of orbit_task for one
---   statement; then, once for the batch, the connection's orbit_application_quota slot
---   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
---   share keys in different orders can deadlock; the loser is rolled back whole and retried by
---   the caller.
+--   CREATE TEMPORARY TABLES) on the connection's first call, with a note (1050: it exists) on
+--   later calls; it holds no row between calls, and goes with the connection.
+-- Locks, in order: for a batch without concurrency keys, the AUTO-INC lock of orbit_task for one
+--   statement, then the batch's orbit_idempotency rows (one insert, which waits for a concurrent
+--   first submit of a key); for a keyed batch, the receipts first (the same insert, before the
+--   tasks). When a key exists or repeats, that insert writes nothing and each task takes its
+--   receipt in input order (insert, FOR UPDATE when it exists). Then per task in input order,
+--   through orbit_task_create, the orbit_resource row (keyed; insert or FOR UPDATE); then, once
+--   for the batch, the connection's orbit_application_quota slot row (or, when it cannot take the
+--   batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
+--   deadlock; the loser is rolled back whole and retried by the caller.
 DROP PROCEDURE IF EXISTS orbit_task_submit_many;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit_many(
@@ -6805,19 +6807,21 @@ body: BEGIN
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
-  -- The first task this call creates (NULL: none yet), and how many tasks of the batch name a
-  -- concurrency key.
+  -- The first id of the batch insert, and how many tasks of the batch name a concurrency key.
   DECLARE v_first BIGINT UNSIGNED;
   DECLARE v_keyed INT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
-  -- idempotency path on its own.
+  -- idempotency path on its own. 1 when a batch without keys was created whole.
   DECLARE v_one_by_one TINYINT;
+  DECLARE v_batched TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
   DECLARE v_item INT;
+  -- 1 once a row of orbit_submit_outcome is written.
+  DECLARE v_noted TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   -- The queues of the tasks before the first bad one, each once, in order of first use (read to
   -- its end by a FETCH with its own NOT FOUND handler, scoped to the FETCH alone: a handler over
@@ -6829,7 +6833,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -6881,7 +6885,7 @@ body: BEGIN
   -- task that took the charge of the task it replaced (those have an orbit_submit_outcome row).
   DECLARE c_charged CURSOR FOR
     SELECT b.item
-      FROM (SELECT k.item, CAST(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(k.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key
+      FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
        FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
       LIMIT 1000) b
       LEFT JOIN orbit_submit_outcome x ON x.item = b.item
@@ -6903,7 +6907,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -7070,7 +7074,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -7155,9 +7159,11 @@ body: BEGIN
 
   -- What the result cannot read from the rows: which tasks were replays, took the charge of a
   -- task they replaced, or cancelled a key holder. Rare, so most calls write no row of it. A
-  -- table, not a variable: it is read by joins. Left by a call that failed, so dropped first.
-  DROP TEMPORARY TABLE IF EXISTS orbit_submit_outcome;
-  CREATE TEMPORARY TABLE orbit_submit_outcome (
+  -- table, not a variable: it is read by joins. Created once per connection and kept empty
+  -- between calls: its rows are written in this call's transaction (InnoDB: a call that fails
+  -- rolls them back) and deleted after the result (re-creating it on every call made every
+  -- statement that names it be prepared again).
+  CREATE TEMPORARY TABLE IF NOT EXISTS orbit_submit_outcome (
     item INT NOT NULL COMMENT 'the task''s position in p_tasks, from 1',
     replayed TINYINT NOT NULL COMMENT '1 = its key''s receipt existed: the original task is returned',
     replaced TINYINT NOT NULL COMMENT '1 = it took the quota charge of the task it replaced',
@@ -7165,75 +7171,18 @@ body: BEGIN
     PRIMARY KEY (item)
   ) ENGINE=InnoDB COMMENT='orbit_task_submit_many''s tasks whose outcome the rows do not show';
 
-  -- One transaction. Every key at once first: the insert waits for a concurrent first submit of
-  -- any of them, and fails whole (nothing inserted) when one exists or repeats in the batch.
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-  SELECT v_application_id, t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
-                 HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
-                 t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
-                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
-                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256)), 0, v_now
-    FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
-          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
-          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
-          -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
-          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
-                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
-          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
-                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
-          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
-                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
-          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
-                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
-                   0) AS retry_unknown,
-          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
-          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
-          -- well-formed string is converted (an impossible date is NULL with a warning).
-          IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
-          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
-                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
-          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
-                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
-          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
-                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
-     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
-            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
-            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
-            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
-            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
-            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
-            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
-            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
-            j_debounce_seconds JSON PATH '$.debounce_seconds',
-            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t;
-  SET v_one_by_one = v_duplicate, v_i = 0;
-  IF NOT v_one_by_one AND v_keyed = 0 THEN
-    -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
-    -- the batch is created by one insert of the rows orbit_task_create writes for an unkeyed task
-    -- (m::task_insert_values: lane 'ready', or 'scheduled' until a run_at ahead; the
-    -- connection's quota slot; no debounce, which needs a key); ORDER BY numbers the tasks
-    -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
-    -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
-    -- a task, which does not (BENCHMARKS.md).
+  SET v_i = 0, v_one_by_one = 1, v_batched = 0;
+  IF v_keyed = 0 THEN
+    -- No concurrency key: every task waits for nothing but its run_at, so the batch is created by
+    -- one insert of the rows orbit_task_create writes for an unkeyed task (m::task_insert_values:
+    -- lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota slot; no
+    -- debounce, which needs a key); ORDER BY numbers the tasks in input order. Under
+    -- innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC lock for the statement; it
+    -- still costs less mariadbd CPU a task than an INSERT ... VALUES a task, which does not
+    -- (BENCHMARKS.md).
+    SAVEPOINT orbit_submit_batch;
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
                           payload, business_key, concurrency_key, resource_id, state, lane, priority,
                           max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
@@ -7251,7 +7200,7 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          CAST(IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
           IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
              AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
@@ -7298,8 +7247,144 @@ body: BEGIN
             j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
-    SET v_first = LAST_INSERT_ID(), v_created = v_count;
+    SET v_first = LAST_INSERT_ID();
+    -- Then every receipt at once, each written once, with its task: the new rows (ids from
+    -- v_first on) are read first, each probing the batch's keys. A consistent read: INSERT ...
+    -- SELECT in READ COMMITTED locks no row it reads, where an UPDATE joined to the new rows
+    -- would wait for every concurrent submit's new rows past v_first. A task's key is unique to
+    -- its application, so only this call's tasks carry these keys (a task whose receipt was
+    -- purged with it is older). The insert waits for a concurrent first submit of any key, and
+    -- fails whole when one exists or repeats in the batch: then the batch is undone and each
+    -- task takes the single submit's path below.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    SELECT v_application_id, b.idempotency_key, b.request_hash, o.id, v_now
+      FROM orbit_task o
+      STRAIGHT_JOIN (SELECT t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+                 HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
+                 t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256)) AS request_hash
+                       FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   0) AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
+                      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
+     WHERE o.id >= v_first AND o.application_id = v_application_id
+     ORDER BY o.id;
+    IF v_duplicate THEN
+      ROLLBACK TO SAVEPOINT orbit_submit_batch;
+    ELSE
+      SET v_batched = 1, v_created = v_count;
+    END IF;
   ELSE
+    -- Keyed tasks lock their keys' rows, after the receipts in the lock order: every receipt at
+    -- once first. The insert waits for a concurrent first submit of any key, and fails whole
+    -- (nothing inserted) when one exists or repeats in the batch.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    SELECT v_application_id, t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
+                 HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
+                 t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
+                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
+                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
+                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256)), 0, v_now
+      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
+          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
+          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
+          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          -- Not ASCII (or absurdly long): no queue has that id.
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
+             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
+             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
+                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
+          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
+                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
+          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
+                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
+          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
+                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
+          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
+                   0) AS retry_unknown,
+          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
+                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
+          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
+          -- well-formed string is converted (an impossible date is NULL with a warning).
+          IF(JSON_TYPE(j.j_run_at) = 'STRING'
+             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
+                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
+          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
+                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
+          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
+                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
+     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
+            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
+            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
+            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
+            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
+            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
+            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
+            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
+            j_debounce_seconds JSON PATH '$.debounce_seconds',
+            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t;
+    SET v_one_by_one = v_duplicate;
+  END IF;
+  IF NOT v_batched THEN
     OPEN c_tasks;
     WHILE v_i < v_count DO
       FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
@@ -7345,34 +7430,17 @@ body: BEGIN
                                  ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
         END IF;
-        SET v_created = v_created + (v_replaced = 0), v_first = COALESCE(v_first, v_task_id);
-        IF v_one_by_one THEN
-          UPDATE orbit_idempotency i SET i.task_id = v_task_id
-           WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
-        END IF;
+        SET v_created = v_created + (v_replaced = 0);
+        UPDATE orbit_idempotency i SET i.task_id = v_task_id
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
       END IF;
       IF v_replayed OR v_replaced <> 0 OR v_cancelled <> 0 THEN
+        SET v_noted = 1;
         INSERT INTO orbit_submit_outcome (item, replayed, replaced, cancelled)
         VALUES (v_i, v_replayed, v_replaced <> 0, IF(v_replayed, 0, v_cancelled));
       END IF;
     END WHILE;
     CLOSE c_tasks;
-  END IF;
-  -- Keys inserted at once get their tasks at once. Each task row carries its key, and no other
-  -- task from v_first on carries one of them: this call inserted every key, and a task older
-  -- than its key's receipt (whose receipt was purged with it) is older than this call's tasks.
-  -- The new rows are read first (a consistent read), each probing the batch's keys; then each
-  -- receipt by its key (STRAIGHT_JOIN: never the application's receipts, probing the batch).
-  IF NOT v_one_by_one THEN
-    UPDATE (SELECT o.id, o.idempotency_key
-              FROM orbit_task o
-              STRAIGHT_JOIN (SELECT k.item, CAST(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(k.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
-      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
-             WHERE o.id >= v_first AND o.application_id = v_application_id) n
-      STRAIGHT_JOIN orbit_idempotency i
-        ON i.application_id = v_application_id AND i.idempotency_key = n.idempotency_key
-       SET i.task_id = n.id;
   END IF;
   -- The incomplete-task quota, last and once: the whole batch on the connection's slot when it
   -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
@@ -7418,7 +7486,7 @@ body: BEGIN
          t.updated_at, t.finished_at,
          CAST(COALESCE(x.cancelled, 0) AS UNSIGNED) AS cancelled_attempt_id,
          CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
-    FROM (SELECT k.item, CAST(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(JSON_UNQUOTE(k.j_idempotency_key), 256), NULL) AS BINARY) AS idempotency_key
+    FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
        FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
       LIMIT 1000) b
     STRAIGHT_JOIN orbit_idempotency i ON i.application_id = v_application_id AND i.idempotency_key = b.idempotency_key
@@ -7426,7 +7494,11 @@ body: BEGIN
     LEFT JOIN orbit_submit_outcome x ON x.item = b.item
     LEFT JOIN orbit_attempt c ON c.id = x.cancelled
    ORDER BY b.item;
-  DROP TEMPORARY TABLE orbit_submit_outcome;
+  IF v_noted THEN
+    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+      LIMIT 1000) b);
+  END IF;
 END$$
 DELIMITER ;
 
@@ -7609,8 +7681,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '793d6918ef1b36137cc27dd080938d473504b6b23003d4983e309985e2801b59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'f24a9b4007012ee849a77b8d76c7398924e8e62addeb9786dabd814ee63d8ff7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd9147f59c8bb212f4ee4d6d0c0175e6092f313dcbb799dec611a8a202d26e958', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1ec5216b2d3ba80a2bdecb9570fe4f52960e63039cd6f8a0c62c318c567303b2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1ec5216b2d3ba80a2bdecb9570fe4f52960e63039cd6f8a0c62c318c567303b2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fbf994b938e9b02d12997ee7934108260f4271beb88df83f08d84d5c63df0b81', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fbf994b938e9b02d12997ee7934108260f4271beb88df83f08d84d5c63df0b81', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

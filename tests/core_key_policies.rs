@@ -616,7 +616,9 @@ async fn a_batch_names_the_holder_its_cancel_running_task_ended_beside_a_replay(
         ("newest".to_string(), f.task(&f.queue_id, "acct/1")),
         ("plain".to_string(), f.task(&f.queue_id, "")),
     ];
-    let out = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    // One connection, so every call below meets what the calls before it left on it.
+    let db = f.own_pool(1).await;
+    let out = db.task_submit_many(&f.hash, &items).await.unwrap();
     assert!(out[0].replayed);
     assert_eq!(out[0].task.id, earlier.id);
     assert!(out[0].cancelled.is_none());
@@ -626,10 +628,26 @@ async fn a_batch_names_the_holder_its_cancel_running_task_ended_beside_a_replay(
     assert!(!out[2].replayed && out[2].cancelled.is_none());
     assert_eq!(state(&f, old.task.id).await, "CANCELLED");
     // The receipts name the new tasks: the batch replays whole.
-    let again = f.db.task_submit_many(&f.hash, &items).await.unwrap();
+    let again = db.task_submit_many(&f.hash, &items).await.unwrap();
     assert!(again.iter().all(|s| s.replayed && s.cancelled.is_none()));
     let ids = |v: &[orbit::db::tasks::Submitted]| v.iter().map(|s| s.task.id).collect::<Vec<_>>();
     assert_eq!(ids(&again), ids(&out));
+    // A call that fails after noting a replay leaves nothing for the next call to read.
+    let conflicting = vec![
+        ("earlier".to_string(), f.task(&f.queue_id, "")),
+        ("plain".to_string(), f.task(&f.queue_id, "other-key")),
+    ];
+    let err = db
+        .task_submit_many(&f.hash, &conflicting)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DbError::IdempotencyConflict(_)), "{err:?}");
+    let fresh = vec![
+        ("fresh-0".to_string(), f.task(&f.queue_id, "")),
+        ("fresh-1".to_string(), f.task(&f.queue_id, "k2")),
+    ];
+    let out = db.task_submit_many(&f.hash, &fresh).await.unwrap();
+    assert!(out.iter().all(|s| !s.replayed && s.cancelled.is_none()));
 }
 
 #[tokio::test]

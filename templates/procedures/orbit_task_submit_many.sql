@@ -8,8 +8,9 @@
 {% macro integer_value(j) %}CASE WHEN {{ j }} REGEXP '^-?[0-9]{1,9}$' THEN CAST({{ j }} AS SIGNED)
                                     WHEN {{ j }} REGEXP '^-?[0-9]+$' THEN -1 END{% endmacro %}
 {#- The Idempotency-Key of a task, from its member's JSON text j: exact bytes (NULL unless a
-    string; more than 255 bytes fails its rule). -#}
-{% macro idempotency_key(j) %}CAST(IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(JSON_UNQUOTE({{ j }}), 256), NULL) AS BINARY){% endmacro %}
+    string; more than 255 bytes fails its rule). Cut to 256 bytes, not characters: a derived
+    table's key on it stays within a temporary table's key length, so a join probes it. -#}
+{% macro idempotency_key(j) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(CAST(JSON_UNQUOTE({{ j }}) AS BINARY), 256), NULL){% endmacro %}
 {#- The batch's Idempotency-Keys as a derived table b, a row per task: item (1-based), and the
     key, materialised once (LIMIT: not merged) so that a join probes it by its index instead of
     evaluating the key's JSON expression for every pair. -#}
@@ -74,10 +75,11 @@
 -- other field it is an IDEMPOTENCY_CONFLICT, which fails the whole call. A key used twice in one
 -- call: the second task replays the first, or conflicts with it. The scope tasks:submit is
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
--- whole batch are checked by one statement, and a batch of new, distinct keys is recorded by one
--- insert and one update; when no task of it names a concurrency key, its tasks are created by
--- one insert (the rows orbit_task_create writes for an unkeyed task, m::task_insert_values),
--- otherwise each task is created by orbit_task_create. Keyed tasks behind a
+-- whole batch are checked by one statement; when no task of it names a concurrency key, its
+-- tasks are created by one insert (the rows orbit_task_create writes for an unkeyed task,
+-- m::task_insert_values) and, when their keys are new and distinct, their receipts by one more
+-- (each written once, with its task); otherwise each task is created by orbit_task_create, and
+-- its receipt then names it. Keyed tasks behind a
 -- held key (including one taken by an earlier task of the same call) wait, as with single
 -- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
 -- and one round trip for up to 1000 tasks.
@@ -108,16 +110,17 @@
 --   orbit_task_submit). A task's error starts with its index: "tasks[3]: handler
 --   must be 1-191 characters".
 -- Session state: creates the temporary table orbit_submit_outcome (so the definer needs
---   CREATE TEMPORARY TABLES) and drops it before it returns; a call that fails leaves it, and
---   the next call drops it first.
--- Locks, in order: the batch's orbit_idempotency rows (one insert; when a key exists or repeats
---   it inserts nothing, and each task then takes its row in input order: insert, FOR UPDATE when
---   it exists); per task in input order, through orbit_task_create, the orbit_resource row (keyed;
---   insert or FOR UPDATE), or for a batch without keys the AUTO-INC lock of orbit_task for one
---   statement; then, once for the batch, the connection's orbit_application_quota slot
---   row (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that
---   share keys in different orders can deadlock; the loser is rolled back whole and retried by
---   the caller.
+--   CREATE TEMPORARY TABLES) on the connection's first call, with a note (1050: it exists) on
+--   later calls; it holds no row between calls, and goes with the connection.
+-- Locks, in order: for a batch without concurrency keys, the AUTO-INC lock of orbit_task for one
+--   statement, then the batch's orbit_idempotency rows (one insert, which waits for a concurrent
+--   first submit of a key); for a keyed batch, the receipts first (the same insert, before the
+--   tasks). When a key exists or repeats, that insert writes nothing and each task takes its
+--   receipt in input order (insert, FOR UPDATE when it exists). Then per task in input order,
+--   through orbit_task_create, the orbit_resource row (keyed; insert or FOR UPDATE); then, once
+--   for the batch, the connection's orbit_application_quota slot row (or, when it cannot take the
+--   batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
+--   deadlock; the loser is rolled back whole and retried by the caller.
 CREATE PROCEDURE orbit_task_submit_many(
   IN p_token_hash BINARY(32),
   IN p_tasks MEDIUMTEXT {{ c.utf8 }})
@@ -160,19 +163,21 @@ body: BEGIN
   DECLARE v_hash BINARY(32);
   DECLARE v_existing_hash BINARY(32);
   DECLARE v_task_id BIGINT UNSIGNED;
-  -- The first task this call creates (NULL: none yet), and how many tasks of the batch name a
-  -- concurrency key.
+  -- The first id of the batch insert, and how many tasks of the batch name a concurrency key.
   DECLARE v_first BIGINT UNSIGNED;
   DECLARE v_keyed INT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
-  -- idempotency path on its own.
+  -- idempotency path on its own. 1 when a batch without keys was created whole.
   DECLARE v_one_by_one TINYINT;
+  DECLARE v_batched TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT {% call m::quota_slot() %};
   DECLARE v_item INT;
+  -- 1 once a row of orbit_submit_outcome is written.
+  DECLARE v_noted TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   -- The queues of the tasks before the first bad one, each once, in order of first use (read to
   -- its end by a FETCH with its own NOT FOUND handler, scoped to the FETCH alone: a handler over
@@ -294,9 +299,11 @@ body: BEGIN
 
   -- What the result cannot read from the rows: which tasks were replays, took the charge of a
   -- task they replaced, or cancelled a key holder. Rare, so most calls write no row of it. A
-  -- table, not a variable: it is read by joins. Left by a call that failed, so dropped first.
-  DROP TEMPORARY TABLE IF EXISTS orbit_submit_outcome;
-  CREATE TEMPORARY TABLE orbit_submit_outcome (
+  -- table, not a variable: it is read by joins. Created once per connection and kept empty
+  -- between calls: its rows are written in this call's transaction (InnoDB: a call that fails
+  -- rolls them back) and deleted after the result (re-creating it on every call made every
+  -- statement that names it be prepared again).
+  CREATE TEMPORARY TABLE IF NOT EXISTS orbit_submit_outcome (
     item INT NOT NULL COMMENT 'the task''s position in p_tasks, from 1',
     replayed TINYINT NOT NULL COMMENT '1 = its key''s receipt existed: the original task is returned',
     replaced TINYINT NOT NULL COMMENT '1 = it took the quota charge of the task it replaced',
@@ -304,28 +311,54 @@ body: BEGIN
     PRIMARY KEY (item)
   ) ENGINE=InnoDB COMMENT='orbit_task_submit_many''s tasks whose outcome the rows do not show';
 
-  -- One transaction. Every key at once first: the insert waits for a concurrent first submit of
-  -- any of them, and fails whole (nothing inserted) when one exists or repeats in the batch.
   {% call m::begin() %};
-  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-  SELECT v_application_id, t.idempotency_key, {% call m::request_hash("t.") %}, 0, v_now
-    FROM {% call batch_tasks() %};
-  SET v_one_by_one = v_duplicate, v_i = 0;
-  IF NOT v_one_by_one AND v_keyed = 0 THEN
-    -- New keys and no concurrency key: every task is new and waits for nothing but its run_at, so
-    -- the batch is created by one insert of the rows orbit_task_create writes for an unkeyed task
-    -- (m::task_insert_values: lane 'ready', or 'scheduled' until a run_at ahead; the
-    -- connection's quota slot; no debounce, which needs a key); ORDER BY numbers the tasks
-    -- in input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC
-    -- lock for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES
-    -- a task, which does not (BENCHMARKS.md).
+  SET v_i = 0, v_one_by_one = 1, v_batched = 0;
+  IF v_keyed = 0 THEN
+    -- No concurrency key: every task waits for nothing but its run_at, so the batch is created by
+    -- one insert of the rows orbit_task_create writes for an unkeyed task (m::task_insert_values:
+    -- lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota slot; no
+    -- debounce, which needs a key); ORDER BY numbers the tasks in input order. Under
+    -- innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC lock for the statement; it
+    -- still costs less mariadbd CPU a task than an INSERT ... VALUES a task, which does not
+    -- (BENCHMARKS.md).
+    SAVEPOINT orbit_submit_batch;
     INSERT INTO orbit_task {% call m::task_insert_columns() %}
     SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "''", "0", "IF(t.effective_run_at > v_now, 'scheduled', 'ready')", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL") %}
       FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call batch_tasks() %}) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
-    SET v_first = LAST_INSERT_ID(), v_created = v_count;
+    SET v_first = LAST_INSERT_ID();
+    -- Then every receipt at once, each written once, with its task: the new rows (ids from
+    -- v_first on) are read first, each probing the batch's keys. A consistent read: INSERT ...
+    -- SELECT in READ COMMITTED locks no row it reads, where an UPDATE joined to the new rows
+    -- would wait for every concurrent submit's new rows past v_first. A task's key is unique to
+    -- its application, so only this call's tasks carry these keys (a task whose receipt was
+    -- purged with it is older). The insert waits for a concurrent first submit of any key, and
+    -- fails whole when one exists or repeats in the batch: then the batch is undone and each
+    -- task takes the single submit's path below.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    SELECT v_application_id, b.idempotency_key, b.request_hash, o.id, v_now
+      FROM orbit_task o
+      STRAIGHT_JOIN (SELECT t.idempotency_key, {% call m::request_hash("t.") %} AS request_hash
+                       FROM {% call batch_tasks() %}
+                      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
+     WHERE o.id >= v_first AND o.application_id = v_application_id
+     ORDER BY o.id;
+    IF v_duplicate THEN
+      ROLLBACK TO SAVEPOINT orbit_submit_batch;
+    ELSE
+      SET v_batched = 1, v_created = v_count;
+    END IF;
   ELSE
+    -- Keyed tasks lock their keys' rows, after the receipts in the lock order: every receipt at
+    -- once first. The insert waits for a concurrent first submit of any key, and fails whole
+    -- (nothing inserted) when one exists or repeats in the batch.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    SELECT v_application_id, t.idempotency_key, {% call m::request_hash("t.") %}, 0, v_now
+      FROM {% call batch_tasks() %};
+    SET v_one_by_one = v_duplicate;
+  END IF;
+  IF NOT v_batched THEN
     OPEN c_tasks;
     WHILE v_i < v_count DO
       FETCH c_tasks INTO v_idempotency_key, v_queue_id, v_handler, v_handler_version, v_payload_version, v_payload,
@@ -371,32 +404,17 @@ body: BEGIN
                                  ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
         END IF;
-        SET v_created = v_created + (v_replaced = 0), v_first = COALESCE(v_first, v_task_id);
-        IF v_one_by_one THEN
-          UPDATE orbit_idempotency i SET i.task_id = v_task_id
-           WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
-        END IF;
+        SET v_created = v_created + (v_replaced = 0);
+        UPDATE orbit_idempotency i SET i.task_id = v_task_id
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
       END IF;
       IF v_replayed OR v_replaced <> 0 OR v_cancelled <> 0 THEN
+        SET v_noted = 1;
         INSERT INTO orbit_submit_outcome (item, replayed, replaced, cancelled)
         VALUES (v_i, v_replayed, v_replaced <> 0, IF(v_replayed, 0, v_cancelled));
       END IF;
     END WHILE;
     CLOSE c_tasks;
-  END IF;
-  -- Keys inserted at once get their tasks at once. Each task row carries its key, and no other
-  -- task from v_first on carries one of them: this call inserted every key, and a task older
-  -- than its key's receipt (whose receipt was purged with it) is older than this call's tasks.
-  -- The new rows are read first (a consistent read), each probing the batch's keys; then each
-  -- receipt by its key (STRAIGHT_JOIN: never the application's receipts, probing the batch).
-  IF NOT v_one_by_one THEN
-    UPDATE (SELECT o.id, o.idempotency_key
-              FROM orbit_task o
-              STRAIGHT_JOIN {% call batch_keys() %} ON b.idempotency_key = o.idempotency_key
-             WHERE o.id >= v_first AND o.application_id = v_application_id) n
-      STRAIGHT_JOIN orbit_idempotency i
-        ON i.application_id = v_application_id AND i.idempotency_key = n.idempotency_key
-       SET i.task_id = n.id;
   END IF;
   -- The incomplete-task quota, last and once: the whole batch on the connection's slot when it
   -- fits that slot's share; otherwise each new task exactly, in input order (orbit_task_charge),
@@ -434,5 +452,7 @@ body: BEGIN
     LEFT JOIN orbit_submit_outcome x ON x.item = b.item
     LEFT JOIN orbit_attempt c ON c.id = x.cancelled
    ORDER BY b.item;
-  DROP TEMPORARY TABLE orbit_submit_outcome;
+  IF v_noted THEN
+    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM {% call batch_keys() %});
+  END IF;
 END
