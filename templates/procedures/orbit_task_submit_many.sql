@@ -168,8 +168,9 @@ body: BEGIN
   DECLARE v_keyed INT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
-  -- idempotency path on its own. 1 when a batch without keys was created whole.
+  -- idempotency path on its own.
   DECLARE v_one_by_one TINYINT;
+  -- 1 when a batch without concurrency keys was created whole, its receipts included.
   DECLARE v_batched TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
