@@ -3130,6 +3130,58 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_task_charge (from templates/procedures/orbit_task_charge.sql) ----
+-- orbit_task_charge: Internal: charge one new task to its application's incomplete-task quota, in the caller's transaction.
+--
+-- The one exact charge (see orbit_application_quota): the connection's slot when it stays within
+-- its share, otherwise, under a lock on every slot and an exact check of the total, a respread of
+-- the counters with the new total. The task row records the connection's slot either way (where
+-- a cancel, review or expiry gives it back; any slot will do, only the sum counts). Used by
+-- orbit_task_create for each task, by orbit_task_submit for an unkeyed task (after its receipt), and
+-- by orbit_task_submit_many for each task of a batch that its connection's slot cannot take whole.
+-- Parameters: p_application_id; p_now.
+-- Out: o_charged (1 = charged; 0 = the quota is full: nothing was charged, the caller rolls back).
+-- Result: none. Signals: none.
+-- Locks: orbit_application_quota slot rows: the connection's slot; or, when it cannot take the
+--   charge alone, every slot of the application in ascending slot order (one locking read).
+DROP PROCEDURE IF EXISTS orbit_task_charge;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_charge(
+  IN p_application_id BIGINT UNSIGNED,
+  IN p_now DATETIME(6),
+  OUT o_charged TINYINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_slot TINYINT UNSIGNED DEFAULT (CONNECTION_ID() % 16);
+  DECLARE v_limit BIGINT UNSIGNED;
+  DECLARE v_total BIGINT;
+  SET o_charged = 1;
+  UPDATE orbit_application_quota q
+     SET q.incomplete_tasks = q.incomplete_tasks + 1, q.updated_at = p_now
+   WHERE q.application_id = p_application_id AND q.slot = v_slot
+     AND q.checked_max_incomplete_tasks = q.max_incomplete_tasks
+     AND q.incomplete_tasks + 1 <= (q.max_incomplete_tasks DIV 16 + (q.slot < q.max_incomplete_tasks % 16));
+  IF ROW_COUNT() = 0 THEN
+    -- The connection's slot cannot take it alone (READ COMMITTED released that row): lock every
+    -- slot in ascending order and check the exact total.
+    SELECT MIN(q.max_incomplete_tasks), SUM(q.incomplete_tasks) INTO v_limit, v_total
+      FROM orbit_application_quota q
+     WHERE q.application_id = p_application_id
+       FOR UPDATE;
+    IF v_total < v_limit THEN
+      -- Admitted: spread the new total evenly, which puts every slot within its share (the
+      -- counters are signed and only their sum counts), so one-slot charges resume everywhere.
+      UPDATE orbit_application_quota q
+         SET q.incomplete_tasks = (v_total + 1) DIV 16 + (q.slot < (v_total + 1) % 16),
+             q.checked_max_incomplete_tasks = q.max_incomplete_tasks, q.updated_at = p_now
+       WHERE q.application_id = p_application_id;
+    ELSE
+      SET o_charged = 0;
+    END IF;
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_task_claim (from templates/procedures/orbit_task_claim.sql) ----
 -- orbit_task_claim: Grant up to p_max ready tasks to a worker session, in one transaction.
 --
@@ -3263,7 +3315,8 @@ DELIMITER ;
 -- m::task_timing_error). When the incomplete-task quota is full, or the key's policy refuses the
 -- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
 -- task records the connection's quota slot and the caller charges it: orbit_task_submit_many
--- charges a whole batch with one statement, last. No history row: the task row's created_at, plan_id and plan_version record the creation
+-- charges a whole batch with one statement, last, and orbit_task_submit an unkeyed task after its
+-- receipt. No history row: the task row's created_at, plan_id and plan_version record the creation
 -- (see orbit_task_event). orbit_task_submit_many and orbit_plan_fire_due insert a batch of
 -- unkeyed tasks whole, with the row this writes (m::task_insert_values; a test compares them).
 -- Debounce (p_debounce_seconds > 0, keyed): under the key's resource row lock, the key's
@@ -4859,9 +4912,10 @@ DELIMITER ;
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
 --   decided again).
--- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
---   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
---   orbit_application_quota slot row.
+-- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
+--   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
+--   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
+--   (debounce), one orbit_application_quota slot row (orbit_task_charge).
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -4899,6 +4953,7 @@ body: BEGIN
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_charged TINYINT;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -4949,9 +5004,32 @@ body: BEGIN
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
-  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-  VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  IF p_concurrency_key = '' THEN
+    -- Unkeyed: the task first, then its receipt, written once with the task's id. Nothing of an
+    -- unkeyed task waits on a lock (a new row; the AUTO-INC lock is held for the statement
+    -- alone). The receipt's insert waits for a concurrent first submit of the same key, then
+    -- sees it as a duplicate: the task is undone and the original replayed.
+    SAVEPOINT orbit_submit_task;
+    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+                           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
+                           p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
+                           p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
+            WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
+            ELSE v_now END,
+                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
+                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
+                           v_cancelled);
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
+    IF v_duplicate THEN
+      ROLLBACK TO SAVEPOINT orbit_submit_task;
+    END IF;
+  ELSE
+    -- Keyed: the receipt first (its key's row comes after it in the lock order). The insert waits
+    -- for a concurrent first submit of the same key, then sees it as a duplicate.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  END IF;
   IF v_duplicate THEN
     SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
       FROM orbit_idempotency i
@@ -4962,6 +5040,13 @@ body: BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'IDEMPOTENCY_CONFLICT: this Idempotency-Key was used with a different request';
     END IF;
     SET v_replayed = 1;
+  ELSEIF p_concurrency_key = '' THEN
+    -- The incomplete-task quota last, as orbit_task_create charges it.
+    CALL orbit_task_charge(v_application_id, v_now, v_charged);
+    IF NOT v_charged THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+    END IF;
   ELSE
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
@@ -6977,8 +7062,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f0d43da384c700bd1a2e569ee3eb1a495b891c573342ff38a3b5961754d973ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, 'b04a2ca3ae6fccd835e21ad2c48b7a87dfd7b5a9973b0ff63eb807aa4b597bf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e596ea37792d35c6a50131e7e9ad57dd438112d06db7b4070a250b487d400ccb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '69ee5745aef611f2fc350e45cf338fbe08aa4ce3f5d1ac9086ce64fa50a171d8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '32b3dee4e22411bd5cd6360ea3807b2e73abc216522bdbce6d47f9bae259e475', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -6989,9 +7075,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '793d6918ef1b36137cc27dd080938d473504b6b23003d4983e309985e2801b59', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '71960dade0763cc7e4e4f854ab8a969347fee9182a2cffc4e5d3ff9aa505708d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '21926712009aa9ef4837964da9bd897dc6292b2e2233b03b0fdd76f8a721422e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '7cc4f02fcd87346b5f3dc6a9365726fbfd3b7447368b2ec191014139bff2cc9b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '7cc4f02fcd87346b5f3dc6a9365726fbfd3b7447368b2ec191014139bff2cc9b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '0b1a3cc95b2c78de537be37e0c1f38c88747a412ffc284e751985222e0dae048', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '0b1a3cc95b2c78de537be37e0c1f38c88747a412ffc284e751985222e0dae048', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

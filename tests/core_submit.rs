@@ -44,8 +44,15 @@ async fn same_key_with_any_other_field_is_an_idempotency_conflict() {
 
 #[tokio::test]
 async fn fifty_concurrent_identical_submits_create_one_task() {
+    // Keyed (the receipt first) and unkeyed (the task first, then its receipt).
+    for key in ["object/1", ""] {
+        fifty_identical_submits(key).await;
+    }
+}
+
+async fn fifty_identical_submits(key: &str) {
     let f = Fixture::new().await;
-    let t = f.task(&f.queue_id, "object/1");
+    let t = f.task(&f.queue_id, key);
     let mut handles = Vec::new();
     for _ in 0..50 {
         let (db, hash, t) = (f.db.clone(), f.hash, t.clone());
@@ -60,13 +67,14 @@ async fn fifty_concurrent_identical_submits_create_one_task() {
         created += usize::from(!s.replayed);
         ids.insert(s.task.id);
     }
-    assert_eq!(created, 1);
-    assert_eq!(ids.len(), 1);
+    assert_eq!(created, 1, "{key:?}");
+    assert_eq!(ids.len(), 1, "{key:?}");
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orbit_task")
         .fetch_one(f.db.pool())
         .await
         .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(n, 1, "{key:?}");
+    assert_eq!(f.incomplete_tasks().await, 1, "{key:?}: one charge");
 }
 
 #[tokio::test]

@@ -53,9 +53,10 @@
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
 --   decided again).
--- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
---   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
---   orbit_application_quota slot row.
+-- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
+--   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
+--   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
+--   (debounce), one orbit_application_quota slot row (orbit_task_charge).
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -93,6 +94,7 @@ body: BEGIN
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_charged TINYINT;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -143,9 +145,32 @@ body: BEGIN
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
-  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-  VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  IF p_concurrency_key = '' THEN
+    -- Unkeyed: the task first, then its receipt, written once with the task's id. Nothing of an
+    -- unkeyed task waits on a lock (a new row; the AUTO-INC lock is held for the statement
+    -- alone). The receipt's insert waits for a concurrent first submit of the same key, then
+    -- sees it as a duplicate: the task is undone and the original replayed.
+    SAVEPOINT orbit_submit_task;
+    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+                           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
+                           p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
+                           p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
+            WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
+            ELSE v_now END,
+                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
+                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
+                           v_cancelled);
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
+    IF v_duplicate THEN
+      ROLLBACK TO SAVEPOINT orbit_submit_task;
+    END IF;
+  ELSE
+    -- Keyed: the receipt first (its key's row comes after it in the lock order). The insert waits
+    -- for a concurrent first submit of the same key, then sees it as a duplicate.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  END IF;
   IF v_duplicate THEN
     SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
       FROM orbit_idempotency i
@@ -156,6 +181,13 @@ body: BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'IDEMPOTENCY_CONFLICT: this Idempotency-Key was used with a different request';
     END IF;
     SET v_replayed = 1;
+  ELSEIF p_concurrency_key = '' THEN
+    -- The incomplete-task quota last, as orbit_task_create charges it.
+    CALL orbit_task_charge(v_application_id, v_now, v_charged);
+    IF NOT v_charged THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+    END IF;
   ELSE
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,

@@ -1,4 +1,12 @@
 {% import "_macros.sql" as m %}
+{#- The task's creation (orbit_task_create), charging the quota there when `charge` is 1. -#}
+{% macro create_task(charge) %}CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+                           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
+                           p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
+                           p_deadline_seconds, {% call m::task_run_at("p_", "v_now") %},
+                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
+                           p_idempotency_key, 0, 0, v_now, {{ charge }}, v_task_id, v_replaced, v_refusal,
+                           v_cancelled){% endmacro %}
 {#- The holder a cancel_running policy ended (v_cancelled) and its session, 0 when none. -#}
 {% macro cancelled_columns() %}v_cancelled AS cancelled_attempt_id,
          CAST(COALESCE((SELECT a.session_id FROM orbit_attempt a WHERE a.id = v_cancelled), 0) AS UNSIGNED) AS cancelled_session_id{% endmacro %}
@@ -28,9 +36,10 @@
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
 --   decided again).
--- Locks, in order: orbit_idempotency row (insert), then through orbit_task_create: orbit_resource
---   row (keyed; insert or FOR UPDATE), the replaced task row (debounce), one
---   orbit_application_quota slot row.
+-- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
+--   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
+--   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
+--   (debounce), one orbit_application_quota slot row (orbit_task_charge).
 CREATE PROCEDURE orbit_task_submit(
   IN p_token_hash BINARY(32),
   IN p_idempotency_key BLOB,
@@ -52,6 +61,7 @@ body: BEGIN
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) {{ c.ascii }};
   DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_charged TINYINT;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   {% call m::rollback_on_error() %};
 
@@ -73,9 +83,24 @@ body: BEGIN
   SET v_hash = {% call m::request_hash("p_") %};
 
   {% call m::begin() %};
-  -- The insert waits for a concurrent first submit of the same key, then sees it as a duplicate.
-  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-  VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  IF p_concurrency_key = '' THEN
+    -- Unkeyed: the task first, then its receipt, written once with the task's id. Nothing of an
+    -- unkeyed task waits on a lock (a new row; the AUTO-INC lock is held for the statement
+    -- alone). The receipt's insert waits for a concurrent first submit of the same key, then
+    -- sees it as a duplicate: the task is undone and the original replayed.
+    SAVEPOINT orbit_submit_task;
+    {% call create_task("0") %};
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
+    IF v_duplicate THEN
+      ROLLBACK TO SAVEPOINT orbit_submit_task;
+    END IF;
+  ELSE
+    -- Keyed: the receipt first (its key's row comes after it in the lock order). The insert waits
+    -- for a concurrent first submit of the same key, then sees it as a duplicate.
+    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+    VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+  END IF;
   IF v_duplicate THEN
     SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
       FROM orbit_idempotency i
@@ -86,14 +111,15 @@ body: BEGIN
       {% call m::raise("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used with a different request") %};
     END IF;
     SET v_replayed = 1;
+  ELSEIF p_concurrency_key = '' THEN
+    -- The incomplete-task quota last, as orbit_task_create charges it.
+    CALL orbit_task_charge(v_application_id, v_now, v_charged);
+    IF NOT v_charged THEN
+      ROLLBACK;
+      {% call m::raise("QUOTA_EXCEEDED", "the application has reached its incomplete-task quota") %};
+    END IF;
   ELSE
-    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
-                           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
-                           p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, {% call m::task_run_at("p_", "v_now") %},
-                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal,
-                           v_cancelled);
+    {% call create_task("1") %};
     IF v_refusal = 'KEY_BUSY' THEN
       ROLLBACK;
       {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
