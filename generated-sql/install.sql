@@ -3235,16 +3235,16 @@ BEGIN
           -- now (m::task_insert_values: lane 'ready', run_at now, the connection's quota slot, no
           -- debounce, no Idempotency-Key), in slot order.
           INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
-                          debounce_seconds, debounce_until)
+                                  payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                                  max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                                  deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                                  debounce_seconds, debounce_until)
           SELECT p.application_id, p.namespace_id, p.queue_id, v.handler, v.handler_version, v.payload_version,
-          v.payload, v.business_key, '', 0, 'WAITING', 'ready', v.priority,
-          v.max_attempts, 0, v.retry_base_ms, v.retry_max_ms, v.retry_unknown, v_now,
-          IF(v.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL v.deadline_seconds SECOND), NULL),
-          '', p.id, f.version, v_quota_slot, v_now, v_now,
-          0, NULL
+                 v.payload, v.business_key, '', 0, 'WAITING', 'ready', v.priority,
+                 v.max_attempts, 0, v.retry_base_ms, v.retry_max_ms, v.retry_unknown, v_now,
+                 IF(v.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL v.deadline_seconds SECOND), NULL),
+                 '', p.id, f.version, v_quota_slot, v_now, v_now,
+                 0, NULL
             FROM orbit_plan p FORCE INDEX (ix_plan_due)
       STRAIGHT_JOIN orbit_plan_fire f ON f.plan_id = p.id AND f.scheduled_for = p.next_fire_at
       STRAIGHT_JOIN orbit_plan_version v ON v.plan_id = f.plan_id AND v.version = f.version
@@ -7218,16 +7218,16 @@ body: BEGIN
     -- (BENCHMARKS.md).
     SAVEPOINT orbit_submit_batch;
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
-                          debounce_seconds, debounce_until)
+                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                            deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                            debounce_seconds, debounce_until)
     SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-          t.payload, t.business_key, '', 0, 'WAITING', IF(t.effective_run_at > v_now, 'scheduled', 'ready'), t.priority,
-          t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
-          IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
-          t.idempotency_key, 0, 0, v_slot, v_now, v_now,
-          0, NULL
+           t.payload, t.business_key, '', 0, 'WAITING', IF(t.effective_run_at > v_now, 'scheduled', 'ready'), t.priority,
+           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
+           IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
+           t.idempotency_key, 0, 0, v_slot, v_now, v_now,
+           0, NULL
       FROM (SELECT t.*, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
             WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
             ELSE v_now END AS effective_run_at FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
@@ -7684,7 +7684,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '998610273422131ed3846c08e02a3aa1ec5ef14d8c72bfd19b2974952f25dee6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, 'c196fdf702d03f3ab611e617374ae28146c8c6774d8c8ae8f9ec347b58d197af', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, 'ddb61f7999214d4dbcc55d803c94137f7b0c076bad6f12b785e3a56b0bd9d131', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, '864579f10fa0b307a0de2d1d00c748ae27a1e0b096c5b25f44df8724c58a19a0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7715,8 +7715,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '71960dade0763cc7e4e4f854ab8a969347fee9182a2cffc4e5d3ff9aa505708d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '21926712009aa9ef4837964da9bd897dc6292b2e2233b03b0fdd76f8a721422e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a0c7836dfb547e7ca5f71053d6f7270e900bae9f8579ad7b256f1be26193ed4a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '0b1a3cc95b2c78de537be37e0c1f38c88747a412ffc284e751985222e0dae048', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '0b1a3cc95b2c78de537be37e0c1f38c88747a412ffc284e751985222e0dae048', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '4b17a85e94ac70d99e8ec1aedae410573aa9975f1acd68c2c1a4ee455a66e757', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '4b17a85e94ac70d99e8ec1aedae410573aa9975f1acd68c2c1a4ee455a66e757', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

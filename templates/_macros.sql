@@ -353,20 +353,20 @@
 
 {#- A new task's orbit_task row, as orbit_task_create writes it; the batch inserts of
     orbit_task_submit_many and orbit_plan_fire_due write it with the same two macros, so no
-    procedure restates it. task_insert_columns() names the columns and task_insert_values(...)
+    procedure restates it. task_insert_columns(indent) names the columns and task_insert_values(...)
     gives their values in that order: the tenancy, the definition (the values of handler ..
     deadline_seconds, variables or columns with prefix `d`), then the placement. -#}
-{% macro task_insert_columns() %}(application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
-                          debounce_seconds, debounce_until){% endmacro %}
-{% macro task_insert_values(application_id, namespace_id, queue_id, d, concurrency_key, resource_id, lane, run_at, idempotency_key, plan_id, plan_version, quota_slot, now, debounce_seconds, debounce_until) %}{{ application_id }}, {{ namespace_id }}, {{ queue_id }}, {{ d }}handler, {{ d }}handler_version, {{ d }}payload_version,
-          {{ d }}payload, {{ d }}business_key, {{ concurrency_key }}, {{ resource_id }}, 'WAITING', {{ lane }}, {{ d }}priority,
-          {{ d }}max_attempts, 0, {{ d }}retry_base_ms, {{ d }}retry_max_ms, {{ d }}retry_unknown, {{ run_at }},
-          IF({{ d }}deadline_seconds > 0, DATE_ADD({{ now }}, INTERVAL {{ d }}deadline_seconds SECOND), NULL),
-          {{ idempotency_key }}, {{ plan_id }}, {{ plan_version }}, {{ quota_slot }}, {{ now }}, {{ now }},
-          {{ debounce_seconds }}, {{ debounce_until }}{% endmacro %}
+{% macro task_insert_columns(indent) %}(application_id, namespace_id, queue_id, handler, handler_version, payload_version,
+{{ indent }}payload, business_key, concurrency_key, resource_id, state, lane, priority,
+{{ indent }}max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+{{ indent }}deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+{{ indent }}debounce_seconds, debounce_until){% endmacro %}
+{% macro task_insert_values(application_id, namespace_id, queue_id, d, concurrency_key, resource_id, lane, run_at, idempotency_key, plan_id, plan_version, quota_slot, now, debounce_seconds, debounce_until, indent) %}{{ application_id }}, {{ namespace_id }}, {{ queue_id }}, {{ d }}handler, {{ d }}handler_version, {{ d }}payload_version,
+{{ indent }}{{ d }}payload, {{ d }}business_key, {{ concurrency_key }}, {{ resource_id }}, 'WAITING', {{ lane }}, {{ d }}priority,
+{{ indent }}{{ d }}max_attempts, 0, {{ d }}retry_base_ms, {{ d }}retry_max_ms, {{ d }}retry_unknown, {{ run_at }},
+{{ indent }}IF({{ d }}deadline_seconds > 0, DATE_ADD({{ now }}, INTERVAL {{ d }}deadline_seconds SECOND), NULL),
+{{ indent }}{{ idempotency_key }}, {{ plan_id }}, {{ plan_version }}, {{ quota_slot }}, {{ now }}, {{ now }},
+{{ indent }}{{ debounce_seconds }}, {{ debounce_until }}{% endmacro %}
 
 {#- The time a new task may first be claimed, from its (valid) timing with prefix `p`. A debounced
     task's is computed by orbit_task_create, which sees the burst it joins. -#}

@@ -178,16 +178,16 @@ BEGIN
           -- now (m::task_insert_values: lane 'ready', run_at now, the connection's quota slot, no
           -- debounce, no Idempotency-Key), in slot order.
           INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
-                          debounce_seconds, debounce_until)
+                                  payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                                  max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                                  deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                                  debounce_seconds, debounce_until)
           SELECT p.application_id, p.namespace_id, p.queue_id, v.handler, v.handler_version, v.payload_version,
-          v.payload, v.business_key, '', 0, 'WAITING', 'ready', v.priority,
-          v.max_attempts, 0, v.retry_base_ms, v.retry_max_ms, v.retry_unknown, v_now,
-          IF(v.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL v.deadline_seconds SECOND), NULL),
-          '', p.id, f.version, v_quota_slot, v_now, v_now,
-          0, NULL
+                 v.payload, v.business_key, '', 0, 'WAITING', 'ready', v.priority,
+                 v.max_attempts, 0, v.retry_base_ms, v.retry_max_ms, v.retry_unknown, v_now,
+                 IF(v.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL v.deadline_seconds SECOND), NULL),
+                 '', p.id, f.version, v_quota_slot, v_now, v_now,
+                 0, NULL
             FROM orbit_plan p FORCE INDEX (ix_plan_due)
       STRAIGHT_JOIN orbit_plan_fire f ON f.plan_id = p.id AND f.scheduled_for = p.next_fire_at
       STRAIGHT_JOIN orbit_plan_version v ON v.plan_id = f.plan_id AND v.version = f.version

@@ -504,16 +504,16 @@ body: BEGIN
     -- (BENCHMARKS.md).
     SAVEPOINT orbit_submit_batch;
     INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                          payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                          max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                          deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
-                          debounce_seconds, debounce_until)
+                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                            deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                            debounce_seconds, debounce_until)
     SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-          t.payload, t.business_key, '', 0, 'WAITING', IF(t.effective_run_at > v_now, 'scheduled', 'ready'), t.priority,
-          t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
-          IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
-          t.idempotency_key, 0, 0, v_slot, v_now, v_now,
-          0, NULL
+           t.payload, t.business_key, '', 0, 'WAITING', IF(t.effective_run_at > v_now, 'scheduled', 'ready'), t.priority,
+           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
+           IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
+           t.idempotency_key, 0, 0, v_slot, v_now, v_now,
+           0, NULL
       FROM (SELECT t.*, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
             WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
             ELSE v_now END AS effective_run_at FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,

@@ -180,8 +180,8 @@ BEGIN
           -- The tasks, by one insert of the rows orbit_task_create writes for an unkeyed task due
           -- now (m::task_insert_values: lane 'ready', run_at now, the connection's quota slot, no
           -- debounce, no Idempotency-Key), in slot order.
-          INSERT INTO orbit_task {% call m::task_insert_columns() %}
-          SELECT {% call m::task_insert_values("p.application_id", "p.namespace_id", "p.queue_id", "v.", "''", "0", "'ready'", "v_now", "''", "p.id", "f.version", "v_quota_slot", "v_now", "0", "NULL") %}
+          INSERT INTO orbit_task {% call m::task_insert_columns("                                  ") %}
+          SELECT {% call m::task_insert_values("p.application_id", "p.namespace_id", "p.queue_id", "v.", "''", "0", "'ready'", "v_now", "''", "p.id", "f.version", "v_quota_slot", "v_now", "0", "NULL", "                 ") %}
             FROM {% call batch_plans("
       STRAIGHT_JOIN orbit_plan_version v ON v.plan_id = f.plan_id AND v.version = f.version") %};
           SET v_ok = (ROW_COUNT() = v_count), v_first = LAST_INSERT_ID(), v_charged = 0, v_application_id = 0;

@@ -227,8 +227,8 @@ body: BEGIN
       FROM orbit_resource r
      WHERE r.id = v_resource_id;
   END IF;
-  INSERT INTO orbit_task {% call m::task_insert_columns() %}
-  VALUES ({% call m::task_insert_values("p_application_id", "p_namespace_id", "p_queue_id", "p_", "p_concurrency_key", "v_resource_id", "v_lane", "v_run_at", "p_idempotency_key", "p_plan_id", "p_plan_version", "v_slot", "p_now", "IF(v_resource_id <> 0, p_debounce_seconds, 0)", "IF(p_debounce_seconds > 0, v_debounce_until, NULL)") %});
+  INSERT INTO orbit_task {% call m::task_insert_columns("                          ") %}
+  VALUES ({% call m::task_insert_values("p_application_id", "p_namespace_id", "p_queue_id", "p_", "p_concurrency_key", "v_resource_id", "v_lane", "v_run_at", "p_idempotency_key", "p_plan_id", "p_plan_version", "v_slot", "p_now", "IF(v_resource_id <> 0, p_debounce_seconds, 0)", "IF(p_debounce_seconds > 0, v_debounce_until, NULL)", "          ") %});
   SET o_task_id = LAST_INSERT_ID();
   IF v_replaced IS NOT NULL THEN
     {% call replace_task("v_replaced") %};

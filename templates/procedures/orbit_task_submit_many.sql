@@ -323,8 +323,8 @@ body: BEGIN
     -- still costs less mariadbd CPU a task than an INSERT ... VALUES a task, which does not
     -- (BENCHMARKS.md).
     SAVEPOINT orbit_submit_batch;
-    INSERT INTO orbit_task {% call m::task_insert_columns() %}
-    SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "''", "0", "IF(t.effective_run_at > v_now, 'scheduled', 'ready')", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL") %}
+    INSERT INTO orbit_task {% call m::task_insert_columns("                            ") %}
+    SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "''", "0", "IF(t.effective_run_at > v_now, 'scheduled', 'ready')", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL", "           ") %}
       FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call batch_tasks() %}) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
