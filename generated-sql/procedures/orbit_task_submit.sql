@@ -5,7 +5,8 @@
 --
 -- The same (application, Idempotency-Key) with the same request returns the original task with
 -- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
--- Concurrent identical submits serialise on the idempotency row: exactly one creates the task.
+-- Concurrent identical submits serialise on the idempotency row: exactly one creates the task
+-- (an unkeyed submit that finds the row taken undoes the task it had inserted).
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
 -- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
