@@ -202,12 +202,7 @@ async fn firing_creates_the_task_with_the_key_verbatim_and_the_plan_version() {
             .await
             .unwrap();
     assert_eq!((fired_slot.and_utc(), task_id), (slot, t.id));
-    let incomplete: u64 = sqlx::query_scalar(
-        "SELECT CAST(SUM(incomplete_tasks) AS UNSIGNED) FROM orbit_application_quota",
-    )
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
+    let incomplete = f.incomplete_tasks().await;
     assert_eq!(incomplete, 1);
     // The next slot is one interval after the fired one, and reported to the scheduler.
     let next = next_fire_at(&f, p.id).await;
@@ -1260,14 +1255,7 @@ async fn a_batch_of_unkeyed_plans_fires_each_slot_once_with_its_versions_definit
         .await,
         250
     );
-    assert_eq!(
-        scalar(
-            &f,
-            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
-        )
-        .await,
-        250
-    );
+    assert_eq!(f.incomplete_tasks().await, 250);
     // Every plan advanced: an interval plan by one interval (its slot was within the interval),
     // a cron plan waits for the server with schedule_after at the fire (its slot was earlier).
     assert_eq!(
@@ -1344,14 +1332,7 @@ async fn a_batch_writes_the_rows_one_plan_at_a_time_writes() {
     };
     assert_eq!(row(ids[0]).await, row(ids[1]).await);
     assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
-    assert_eq!(
-        scalar(
-            &f,
-            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
-        )
-        .await,
-        2
-    );
+    assert_eq!(f.incomplete_tasks().await, 2);
 }
 
 #[tokio::test]
@@ -1428,14 +1409,7 @@ async fn concurrent_callers_fire_every_due_slot_exactly_once() {
         "{per_plan:?}"
     );
     assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
-    assert_eq!(
-        scalar(
-            &f,
-            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
-        )
-        .await,
-        900
-    );
+    assert_eq!(f.incomplete_tasks().await, 900);
 }
 
 #[tokio::test]
@@ -1473,14 +1447,7 @@ async fn a_quota_with_room_for_some_fires_the_earliest_slots_and_skips_the_rest(
             "plan {i} advanced either way"
         );
     }
-    assert_eq!(
-        scalar(
-            &f,
-            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
-        )
-        .await,
-        5
-    );
+    assert_eq!(f.incomplete_tasks().await, 5);
     assert_eq!(scalar(&f, MISMATCHED_FIRES).await, 0);
     // With room again, the next slots fire in a batch, though ten are more than the connection's
     // slot's share of 100 (6 or 7 of 16 slots): charged on the exact total.
@@ -1494,14 +1461,7 @@ async fn a_quota_with_room_for_some_fires_the_earliest_slots_and_skips_the_rest(
         .unwrap();
     let mut conn = f.test_db.conn().await;
     assert_eq!(fire_due_on(&mut conn, 100).await, (10, 0));
-    assert_eq!(
-        scalar(
-            &f,
-            "SELECT CAST(SUM(incomplete_tasks) AS SIGNED) FROM orbit_application_quota"
-        )
-        .await,
-        15
-    );
+    assert_eq!(f.incomplete_tasks().await, 15);
 }
 
 #[tokio::test]
