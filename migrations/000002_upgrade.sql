@@ -3137,7 +3137,7 @@ DELIMITER ;
 -- its share, otherwise, under a lock on every slot and an exact check of the total, a respread of
 -- the counters with the new total. The task row records the connection's slot either way (where
 -- a cancel, review or expiry gives it back; any slot will do, only the sum counts). Used by
--- orbit_task_create for each task, by orbit_task_submit for an unkeyed task (after its receipt), and
+-- orbit_task_create for each task, by orbit_task_submit for its task (after its receipt), and
 -- by orbit_task_submit_many for each task of a batch that its connection's slot cannot take whole.
 -- Parameters: p_application_id; p_now.
 -- Out: o_charged (1 = charged; 0 = the quota is full: nothing was charged, the caller rolls back).
@@ -3315,7 +3315,7 @@ DELIMITER ;
 -- m::task_timing_error). When the incomplete-task quota is full, or the key's policy refuses the
 -- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
 -- task records the connection's quota slot and the caller charges it: orbit_task_submit_many
--- charges a whole batch with one statement, last, and orbit_task_submit an unkeyed task after its
+-- charges a whole batch with one statement, last, and orbit_task_submit a task after its
 -- receipt. No history row: the task row's created_at, plan_id and plan_version record the creation
 -- (see orbit_task_event). orbit_task_submit_many and orbit_plan_fire_due insert a batch of
 -- unkeyed tasks whole, with the row this writes (m::task_insert_values; a test compares them).
@@ -4916,7 +4916,7 @@ DELIMITER ;
 -- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
 --   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
 --   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
---   (debounce), one orbit_application_quota slot row (orbit_task_charge).
+--   (debounce); then as orbit_task_charge, last.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -5041,32 +5041,33 @@ body: BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'IDEMPOTENCY_CONFLICT: this Idempotency-Key was used with a different request';
     END IF;
     SET v_replayed = 1;
-  ELSEIF p_concurrency_key = '' THEN
-    -- The incomplete-task quota last, as orbit_task_create charges it.
-    CALL orbit_task_charge(v_application_id, v_now, v_charged);
-    IF NOT v_charged THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
-    END IF;
   ELSE
-    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+    IF p_concurrency_key <> '' THEN
+      CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
             ELSE v_now END,
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal,
+                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
                            v_cancelled);
-    IF v_refusal = 'KEY_BUSY' THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
-    ELSEIF v_task_id = 0 THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+      IF v_refusal = 'KEY_BUSY' THEN
+        ROLLBACK;
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
+      END IF;
+      UPDATE orbit_idempotency i SET i.task_id = v_task_id
+       WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
     END IF;
-    UPDATE orbit_idempotency i SET i.task_id = v_task_id
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+    -- The incomplete-task quota last, for either path; a task that replaced another (debounce,
+    -- a key policy) took its charge.
+    IF v_replaced = 0 THEN
+      CALL orbit_task_charge(v_application_id, v_now, v_charged);
+      IF NOT v_charged THEN
+        ROLLBACK;
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+      END IF;
+    END IF;
   END IF;
   COMMIT;
 
@@ -7063,9 +7064,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f0d43da384c700bd1a2e569ee3eb1a495b891c573342ff38a3b5961754d973ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, 'b04a2ca3ae6fccd835e21ad2c48b7a87dfd7b5a9973b0ff63eb807aa4b597bf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e596ea37792d35c6a50131e7e9ad57dd438112d06db7b4070a250b487d400ccb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '32b3dee4e22411bd5cd6360ea3807b2e73abc216522bdbce6d47f9bae259e475', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '769223aa54af089710b45f9159afcf6a58ac0acb9161705f0743457cfe92ba55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7076,9 +7077,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '501e4a874e85a425f0d424938a162437f4d6118b67de0499cb1197c47d0e7323', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '51604456ccdef14634f06013d5edb91afec23f2ac27563f9cf0f83dfb68d55d1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a0c7836dfb547e7ca5f71053d6f7270e900bae9f8579ad7b256f1be26193ed4a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'a81c1bdd04c765db2a4d76969719c13ea77ac3f8c16d42dfec5fb6854d2aac67', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'a81c1bdd04c765db2a4d76969719c13ea77ac3f8c16d42dfec5fb6854d2aac67', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'f710f786e9d87438581766679521aee1a0fa798090baa6ac9f555836c80f6269', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'f710f786e9d87438581766679521aee1a0fa798090baa6ac9f555836c80f6269', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -57,7 +57,7 @@
 -- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
 --   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
 --   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
---   (debounce), one orbit_application_quota slot row (orbit_task_charge).
+--   (debounce); then as orbit_task_charge, last.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -182,32 +182,33 @@ body: BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'IDEMPOTENCY_CONFLICT: this Idempotency-Key was used with a different request';
     END IF;
     SET v_replayed = 1;
-  ELSEIF p_concurrency_key = '' THEN
-    -- The incomplete-task quota last, as orbit_task_create charges it.
-    CALL orbit_task_charge(v_application_id, v_now, v_charged);
-    IF NOT v_charged THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
-    END IF;
   ELSE
-    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+    IF p_concurrency_key <> '' THEN
+      CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
             ELSE v_now END,
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 1, v_task_id, v_replaced, v_refusal,
+                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
                            v_cancelled);
-    IF v_refusal = 'KEY_BUSY' THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
-    ELSEIF v_task_id = 0 THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+      IF v_refusal = 'KEY_BUSY' THEN
+        ROLLBACK;
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
+      END IF;
+      UPDATE orbit_idempotency i SET i.task_id = v_task_id
+       WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
     END IF;
-    UPDATE orbit_idempotency i SET i.task_id = v_task_id
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+    -- The incomplete-task quota last, for either path; a task that replaced another (debounce,
+    -- a key policy) took its charge.
+    IF v_replaced = 0 THEN
+      CALL orbit_task_charge(v_application_id, v_now, v_charged);
+      IF NOT v_charged THEN
+        ROLLBACK;
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'QUOTA_EXCEEDED: the application has reached its incomplete-task quota';
+      END IF;
+    END IF;
   END IF;
   COMMIT;
 

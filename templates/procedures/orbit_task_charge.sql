@@ -5,7 +5,7 @@
 -- its share, otherwise, under a lock on every slot and an exact check of the total, a respread of
 -- the counters with the new total. The task row records the connection's slot either way (where
 -- a cancel, review or expiry gives it back; any slot will do, only the sum counts). Used by
--- orbit_task_create for each task, by orbit_task_submit for an unkeyed task (after its receipt), and
+-- orbit_task_create for each task, by orbit_task_submit for its task (after its receipt), and
 -- by orbit_task_submit_many for each task of a batch that its connection's slot cannot take whole.
 -- Parameters: p_application_id; p_now.
 -- Out: o_charged (1 = charged; 0 = the quota is full: nothing was charged, the caller rolls back).

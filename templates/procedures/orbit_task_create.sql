@@ -34,7 +34,7 @@
 -- m::task_timing_error). When the incomplete-task quota is full, or the key's policy refuses the
 -- task, o_task_id is 0 and the caller must roll back what this call wrote. With p_charge = 0 the
 -- task records the connection's quota slot and the caller charges it: orbit_task_submit_many
--- charges a whole batch with one statement, last, and orbit_task_submit an unkeyed task after its
+-- charges a whole batch with one statement, last, and orbit_task_submit a task after its
 -- receipt. No history row: the task row's created_at, plan_id and plan_version record the creation
 -- (see orbit_task_event). orbit_task_submit_many and orbit_plan_fire_due insert a batch of
 -- unkeyed tasks whole, with the row this writes (m::task_insert_values; a test compares them).

@@ -1,11 +1,11 @@
 {% import "_macros.sql" as m %}
-{#- The task's creation (orbit_task_create), charging the quota there when `charge` is 1. -#}
-{% macro create_task(charge) %}CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+{#- The task's creation (orbit_task_create); the quota is charged after it, below. -#}
+{% macro create_task() %}CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, {% call m::task_run_at("p_", "v_now") %},
                            COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, {{ charge }}, v_task_id, v_replaced, v_refusal,
+                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
                            v_cancelled){% endmacro %}
 {#- The holder a cancel_running policy ended (v_cancelled) and its session, 0 when none. -#}
 {% macro cancelled_columns() %}v_cancelled AS cancelled_attempt_id,
@@ -40,7 +40,7 @@
 -- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
 --   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
 --   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
---   (debounce), one orbit_application_quota slot row (orbit_task_charge).
+--   (debounce); then as orbit_task_charge, last.
 CREATE PROCEDURE orbit_task_submit(
   IN p_token_hash BINARY(32),
   IN p_idempotency_key BLOB,
@@ -90,7 +90,7 @@ body: BEGIN
     -- alone). The receipt's insert waits for a concurrent first submit of the same key, then
     -- sees it as a duplicate: the task is undone and the original replayed.
     SAVEPOINT orbit_submit_task;
-    {% call create_task("0") %};
+    {% call create_task() %};
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
     IF v_duplicate THEN
@@ -112,24 +112,25 @@ body: BEGIN
       {% call m::raise("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used with a different request") %};
     END IF;
     SET v_replayed = 1;
-  ELSEIF p_concurrency_key = '' THEN
-    -- The incomplete-task quota last, as orbit_task_create charges it.
-    CALL orbit_task_charge(v_application_id, v_now, v_charged);
-    IF NOT v_charged THEN
-      ROLLBACK;
-      {% call m::raise("QUOTA_EXCEEDED", "the application has reached its incomplete-task quota") %};
-    END IF;
   ELSE
-    {% call create_task("1") %};
-    IF v_refusal = 'KEY_BUSY' THEN
-      ROLLBACK;
-      {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
-    ELSEIF v_task_id = 0 THEN
-      ROLLBACK;
-      {% call m::raise("QUOTA_EXCEEDED", "the application has reached its incomplete-task quota") %};
+    IF p_concurrency_key <> '' THEN
+      {% call create_task() %};
+      IF v_refusal = 'KEY_BUSY' THEN
+        ROLLBACK;
+        {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
+      END IF;
+      UPDATE orbit_idempotency i SET i.task_id = v_task_id
+       WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
     END IF;
-    UPDATE orbit_idempotency i SET i.task_id = v_task_id
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+    -- The incomplete-task quota last, for either path; a task that replaced another (debounce,
+    -- a key policy) took its charge.
+    IF v_replaced = 0 THEN
+      CALL orbit_task_charge(v_application_id, v_now, v_charged);
+      IF NOT v_charged THEN
+        ROLLBACK;
+        {% call m::raise("QUOTA_EXCEEDED", "the application has reached its incomplete-task quota") %};
+      END IF;
+    END IF;
   END IF;
   COMMIT;
 
