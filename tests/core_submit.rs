@@ -2,6 +2,7 @@
 
 use orbit::db::DbError;
 use orbit::testing::Fixture;
+use sqlx::Row;
 
 #[tokio::test]
 async fn same_key_same_request_replays_the_original() {
@@ -922,7 +923,8 @@ async fn a_batch_larger_than_a_slot_share_is_charged_exactly_within_the_shares()
 async fn created_rows(f: &Fixture, key: &str) -> (String, String) {
     sqlx::query_as(
         "SELECT CAST(JSON_ARRAY(t.application_id, t.namespace_id, t.queue_id, t.handler, t.handler_version,
-                           t.payload_version, t.payload, t.business_key, HEX(t.concurrency_key), t.resource_id,
+                           t.payload_version, t.payload, t.business_key, HEX(t.concurrency_key),
+                           (SELECT HEX(r.concurrency_key) FROM orbit_resource r WHERE r.id = t.resource_id),
                            t.state, t.lane, t.priority, t.max_attempts, t.attempt_count, t.retry_base_ms,
                            t.retry_max_ms, t.retry_unknown, t.run_at = t.created_at, t.updated_at = t.created_at,
                            TIMESTAMPDIFF(SECOND, t.created_at, t.deadline_at), t.plan_id, t.plan_version,
@@ -1084,4 +1086,130 @@ async fn a_full_slot_respreads_the_counters_and_one_slot_charges_resume() {
     let mut expected = even.clone();
     expected[usize::from(slot)] += 1;
     assert_eq!(after, expected);
+}
+
+/// A key held by a granted attempt, a key whose row keeps the holder limit of a policy that is
+/// gone (3), and a key with a ready task, in `f`'s namespace; then the batch's tasks: keys `b` (a
+/// delayed task first), `a` (three tasks), an unkeyed task, and one task for each prepared key.
+async fn keyed_batch_ground(f: &Fixture) -> Vec<(String, orbit::db::tasks::NewTask)> {
+    f.submit(&f.queue_id, "held").await;
+    let s = f.session("holder", true, &[&f.queue_id]).await;
+    assert_eq!(f.db.task_claim(s, 1, 30_000).await.unwrap().len(), 1);
+    f.submit(&f.queue_id, "stale").await;
+    let s = f.session("stale", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    assert_eq!(g[0].task.concurrency_key.as_deref(), Some("stale"));
+    f.db.attempt_finish(
+        s,
+        g[0].attempt_id,
+        orbit::db::workers::Outcome::Succeeded,
+        false,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    sqlx::query("UPDATE orbit_resource SET holder_limit = 3 WHERE concurrency_key = 'stale'")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    f.submit(&f.queue_id, "waiting").await;
+    let keys = ["b", "b", "a", "a", "", "a", "held", "stale", "waiting"];
+    keys.iter()
+        .enumerate()
+        .map(|(i, key)| {
+            let mut t = f.task(&f.queue_id, key);
+            t.payload = format!(r#"{{"i":{i}}}"#);
+            if i == 0 {
+                t.timing.delay_seconds = Some(60);
+            }
+            (format!("kb-{i}"), t)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_keyed_batch_is_inserted_whole_and_placed_as_single_submits_place_it() {
+    // Two databases, each with the same queue id: the rows are compared whole.
+    let queue_id = orbit::auth::new_queue_id();
+    let (bulk, single) = (
+        Fixture::with_queue_id(&queue_id).await,
+        Fixture::with_queue_id(&queue_id).await,
+    );
+    let items = keyed_batch_ground(&bulk).await;
+    let same = keyed_batch_ground(&single).await;
+    let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
+    // One connection, so its statement counters are the call's.
+    let mut conn = bulk.db.pool().acquire().await.unwrap();
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
+        .bind(&bulk.hash[..])
+        .bind(tasks.to_string())
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), items.len());
+    let (_, calls): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    let calls: u64 = calls.parse().unwrap();
+    assert!(calls < 5, "{calls} procedure calls: not inserted whole");
+    drop(conn);
+    // The same tasks one by one, through orbit_task_create, on the same ground.
+    for (key, t) in &same {
+        single.db.task_submit(&single.hash, key, t).await.unwrap();
+    }
+    let mut lanes = Vec::new();
+    for (i, (key, _)) in items.iter().enumerate() {
+        let (b, s) = (
+            created_rows(&bulk, key).await,
+            created_rows(&single, key).await,
+        );
+        assert_eq!(b, s, "task {i} ({key})");
+        let lane: String = sqlx::query_scalar(
+            "SELECT CAST(lane AS CHAR) FROM orbit_task WHERE idempotency_key = ?",
+        )
+        .bind(key)
+        .fetch_one(bulk.db.pool())
+        .await
+        .unwrap();
+        lanes.push(lane);
+    }
+    assert_eq!(
+        lanes,
+        [
+            "scheduled", "ready", "ready", "blocked", "ready", "blocked", "blocked", "ready",
+            "blocked"
+        ],
+        "b: delayed, then its first due; a: its first; the held key, the stale limit, the waiting key"
+    );
+    let limit: u16 = sqlx::query_scalar(
+        "SELECT holder_limit FROM orbit_resource WHERE concurrency_key = 'stale'",
+    )
+    .fetch_one(bulk.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(limit, 1, "no policy: the key's row is back to one holder");
+    // Each receipt names its task, and the batch replays whole.
+    let named: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orbit_idempotency i JOIN orbit_task t ON t.id = i.task_id
+          WHERE i.idempotency_key LIKE 'kb-%' AND t.idempotency_key = i.idempotency_key",
+    )
+    .fetch_one(bulk.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(named, items.len() as i64);
+    let created: Vec<u64> = rows.iter().map(|r| r.get::<u64, _>(2)).collect();
+    let again = bulk.db.task_submit_many(&bulk.hash, &items).await.unwrap();
+    assert!(again.iter().all(|r| r.replayed));
+    assert_eq!(created, again.iter().map(|r| r.task.id).collect::<Vec<_>>());
+    assert_eq!(
+        bulk.incomplete_tasks().await,
+        single.incomplete_tasks().await
+    );
 }

@@ -1,6 +1,6 @@
 //! Stress: 32 concurrent claimers on separate connections over 20 keys and 2,000 tasks with random
 //! success, retryable failure, permanent failure, unknown outcome, lease expiry and cancel; then an
-//! invariant checker over the attempt history.
+//! invariant checker over the attempt history; and keyed batches submitted while workers run.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -169,7 +169,88 @@ async fn claimers_keep_every_invariant() {
         orbit::db::RETRIED.load(Ordering::Relaxed)
     );
     assert_eq!(violations.load(Ordering::Relaxed), 0);
-    check_history(&db).await;
+    check_history(&db, TASKS, KEYS).await;
+}
+
+/// Keyed batches submitted while workers run: 4 submitters send batches of 25 tasks over 10 keys
+/// (each batch takes its keys in its own order, so batches deadlock and are retried whole) into
+/// keys that workers hold and release meanwhile. Every task must run (none is left blocked behind
+/// a free key, none ready twice for one key), each key's holders never overlap and its tokens only
+/// grow (the history checker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn keyed_batches_submitted_while_workers_run_keep_every_invariant() {
+    const BATCHES: usize = 40;
+    const PER_BATCH: usize = 25;
+    let f = Fixture::new().await;
+    let db = f.own_pool(16).await;
+    let seed = orbit::testing::stress_seed();
+    let done = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let (db, done) = (db.clone(), done.clone());
+        let session = f
+            .session(&format!("worker-{w}"), true, &[&f.queue_id])
+            .await;
+        workers.push(tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) {
+                let grants = db.task_claim(session, 4, 30_000).await.expect("claim");
+                if grants.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                }
+                for g in grants {
+                    db.attempt_start(session, g.attempt_id)
+                        .await
+                        .expect("start");
+                    db.attempt_finish(session, g.attempt_id, Outcome::Succeeded, false, None, None)
+                        .await
+                        .expect("finish");
+                }
+            }
+        }));
+    }
+    let mut submitters = Vec::new();
+    for part in 0..4 {
+        let (db, hash) = (db.clone(), f.hash);
+        let template = f.task(&f.queue_id, "");
+        submitters.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (part + 7));
+            for b in 0..BATCHES / 4 {
+                let items: Vec<_> = (0..PER_BATCH)
+                    .map(|i| {
+                        let mut t = template.clone();
+                        t.concurrency_key = Some(format!("key-{}", rng.gen_range(0..10)));
+                        (format!("kb-{part}-{b}-{i}"), t)
+                    })
+                    .collect();
+                let out = db.task_submit_many(&hash, &items).await.expect("submit");
+                assert!(out.iter().all(|s| !s.replayed));
+            }
+        }));
+    }
+    for s in submitters {
+        s.await.unwrap();
+    }
+    let started = Instant::now();
+    while open_tasks(&db).await > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{} tasks never ran",
+            open_tasks(&db).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let succeeded: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM orbit_task WHERE state = 'SUCCEEDED'")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(succeeded, (BATCHES * PER_BATCH) as i64);
+    check_history(&db, BATCHES * PER_BATCH, 10).await;
 }
 
 async fn expire(db: &Db, attempt_id: u64) {
@@ -180,14 +261,14 @@ async fn expire(db: &Db, attempt_id: u64) {
     }
 }
 
-/// The invariant checker (the one `orbit chaos` uses) over the whole attempt history, plus the
-/// bookkeeping this run must leave at zero.
-async fn check_history(db: &Db) {
+/// The invariant checker (the one `orbit chaos` uses) over the whole attempt history of `tasks`
+/// tasks over `key_count` keys, plus the bookkeeping this run must leave at zero.
+async fn check_history(db: &Db, tasks: usize, key_count: usize) {
     let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM orbit_task ORDER BY id")
         .fetch_all(db.pool())
         .await
         .unwrap();
-    assert_eq!(ids.len(), TASKS);
+    assert_eq!(ids.len(), tasks);
     let report = orbit::chaos::checker::check(db.pool(), None, &ids)
         .await
         .unwrap();
@@ -199,7 +280,7 @@ async fn check_history(db: &Db) {
     .fetch_one(db.pool())
     .await
     .unwrap();
-    assert_eq!(keys as usize, KEYS, "every key was granted");
+    assert_eq!(keys as usize, key_count, "every key was granted");
     let states = &report.states;
     assert!(
         states

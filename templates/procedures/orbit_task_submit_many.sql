@@ -17,6 +17,12 @@
 {% macro batch_keys() %}(SELECT k.item, {% call idempotency_key("k.j_idempotency_key") %} AS idempotency_key
        FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
       LIMIT 1000) b{% endmacro %}
+{#- The batch's concurrency keys, each once, in key order, as a derived table k (materialised: LIMIT). -#}
+{% macro batch_concurrency_keys() %}(SELECT DISTINCT CAST({% call string_value("j.j_concurrency_key", 192, "''") %} AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+      ORDER BY 1
+      LIMIT 1000) k{% endmacro %}
 {#- Whether member j is missing, null, or of JSON type `t`. -#}
 {% macro typed(j, t) %}{{ j }} IS NULL OR JSON_TYPE({{ j }}) IN ('NULL', '{{ t }}'){% endmacro %}
 {#- Whether integer member j is missing, null, or plain digits. -#}
@@ -78,11 +84,14 @@
 -- whole batch are checked by one statement; when no task of it names a concurrency key, its
 -- tasks are created by one insert (the rows orbit_task_create writes for an unkeyed task,
 -- m::task_insert_values) and, when their keys are new and distinct, their receipts by one more
--- (each written once, with its task); otherwise each task is created by orbit_task_create, and
--- its receipt then names it. Keyed tasks behind a
--- held key (including one taken by an earlier task of the same call) wait, as with single
--- submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit
--- and one round trip for up to 1000 tasks.
+-- (each written once, with its task). A keyed batch whose Idempotency-Keys are new and distinct,
+-- on one queue whose namespace has no key policy, without debounce, is created whole too: its
+-- keys' rows are locked (and the missing ones inserted) by a statement each, its tasks inserted
+-- by one, each placed as orbit_task_create places it, and each receipt then names its task.
+-- Otherwise each task is created by orbit_task_create, and its receipt then names it. Keyed
+-- tasks behind a held key (including one taken by an earlier task of the same call) wait, as
+-- with single submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One
+-- durable commit and one round trip for up to 1000 tasks.
 -- Parameters:
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on every queue)
 --   p_tasks                   a JSON array of 1-1000 task objects, each with the members
@@ -111,15 +120,18 @@
 --   must be 1-191 characters".
 -- Session state: creates the temporary table orbit_submit_outcome (so the definer needs
 --   CREATE TEMPORARY TABLES) on the connection's first call, with a note (1050: it exists) on
---   later calls; it holds no row between calls, and goes with the connection.
+--   later calls; it holds no row between calls, and goes with the connection. A keyed batch
+--   created whole raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
+--   default is 1,024 bytes), for its list of ready tasks.
 -- Locks, in order: for a batch without concurrency keys, the AUTO-INC lock of orbit_task for one
 --   statement, then the batch's orbit_idempotency rows (one insert, which waits for a concurrent
 --   first submit of a key); for a keyed batch, the receipts first (the same insert, before the
 --   tasks). When a key exists or repeats, that insert writes nothing and each task takes its
---   receipt in input order (insert, FOR UPDATE when it exists). Then per task in input order,
---   through orbit_task_create, the orbit_resource row (keyed; insert or FOR UPDATE); then, once
---   for the batch, the connection's orbit_application_quota slot row (or, when it cannot take the
---   batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
+--   receipt in input order (insert, FOR UPDATE when it exists). Then the orbit_resource rows of
+--   the batch's keys: all at once, in key order (a keyed batch created whole: FOR UPDATE, and
+--   the missing ones inserted), or per task in input order, through orbit_task_create (insert or
+--   FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
+--   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
 --   deadlock; the loser is rolled back whole and retried by the caller.
 CREATE PROCEDURE orbit_task_submit_many(
   IN p_token_hash BINARY(32),
@@ -166,6 +178,14 @@ body: BEGIN
   -- The first id of the batch insert, and how many tasks of the batch name a concurrency key.
   DECLARE v_first BIGINT UNSIGNED;
   DECLARE v_keyed INT;
+  -- How many distinct concurrency keys the batch names, how many of its tasks are debounced; whether the batch's namespace has key policies.
+  DECLARE v_keys INT;
+  DECLARE v_debounced INT;
+  DECLARE v_policies TINYINT;
+  -- A keyed batch created whole: the items of its keyed tasks that go to the ready lane (a
+  -- comma-separated list), and whether a key's row keeps another limit than 1.
+  DECLARE v_ready_items MEDIUMTEXT {{ c.ascii }};
+  DECLARE v_stale_limits INT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
   -- idempotency path on its own.
@@ -198,6 +218,16 @@ body: BEGIN
       LEFT JOIN orbit_submit_outcome x ON x.item = b.item
      WHERE x.item IS NULL OR (x.replayed = 0 AND x.replaced = 0)
      ORDER BY b.item;
+  -- A keyed batch created whole: its new tasks (ids from v_first on, found by their keys; a
+  -- consistent read that stops at the last, before concurrent submits' later rows), for their
+  -- receipts.
+  DECLARE c_new_tasks CURSOR FOR
+    SELECT o.id, o.idempotency_key
+      FROM orbit_task o
+      STRAIGHT_JOIN {% call batch_keys() %} ON b.idempotency_key = o.idempotency_key
+     WHERE o.id >= v_first AND o.application_id = v_application_id
+     ORDER BY o.id
+     LIMIT v_count;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
@@ -224,9 +254,10 @@ body: BEGIN
   -- batch finds the first bad task (its item, 4 digits, before its message: the least such
   -- string is the first), and also counts the keyed tasks and the least and greatest queue.
   SELECT MIN(IF(b.bad IS NULL, NULL, CONCAT(LPAD(b.item, 4, '0'), b.bad))), SUM(b.concurrency_key <> ''),
+         COUNT(DISTINCT NULLIF(b.concurrency_key, '')), COALESCE(SUM(b.debounce_seconds > 0), 0),
          MIN(CAST(b.queue_id AS BINARY)), MAX(CAST(b.queue_id AS BINARY))
-    INTO v_bad, v_keyed, v_queue_least, v_queue_greatest
-    FROM (SELECT t.item, t.queue_id, t.concurrency_key,
+    INTO v_bad, v_keyed, v_keys, v_debounced, v_queue_least, v_queue_greatest
+    FROM (SELECT t.item, t.queue_id, t.concurrency_key, t.debounce_seconds,
                  CASE
                    WHEN JSON_TYPE(t.task) <> 'OBJECT' THEN 'a task must be a JSON object'
                    WHEN NOT COALESCE(LENGTH(t.idempotency_key) BETWEEN 1 AND 255, 0)
@@ -334,7 +365,8 @@ body: BEGIN
     -- SELECT in READ COMMITTED locks no row it reads, where an UPDATE joined to the new rows
     -- would wait for every concurrent submit's new rows past v_first. A task's key is unique to
     -- its application, so only this call's tasks carry these keys (a task whose receipt was
-    -- purged with it is older). The insert waits for a concurrent first submit of any key, and
+    -- purged with it is older), and the read stops at the batch's last task (LIMIT), before
+    -- concurrent submits' later rows. The insert waits for a concurrent first submit of any key, and
     -- fails whole when one exists or repeats in the batch: then the batch is undone and each
     -- task takes the single submit's path below.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
@@ -344,7 +376,8 @@ body: BEGIN
                        FROM {% call batch_tasks() %}
                       LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
      WHERE o.id >= v_first AND o.application_id = v_application_id
-     ORDER BY o.id;
+     ORDER BY o.id
+     LIMIT v_count;
     IF v_duplicate THEN
       ROLLBACK TO SAVEPOINT orbit_submit_batch;
     ELSE
@@ -358,6 +391,73 @@ body: BEGIN
     SELECT v_application_id, t.idempotency_key, {% call m::request_hash("t.") %}, 0, v_now
       FROM {% call batch_tasks() %};
     SET v_one_by_one = v_duplicate;
+    -- New keys on one queue whose namespace has no key policy, and no debounce: what
+    -- orbit_task_create does for each task (every key of one holder, its tasks queued) is done
+    -- for the whole batch, set-based. Otherwise each task goes through orbit_task_create below.
+    IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
+      SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
+    END IF;
+    IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest AND v_policies = 0 THEN
+      -- The keys' rows, locked in key order; the missing ones are inserted (a concurrent submit
+      -- may insert one first: ON DUPLICATE KEY UPDATE then takes its lock) and all are locked again.
+      SELECT COUNT(*), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_i, v_stale_limits
+        FROM {% call batch_concurrency_keys() %}
+        STRAIGHT_JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
+         FOR UPDATE;
+      IF v_i < v_keys THEN
+        INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
+        SELECT v_namespace_id, k.concurrency_key, 0, 0, v_now, v_now
+          FROM {% call batch_concurrency_keys() %}
+         WHERE NOT EXISTS (SELECT 1 FROM orbit_resource r
+                            WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key)
+        ON DUPLICATE KEY UPDATE version = version;
+        SELECT COUNT(*), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_i, v_stale_limits
+          FROM {% call batch_concurrency_keys() %}
+          STRAIGHT_JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
+           FOR UPDATE;
+      END IF;
+      -- No policy: every key has one holder (a key's row keeps the limit of the policy it last
+      -- read, which may be gone).
+      IF v_stale_limits > 0 THEN
+        UPDATE orbit_resource r
+           SET r.holder_limit = 1
+         WHERE r.namespace_id = v_namespace_id AND r.holder_limit <> 1
+           AND r.concurrency_key IN (SELECT k.concurrency_key FROM {% call batch_concurrency_keys() %});
+      END IF;
+      -- The tasks that go to the ready lane: each key's first task due now, when the key has
+      -- room and no ready task in the queue yet (m::keyed_lane; plain reads, exact under the
+      -- rows' locks), as a list of items: the insert below then reads no orbit_task row (which
+      -- would make it buffer its rows first) and joins no grouped table. The key's other tasks
+      -- go to the blocked lane.
+      IF @@SESSION.group_concat_max_len < 1048576 THEN
+        SET SESSION group_concat_max_len = 1048576;
+      END IF;
+      SELECT GROUP_CONCAT(f.first_item) INTO v_ready_items
+        FROM (SELECT t.concurrency_key, MIN(t.item) AS first_item
+                FROM {% call batch_tasks() %}
+               WHERE t.concurrency_key <> '' AND {% call m::task_run_at("t.", "v_now") %} <= v_now
+               GROUP BY t.concurrency_key) f
+        STRAIGHT_JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = f.concurrency_key
+       WHERE {% call m::keyed_lane("r", "v_last_queue", "v_now") %} = 'ready';
+      INSERT INTO orbit_task {% call m::task_insert_columns("                              ") %}
+      SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "t.concurrency_key", "COALESCE(r.id, 0)", "CASE WHEN t.effective_run_at > v_now THEN 'scheduled' WHEN r.id IS NULL OR FIND_IN_SET(t.item, v_ready_items) THEN 'ready' ELSE 'blocked' END", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL", "             ") %}
+        FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call batch_tasks() %}) t
+        JOIN orbit_queue q ON q.id = t.queue_id
+        LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = t.concurrency_key
+                                  AND t.concurrency_key <> ''
+       ORDER BY t.item;
+      SET v_first = LAST_INSERT_ID(), v_i = 0;
+      -- Each receipt then names its task.
+      OPEN c_new_tasks;
+      WHILE v_i < v_count DO
+        FETCH c_new_tasks INTO v_task_id, v_idempotency_key;
+        UPDATE orbit_idempotency i SET i.task_id = v_task_id
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+        SET v_i = v_i + 1;
+      END WHILE;
+      CLOSE c_new_tasks;
+      SET v_batched = 1, v_created = v_count;
+    END IF;
   END IF;
   IF NOT v_batched THEN
     OPEN c_tasks;
