@@ -489,9 +489,12 @@ DELIMITER ;
 -- ---- orbit_attempt_end (from templates/procedures/orbit_attempt_end.sql) ----
 -- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
 --
--- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
--- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
--- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
+-- The one place that decides what an ending means (SPEC §4). It locks the attempt row FOR UPDATE
+-- (the first lock of a result; a caller that checked the attempt under its own lock first reads it
+-- again) and ends it only while it is LEASED or RUNNING and, with p_session_id, that session's:
+-- otherwise it changes nothing and its out parameters are NULL (a result for no attempt of the
+-- session, a repeated result, or an attempt ended another way first). In the same transaction this
+-- records the outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
 -- which hands the key to the next blocked task) and moves the task. The caller then does, once
 -- for all the attempts it ends, from the rows this wrote: their history rows
 -- (m::attempt_end_events, before anything else moves their tasks) and the quota charges they
@@ -506,13 +509,14 @@ DELIMITER ;
 --   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
--- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+-- Parameters: p_attempt_id; p_session_id (the session whose result this is; 0 = any: a cancel,
+--   recovery or a policy's cancel); p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
 --   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release; the
 --   key's next task it returns is recorded as the attempt's handoff_task_id, for that grant).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_handoff_task_id
---   (the key's next task left for the caller's grant, as recorded; 0 when none).
--- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
---   again here), orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
+--   (the key's next task left for the caller's grant, as recorded; 0 when none); all NULL when
+--   nothing was ended.
+-- Signals: none (callers validate). Locks, in order: the orbit_attempt row, orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
 --   otherwise by its update, which comes before the key's release either way), orbit_resource
 --   row and orbit_key_slot row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
 --   quota row (the caller's).
@@ -520,6 +524,7 @@ DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
   IN p_attempt_id BIGINT UNSIGNED,
+  IN p_session_id BIGINT UNSIGNED,
   IN p_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
   IN p_retryable TINYINT,
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
@@ -530,8 +535,9 @@ CREATE PROCEDURE orbit_attempt_end(
   OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
   OUT o_handoff_task_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
-BEGIN
+body: BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_key_slot SMALLINT UNSIGNED;
@@ -548,11 +554,15 @@ BEGIN
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_release_version BIGINT UNSIGNED;
 
-  -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
-  SELECT a.task_id, a.state, a.resource_id, a.key_slot
-    INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot
+  SET o_task_state = NULL, o_attempt_state = NULL, o_handoff_task_id = NULL;
+  SELECT a.task_id, a.state, a.resource_id, a.key_slot, a.session_id
+    INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot, v_session_id
     FROM orbit_attempt a
-   WHERE a.id = p_attempt_id;
+   WHERE a.id = p_attempt_id
+     FOR UPDATE;
+  IF NOT COALESCE(v_attempt_state IN ('LEASED', 'RUNNING') AND p_session_id IN (0, v_session_id), 0) THEN
+    LEAVE body;
+  END IF;
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
   IF v_outcome = 'expired' AND v_attempt_state = 'RUNNING' THEN
     SET v_outcome = 'unknown';
@@ -685,9 +695,7 @@ BEGIN
   DECLARE v_retryable TINYINT;
   DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -864,19 +872,17 @@ BEGIN
         v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
         v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
         v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
-    SET v_session_id = NULL;
-    SELECT a.session_id, a.state, a.outcome
-      INTO v_session_id, v_state, v_outcome
-      FROM orbit_attempt a
-     WHERE a.id = v_attempt_id
-       FOR UPDATE;
-    -- Another session's attempt, or none: answered NOT_FOUND below, nothing changed.
-    IF v_session_id = p_session_id AND v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
-                             v_task_state, v_state, v_handoff_task_id);
-    ELSEIF v_session_id = p_session_id AND v_outcome <> v_outcome_in THEN
-      -- Ended another way first (recovery, cancel): keep the report, act on nothing.
-      UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
+    -- The attempt is locked and ended there when it is this session's and active.
+    CALL orbit_attempt_end(v_attempt_id, p_session_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
+                           p_claim_max > 0, v_task_state, v_state, v_handoff_task_id);
+    IF v_state IS NULL THEN
+      -- Not ended by this result: another session's attempt, or none (answered NOT_FOUND below,
+      -- nothing changed); a repeated result; or one ended another way first (recovery, cancel),
+      -- whose different outcome is kept as its late result, acting on nothing.
+      UPDATE orbit_attempt a
+         SET a.late_result = v_outcome_in
+       WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state NOT IN ('LEASED', 'RUNNING')
+         AND a.outcome <> v_outcome_in AND a.late_result = '';
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
@@ -1761,7 +1767,7 @@ BEGIN
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      CALL orbit_attempt_end(v_attempt_id, 'expired', 0, NULL,
+      CALL orbit_attempt_end(v_attempt_id, 0, 'expired', 0, NULL,
                              JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
                              v_now, 0, v_task_state, v_attempt_state, v_handoff_task_id);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
@@ -3059,7 +3065,7 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, 'cancelled', 0, NULL, NULL, v_now, 0,
+    CALL orbit_attempt_end(v_attempt_id, 0, 'cancelled', 0, NULL, NULL, v_now, 0,
                            v_task_state, v_attempt_state, v_handoff_task_id);
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
@@ -3486,7 +3492,7 @@ body: BEGIN
       -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
-      CALL orbit_attempt_end(v_holder, 'cancelled', 0, NULL, NULL, p_now, 0,
+      CALL orbit_attempt_end(v_holder, 0, 'cancelled', 0, NULL, NULL, p_now, 0,
                              v_ended_task_state, v_ended_attempt_state, v_handoff_task_id);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
@@ -7253,8 +7259,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '50877bfee93835118470dba96d7ee9e11740498c7e06b29f22c3375567c247b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'b3f98327250fa4ab565fe080e5c57533e58d482820edb13b912eeeade0a99b4b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'b903f09e02f75601496dcb401a28da84fac3865c75eb21398ac2affab04aef0c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'dd84a00a6c31c3f2efd4033ae6656bba0bdaf401493baaa76fdda1b4ca1c0451', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7270,7 +7276,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '87f7d11b77a852e88b305408b65975a63ba1646ca32bdd7650e2312b12467db0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '8d4e0823703c756a3fbc5287343979ddf784bb8fb8e0ac6bec7d771c7dcc220f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, '998610273422131ed3846c08e02a3aa1ec5ef14d8c72bfd19b2974952f25dee6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'ad21c4d39cde2426c78762a8598a778c043e543212df219a9727f3d2236e9784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, 'ddb61f7999214d4dbcc55d803c94137f7b0c076bad6f12b785e3a56b0bd9d131', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7287,10 +7293,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '0c28cd7978230e0a9b9e578f7e6e0710fa275191486e567762cc6a76be4a0bf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'f0d43da384c700bd1a2e569ee3eb1a495b891c573342ff38a3b5961754d973ea', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'abda88140d10c8e7e7976c6100e237c2554275bfdb4ff9160a62dc733bc52b1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e596ea37792d35c6a50131e7e9ad57dd438112d06db7b4070a250b487d400ccb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '769223aa54af089710b45f9159afcf6a58ac0acb9161705f0743457cfe92ba55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '8ac9bcab987c36a116ca637827d7fcb45a2cb7a6110c1509be2d99ec7630e869', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7305,5 +7311,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'f652f63bbcbb887fc0713b3de4cfb2298c441647f123821149baa8c80a4b1678', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '6f73116e4201338a5f5120c4a41d0f77893bf6d36eb4f053ff177a9beeede336', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '6f73116e4201338a5f5120c4a41d0f77893bf6d36eb4f053ff177a9beeede336', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'a53fce573223a695e6a15cba5cf53e4dd8cf0d901ba29f216dbdc0cdb07278ca', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'a53fce573223a695e6a15cba5cf53e4dd8cf0d901ba29f216dbdc0cdb07278ca', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -1,9 +1,12 @@
 {% import "_macros.sql" as m %}
 -- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
 --
--- The one place that decides what an ending means (SPEC §4): the caller has locked the attempt row
--- FOR UPDATE and checked that it is LEASED or RUNNING. In the same transaction this records the
--- outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
+-- The one place that decides what an ending means (SPEC §4). It locks the attempt row FOR UPDATE
+-- (the first lock of a result; a caller that checked the attempt under its own lock first reads it
+-- again) and ends it only while it is LEASED or RUNNING and, with p_session_id, that session's:
+-- otherwise it changes nothing and its out parameters are NULL (a result for no attempt of the
+-- session, a repeated result, or an attempt ended another way first). In the same transaction this
+-- records the outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
 -- which hands the key to the next blocked task) and moves the task. The caller then does, once
 -- for all the attempts it ends, from the rows this wrote: their history rows
 -- (m::attempt_end_events, before anything else moves their tasks) and the quota charges they
@@ -18,18 +21,20 @@
 --   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
--- Parameters: p_attempt_id; p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
+-- Parameters: p_attempt_id; p_session_id (the session whose result this is; 0 = any: a cancel,
+--   recovery or a policy's cancel); p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
 --   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release; the
 --   key's next task it returns is recorded as the attempt's handoff_task_id, for that grant).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_handoff_task_id
---   (the key's next task left for the caller's grant, as recorded; 0 when none).
--- Signals: none (callers validate). Locks, in order: the orbit_attempt row (the caller's, read
---   again here), orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
+--   (the key's next task left for the caller's grant, as recorded; 0 when none); all NULL when
+--   nothing was ended.
+-- Signals: none (callers validate). Locks, in order: the orbit_attempt row, orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
 --   otherwise by its update, which comes before the key's release either way), orbit_resource
 --   row and orbit_key_slot row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
 --   quota row (the caller's).
 CREATE PROCEDURE orbit_attempt_end(
   IN p_attempt_id BIGINT UNSIGNED,
+  IN p_session_id BIGINT UNSIGNED,
   IN p_outcome VARCHAR(16) {{ c.ascii }},
   IN p_retryable TINYINT,
   IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
@@ -40,8 +45,9 @@ CREATE PROCEDURE orbit_attempt_end(
   OUT o_attempt_state VARCHAR(16) {{ c.ascii }},
   OUT o_handoff_task_id BIGINT UNSIGNED)
   MODIFIES SQL DATA
-BEGIN
+body: BEGIN
   DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_key_slot SMALLINT UNSIGNED;
@@ -58,11 +64,15 @@ BEGIN
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
   DECLARE v_release_version BIGINT UNSIGNED;
 
-  -- The attempt as the caller locked it (a primary-key read of a row this transaction holds).
-  SELECT a.task_id, a.state, a.resource_id, a.key_slot
-    INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot
+  SET o_task_state = NULL, o_attempt_state = NULL, o_handoff_task_id = NULL;
+  SELECT a.task_id, a.state, a.resource_id, a.key_slot, a.session_id
+    INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot, v_session_id
     FROM orbit_attempt a
-   WHERE a.id = p_attempt_id;
+   WHERE a.id = p_attempt_id
+     FOR UPDATE;
+  IF NOT COALESCE(v_attempt_state IN ('LEASED', 'RUNNING') AND p_session_id IN (0, v_session_id), 0) THEN
+    LEAVE body;
+  END IF;
   -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
   IF v_outcome = 'expired' AND v_attempt_state = 'RUNNING' THEN
     SET v_outcome = 'unknown';

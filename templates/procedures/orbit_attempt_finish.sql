@@ -107,9 +107,7 @@ BEGIN
   DECLARE v_retryable TINYINT;
   DECLARE v_output MEDIUMTEXT {{ c.utf8 }};
   DECLARE v_error MEDIUMTEXT {{ c.utf8 }};
-  DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_outcome VARCHAR(16) {{ c.ascii }};
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
@@ -270,19 +268,17 @@ BEGIN
     SET v_attempt_id = JSON_EXTRACT(v_result, '$.attempt_id'),
         v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
         {% call result_members() %};
-    SET v_session_id = NULL;
-    SELECT a.session_id, a.state, a.outcome
-      INTO v_session_id, v_state, v_outcome
-      FROM orbit_attempt a
-     WHERE a.id = v_attempt_id
-       FOR UPDATE;
-    -- Another session's attempt, or none: answered NOT_FOUND below, nothing changed.
-    IF v_session_id = p_session_id AND v_state IN ('LEASED', 'RUNNING') THEN
-      CALL orbit_attempt_end(v_attempt_id, v_outcome_in, v_retryable, v_output, v_error, v_now, p_claim_max > 0,
-                             v_task_state, v_state, v_handoff_task_id);
-    ELSEIF v_session_id = p_session_id AND v_outcome <> v_outcome_in THEN
-      -- Ended another way first (recovery, cancel): keep the report, act on nothing.
-      UPDATE orbit_attempt a SET a.late_result = v_outcome_in WHERE a.id = v_attempt_id AND a.late_result = '';
+    -- The attempt is locked and ended there when it is this session's and active.
+    CALL orbit_attempt_end(v_attempt_id, p_session_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
+                           p_claim_max > 0, v_task_state, v_state, v_handoff_task_id);
+    IF v_state IS NULL THEN
+      -- Not ended by this result: another session's attempt, or none (answered NOT_FOUND below,
+      -- nothing changed); a repeated result; or one ended another way first (recovery, cancel),
+      -- whose different outcome is kept as its late result, acting on nothing.
+      UPDATE orbit_attempt a
+         SET a.late_result = v_outcome_in
+       WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state NOT IN ('LEASED', 'RUNNING')
+         AND a.outcome <> v_outcome_in AND a.late_result = '';
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
