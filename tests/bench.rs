@@ -142,7 +142,10 @@ fn keys_preload_reports_the_submit_and_processing_phases() {
     assert_server_cost(cost, 200);
     // Processing a keyed task updates rows (its attempt, its task) besides inserting some.
     positive(cost, "handler_update");
-    positive(cost, "serve_cpu_ms");
+    // The façade's CPU is measured (null where no façade runs), in clock ticks of 10 ms: 200
+    // tasks may cost it less than one.
+    let serve = cost["serve_cpu_ms"].as_f64();
+    assert!(serve.is_some_and(|ms| ms >= 0.0), "{report}");
 }
 
 /// `e2e --preload` does the same for unkeyed tasks.
