@@ -172,9 +172,9 @@ async fn claimers_keep_every_invariant() {
     check_history(&db, TASKS, KEYS).await;
 }
 
-/// Keyed batches submitted while workers run: 4 submitters send batches of 25 tasks over 10 keys
-/// (each batch takes its keys in its own order, so batches deadlock and are retried whole) into
-/// keys that workers hold and release meanwhile. Every task must run (none is left blocked behind
+/// Keyed batches submitted while workers run: 4 submitters send batches of 25 tasks over 10
+/// shared keys and new ones they create together, into keys that workers hold and release
+/// meanwhile. Every task must run (none is left blocked behind
 /// a free key, none ready twice for one key), each key's holders never overlap and its tokens only
 /// grow (the history checker).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -216,10 +216,16 @@ async fn keyed_batches_submitted_while_workers_run_keep_every_invariant() {
         submitters.push(tokio::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (part + 7));
             for b in 0..BATCHES / 4 {
+                // 10 shared keys, and 3 new keys each batch index, which the 4 submitters'
+                // batches of that index create at about the same time.
                 let items: Vec<_> = (0..PER_BATCH)
                     .map(|i| {
                         let mut t = template.clone();
-                        t.concurrency_key = Some(format!("key-{}", rng.gen_range(0..10)));
+                        t.concurrency_key = Some(if i < 3 {
+                            format!("wave-{b}-{i}")
+                        } else {
+                            format!("key-{}", rng.gen_range(0..10))
+                        });
                         (format!("kb-{part}-{b}-{i}"), t)
                     })
                     .collect();
@@ -250,7 +256,7 @@ async fn keyed_batches_submitted_while_workers_run_keep_every_invariant() {
             .await
             .unwrap();
     assert_eq!(succeeded, (BATCHES * PER_BATCH) as i64);
-    check_history(&db, BATCHES * PER_BATCH, 10).await;
+    check_history(&db, BATCHES * PER_BATCH, 10 + BATCHES / 4 * 3).await;
 }
 
 async fn expire(db: &Db, attempt_id: u64) {

@@ -135,9 +135,10 @@ body: BEGIN
   -- The first id of the batch insert, and how many tasks of the batch name a concurrency key.
   DECLARE v_first BIGINT UNSIGNED;
   DECLARE v_keyed INT;
-  -- How many distinct concurrency keys the batch names, how many of its tasks are debounced; whether the batch's namespace has key policies.
-  DECLARE v_keys INT;
+  -- How many of the batch's tasks are debounced; how many distinct concurrency keys it names
+  -- (a keyed batch created whole); whether the batch's namespace has key policies.
   DECLARE v_debounced INT;
+  DECLARE v_keys INT;
   DECLARE v_policies TINYINT;
   -- A keyed batch created whole: the items of its keyed tasks that go to the ready lane (a
   -- comma-separated list), and whether a key's row keeps another limit than 1.
@@ -237,6 +238,16 @@ body: BEGIN
      WHERE o.id >= v_first AND o.application_id = v_application_id
      ORDER BY o.id
      LIMIT v_count;
+  -- A keyed batch created whole: its keys that have no row yet (a plain read).
+  DECLARE c_new_keys CURSOR FOR
+    SELECT k.concurrency_key
+      FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+      ORDER BY 1
+      LIMIT 1000) k
+      LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
+     WHERE r.id IS NULL;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
@@ -322,9 +333,8 @@ body: BEGIN
   -- batch finds the first bad task (its item, 4 digits, before its message: the least such
   -- string is the first), and also counts the keyed tasks and the least and greatest queue.
   SELECT MIN(IF(b.bad IS NULL, NULL, CONCAT(LPAD(b.item, 4, '0'), b.bad))), SUM(b.concurrency_key <> ''),
-         COUNT(DISTINCT NULLIF(b.concurrency_key, '')), COALESCE(SUM(b.debounce_seconds > 0), 0),
-         MIN(CAST(b.queue_id AS BINARY)), MAX(CAST(b.queue_id AS BINARY))
-    INTO v_bad, v_keyed, v_keys, v_debounced, v_queue_least, v_queue_greatest
+         COALESCE(SUM(b.debounce_seconds > 0), 0), MIN(CAST(b.queue_id AS BINARY)), MAX(CAST(b.queue_id AS BINARY))
+    INTO v_bad, v_keyed, v_debounced, v_queue_least, v_queue_greatest
     FROM (SELECT t.item, t.queue_id, t.concurrency_key, t.debounce_seconds,
                  CASE
                    WHEN JSON_TYPE(t.task) <> 'OBJECT' THEN 'a task must be a JSON object'
@@ -740,26 +750,36 @@ body: BEGIN
     END IF;
     IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest AND v_policies = 0 THEN
       -- The keys' rows, locked in key order; the missing ones are inserted (a concurrent submit
-      -- may insert one first: ON DUPLICATE KEY UPDATE then takes its lock) and all are locked again.
-      SELECT COUNT(*), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_i, v_stale_limits
+      -- may insert one first: ON DUPLICATE KEY UPDATE then takes its lock) and all are locked
+      -- again.
+      SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_i, v_stale_limits
         FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
        FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
       WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
       ORDER BY 1
       LIMIT 1000) k
-        STRAIGHT_JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
+        LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
          FOR UPDATE;
       IF v_i < v_keys THEN
-        INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
-        SELECT v_namespace_id, k.concurrency_key, 0, 0, v_now, v_now
-          FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
-      ORDER BY 1
-      LIMIT 1000) k
-         WHERE NOT EXISTS (SELECT 1 FROM orbit_resource r
-                            WHERE r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key)
-        ON DUPLICATE KEY UPDATE version = version;
+        -- One insert a key, as orbit_task_create inserts it: an INSERT ... SELECT would hold
+        -- orbit_resource's AUTO-INC lock while it waits for a key's row another batch holds, and
+        -- that batch, inserting its own new keys, would wait for the AUTO-INC lock (a deadlock
+        -- that MariaDB reports as error 1467, not 1213).
+        OPEN c_new_keys;
+        new_keys: LOOP
+          SET v_concurrency_key = NULL;
+          fetch_key: BEGIN
+            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_concurrency_key = NULL;
+            FETCH c_new_keys INTO v_concurrency_key;
+          END fetch_key;
+          IF v_concurrency_key IS NULL THEN
+            LEAVE new_keys;
+          END IF;
+          INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
+          VALUES (v_namespace_id, v_concurrency_key, 0, 0, v_now, v_now)
+          ON DUPLICATE KEY UPDATE version = version;
+        END LOOP new_keys;
+        CLOSE c_new_keys;
         SELECT COUNT(*), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_i, v_stale_limits
           FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
        FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
