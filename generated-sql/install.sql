@@ -6808,8 +6808,9 @@ DELIMITER ;
 --   the batch's keys: all at once, in key order (a keyed batch created whole: FOR UPDATE, and
 --   the missing ones inserted), or per task in input order, through orbit_task_create (insert or
 --   FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
---   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
---   deadlock; the loser is rolled back whole and retried by the caller.
+--   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share
+--   keys in different orders can deadlock; the loser is rolled back whole and retried by the
+--   caller.
 DROP PROCEDURE IF EXISTS orbit_task_submit_many;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit_many(
@@ -7333,8 +7334,8 @@ body: BEGIN
     -- would wait for every concurrent submit's new rows past v_first. A task's key is unique to
     -- its application, so only this call's tasks carry these keys (a task whose receipt was
     -- purged with it is older), and the read stops at the batch's last task (LIMIT), before
-    -- concurrent submits' later rows. The insert waits for a concurrent first submit of any key, and
-    -- fails whole when one exists or repeats in the batch: then the batch is undone and each
+    -- concurrent submits' later rows. The insert waits for a concurrent first submit of any key,
+    -- and fails whole when one exists or repeats in the batch: then the batch is undone and each
     -- task takes the single submit's path below.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     SELECT v_application_id, b.idempotency_key, b.request_hash, o.id, v_now
@@ -7464,9 +7465,10 @@ body: BEGIN
             j_debounce_seconds JSON PATH '$.debounce_seconds',
             j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t;
     SET v_one_by_one = v_duplicate;
-    -- New keys on one queue whose namespace has no key policy, and no debounce: what
-    -- orbit_task_create does for each task (every key of one holder, its tasks queued) is done
-    -- for the whole batch, set-based. Otherwise each task goes through orbit_task_create below.
+    -- Every Idempotency-Key new and distinct, one queue whose namespace has no key policy, and
+    -- no debounce: what orbit_task_create does for each task (every key of one holder, its tasks
+    -- queued) is done for the whole batch, set-based. Otherwise each task goes through
+    -- orbit_task_create below.
     IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
       SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
     END IF;
@@ -7967,8 +7969,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '51604456ccdef14634f06013d5edb91afec23f2ac27563f9cf0f83dfb68d55d1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'b4032957e3d83b817073f78379c04c0728726d6dc56f28a6e59851ffdd03555c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '112556f7eb5bac963759edce5b34fb8bb284bb05e073592e926d5cef8501b876', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '272a13235f08b31f1d396cf9e9ab5e5ab0d42b2a389b17f220c86178f92b733b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '272a13235f08b31f1d396cf9e9ab5e5ab0d42b2a389b17f220c86178f92b733b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'cf923978361db4c10e605fab56b869caec4de78b49679e69842a2c71d4f04a17', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'cf923978361db4c10e605fab56b869caec4de78b49679e69842a2c71d4f04a17', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -86,8 +86,9 @@
 --   the batch's keys: all at once, in key order (a keyed batch created whole: FOR UPDATE, and
 --   the missing ones inserted), or per task in input order, through orbit_task_create (insert or
 --   FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
---   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share keys in different orders can
---   deadlock; the loser is rolled back whole and retried by the caller.
+--   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share
+--   keys in different orders can deadlock; the loser is rolled back whole and retried by the
+--   caller.
 DROP PROCEDURE IF EXISTS orbit_task_submit_many;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit_many(
@@ -611,8 +612,8 @@ body: BEGIN
     -- would wait for every concurrent submit's new rows past v_first. A task's key is unique to
     -- its application, so only this call's tasks carry these keys (a task whose receipt was
     -- purged with it is older), and the read stops at the batch's last task (LIMIT), before
-    -- concurrent submits' later rows. The insert waits for a concurrent first submit of any key, and
-    -- fails whole when one exists or repeats in the batch: then the batch is undone and each
+    -- concurrent submits' later rows. The insert waits for a concurrent first submit of any key,
+    -- and fails whole when one exists or repeats in the batch: then the batch is undone and each
     -- task takes the single submit's path below.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     SELECT v_application_id, b.idempotency_key, b.request_hash, o.id, v_now
@@ -742,9 +743,10 @@ body: BEGIN
             j_debounce_seconds JSON PATH '$.debounce_seconds',
             j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t;
     SET v_one_by_one = v_duplicate;
-    -- New keys on one queue whose namespace has no key policy, and no debounce: what
-    -- orbit_task_create does for each task (every key of one holder, its tasks queued) is done
-    -- for the whole batch, set-based. Otherwise each task goes through orbit_task_create below.
+    -- Every Idempotency-Key new and distinct, one queue whose namespace has no key policy, and
+    -- no debounce: what orbit_task_create does for each task (every key of one holder, its tasks
+    -- queued) is done for the whole batch, set-based. Otherwise each task goes through
+    -- orbit_task_create below.
     IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
       SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
     END IF;
