@@ -607,16 +607,16 @@ DELIMITER ;
 -- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
 --
 -- The one place that decides what an ending means (SPEC §4). It locks the attempt row FOR UPDATE
--- (the first lock of a result; a caller that checked the attempt under its own lock first reads it
--- again) and ends it only while it is LEASED or RUNNING and, with p_session_id, that session's:
--- otherwise it changes nothing and its out parameters are NULL (a result for no attempt of the
--- session, a repeated result, or an attempt ended another way first). In the same transaction this
--- records the outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
--- which hands the key to the next blocked task) and moves the task. The caller then does, once
--- for all the attempts it ends, from the rows this wrote: their history rows
--- (m::attempt_end_events, before anything else moves their tasks) and the quota charges they
--- free (the attempt's active attempt; the task's incomplete task when the task ended;
--- m::quota_give_back_ended): a session's group of results locks its slot row once.
+-- (the first lock of a result; a caller that checked the attempt under its own lock first reads
+-- it again) and ends it only while it is LEASED or RUNNING and, with p_session_id, that
+-- session's: otherwise it changes nothing and its out parameters are NULL (a result for no
+-- attempt of the session, a repeated result, or an attempt ended another way first). In the same
+-- transaction this records the outcome and releases the queue permit (released_at), releases the
+-- key permit (orbit_key_release, which hands the key to the next blocked task) and moves the
+-- task. The caller then does, once for all the attempts it ends, from the rows this wrote: their
+-- history rows (m::attempt_end_events, before anything else moves their tasks) and the quota
+-- charges they free (the attempt's active attempt; the task's incomplete task when the task
+-- ended; m::quota_give_back_ended): a session's group of results locks its slot row once.
 -- orbit_attempt_finish ends a group of successes of unkeyed attempts without this call, by the
 -- same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test compares
 -- the rows).
@@ -627,16 +627,17 @@ DELIMITER ;
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
 -- Parameters: p_attempt_id; p_session_id (the session whose result this is; 0 = any: a cancel,
---   recovery or a policy's cancel); p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
---   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release; the
---   key's next task it returns is recorded as the attempt's handoff_task_id, for that grant).
+--   recovery or a policy's cancel); p_outcome; p_retryable; p_output, p_error (JSON text or
+--   NULL); p_now; p_hand_off: 1 when the caller grants in the same transaction (see
+--   orbit_key_release; the key's next task it returns is recorded as the attempt's
+--   handoff_task_id, for that grant).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_handoff_task_id
 --   (the key's next task left for the caller's grant, as recorded; 0 when none); all NULL when
 --   nothing was ended.
--- Signals: none (callers validate). Locks, in order: the orbit_attempt row, orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
---   otherwise by its update, which comes before the key's release either way), orbit_resource
---   row and orbit_key_slot row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
---   quota row (the caller's).
+-- Signals: none (callers validate). Locks, in order: the orbit_attempt row, orbit_task row (read
+--   FOR UPDATE for an outcome that needs its retry settings, otherwise by its update, which
+--   comes before the key's release either way), orbit_resource row and orbit_key_slot row (via
+--   orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
@@ -7469,13 +7470,14 @@ body: BEGIN
     -- no debounce: what orbit_task_create does for each task (every key of one holder, its tasks
     -- queued) is done for the whole batch, set-based. Otherwise each task goes through
     -- orbit_task_create below.
+    -- (v_policies stays NULL otherwise.)
     IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
       SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
     END IF;
-    IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest AND v_policies = 0 THEN
-      -- The keys' rows, locked in key order; the missing ones are inserted (a concurrent submit
-      -- may insert one first: ON DUPLICATE KEY UPDATE then takes its lock) and all are locked
-      -- again.
+    IF v_policies = 0 THEN
+      -- The keys' rows, locked in key order; then the missing ones inserted, each locked by its
+      -- insert (a concurrent submit may insert one first: ON DUPLICATE KEY UPDATE then takes its
+      -- lock), with the holder limit 1.
       SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_i, v_stale_limits
         FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
        FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
@@ -7504,14 +7506,6 @@ body: BEGIN
           ON DUPLICATE KEY UPDATE version = version;
         END LOOP new_keys;
         CLOSE c_new_keys;
-        SELECT COUNT(*), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_i, v_stale_limits
-          FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
-      ORDER BY 1
-      LIMIT 1000) k
-          STRAIGHT_JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
-           FOR UPDATE;
       END IF;
       -- No policy: every key has one holder (a key's row keeps the limit of the policy it last
       -- read, which may be gone).
@@ -7911,7 +7905,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'b903f09e02f75601496dcb401a28da84fac3865c75eb21398ac2affab04aef0c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '8125f7e5927dcb630a9dd4a233c8d6ebe93b10de17e31f4331bdcd5a190f6171', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'dd84a00a6c31c3f2efd4033ae6656bba0bdaf401493baaa76fdda1b4ca1c0451', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7969,8 +7963,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '51604456ccdef14634f06013d5edb91afec23f2ac27563f9cf0f83dfb68d55d1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '112556f7eb5bac963759edce5b34fb8bb284bb05e073592e926d5cef8501b876', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a8f91b6de1f570f570b84dde2532fefc2e3e51cee07124128d7bda731420b441', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'cf923978361db4c10e605fab56b869caec4de78b49679e69842a2c71d4f04a17', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'cf923978361db4c10e605fab56b869caec4de78b49679e69842a2c71d4f04a17', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '402637243b3bade7194b56464e3f02a81bf87956556a5b131ce46bbbc8a32443', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '402637243b3bade7194b56464e3f02a81bf87956556a5b131ce46bbbc8a32443', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

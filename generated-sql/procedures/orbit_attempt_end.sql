@@ -4,16 +4,16 @@
 -- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
 --
 -- The one place that decides what an ending means (SPEC §4). It locks the attempt row FOR UPDATE
--- (the first lock of a result; a caller that checked the attempt under its own lock first reads it
--- again) and ends it only while it is LEASED or RUNNING and, with p_session_id, that session's:
--- otherwise it changes nothing and its out parameters are NULL (a result for no attempt of the
--- session, a repeated result, or an attempt ended another way first). In the same transaction this
--- records the outcome and releases the queue permit (released_at), releases the key permit (orbit_key_release,
--- which hands the key to the next blocked task) and moves the task. The caller then does, once
--- for all the attempts it ends, from the rows this wrote: their history rows
--- (m::attempt_end_events, before anything else moves their tasks) and the quota charges they
--- free (the attempt's active attempt; the task's incomplete task when the task ended;
--- m::quota_give_back_ended): a session's group of results locks its slot row once.
+-- (the first lock of a result; a caller that checked the attempt under its own lock first reads
+-- it again) and ends it only while it is LEASED or RUNNING and, with p_session_id, that
+-- session's: otherwise it changes nothing and its out parameters are NULL (a result for no
+-- attempt of the session, a repeated result, or an attempt ended another way first). In the same
+-- transaction this records the outcome and releases the queue permit (released_at), releases the
+-- key permit (orbit_key_release, which hands the key to the next blocked task) and moves the
+-- task. The caller then does, once for all the attempts it ends, from the rows this wrote: their
+-- history rows (m::attempt_end_events, before anything else moves their tasks) and the quota
+-- charges they free (the attempt's active attempt; the task's incomplete task when the task
+-- ended; m::quota_give_back_ended): a session's group of results locks its slot row once.
 -- orbit_attempt_finish ends a group of successes of unkeyed attempts without this call, by the
 -- same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test compares
 -- the rows).
@@ -24,16 +24,17 @@
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
 -- Parameters: p_attempt_id; p_session_id (the session whose result this is; 0 = any: a cancel,
---   recovery or a policy's cancel); p_outcome; p_retryable; p_output, p_error (JSON text or NULL); p_now;
---   p_hand_off: 1 when the caller grants in the same transaction (see orbit_key_release; the
---   key's next task it returns is recorded as the attempt's handoff_task_id, for that grant).
+--   recovery or a policy's cancel); p_outcome; p_retryable; p_output, p_error (JSON text or
+--   NULL); p_now; p_hand_off: 1 when the caller grants in the same transaction (see
+--   orbit_key_release; the key's next task it returns is recorded as the attempt's
+--   handoff_task_id, for that grant).
 -- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_handoff_task_id
 --   (the key's next task left for the caller's grant, as recorded; 0 when none); all NULL when
 --   nothing was ended.
--- Signals: none (callers validate). Locks, in order: the orbit_attempt row, orbit_task row (read FOR UPDATE for an outcome that needs its retry settings,
---   otherwise by its update, which comes before the key's release either way), orbit_resource
---   row and orbit_key_slot row (via orbit_key_release), promoted task rows (SKIP LOCKED); no
---   quota row (the caller's).
+-- Signals: none (callers validate). Locks, in order: the orbit_attempt row, orbit_task row (read
+--   FOR UPDATE for an outcome that needs its retry settings, otherwise by its update, which
+--   comes before the key's release either way), orbit_resource row and orbit_key_slot row (via
+--   orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(

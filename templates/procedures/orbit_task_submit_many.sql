@@ -402,13 +402,14 @@ body: BEGIN
     -- no debounce: what orbit_task_create does for each task (every key of one holder, its tasks
     -- queued) is done for the whole batch, set-based. Otherwise each task goes through
     -- orbit_task_create below.
+    -- (v_policies stays NULL otherwise.)
     IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
       SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
     END IF;
-    IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest AND v_policies = 0 THEN
-      -- The keys' rows, locked in key order; the missing ones are inserted (a concurrent submit
-      -- may insert one first: ON DUPLICATE KEY UPDATE then takes its lock) and all are locked
-      -- again.
+    IF v_policies = 0 THEN
+      -- The keys' rows, locked in key order; then the missing ones inserted, each locked by its
+      -- insert (a concurrent submit may insert one first: ON DUPLICATE KEY UPDATE then takes its
+      -- lock), with the holder limit 1.
       SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_i, v_stale_limits
         FROM {% call batch_concurrency_keys() %}
         LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
@@ -433,10 +434,6 @@ body: BEGIN
           ON DUPLICATE KEY UPDATE version = version;
         END LOOP new_keys;
         CLOSE c_new_keys;
-        SELECT COUNT(*), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_i, v_stale_limits
-          FROM {% call batch_concurrency_keys() %}
-          STRAIGHT_JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
-           FOR UPDATE;
       END IF;
       -- No policy: every key has one holder (a key's row keeps the limit of the policy it last
       -- read, which may be gone).
