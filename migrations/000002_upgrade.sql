@@ -3781,9 +3781,9 @@ DELIMITER ;
 -- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
 -- task, holds a key permit with token highest_token + 1 (the resource row's version advances):
 -- the lowest free slot of the key (slot 0 on the resource row, 1 and up in orbit_key_slot) while
--- fewer than its policy's holder_limit hold it, and only when the policy's rate allows: a task
--- that would exceed the rate goes back to the blocked lane, and its key waits for rate_wake_at
--- (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
+-- fewer than its policy's holder_limit hold it, and only when the policy's rate allows
+-- (orbit_key_rate_check): a task that would exceed the rate goes back to the blocked lane, and
+-- its key waits for rate_wake_at (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
 -- each queue.
 -- A grant in a result's transaction (p_results) first takes the hand-off: the next tasks of the
 -- keys those results released, which the releases left in the blocked lane for it
@@ -3843,9 +3843,7 @@ DELIMITER ;
 --   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
 --   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
---   order (one locking read), the exact total checked and the grants charged to the session's
---   slot when it takes them within its share, else to the lowest slots below their share (see
---   orbit_application_quota).
+--   order (one locking read) and the exact total checked (orbit_attempt_charge).
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -3875,14 +3873,10 @@ body: BEGIN
   DECLARE v_key_limit SMALLINT UNSIGNED;
   DECLARE v_rate_grants SMALLINT UNSIGNED;
   DECLARE v_rate_seconds INT UNSIGNED;
-  -- A rate: the times of the grant G before this one and of the last one, whether this grant's
-  -- position of orbit_key_rate_log has a row, and where the time of grant k - G is otherwise
-  -- found among the key's attempts.
-  DECLARE v_then DATETIME(6);
-  DECLARE v_last DATETIME(6);
-  DECLARE v_logged TINYINT;
-  DECLARE v_back INT;
+  -- A rate: when it lets this grant come, and whether this grant's position of
+  -- orbit_key_rate_log has a row (orbit_key_rate_check).
   DECLARE v_allowed DATETIME(6);
+  DECLARE v_logged TINYINT;
   DECLARE v_key_slot SMALLINT UNSIGNED;
   DECLARE v_slot_rows INT;
   DECLARE v_seq BIGINT UNSIGNED;
@@ -3912,13 +3906,8 @@ body: BEGIN
   -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
-  DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
   DECLARE v_slot_room BIGINT;
-  DECLARE v_limit BIGINT UNSIGNED;
-  DECLARE v_total BIGINT UNSIGNED;
-  DECLARE v_over INT;
-  DECLARE v_checked TINYINT;
   -- Candidates are locked a batch at a time: as many as the room left (v_want), in one scan of
   -- the queue's ready lane; v_fetched counts what the scan found.
   DECLARE v_want BIGINT;
@@ -4160,31 +4149,10 @@ body: BEGIN
             ITERATE batch;
           END IF;
           IF v_rate_grants > 0 THEN
-            -- The rate: at most v_rate_grants (G) grants in any v_rate_seconds. This grant, number
-            -- k = v_highest + 1, may come when grant k - G is that long ago, and not before
-            -- grant k - 1 (so grant times never go back). Both from orbit_key_rate_log (plain
-            -- reads, exact under the resource row lock); grant k - G from the key's attempts
-            -- when the log does not hold it (the rate changed or was just set). Too early: the
-            -- task goes back to the blocked lane and the key waits for rate_wake_at, when
-            -- orbit_task_promote_due promotes it; nothing polls it meanwhile.
-            SET v_then = NULL, v_last = NULL, v_logged = NULL;
-            SELECT MAX(IF(l.token + v_rate_grants = v_highest + 1, l.granted_at, NULL)),
-                   MAX(IF(l.token = v_highest, l.granted_at, NULL)),
-                   MAX(l.position = (v_highest + 1) % v_rate_grants)
-              INTO v_then, v_last, v_logged
-              FROM orbit_key_rate_log l
-             WHERE l.resource_id = v_resource_id
-               AND l.position IN ((v_highest + 1) % v_rate_grants, v_highest % v_rate_grants);
-            IF v_then IS NULL AND v_highest >= v_rate_grants THEN
-              SET v_back = v_rate_grants - 1;
-              SELECT a.granted_at INTO v_then
-                FROM orbit_attempt a FORCE INDEX (ix_attempt_resource)
-               WHERE a.resource_id = v_resource_id
-               ORDER BY a.id DESC
-               LIMIT v_back, 1;
-            END IF;
-            SET v_allowed = GREATEST(COALESCE(DATE_ADD(v_then, INTERVAL v_rate_seconds SECOND), p_now),
-                                     COALESCE(v_last, p_now));
+            -- The rate (orbit_key_rate_check): too early, the task goes back to the blocked lane
+            -- and the key waits for rate_wake_at, when orbit_task_promote_due promotes it;
+            -- nothing polls it meanwhile.
+            CALL orbit_key_rate_check(v_resource_id, v_highest, v_rate_grants, v_rate_seconds, p_now, v_allowed, v_logged);
             IF v_allowed > p_now THEN
               UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
               UPDATE orbit_resource r SET r.rate_wake_at = v_allowed WHERE r.id = v_resource_id;
@@ -4306,80 +4274,14 @@ body: BEGIN
     END IF;
   END IF;
   IF v_charged = 0 THEN
-    -- Otherwise lock every slot of the application in ascending slot order, check the total.
-    SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
-           MIN(q.checked_max_active_attempts = q.max_active_attempts)
-      INTO v_limit, v_total, v_checked
-      FROM orbit_application_quota q
-     WHERE q.application_id = v_application_id
-       FOR UPDATE;
-    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit + p_credit) THEN
+    -- Otherwise every slot's row, locked at once, the exact total checked, and the expired
+    -- tasks' charges given back under that lock (orbit_attempt_charge).
+    CALL orbit_attempt_charge(v_application_id, p_session_id, v_seq, v_slot, v_granted, v_expired, p_credit, p_now,
+                              v_charged);
+    IF NOT v_charged THEN
       -- Concurrent claims used the quota first: grant nothing this time.
       ROLLBACK TO SAVEPOINT orbit_task_grant;
       LEAVE body;
-    ELSE
-      IF v_expired > 0 THEN
-        -- The expired tasks' incomplete charges, all on the session's slot (only the counters' sum
-        -- has a meaning: see orbit_application_quota), under the lock taken above.
-        UPDATE orbit_application_quota q
-           SET q.incomplete_tasks = q.incomplete_tasks - v_expired, q.updated_at = p_now
-         WHERE q.application_id = v_application_id AND q.slot = v_slot;
-      END IF;
-      IF v_granted > 0 THEN
-        -- The session's slot if it takes the whole grant within its share (with the charges the
-        -- caller gives back there), else the lowest slot that does, if one does: charges kept on
-        -- the session's slot go back there, and the session's next grants take one slot's row.
-        SET v_charge_slot = NULL;
-        SELECT q.slot INTO v_charge_slot
-          FROM orbit_application_quota q
-         WHERE q.application_id = v_application_id
-           AND q.active_attempts + v_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16)) + IF(q.slot = v_slot, p_credit, 0)
-         ORDER BY q.slot <> v_slot, q.slot
-         LIMIT 1;
-        IF v_charge_slot IS NOT NULL THEN
-          UPDATE orbit_application_quota q
-             SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
-           WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
-          IF v_charge_slot <> v_slot THEN
-            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
-             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-          END IF;
-          SET v_charged = v_granted;
-        END IF;
-      END IF;
-      -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
-      -- while the total is below the limit) and record that slot on the attempt.
-      SET v_attempt_id = 0;
-      charge: WHILE v_charged < v_granted DO
-        SELECT a.id INTO v_attempt_id
-          FROM orbit_attempt a
-         WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
-         ORDER BY a.id
-         LIMIT 1;
-        SELECT q.slot INTO v_charge_slot
-          FROM orbit_application_quota q
-         WHERE q.application_id = v_application_id
-           AND q.active_attempts < (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
-         ORDER BY q.slot
-         LIMIT 1;
-        UPDATE orbit_application_quota q
-           SET q.active_attempts = q.active_attempts + 1, q.updated_at = p_now
-         WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
-        UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
-        SET v_charged = v_charged + 1;
-      END WHILE charge;
-      IF v_checked = 0 THEN
-        SELECT COUNT(*) INTO v_over
-          FROM orbit_application_quota q
-         WHERE q.application_id = v_application_id
-           AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
-        IF v_over = 0 THEN
-          -- Every slot is within its share of the current limit: one-slot charges may resume.
-          UPDATE orbit_application_quota q
-             SET q.checked_max_active_attempts = q.max_active_attempts
-           WHERE q.application_id = v_application_id;
-        END IF;
-      END IF;
     END IF;
   END IF;
   -- No history row: the attempt records the grant (granted_at, session, token) and a start on
@@ -6158,6 +6060,120 @@ END$$
 DELIMITER ;
 
 -- ==== New procedures ====
+-- ---- orbit_attempt_charge (from templates/procedures/orbit_attempt_charge.sql) ----
+-- orbit_attempt_charge: Internal: charge a grant's new attempts to the active-attempt quota under a lock on every slot, in the caller's transaction.
+--
+-- The exact charge of a grant (see orbit_application_quota), when the granting session's slot
+-- cannot take it alone: after a limit change, with deadline-expired tasks to give back, or when
+-- the caller gives back charges on other slots (orbit_task_grant's p_every_slot). It locks every
+-- slot of the application and admits the grant only while the total stays within the limit,
+-- counting the p_credit charges the caller gives back on the session's slot after the grant as
+-- room. The attempts go to the session's slot when it takes them all within its share (with that
+-- credit), else all to the lowest slot that does, else each to the lowest slot below its share
+-- (one exists while the total is below the limit); each attempt records its slot, where its
+-- release gives the charge back. Once every slot is within its share of the current limit,
+-- one-slot charges resume (checked_max_active_attempts). The p_expired tasks a grant found past
+-- their deadline give back their incomplete-task charges on the session's slot, under the same
+-- lock (only that counter's sum has a meaning).
+-- Parameters: p_application_id; p_session_id and p_seq (the grant's attempts: the session's, of
+--   claim_seq p_seq); p_slot (the session's quota slot); p_granted (how many attempts, 0 or
+--   more); p_expired (how many tasks expired); p_credit; p_now.
+-- Out: o_charged (1 = charged; 0 = the quota is full, nothing was charged: the caller rolls the
+--   grant back).
+-- Result: none. Signals: none.
+-- Locks: orbit_application_quota slot rows: every slot of the application in ascending slot
+--   order (one locking read). The grant's attempts are the caller's new orbit_attempt rows.
+DROP PROCEDURE IF EXISTS orbit_attempt_charge;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_charge(
+  IN p_application_id BIGINT UNSIGNED,
+  IN p_session_id BIGINT UNSIGNED,
+  IN p_seq BIGINT UNSIGNED,
+  IN p_slot TINYINT UNSIGNED,
+  IN p_granted INT,
+  IN p_expired INT,
+  IN p_credit INT,
+  IN p_now DATETIME(6),
+  OUT o_charged TINYINT)
+  MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_limit BIGINT UNSIGNED;
+  DECLARE v_total BIGINT UNSIGNED;
+  DECLARE v_checked TINYINT;
+  DECLARE v_over INT;
+  DECLARE v_charged INT DEFAULT 0;
+  DECLARE v_charge_slot TINYINT UNSIGNED;
+  DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
+  SET o_charged = 0;
+  SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
+         MIN(q.checked_max_active_attempts = q.max_active_attempts)
+    INTO v_limit, v_total, v_checked
+    FROM orbit_application_quota q
+   WHERE q.application_id = p_application_id
+     FOR UPDATE;
+  IF v_total IS NULL OR (p_granted > 0 AND v_total + p_granted > v_limit + p_credit) THEN
+    LEAVE body;
+  END IF;
+  SET o_charged = 1;
+  IF p_expired > 0 THEN
+    UPDATE orbit_application_quota q
+       SET q.incomplete_tasks = q.incomplete_tasks - p_expired, q.updated_at = p_now
+     WHERE q.application_id = p_application_id AND q.slot = p_slot;
+  END IF;
+  IF p_granted > 0 THEN
+    -- The session's slot, else the lowest slot that takes them all: charges kept on the
+    -- session's slot go back there, and the session's next grants take one slot's row.
+    SELECT q.slot INTO v_charge_slot
+      FROM orbit_application_quota q
+     WHERE q.application_id = p_application_id
+       AND q.active_attempts + p_granted <= (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16)) + IF(q.slot = p_slot, p_credit, 0)
+     ORDER BY q.slot <> p_slot, q.slot
+     LIMIT 1;
+    IF v_charge_slot IS NOT NULL THEN
+      UPDATE orbit_application_quota q
+         SET q.active_attempts = q.active_attempts + p_granted, q.updated_at = p_now
+       WHERE q.application_id = p_application_id AND q.slot = v_charge_slot;
+      IF v_charge_slot <> p_slot THEN
+        UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
+         WHERE a.session_id = p_session_id AND a.claim_seq = p_seq;
+      END IF;
+      SET v_charged = p_granted;
+    END IF;
+  END IF;
+  -- Otherwise each attempt to the lowest slot below its share, recorded on the attempt.
+  charge: WHILE v_charged < p_granted DO
+    SELECT a.id INTO v_attempt_id
+      FROM orbit_attempt a
+     WHERE a.session_id = p_session_id AND a.claim_seq = p_seq AND a.id > v_attempt_id
+     ORDER BY a.id
+     LIMIT 1;
+    SELECT q.slot INTO v_charge_slot
+      FROM orbit_application_quota q
+     WHERE q.application_id = p_application_id
+       AND q.active_attempts < (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16))
+     ORDER BY q.slot
+     LIMIT 1;
+    UPDATE orbit_application_quota q
+       SET q.active_attempts = q.active_attempts + 1, q.updated_at = p_now
+     WHERE q.application_id = p_application_id AND q.slot = v_charge_slot;
+    UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
+    SET v_charged = v_charged + 1;
+  END WHILE charge;
+  IF v_checked = 0 THEN
+    SELECT COUNT(*) INTO v_over
+      FROM orbit_application_quota q
+     WHERE q.application_id = p_application_id
+       AND q.active_attempts > (q.max_active_attempts DIV 16 + (q.slot < q.max_active_attempts % 16));
+    IF v_over = 0 THEN
+      -- Every slot is within its share of the current limit: one-slot charges may resume.
+      UPDATE orbit_application_quota q
+         SET q.checked_max_active_attempts = q.max_active_attempts
+       WHERE q.application_id = p_application_id;
+    END IF;
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_credential_list (from templates/procedures/orbit_credential_list.sql) ----
 -- orbit_credential_list: List credentials for operators, in id order, a page at a time.
 --
@@ -6859,6 +6875,60 @@ body: BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_key_rate_check (from templates/procedures/orbit_key_rate_check.sql) ----
+-- orbit_key_rate_check: Internal: when a key's rate lets its next grant come, in the caller's transaction.
+--
+-- A key policy's rate: at most p_rate_grants (G) grants of the key in any p_rate_seconds. Grant
+-- k = p_highest + 1 may come when grant k - G is that long ago, and not before grant k - 1 (so
+-- grant times never go back). Both times come from orbit_key_rate_log, one row per position
+-- token mod G; grant k - G from the key's attempts when the log does not hold it (the rate
+-- changed or was just set). Plain reads, exact under the caller's lock on the key's resource row,
+-- under which every grant of the key and every log row is written. orbit_task_grant calls this
+-- for a key with a rate: a grant that would come before o_allowed goes back to the blocked lane
+-- and the key waits for rate_wake_at (orbit_task_promote_due); one that may come writes its
+-- time at its position of the log (updated when o_logged, inserted otherwise).
+-- Parameters: p_resource_id; p_highest (the key's highest token granted so far); p_rate_grants
+--   (G, 1 or more); p_rate_seconds; p_now.
+-- Out: o_allowed (the earliest time grant k may come: p_now when it may come now);
+--   o_logged (1 when grant k's position of orbit_key_rate_log has a row).
+-- Result: none. Signals: none.
+-- Locks: none (the caller holds the orbit_resource row).
+DROP PROCEDURE IF EXISTS orbit_key_rate_check;
+DELIMITER $$
+CREATE PROCEDURE orbit_key_rate_check(
+  IN p_resource_id BIGINT UNSIGNED,
+  IN p_highest BIGINT UNSIGNED,
+  IN p_rate_grants SMALLINT UNSIGNED,
+  IN p_rate_seconds INT UNSIGNED,
+  IN p_now DATETIME(6),
+  OUT o_allowed DATETIME(6),
+  OUT o_logged TINYINT)
+  READS SQL DATA
+BEGIN
+  -- The times of grants k - G and k - 1.
+  DECLARE v_then DATETIME(6);
+  DECLARE v_last DATETIME(6);
+  DECLARE v_back INT;
+  SELECT MAX(IF(l.token + p_rate_grants = p_highest + 1, l.granted_at, NULL)),
+         MAX(IF(l.token = p_highest, l.granted_at, NULL)),
+         MAX(l.position = (p_highest + 1) % p_rate_grants)
+    INTO v_then, v_last, o_logged
+    FROM orbit_key_rate_log l
+   WHERE l.resource_id = p_resource_id
+     AND l.position IN ((p_highest + 1) % p_rate_grants, p_highest % p_rate_grants);
+  IF v_then IS NULL AND p_highest >= p_rate_grants THEN
+    SET v_back = p_rate_grants - 1;
+    SELECT a.granted_at INTO v_then
+      FROM orbit_attempt a FORCE INDEX (ix_attempt_resource)
+     WHERE a.resource_id = p_resource_id
+     ORDER BY a.id DESC
+     LIMIT v_back, 1;
+  END IF;
+  SET o_allowed = GREATEST(COALESCE(DATE_ADD(v_then, INTERVAL p_rate_seconds SECOND), p_now),
+                           COALESCE(v_last, p_now));
+END$$
+DELIMITER ;
+
 -- ---- orbit_plan_list (from templates/procedures/orbit_plan_list.sql) ----
 -- orbit_plan_list: List the plans a credential reaches, in id order, a page at a time.
 --
@@ -7275,6 +7345,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_charge', 2, 'c05e525322261b1486060e36b46526a12af7ffe33c10cb1836dabc0cdf0b18ed', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '8125f7e5927dcb630a9dd4a233c8d6ebe93b10de17e31f4331bdcd5a190f6171', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'dd84a00a6c31c3f2efd4033ae6656bba0bdaf401493baaa76fdda1b4ca1c0451', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7291,6 +7362,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, '0a6b193050f202623eeb9dc51c01d738c11bc2230935b40ce10c96127c942c6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '87f7d11b77a852e88b305408b65975a63ba1646ca32bdd7650e2312b12467db0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_rate_check', 2, '9d5c6ae8aa085a2b3b34fb67039812812da2a639e8bc55e1a8e3abaaf3767b8d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '8d4e0823703c756a3fbc5287343979ddf784bb8fb8e0ac6bec7d771c7dcc220f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'ad21c4d39cde2426c78762a8598a778c043e543212df219a9727f3d2236e9784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7316,7 +7388,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '70ff15d0ab9961cf257303be974f8c36e4b3f3e82ebd309b5b466e45a1ac8b73', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'e43ef836cd0395cb2f462ed1048c5b3e2c607a33a41d810ef59853d053271681', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'c9a209507be5086be77381d07bac30a0c0bbdf33cf3b3452c07eabdfff4d9e55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7327,5 +7399,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a8f91b6de1f570f570b84dde2532fefc2e3e51cee07124128d7bda731420b441', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '402637243b3bade7194b56464e3f02a81bf87956556a5b131ce46bbbc8a32443', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '402637243b3bade7194b56464e3f02a81bf87956556a5b131ce46bbbc8a32443', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'c5cf717d60a8dbbb92244bfbeaa568009e8df9aace7d291414dee90f8f196887', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'c5cf717d60a8dbbb92244bfbeaa568009e8df9aace7d291414dee90f8f196887', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

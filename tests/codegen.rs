@@ -216,7 +216,8 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
 
 /// The procedures extension 2 adds (the operator CLI's credential list, the key inspector and
 /// its metrics, the sweep of silent sessions), in name order.
-const ADDED_IN_2: [&str; 17] = [
+const ADDED_IN_2: [&str; 19] = [
+    "orbit_attempt_charge",
     "orbit_credential_list",
     "orbit_key_get",
     "orbit_key_list",
@@ -225,6 +226,7 @@ const ADDED_IN_2: [&str; 17] = [
     "orbit_key_policy_delete",
     "orbit_key_policy_list",
     "orbit_key_policy_set",
+    "orbit_key_rate_check",
     "orbit_key_rate_log",
     "orbit_key_slot",
     "orbit_plan_list",

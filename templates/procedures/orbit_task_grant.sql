@@ -8,9 +8,9 @@
 -- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
 -- task, holds a key permit with token highest_token + 1 (the resource row's version advances):
 -- the lowest free slot of the key (slot 0 on the resource row, 1 and up in orbit_key_slot) while
--- fewer than its policy's holder_limit hold it, and only when the policy's rate allows: a task
--- that would exceed the rate goes back to the blocked lane, and its key waits for rate_wake_at
--- (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
+-- fewer than its policy's holder_limit hold it, and only when the policy's rate allows
+-- (orbit_key_rate_check): a task that would exceed the rate goes back to the blocked lane, and
+-- its key waits for rate_wake_at (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
 -- each queue.
 -- A grant in a result's transaction (p_results) first takes the hand-off: the next tasks of the
 -- keys those results released, which the releases left in the blocked lane for it
@@ -70,9 +70,7 @@
 --   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
 --   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
 --   fits its share and nothing expired, otherwise every slot of the application in ascending slot
---   order (one locking read), the exact total checked and the grants charged to the session's
---   slot when it takes them within its share, else to the lowest slots below their share (see
---   orbit_application_quota).
+--   order (one locking read) and the exact total checked (orbit_attempt_charge).
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
                                   IN p_now DATETIME(6), IN p_results MEDIUMTEXT {{ c.utf8 }},
                                   IN p_hinted TINYINT, IN p_credit INT,
@@ -100,14 +98,10 @@ body: BEGIN
   DECLARE v_key_limit SMALLINT UNSIGNED;
   DECLARE v_rate_grants SMALLINT UNSIGNED;
   DECLARE v_rate_seconds INT UNSIGNED;
-  -- A rate: the times of the grant G before this one and of the last one, whether this grant's
-  -- position of orbit_key_rate_log has a row, and where the time of grant k - G is otherwise
-  -- found among the key's attempts.
-  DECLARE v_then DATETIME(6);
-  DECLARE v_last DATETIME(6);
-  DECLARE v_logged TINYINT;
-  DECLARE v_back INT;
+  -- A rate: when it lets this grant come, and whether this grant's position of
+  -- orbit_key_rate_log has a row (orbit_key_rate_check).
   DECLARE v_allowed DATETIME(6);
+  DECLARE v_logged TINYINT;
   DECLARE v_key_slot SMALLINT UNSIGNED;
   DECLARE v_slot_rows INT;
   DECLARE v_seq BIGINT UNSIGNED;
@@ -137,13 +131,8 @@ body: BEGIN
   -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT {% call m::session_slot("p_session_id") %};
-  DECLARE v_charge_slot TINYINT UNSIGNED;
   DECLARE v_charged INT DEFAULT 0;
   DECLARE v_slot_room BIGINT;
-  DECLARE v_limit BIGINT UNSIGNED;
-  DECLARE v_total BIGINT UNSIGNED;
-  DECLARE v_over INT;
-  DECLARE v_checked TINYINT;
   -- Candidates are locked a batch at a time: as many as the room left (v_want), in one scan of
   -- the queue's ready lane; v_fetched counts what the scan found.
   DECLARE v_want BIGINT;
@@ -376,31 +365,10 @@ body: BEGIN
             ITERATE batch;
           END IF;
           IF v_rate_grants > 0 THEN
-            -- The rate: at most v_rate_grants (G) grants in any v_rate_seconds. This grant, number
-            -- k = v_highest + 1, may come when grant k - G is that long ago, and not before
-            -- grant k - 1 (so grant times never go back). Both from orbit_key_rate_log (plain
-            -- reads, exact under the resource row lock); grant k - G from the key's attempts
-            -- when the log does not hold it (the rate changed or was just set). Too early: the
-            -- task goes back to the blocked lane and the key waits for rate_wake_at, when
-            -- orbit_task_promote_due promotes it; nothing polls it meanwhile.
-            SET v_then = NULL, v_last = NULL, v_logged = NULL;
-            SELECT MAX(IF(l.token + v_rate_grants = v_highest + 1, l.granted_at, NULL)),
-                   MAX(IF(l.token = v_highest, l.granted_at, NULL)),
-                   MAX(l.position = (v_highest + 1) % v_rate_grants)
-              INTO v_then, v_last, v_logged
-              FROM orbit_key_rate_log l
-             WHERE l.resource_id = v_resource_id
-               AND l.position IN ((v_highest + 1) % v_rate_grants, v_highest % v_rate_grants);
-            IF v_then IS NULL AND v_highest >= v_rate_grants THEN
-              SET v_back = v_rate_grants - 1;
-              SELECT a.granted_at INTO v_then
-                FROM orbit_attempt a FORCE INDEX (ix_attempt_resource)
-               WHERE a.resource_id = v_resource_id
-               ORDER BY a.id DESC
-               LIMIT v_back, 1;
-            END IF;
-            SET v_allowed = GREATEST(COALESCE(DATE_ADD(v_then, INTERVAL v_rate_seconds SECOND), p_now),
-                                     COALESCE(v_last, p_now));
+            -- The rate (orbit_key_rate_check): too early, the task goes back to the blocked lane
+            -- and the key waits for rate_wake_at, when orbit_task_promote_due promotes it;
+            -- nothing polls it meanwhile.
+            CALL orbit_key_rate_check(v_resource_id, v_highest, v_rate_grants, v_rate_seconds, p_now, v_allowed, v_logged);
             IF v_allowed > p_now THEN
               UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
               UPDATE orbit_resource r SET r.rate_wake_at = v_allowed WHERE r.id = v_resource_id;
@@ -518,80 +486,14 @@ body: BEGIN
     END IF;
   END IF;
   IF v_charged = 0 THEN
-    -- Otherwise lock every slot of the application in ascending slot order, check the total.
-    SELECT MIN(q.max_active_attempts), SUM(q.active_attempts),
-           MIN({% call m::quota_checked("q", "max_active_attempts") %})
-      INTO v_limit, v_total, v_checked
-      FROM orbit_application_quota q
-     WHERE q.application_id = v_application_id
-       FOR UPDATE;
-    IF v_total IS NULL OR (v_granted > 0 AND v_total + v_granted > v_limit + p_credit) THEN
+    -- Otherwise every slot's row, locked at once, the exact total checked, and the expired
+    -- tasks' charges given back under that lock (orbit_attempt_charge).
+    CALL orbit_attempt_charge(v_application_id, p_session_id, v_seq, v_slot, v_granted, v_expired, p_credit, p_now,
+                              v_charged);
+    IF NOT v_charged THEN
       -- Concurrent claims used the quota first: grant nothing this time.
       ROLLBACK TO SAVEPOINT orbit_task_grant;
       LEAVE body;
-    ELSE
-      IF v_expired > 0 THEN
-        -- The expired tasks' incomplete charges, all on the session's slot (only the counters' sum
-        -- has a meaning: see orbit_application_quota), under the lock taken above.
-        UPDATE orbit_application_quota q
-           SET q.incomplete_tasks = q.incomplete_tasks - v_expired, q.updated_at = p_now
-         WHERE q.application_id = v_application_id AND q.slot = v_slot;
-      END IF;
-      IF v_granted > 0 THEN
-        -- The session's slot if it takes the whole grant within its share (with the charges the
-        -- caller gives back there), else the lowest slot that does, if one does: charges kept on
-        -- the session's slot go back there, and the session's next grants take one slot's row.
-        SET v_charge_slot = NULL;
-        SELECT q.slot INTO v_charge_slot
-          FROM orbit_application_quota q
-         WHERE q.application_id = v_application_id
-           AND q.active_attempts + v_granted <= {% call m::quota_share("q", "max_active_attempts") %} + IF(q.slot = v_slot, p_credit, 0)
-         ORDER BY q.slot <> v_slot, q.slot
-         LIMIT 1;
-        IF v_charge_slot IS NOT NULL THEN
-          UPDATE orbit_application_quota q
-             SET q.active_attempts = q.active_attempts + v_granted, q.updated_at = p_now
-           WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
-          IF v_charge_slot <> v_slot THEN
-            UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot
-             WHERE a.session_id = p_session_id AND a.claim_seq = v_seq;
-          END IF;
-          SET v_charged = v_granted;
-        END IF;
-      END IF;
-      -- Otherwise charge each granted attempt to the lowest slot below its share (one exists
-      -- while the total is below the limit) and record that slot on the attempt.
-      SET v_attempt_id = 0;
-      charge: WHILE v_charged < v_granted DO
-        SELECT a.id INTO v_attempt_id
-          FROM orbit_attempt a
-         WHERE a.session_id = p_session_id AND a.claim_seq = v_seq AND a.id > v_attempt_id
-         ORDER BY a.id
-         LIMIT 1;
-        SELECT q.slot INTO v_charge_slot
-          FROM orbit_application_quota q
-         WHERE q.application_id = v_application_id
-           AND q.active_attempts < {% call m::quota_share("q", "max_active_attempts") %}
-         ORDER BY q.slot
-         LIMIT 1;
-        UPDATE orbit_application_quota q
-           SET q.active_attempts = q.active_attempts + 1, q.updated_at = p_now
-         WHERE q.application_id = v_application_id AND q.slot = v_charge_slot;
-        UPDATE orbit_attempt a SET a.quota_slot = v_charge_slot WHERE a.id = v_attempt_id;
-        SET v_charged = v_charged + 1;
-      END WHILE charge;
-      IF v_checked = 0 THEN
-        SELECT COUNT(*) INTO v_over
-          FROM orbit_application_quota q
-         WHERE q.application_id = v_application_id
-           AND q.active_attempts > {% call m::quota_share("q", "max_active_attempts") %};
-        IF v_over = 0 THEN
-          -- Every slot is within its share of the current limit: one-slot charges may resume.
-          UPDATE orbit_application_quota q
-             SET q.checked_max_active_attempts = q.max_active_attempts
-           WHERE q.application_id = v_application_id;
-        END IF;
-      END IF;
     END IF;
   END IF;
   -- No history row: the attempt records the grant (granted_at, session, token) and a start on
