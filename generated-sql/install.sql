@@ -731,9 +731,9 @@ DELIMITER ;
 -- history rows (m::attempt_end_events, before anything else moves their tasks) and the quota
 -- charges they free (the attempt's active attempt; the task's incomplete task when the task
 -- ended; m::quota_give_back_ended): a session's group of results locks its slot row once.
--- orbit_attempt_finish ends a group of successes of unkeyed attempts without this call, by the
--- same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test compares
--- the rows).
+-- orbit_attempt_succeed_many ends a group of successes of unkeyed attempts without this call, by
+-- the same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test
+-- compares the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
@@ -898,7 +898,7 @@ DELIMITER ;
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row; then as orbit_task_grant, whose charge is the quota work
+--   unkeyed attempts its orbit_task row (orbit_attempt_succeed_many); then as orbit_task_grant, whose charge is the quota work
 --   it does; then, for each handed-off key the grant did not take, the key's blocked head task per
 --   queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
@@ -928,7 +928,6 @@ BEGIN
   DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   -- The acknowledgements (the result's acks array), read from the rows once every result is
@@ -971,15 +970,7 @@ BEGIN
   -- 1 when no two results are for one attempt.
   DECLARE v_unique TINYINT DEFAULT 1;
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
-  DECLARE v_ord INT;
   DECLARE v_done TINYINT;
-  -- The group's attempts in input order, as they were before (each is checked again where locked).
-  DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.state
-      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r
-      STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
-     ORDER BY r.ord;
   -- The keys this call handed off that still have room after the grant: the grant did not take
   -- their next task (opened after the grant; the results' attempts ended now, and plain reads of
   -- the resource rows, exact: we hold them).
@@ -1035,16 +1026,12 @@ BEGIN
   IF v_session_state IS NULL OR v_session_state = 'closed' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
-  -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
-  -- Ended here, each as orbit_attempt_end ends a success (its two updates' SET lists, the
-  -- history and the charges given back below) but without its call and its reads (the
-  -- attempt's update releases its queue permit: released_at). Each attempt is checked where
-  -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
-  -- group back to its savepoint, and every result takes the per-result path.
-  -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
-  -- group path would only find out in its first update and roll back.) A single result always
-  -- takes the per-result path: it writes the same four statements there, without this check,
-  -- the cursor and the JSON tables (every hand-off of a hot key is one result).
+  -- The usual group, successes for this session's active, unkeyed attempts, each attempt once,
+  -- is ended whole by orbit_attempt_succeed_many, or not at all; then every result takes the
+  -- per-result path. (A plain read of the attempts, to send a keyed result straight to the
+  -- per-result path: the group would only find out in its first update and roll back.) A single
+  -- result always takes the per-result path: it writes the same statements there, without this
+  -- check, the call and its JSON tables (every hand-off of a hot key is one result).
   IF v_count > 1 THEN
     SELECT COUNT(DISTINCT r.attempt_id) = v_count, MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
       INTO v_unique, v_group
@@ -1054,47 +1041,7 @@ BEGIN
     SET v_group = v_group AND v_unique;
   END IF;
   IF v_group THEN
-    SAVEPOINT orbit_finish_group;
-    SET v_i = 0;
-    OPEN c_group;
-    WHILE v_group AND v_i < v_count DO
-      -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
-      fetch_group: BEGIN
-        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_state;
-      END fetch_group;
-      SET v_group = v_group AND v_ord = v_i + 1;
-      IF v_group THEN
-        SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
-        SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
-        UPDATE orbit_attempt a
-           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = COALESCE(v_retryable, 0),
-               a.output = v_output, a.error = v_error, a.released_at = v_now
-         WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
-           AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
-        SET v_group = ROW_COUNT() = 1;
-      END IF;
-      IF v_group THEN
-        -- An active attempt's task is in the attempt's state.
-        UPDATE orbit_task t
-           SET t.state = 'SUCCEEDED', t.lane = 'none',
-               t.run_at = IF('SUCCEEDED' IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(v_now, INTERVAL 0 * 1000 MICROSECOND), t.run_at),
-               t.output = IF('succeeded' = 'succeeded', v_output, t.output),
-               t.error = IF('succeeded' IN ('failed', 'unknown'), NULL, t.error),
-               t.finished_at = IF(1, v_now, NULL), t.updated_at = v_now
-         WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
-        SET v_group = ROW_COUNT() = 1;
-      END IF;
-      IF v_group THEN
-        SET v_i = v_i + 1;
-      END IF;
-    END WHILE;
-    CLOSE c_group;
-    IF NOT v_group THEN
-      ROLLBACK TO SAVEPOINT orbit_finish_group;
-    END IF;
+    CALL orbit_attempt_succeed_many(p_session_id, p_results, v_now, v_group);
   END IF;
   SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO
@@ -1630,6 +1577,95 @@ BEGIN
   END WHILE;
   COMMIT;
   SELECT CONCAT('[', v_answers, ']') AS answers;
+END$$
+DELIMITER ;
+
+-- ---- orbit_attempt_succeed_many (from templates/procedures/orbit_attempt_succeed_many.sql) ----
+-- orbit_attempt_succeed_many: Internal: end a session's group of successes of its active, unkeyed attempts, all or none, in the caller's transaction.
+--
+-- The usual group of a worker's results (orbit_attempt_finish): successes, each for a different
+-- attempt. Each attempt is ended as orbit_attempt_end ends a success, by the same two updates
+-- (their SET lists are m::attempt_end_set and m::task_end_set; a test compares the rows), but
+-- without a call and a locking read per result. The attempts are read once, in input order, by
+-- a plain read. Each attempt is then checked where its update locks it (its WHERE: this
+-- session's, still in the state read, active, holding no key); that update also releases its
+-- queue permit (released_at). An active attempt's task is in the attempt's state, which the
+-- task's update checks too. When a result finds no such attempt (none, another session's, a
+-- keyed one, or one ended meanwhile), everything this call wrote is rolled back to its
+-- savepoint: nothing is ended, and the caller ends every result on its own (orbit_attempt_end).
+-- As with orbit_attempt_end, the caller then writes the history and gives back the quota
+-- charges, from the rows.
+-- Parameters: p_session_id; p_results (orbit_attempt_finish's, checked there: a JSON array of
+--   results, each for a different attempt, every outcome succeeded); p_now.
+-- Out: o_ended (1 = every result's attempt was ended; 0 = none was).
+-- Result: none. Signals: none.
+-- Locks, in order: per result, in input order: its orbit_attempt row, then its orbit_task row.
+DROP PROCEDURE IF EXISTS orbit_attempt_succeed_many;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_succeed_many(
+  IN p_session_id BIGINT UNSIGNED,
+  IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_now DATETIME(6),
+  OUT o_ended TINYINT)
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_count INT DEFAULT JSON_LENGTH(p_results);
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_ord INT;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_task_id BIGINT UNSIGNED;
+  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  -- Result v_i, read out of p_results once, and the members it stores.
+  DECLARE v_result MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_retryable TINYINT;
+  DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  -- The results' attempts in input order, as they were before (each is checked again where
+  -- locked).
+  DECLARE c_group CURSOR FOR
+    SELECT r.ord, a.id, a.task_id, a.state
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r
+      STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
+     ORDER BY r.ord;
+  SET o_ended = 1;
+  SAVEPOINT orbit_attempt_succeed_many;
+  OPEN c_group;
+  WHILE o_ended AND v_i < v_count DO
+    -- (A result for no attempt leaves a gap in the cursor's ord.)
+    fetch_group: BEGIN
+      DECLARE CONTINUE HANDLER FOR NOT FOUND SET o_ended = 0;
+      FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_state;
+    END fetch_group;
+    SET o_ended = o_ended AND v_ord = v_i + 1;
+    IF o_ended THEN
+      SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
+      SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
+      UPDATE orbit_attempt a
+         SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = COALESCE(v_retryable, 0),
+             a.output = v_output, a.error = v_error, a.released_at = p_now
+       WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
+         AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
+      SET o_ended = ROW_COUNT() = 1;
+    END IF;
+    IF o_ended THEN
+      UPDATE orbit_task t
+         SET t.state = 'SUCCEEDED', t.lane = 'none',
+             t.run_at = IF('SUCCEEDED' IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(p_now, INTERVAL 0 * 1000 MICROSECOND), t.run_at),
+             t.output = IF('succeeded' = 'succeeded', v_output, t.output),
+             t.error = IF('succeeded' IN ('failed', 'unknown'), NULL, t.error),
+             t.finished_at = IF(1, p_now, NULL), t.updated_at = p_now
+       WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
+      SET o_ended = ROW_COUNT() = 1;
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+  CLOSE c_group;
+  IF NOT o_ended THEN
+    ROLLBACK TO SAVEPOINT orbit_attempt_succeed_many;
+  END IF;
 END$$
 DELIMITER ;
 
@@ -7976,12 +8012,13 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_charge', 2, 'c05e525322261b1486060e36b46526a12af7ffe33c10cb1836dabc0cdf0b18ed', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '8125f7e5927dcb630a9dd4a233c8d6ebe93b10de17e31f4331bdcd5a190f6171', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'dd84a00a6c31c3f2efd4033ae6656bba0bdaf401493baaa76fdda1b4ca1c0451', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'f8c22bcd4dae88c27432867408bf98576f47a7845a4f46f5969f0babcbba81e3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '0f9b9f9adb3f3ea3410ddfb8fc38a75845ba54b722537b9a363edcaa0abd2b60', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_succeed_many', 2, '430c2c519f5fa17a402b7e08c7c5aefe8cd26cac074e7c466a47f1c0b68b76a9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8038,5 +8075,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a8f91b6de1f570f570b84dde2532fefc2e3e51cee07124128d7bda731420b441', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'c5cf717d60a8dbbb92244bfbeaa568009e8df9aace7d291414dee90f8f196887', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'c5cf717d60a8dbbb92244bfbeaa568009e8df9aace7d291414dee90f8f196887', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'd322a97919a0c4c3a89a357ec461f9803e0c6c26b1bd6a51207115be48da2600', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'd322a97919a0c4c3a89a357ec461f9803e0c6c26b1bd6a51207115be48da2600', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -442,8 +442,18 @@
   INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
   VALUES ({{ task }}, 'deadline_expired', {{ from_state }}, 'EXPIRED', {{ detail }}, {{ now }}){% endmacro %}
 
+{#- A worker's results (orbit_attempt_finish's p_results) as a table r, a row per result in input
+    order (ord): the attempt and the outcome only (a JSON member in a temporary table, as an
+    ORDER BY or a cursor makes, puts it on disk). -#}
+{% macro results_table() %}JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                  outcome VARCHAR(16) PATH '$.outcome')) r{% endmacro %}
+{#- The members a result v_result stores (assignments, for SET): retryable (false when missing),
+    output and error as the JSON text JSON_EXTRACT gives; JSON null or missing is NULL. -#}
+{% macro result_members() %}v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'){% endmacro %}
 {#- What ending an attempt writes to its task row t, the SET list of that update (orbit_attempt_end's,
-    and orbit_attempt_finish's for a group of successes, which passes constants that fold): the
+    and orbit_attempt_succeed_many's, which passes constants that fold): the
     task's new state (placed in a lane after the key's release: lane none until then), a retry's
     run_at, a success's output, a failure's error, finished_at when terminal. `ind`: the
     indentation of the lines after the first. -#}

@@ -373,9 +373,9 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
     }
     let ok =
         |id: u64| format!(r#"{{"attempt_id": {id}, "outcome": "succeeded", "output": {output}}}"#);
-    // Successes of the session's own attempts: the group path, no orbit_attempt_end call.
+    // Successes of the session's own attempts: ended as a group, no orbit_attempt_end call.
     let (acks, calls) = finish(&mut conn, s, format!("[{}, {}]", ok(ids[0]), ok(ids[1]))).await;
-    assert_eq!(calls, 1, "only the CALL itself");
+    assert_eq!(calls, 2, "the CALL and its orbit_attempt_succeed_many");
     assert_eq!(
         acks,
         serde_json::json!([
@@ -396,7 +396,10 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
         format!("[{}, {}, {}]", ok(ids[2]), ok(g[0].attempt_id), ok(999_999)),
     )
     .await;
-    assert!(calls >= 2, "the per-result path: {calls} calls");
+    assert_eq!(
+        calls, 5,
+        "the CALL, the group's call that ended nothing, and orbit_attempt_end for each result"
+    );
     let codes: Vec<&str> = acks
         .as_array()
         .unwrap()

@@ -216,8 +216,9 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
 
 /// The procedures extension 2 adds (the operator CLI's credential list, the key inspector and
 /// its metrics, the sweep of silent sessions), in name order.
-const ADDED_IN_2: [&str; 19] = [
+const ADDED_IN_2: [&str; 20] = [
     "orbit_attempt_charge",
+    "orbit_attempt_succeed_many",
     "orbit_credential_list",
     "orbit_key_get",
     "orbit_key_list",

@@ -14,9 +14,9 @@
 -- history rows (m::attempt_end_events, before anything else moves their tasks) and the quota
 -- charges they free (the attempt's active attempt; the task's incomplete task when the task
 -- ended; m::quota_give_back_ended): a session's group of results locks its slot row once.
--- orbit_attempt_finish ends a group of successes of unkeyed attempts without this call, by the
--- same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test compares
--- the rows).
+-- orbit_attempt_succeed_many ends a group of successes of unkeyed attempts without this call, by
+-- the same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test
+-- compares the rows).
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED

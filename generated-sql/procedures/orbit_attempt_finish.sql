@@ -44,7 +44,7 @@
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row; then as orbit_task_grant, whose charge is the quota work
+--   unkeyed attempts its orbit_task row (orbit_attempt_succeed_many); then as orbit_task_grant, whose charge is the quota work
 --   it does; then, for each handed-off key the grant did not take, the key's blocked head task per
 --   queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
@@ -74,7 +74,6 @@ BEGIN
   DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   -- The acknowledgements (the result's acks array), read from the rows once every result is
@@ -117,15 +116,7 @@ BEGIN
   -- 1 when no two results are for one attempt.
   DECLARE v_unique TINYINT DEFAULT 1;
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
-  DECLARE v_ord INT;
   DECLARE v_done TINYINT;
-  -- The group's attempts in input order, as they were before (each is checked again where locked).
-  DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.state
-      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r
-      STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
-     ORDER BY r.ord;
   -- The keys this call handed off that still have room after the grant: the grant did not take
   -- their next task (opened after the grant; the results' attempts ended now, and plain reads of
   -- the resource rows, exact: we hold them).
@@ -181,16 +172,12 @@ BEGIN
   IF v_session_state IS NULL OR v_session_state = 'closed' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
-  -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
-  -- Ended here, each as orbit_attempt_end ends a success (its two updates' SET lists, the
-  -- history and the charges given back below) but without its call and its reads (the
-  -- attempt's update releases its queue permit: released_at). Each attempt is checked where
-  -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
-  -- group back to its savepoint, and every result takes the per-result path.
-  -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
-  -- group path would only find out in its first update and roll back.) A single result always
-  -- takes the per-result path: it writes the same four statements there, without this check,
-  -- the cursor and the JSON tables (every hand-off of a hot key is one result).
+  -- The usual group, successes for this session's active, unkeyed attempts, each attempt once,
+  -- is ended whole by orbit_attempt_succeed_many, or not at all; then every result takes the
+  -- per-result path. (A plain read of the attempts, to send a keyed result straight to the
+  -- per-result path: the group would only find out in its first update and roll back.) A single
+  -- result always takes the per-result path: it writes the same statements there, without this
+  -- check, the call and its JSON tables (every hand-off of a hot key is one result).
   IF v_count > 1 THEN
     SELECT COUNT(DISTINCT r.attempt_id) = v_count, MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
       INTO v_unique, v_group
@@ -200,47 +187,7 @@ BEGIN
     SET v_group = v_group AND v_unique;
   END IF;
   IF v_group THEN
-    SAVEPOINT orbit_finish_group;
-    SET v_i = 0;
-    OPEN c_group;
-    WHILE v_group AND v_i < v_count DO
-      -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
-      fetch_group: BEGIN
-        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_state;
-      END fetch_group;
-      SET v_group = v_group AND v_ord = v_i + 1;
-      IF v_group THEN
-        SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
-        SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
-        UPDATE orbit_attempt a
-           SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = COALESCE(v_retryable, 0),
-               a.output = v_output, a.error = v_error, a.released_at = v_now
-         WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
-           AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
-        SET v_group = ROW_COUNT() = 1;
-      END IF;
-      IF v_group THEN
-        -- An active attempt's task is in the attempt's state.
-        UPDATE orbit_task t
-           SET t.state = 'SUCCEEDED', t.lane = 'none',
-               t.run_at = IF('SUCCEEDED' IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(v_now, INTERVAL 0 * 1000 MICROSECOND), t.run_at),
-               t.output = IF('succeeded' = 'succeeded', v_output, t.output),
-               t.error = IF('succeeded' IN ('failed', 'unknown'), NULL, t.error),
-               t.finished_at = IF(1, v_now, NULL), t.updated_at = v_now
-         WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
-        SET v_group = ROW_COUNT() = 1;
-      END IF;
-      IF v_group THEN
-        SET v_i = v_i + 1;
-      END IF;
-    END WHILE;
-    CLOSE c_group;
-    IF NOT v_group THEN
-      ROLLBACK TO SAVEPOINT orbit_finish_group;
-    END IF;
+    CALL orbit_attempt_succeed_many(p_session_id, p_results, v_now, v_group);
   END IF;
   SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO

@@ -1,13 +1,4 @@
 {% import "_macros.sql" as m %}
-{#- p_results as a table, a row per result in input order (ord): the attempt and the outcome only (a
-    JSON member in a temporary table, as an ORDER BY or a cursor makes, puts it on disk). -#}
-{% macro results() %}JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r{% endmacro %}
-{#- The members the result v_result stores (assignments, for SET): retryable (false when missing),
-    output and error as the JSON text JSON_EXTRACT gives; JSON null or missing is NULL. -#}
-{% macro result_members() %}v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'){% endmacro %}
 {#- What the results did, read from the rows once every result is recorded (see there): the
     acknowledgements and what the call ended, INTO the variables. `first`: the results as a FROM
     item, alias r, columns ord, attempt_id and first (1 for an attempt's first result). -#}
@@ -80,7 +71,7 @@
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row; then as orbit_task_grant, whose charge is the quota work
+--   unkeyed attempts its orbit_task row (orbit_attempt_succeed_many); then as orbit_task_grant, whose charge is the quota work
 --   it does; then, for each handed-off key the grant did not take, the key's blocked head task per
 --   queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
@@ -108,7 +99,6 @@ BEGIN
   DECLARE v_output MEDIUMTEXT {{ c.utf8 }};
   DECLARE v_error MEDIUMTEXT {{ c.utf8 }};
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   -- The acknowledgements (the result's acks array), read from the rows once every result is
@@ -151,14 +141,7 @@ BEGIN
   -- 1 when no two results are for one attempt.
   DECLARE v_unique TINYINT DEFAULT 1;
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
-  DECLARE v_ord INT;
   DECLARE v_done TINYINT;
-  -- The group's attempts in input order, as they were before (each is checked again where locked).
-  DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.state
-      FROM {% call results() %}
-      STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
-     ORDER BY r.ord;
   -- The keys this call handed off that still have room after the grant: the grant did not take
   -- their next task (opened after the grant; the results' attempts ended now, and plain reads of
   -- the resource rows, exact: we hold them).
@@ -209,65 +192,28 @@ BEGIN
   IF v_session_state IS NULL OR v_session_state = 'closed' THEN
     {% call m::raise("UNAUTHENTICATED", "the session is closed") %};
   END IF;
-  -- The usual group: successes for this session's active, unkeyed attempts, each attempt once.
-  -- Ended here, each as orbit_attempt_end ends a success (its two updates' SET lists, the
-  -- history and the charges given back below) but without its call and its reads (the
-  -- attempt's update releases its queue permit: released_at). Each attempt is checked where
-  -- it is locked (its update's WHERE); one that turns out otherwise (ended meanwhile) rolls the
-  -- group back to its savepoint, and every result takes the per-result path.
-  -- (A plain read of the attempts, to send a keyed result straight to the per-result path: the
-  -- group path would only find out in its first update and roll back.) A single result always
-  -- takes the per-result path: it writes the same four statements there, without this check,
-  -- the cursor and the JSON tables (every hand-off of a hot key is one result).
+  -- The usual group, successes for this session's active, unkeyed attempts, each attempt once,
+  -- is ended whole by orbit_attempt_succeed_many, or not at all; then every result takes the
+  -- per-result path. (A plain read of the attempts, to send a keyed result straight to the
+  -- per-result path: the group would only find out in its first update and roll back.) A single
+  -- result always takes the per-result path: it writes the same statements there, without this
+  -- check, the call and its JSON tables (every hand-off of a hot key is one result).
   IF v_count > 1 THEN
     SELECT COUNT(DISTINCT r.attempt_id) = v_count, MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
       INTO v_unique, v_group
-      FROM {% call results() %}
+      FROM {% call m::results_table() %}
       LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
     SET v_group = v_group AND v_unique;
   END IF;
   IF v_group THEN
-    SAVEPOINT orbit_finish_group;
-    SET v_i = 0;
-    OPEN c_group;
-    WHILE v_group AND v_i < v_count DO
-      -- (A result for no attempt leaves a gap in the cursor's ord: not a group.)
-      fetch_group: BEGIN
-        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_group = 0;
-        FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_state;
-      END fetch_group;
-      SET v_group = v_group AND v_ord = v_i + 1;
-      IF v_group THEN
-        SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
-        SET {% call result_members() %};
-        UPDATE orbit_attempt a
-           SET {% call m::attempt_end_set("'SUCCEEDED'", "'succeeded'", "v_retryable", "v_output", "v_error", "v_now", "               ") %}
-         WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
-           AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
-        SET v_group = ROW_COUNT() = 1;
-      END IF;
-      IF v_group THEN
-        -- An active attempt's task is in the attempt's state.
-        UPDATE orbit_task t
-           SET {% call m::task_end_set("'SUCCEEDED'", "'succeeded'", "v_output", "NULL", "0", "1", "v_now", "               ") %}
-         WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
-        SET v_group = ROW_COUNT() = 1;
-      END IF;
-      IF v_group THEN
-        SET v_i = v_i + 1;
-      END IF;
-    END WHILE;
-    CLOSE c_group;
-    IF NOT v_group THEN
-      ROLLBACK TO SAVEPOINT orbit_finish_group;
-    END IF;
+    CALL orbit_attempt_succeed_many(p_session_id, p_results, v_now, v_group);
   END IF;
   SET v_i = IF(v_group, v_count, 0);
   WHILE v_i < v_count DO
     SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
     SET v_attempt_id = JSON_EXTRACT(v_result, '$.attempt_id'),
         v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
-        {% call result_members() %};
+        {% call m::result_members() %};
     -- The attempt is locked and ended there when it is this session's and active.
     CALL orbit_attempt_end(v_attempt_id, p_session_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
                            p_claim_max > 0, v_task_state, v_state, v_handoff_task_id);
