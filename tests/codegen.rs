@@ -216,7 +216,7 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
 
 /// The procedures extension 2 adds (the operator CLI's credential list, the key inspector and
 /// its metrics, the sweep of silent sessions), in name order.
-const ADDED_IN_2: [&str; 20] = [
+const ADDED_IN_2: [&str; 21] = [
     "orbit_attempt_charge",
     "orbit_attempt_succeed_many",
     "orbit_credential_list",
@@ -235,6 +235,7 @@ const ADDED_IN_2: [&str; 20] = [
     "orbit_plan_schedule_set",
     "orbit_queue_set_retention",
     "orbit_session_sweep",
+    "orbit_task_create_keyed_many",
     "orbit_task_event_list",
     "orbit_task_purge",
 ];

@@ -14,9 +14,8 @@
 -- tasks are created by one insert (the rows orbit_task_create writes for an unkeyed task,
 -- m::task_insert_values) and, when their keys are new and distinct, their receipts by one more
 -- (each written once, with its task). A keyed batch whose Idempotency-Keys are new and distinct,
--- on one queue whose namespace has no key policy, without debounce, is created whole too: its
--- keys' rows are locked (and the missing ones inserted) by a statement each, its tasks inserted
--- by one, each placed as orbit_task_create places it, and each receipt then names its task.
+-- on one queue whose namespace has no key policy, without debounce, is created whole too, each
+-- task placed as orbit_task_create places it (orbit_task_create_keyed_many).
 -- Otherwise each task is created by orbit_task_create, and its receipt then names it. Keyed
 -- tasks behind a held key (including one taken by an earlier task of the same call) wait, as
 -- with single submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One
@@ -83,9 +82,9 @@
 --   first submit of a key); for a keyed batch, the receipts first (the same insert, before the
 --   tasks). When a key exists or repeats, that insert writes nothing and each task takes its
 --   receipt in input order (insert, FOR UPDATE when it exists). Then the orbit_resource rows of
---   the batch's keys: all at once, in key order (a keyed batch created whole: FOR UPDATE, and
---   the missing ones inserted), or per task in input order, through orbit_task_create (insert or
---   FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
+--   the batch's keys: all at once, in key order (a keyed batch created whole, as
+--   orbit_task_create_keyed_many), or per task in input order, through orbit_task_create (insert
+--   or FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
 --   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share
 --   keys in different orders can deadlock; the loser is rolled back whole and retried by the
 --   caller.
@@ -136,15 +135,9 @@ body: BEGIN
   -- The first id of the batch insert, and how many tasks of the batch name a concurrency key.
   DECLARE v_first BIGINT UNSIGNED;
   DECLARE v_keyed INT;
-  -- How many of the batch's tasks are debounced; how many distinct concurrency keys it names
-  -- (a keyed batch created whole); whether the batch's namespace has key policies.
+  -- How many of the batch's tasks are debounced; whether the batch's namespace has key policies.
   DECLARE v_debounced INT;
-  DECLARE v_keys INT;
   DECLARE v_policies TINYINT;
-  -- A keyed batch created whole: the items of its keyed tasks that go to the ready lane (a
-  -- comma-separated list), and whether a key's row keeps another limit than 1.
-  DECLARE v_ready_items MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_stale_limits INT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
   -- idempotency path on its own.
@@ -227,28 +220,6 @@ body: BEGIN
       LEFT JOIN orbit_submit_outcome x ON x.item = b.item
      WHERE x.item IS NULL OR (x.replayed = 0 AND x.replaced = 0)
      ORDER BY b.item;
-  -- A keyed batch created whole: its new tasks (ids from v_first on, found by their keys; a
-  -- consistent read that stops at the last, before concurrent submits' later rows), for their
-  -- receipts.
-  DECLARE c_new_tasks CURSOR FOR
-    SELECT o.id, o.idempotency_key
-      FROM orbit_task o
-      STRAIGHT_JOIN (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
-      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
-     WHERE o.id >= v_first AND o.application_id = v_application_id
-     ORDER BY o.id
-     LIMIT v_count;
-  -- A keyed batch created whole: its keys that have no row yet (a plain read).
-  DECLARE c_new_keys CURSOR FOR
-    SELECT k.concurrency_key
-      FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
-      ORDER BY 1
-      LIMIT 1000) k
-      LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
-     WHERE r.id IS NULL;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
@@ -745,201 +716,14 @@ body: BEGIN
     SET v_one_by_one = v_duplicate;
     -- Every Idempotency-Key new and distinct, one queue whose namespace has no key policy, and
     -- no debounce: what orbit_task_create does for each task (every key of one holder, its tasks
-    -- queued) is done for the whole batch, set-based. Otherwise each task goes through
-    -- orbit_task_create below.
+    -- queued) is done for the whole batch, set-based (orbit_task_create_keyed_many). Otherwise
+    -- each task goes through orbit_task_create below.
     -- (v_policies stays NULL otherwise.)
     IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
       SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
     END IF;
     IF v_policies = 0 THEN
-      -- The keys' rows, locked in key order; then the missing ones inserted, each locked by its
-      -- insert (a concurrent submit may insert one first: ON DUPLICATE KEY UPDATE then takes its
-      -- lock), with the holder limit 1.
-      SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_i, v_stale_limits
-        FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
-      ORDER BY 1
-      LIMIT 1000) k
-        LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
-         FOR UPDATE;
-      IF v_i < v_keys THEN
-        -- One insert a key, as orbit_task_create inserts it: an INSERT ... SELECT would hold
-        -- orbit_resource's AUTO-INC lock while it waits for a key's row another batch holds, and
-        -- that batch, inserting its own new keys, would wait for the AUTO-INC lock (a deadlock
-        -- that MariaDB reports as error 1467, not 1213).
-        OPEN c_new_keys;
-        new_keys: LOOP
-          SET v_concurrency_key = NULL;
-          fetch_key: BEGIN
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_concurrency_key = NULL;
-            FETCH c_new_keys INTO v_concurrency_key;
-          END fetch_key;
-          IF v_concurrency_key IS NULL THEN
-            LEAVE new_keys;
-          END IF;
-          INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
-          VALUES (v_namespace_id, v_concurrency_key, 0, 0, v_now, v_now)
-          ON DUPLICATE KEY UPDATE version = version;
-        END LOOP new_keys;
-        CLOSE c_new_keys;
-      END IF;
-      -- No policy: every key has one holder (a key's row keeps the limit of the policy it last
-      -- read, which may be gone).
-      IF v_stale_limits > 0 THEN
-        UPDATE orbit_resource r
-           SET r.holder_limit = 1
-         WHERE r.namespace_id = v_namespace_id AND r.holder_limit <> 1
-           AND r.concurrency_key IN (SELECT k.concurrency_key FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
-      ORDER BY 1
-      LIMIT 1000) k);
-      END IF;
-      -- The tasks that go to the ready lane: each key's first task due now, when the key has
-      -- room and no ready task in the queue yet (m::keyed_lane; plain reads, exact under the
-      -- rows' locks), as a list of items: the insert below then reads no orbit_task row (which
-      -- would make it buffer its rows first) and joins no grouped table. The key's other tasks
-      -- go to the blocked lane.
-      IF @@SESSION.group_concat_max_len < 1048576 THEN
-        SET SESSION group_concat_max_len = 1048576;
-      END IF;
-      SELECT GROUP_CONCAT(f.first_item) INTO v_ready_items
-        FROM (SELECT t.concurrency_key, MIN(t.item) AS first_item
-                FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
-          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
-          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
-          -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
-          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
-                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
-          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
-                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
-          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
-                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
-          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
-                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
-                   0) AS retry_unknown,
-          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
-          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
-          -- well-formed string is converted (an impossible date is NULL with a warning).
-          IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
-          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
-                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
-          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
-                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
-          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
-                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
-     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
-            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
-            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
-            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
-            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
-            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
-            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
-            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
-            j_debounce_seconds JSON PATH '$.debounce_seconds',
-            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t
-               WHERE t.concurrency_key <> '' AND CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
-            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
-            ELSE v_now END <= v_now
-               GROUP BY t.concurrency_key) f
-        STRAIGHT_JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = f.concurrency_key
-       WHERE IF((r.holders >= r.holder_limit OR COALESCE(r.rate_wake_at > v_now, 0))
-              OR EXISTS (SELECT 1 FROM orbit_task h FORCE INDEX (ix_task_key)
-                          WHERE h.resource_id = r.id AND h.lane = 'ready' AND h.queue_id = v_last_queue),
-              'blocked', 'ready') = 'ready';
-      INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                              payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                              max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                              deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
-                              debounce_seconds, debounce_until)
-      SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-             t.payload, t.business_key, t.concurrency_key, COALESCE(r.id, 0), 'WAITING', CASE WHEN t.effective_run_at > v_now THEN 'scheduled' WHEN r.id IS NULL OR FIND_IN_SET(t.item, v_ready_items) THEN 'ready' ELSE 'blocked' END, t.priority,
-             t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
-             IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
-             t.idempotency_key, 0, 0, v_slot, v_now, v_now,
-             0, NULL
-        FROM (SELECT t.*, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
-            WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
-            ELSE v_now END AS effective_run_at FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
-          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
-          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
-          -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
-          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
-                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
-          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
-                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
-          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
-                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
-          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
-                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
-                   0) AS retry_unknown,
-          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
-          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
-          -- well-formed string is converted (an impossible date is NULL with a warning).
-          IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
-          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
-                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
-          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
-                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
-          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
-                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
-     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
-            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
-            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
-            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
-            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
-            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
-            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
-            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
-            j_debounce_seconds JSON PATH '$.debounce_seconds',
-            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t) t
-        JOIN orbit_queue q ON q.id = t.queue_id
-        LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = t.concurrency_key
-                                  AND t.concurrency_key <> ''
-       ORDER BY t.item;
-      SET v_first = LAST_INSERT_ID(), v_i = 0;
-      -- Each receipt then names its task.
-      OPEN c_new_tasks;
-      WHILE v_i < v_count DO
-        FETCH c_new_tasks INTO v_task_id, v_idempotency_key;
-        UPDATE orbit_idempotency i SET i.task_id = v_task_id
-         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
-        SET v_i = v_i + 1;
-      END WHILE;
-      CLOSE c_new_tasks;
+      CALL orbit_task_create_keyed_many(p_tasks, v_application_id, v_namespace_id, v_last_queue, v_slot, v_now);
       SET v_batched = 1, v_created = v_count;
     END IF;
   END IF;

@@ -212,6 +212,7 @@ registry! {
     Procedure orbit_task_charge => "procedures/orbit_task_charge.sql",
     Procedure orbit_task_claim => "procedures/orbit_task_claim.sql",
     Procedure orbit_task_create => "procedures/orbit_task_create.sql",
+    Procedure orbit_task_create_keyed_many => "procedures/orbit_task_create_keyed_many.sql",
     Procedure orbit_task_event_list => "procedures/orbit_task_event_list.sql",
     Procedure orbit_task_expire_due => "procedures/orbit_task_expire_due.sql",
     Procedure orbit_task_get => "procedures/orbit_task_get.sql",

@@ -1,77 +1,8 @@
 {% import "_macros.sql" as m %}
-{#- The value of string member j: at most `len` characters are kept (every rule allows fewer, so a
-    longer value still fails its rule, and never overflows a variable); a missing member is
-    `absent`, JSON null is NULL (the default). -#}
-{% macro string_value(j, len, absent) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(JSON_UNQUOTE({{ j }}), {{ len }}), IF({{ j }} IS NULL, {{ absent }}, NULL)){% endmacro %}
-{#- The value of integer member j: plain JSON digits; more than 9 digits is -1, which every integer
-    rule refuses with its own message; missing or null is NULL (the default). -#}
-{% macro integer_value(j) %}CASE WHEN {{ j }} REGEXP '^-?[0-9]{1,9}$' THEN CAST({{ j }} AS SIGNED)
-                                    WHEN {{ j }} REGEXP '^-?[0-9]+$' THEN -1 END{% endmacro %}
-{#- The Idempotency-Key of a task, from its member's JSON text j: exact bytes (NULL unless a
-    string; more than 255 bytes fails its rule). Cut to 256 bytes, not characters: a derived
-    table's key on it stays within a temporary table's key length, so a join probes it. -#}
-{% macro idempotency_key(j) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(CAST(JSON_UNQUOTE({{ j }}) AS BINARY), 256), NULL){% endmacro %}
-{#- The batch's Idempotency-Keys as a derived table b, a row per task: item (1-based), and the
-    key, materialised once (LIMIT: not merged) so that a join probes it by its index instead of
-    evaluating the key's JSON expression for every pair. -#}
-{% macro batch_keys() %}(SELECT k.item, {% call idempotency_key("k.j_idempotency_key") %} AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
-      LIMIT 1000) b{% endmacro %}
-{#- The batch's concurrency keys, each once, in key order, as a derived table k (materialised: LIMIT). -#}
-{% macro batch_concurrency_keys() %}(SELECT DISTINCT CAST({% call string_value("j.j_concurrency_key", 192, "''") %} AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
-      ORDER BY 1
-      LIMIT 1000) k{% endmacro %}
 {#- Whether member j is missing, null, or of JSON type `t`. -#}
 {% macro typed(j, t) %}{{ j }} IS NULL OR JSON_TYPE({{ j }}) IN ('NULL', '{{ t }}'){% endmacro %}
 {#- Whether integer member j is missing, null, or plain digits. -#}
 {% macro integer(j) %}{{ j }} IS NULL OR JSON_TYPE({{ j }}) = 'NULL' OR {{ j }} REGEXP '^-?[0-9]+$'{% endmacro %}
-{#- The batch as a derived table, a row per task in input order: item (1-based), the task object,
-    each member's JSON text j_<member> (NULL when missing), and the effective values (defaults
-    applied: m::task_default) that the single submit's parameters would carry, so both hash
-    and store the same values. -#}
-{% macro batch_tasks() %}(SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
-          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
-          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          {% call idempotency_key("j.j_idempotency_key") %} AS idempotency_key,
-          -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          {% call string_value("j.j_handler", 192, "NULL") %} AS handler,
-          {% call string_value("j.j_handler_version", 65, "NULL") %} AS handler_version,
-          {% call string_value("j.j_payload_version", 65, "NULL") %} AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE({% call string_value("j.j_business_key", 192, "NULL") %}, {% call m::task_default("business_key") %}) AS business_key,
-          CAST({% call string_value("j.j_concurrency_key", 192, "''") %} AS BINARY) AS concurrency_key,
-          COALESCE({% call integer_value("j.j_priority") %}, {% call m::task_default("priority") %}) AS priority,
-          COALESCE({% call integer_value("j.j_max_attempts") %}, {% call m::task_default("max_attempts") %}) AS max_attempts,
-          COALESCE({% call integer_value("j.j_retry_base_ms") %}, {% call m::task_default("retry_base_ms") %}) AS retry_base_ms,
-          COALESCE({% call integer_value("j.j_retry_max_ms") %}, {% call m::task_default("retry_max_ms") %}) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
-                   {% call m::task_default("retry_unknown") %}) AS retry_unknown,
-          COALESCE({% call integer_value("j.j_deadline_seconds") %}, {% call m::task_default("deadline_seconds") %}) AS deadline_seconds,
-          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
-          -- well-formed string is converted (an impossible date is NULL with a warning).
-          IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
-          {% call integer_value("j.j_delay_seconds") %} AS delay_seconds,
-          {% call integer_value("j.j_debounce_seconds") %} AS debounce_seconds,
-          {% call integer_value("j.j_debounce_max_seconds") %} AS debounce_max_seconds
-     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
-            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
-            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
-            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
-            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
-            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
-            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
-            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
-            j_debounce_seconds JSON PATH '$.debounce_seconds',
-            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t{% endmacro %}
 -- orbit_task_submit_many: Accept many tasks in one transaction, each once per its own Idempotency-Key.
 --
 -- All or nothing: every task is read, authorised and validated before anything is written, then
@@ -85,9 +16,8 @@
 -- tasks are created by one insert (the rows orbit_task_create writes for an unkeyed task,
 -- m::task_insert_values) and, when their keys are new and distinct, their receipts by one more
 -- (each written once, with its task). A keyed batch whose Idempotency-Keys are new and distinct,
--- on one queue whose namespace has no key policy, without debounce, is created whole too: its
--- keys' rows are locked (and the missing ones inserted) by a statement each, its tasks inserted
--- by one, each placed as orbit_task_create places it, and each receipt then names its task.
+-- on one queue whose namespace has no key policy, without debounce, is created whole too, each
+-- task placed as orbit_task_create places it (orbit_task_create_keyed_many).
 -- Otherwise each task is created by orbit_task_create, and its receipt then names it. Keyed
 -- tasks behind a held key (including one taken by an earlier task of the same call) wait, as
 -- with single submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One
@@ -128,9 +58,9 @@
 --   first submit of a key); for a keyed batch, the receipts first (the same insert, before the
 --   tasks). When a key exists or repeats, that insert writes nothing and each task takes its
 --   receipt in input order (insert, FOR UPDATE when it exists). Then the orbit_resource rows of
---   the batch's keys: all at once, in key order (a keyed batch created whole: FOR UPDATE, and
---   the missing ones inserted), or per task in input order, through orbit_task_create (insert or
---   FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
+--   the batch's keys: all at once, in key order (a keyed batch created whole, as
+--   orbit_task_create_keyed_many), or per task in input order, through orbit_task_create (insert
+--   or FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
 --   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share
 --   keys in different orders can deadlock; the loser is rolled back whole and retried by the
 --   caller.
@@ -179,15 +109,9 @@ body: BEGIN
   -- The first id of the batch insert, and how many tasks of the batch name a concurrency key.
   DECLARE v_first BIGINT UNSIGNED;
   DECLARE v_keyed INT;
-  -- How many of the batch's tasks are debounced; how many distinct concurrency keys it names
-  -- (a keyed batch created whole); whether the batch's namespace has key policies.
+  -- How many of the batch's tasks are debounced; whether the batch's namespace has key policies.
   DECLARE v_debounced INT;
-  DECLARE v_keys INT;
   DECLARE v_policies TINYINT;
-  -- A keyed batch created whole: the items of its keyed tasks that go to the ready lane (a
-  -- comma-separated list), and whether a key's row keeps another limit than 1.
-  DECLARE v_ready_items MEDIUMTEXT {{ c.ascii }};
-  DECLARE v_stale_limits INT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
   -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
   -- idempotency path on its own.
@@ -208,7 +132,7 @@ body: BEGIN
   -- p_tasks' length, so its FETCH never runs past the end.
   DECLARE c_queues CURSOR FOR
     SELECT MIN(t.queue_id), MIN(t.item)
-      FROM {% call batch_tasks() %}
+      FROM {% call m::batch_tasks() %}
      WHERE t.item < v_bad_item
      GROUP BY CAST(t.queue_id AS BINARY)
      ORDER BY MIN(t.item);
@@ -216,32 +140,16 @@ body: BEGIN
   -- task that took the charge of the task it replaced (those have an orbit_submit_outcome row).
   DECLARE c_charged CURSOR FOR
     SELECT b.item
-      FROM {% call batch_keys() %}
+      FROM {% call m::batch_keys() %}
       LEFT JOIN orbit_submit_outcome x ON x.item = b.item
      WHERE x.item IS NULL OR (x.replayed = 0 AND x.replaced = 0)
      ORDER BY b.item;
-  -- A keyed batch created whole: its new tasks (ids from v_first on, found by their keys; a
-  -- consistent read that stops at the last, before concurrent submits' later rows), for their
-  -- receipts.
-  DECLARE c_new_tasks CURSOR FOR
-    SELECT o.id, o.idempotency_key
-      FROM orbit_task o
-      STRAIGHT_JOIN {% call batch_keys() %} ON b.idempotency_key = o.idempotency_key
-     WHERE o.id >= v_first AND o.application_id = v_application_id
-     ORDER BY o.id
-     LIMIT v_count;
-  -- A keyed batch created whole: its keys that have no row yet (a plain read).
-  DECLARE c_new_keys CURSOR FOR
-    SELECT k.concurrency_key
-      FROM {% call batch_concurrency_keys() %}
-      LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
-     WHERE r.id IS NULL;
   DECLARE c_tasks CURSOR FOR
     SELECT t.idempotency_key, t.queue_id, t.handler, t.handler_version, t.payload_version, t.payload,
            t.business_key, t.concurrency_key, t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms,
            t.retry_unknown, t.deadline_seconds, {% call m::task_run_at("t.", "v_now") %},
            COALESCE(t.debounce_seconds, 0), COALESCE(t.debounce_max_seconds, 0), {% call m::request_hash("t.") %}
-      FROM {% call batch_tasks() %}
+      FROM {% call m::batch_tasks() %}
      ORDER BY t.item;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   {% call m::rollback_on_error() %};
@@ -297,7 +205,7 @@ body: BEGIN
                      THEN 'the task has a member that is not a field of a submit'
                    ELSE COALESCE({% call m::task_definition_error("t.") %}, {% call m::task_timing_error("t.", "v_now") %})
                  END AS bad
-            FROM {% call batch_tasks() %}) b;
+            FROM {% call m::batch_tasks() %}) b;
   SET v_bad_item = COALESCE(CAST(LEFT(v_bad, 4) AS UNSIGNED), v_count + 1), v_bad = SUBSTRING(v_bad, 5);
   queues: BEGIN
     DECLARE EXIT HANDLER FOR SQLSTATE '45000'
@@ -363,7 +271,7 @@ body: BEGIN
     SAVEPOINT orbit_submit_batch;
     INSERT INTO orbit_task {% call m::task_insert_columns("                            ") %}
     SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "''", "0", "IF(t.effective_run_at > v_now, 'scheduled', 'ready')", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL", "           ") %}
-      FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call batch_tasks() %}) t
+      FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call m::batch_tasks() %}) t
       JOIN orbit_queue q ON q.id = t.queue_id
      ORDER BY t.item;
     SET v_first = LAST_INSERT_ID();
@@ -380,7 +288,7 @@ body: BEGIN
     SELECT v_application_id, b.idempotency_key, b.request_hash, o.id, v_now
       FROM orbit_task o
       STRAIGHT_JOIN (SELECT t.idempotency_key, {% call m::request_hash("t.") %} AS request_hash
-                       FROM {% call batch_tasks() %}
+                       FROM {% call m::batch_tasks() %}
                       LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
      WHERE o.id >= v_first AND o.application_id = v_application_id
      ORDER BY o.id
@@ -396,85 +304,18 @@ body: BEGIN
     -- (nothing inserted) when one exists or repeats in the batch.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     SELECT v_application_id, t.idempotency_key, {% call m::request_hash("t.") %}, 0, v_now
-      FROM {% call batch_tasks() %};
+      FROM {% call m::batch_tasks() %};
     SET v_one_by_one = v_duplicate;
     -- Every Idempotency-Key new and distinct, one queue whose namespace has no key policy, and
     -- no debounce: what orbit_task_create does for each task (every key of one holder, its tasks
-    -- queued) is done for the whole batch, set-based. Otherwise each task goes through
-    -- orbit_task_create below.
+    -- queued) is done for the whole batch, set-based (orbit_task_create_keyed_many). Otherwise
+    -- each task goes through orbit_task_create below.
     -- (v_policies stays NULL otherwise.)
     IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
       SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
     END IF;
     IF v_policies = 0 THEN
-      -- The keys' rows, locked in key order; then the missing ones inserted, each locked by its
-      -- insert (a concurrent submit may insert one first: ON DUPLICATE KEY UPDATE then takes its
-      -- lock), with the holder limit 1.
-      SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_i, v_stale_limits
-        FROM {% call batch_concurrency_keys() %}
-        LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = k.concurrency_key
-         FOR UPDATE;
-      IF v_i < v_keys THEN
-        -- One insert a key, as orbit_task_create inserts it: an INSERT ... SELECT would hold
-        -- orbit_resource's AUTO-INC lock while it waits for a key's row another batch holds, and
-        -- that batch, inserting its own new keys, would wait for the AUTO-INC lock (a deadlock
-        -- that MariaDB reports as error 1467, not 1213).
-        OPEN c_new_keys;
-        new_keys: LOOP
-          SET v_concurrency_key = NULL;
-          fetch_key: BEGIN
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_concurrency_key = NULL;
-            FETCH c_new_keys INTO v_concurrency_key;
-          END fetch_key;
-          IF v_concurrency_key IS NULL THEN
-            LEAVE new_keys;
-          END IF;
-          INSERT INTO orbit_resource (namespace_id, concurrency_key, highest_token, version, created_at, updated_at)
-          VALUES (v_namespace_id, v_concurrency_key, 0, 0, v_now, v_now)
-          ON DUPLICATE KEY UPDATE version = version;
-        END LOOP new_keys;
-        CLOSE c_new_keys;
-      END IF;
-      -- No policy: every key has one holder (a key's row keeps the limit of the policy it last
-      -- read, which may be gone).
-      IF v_stale_limits > 0 THEN
-        UPDATE orbit_resource r
-           SET r.holder_limit = 1
-         WHERE r.namespace_id = v_namespace_id AND r.holder_limit <> 1
-           AND r.concurrency_key IN (SELECT k.concurrency_key FROM {% call batch_concurrency_keys() %});
-      END IF;
-      -- The tasks that go to the ready lane: each key's first task due now, when the key has
-      -- room and no ready task in the queue yet (m::keyed_lane; plain reads, exact under the
-      -- rows' locks), as a list of items: the insert below then reads no orbit_task row (which
-      -- would make it buffer its rows first) and joins no grouped table. The key's other tasks
-      -- go to the blocked lane.
-      IF @@SESSION.group_concat_max_len < 1048576 THEN
-        SET SESSION group_concat_max_len = 1048576;
-      END IF;
-      SELECT GROUP_CONCAT(f.first_item) INTO v_ready_items
-        FROM (SELECT t.concurrency_key, MIN(t.item) AS first_item
-                FROM {% call batch_tasks() %}
-               WHERE t.concurrency_key <> '' AND {% call m::task_run_at("t.", "v_now") %} <= v_now
-               GROUP BY t.concurrency_key) f
-        STRAIGHT_JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = f.concurrency_key
-       WHERE {% call m::keyed_lane("r", "v_last_queue", "v_now") %} = 'ready';
-      INSERT INTO orbit_task {% call m::task_insert_columns("                              ") %}
-      SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "t.concurrency_key", "COALESCE(r.id, 0)", "CASE WHEN t.effective_run_at > v_now THEN 'scheduled' WHEN r.id IS NULL OR FIND_IN_SET(t.item, v_ready_items) THEN 'ready' ELSE 'blocked' END", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL", "             ") %}
-        FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call batch_tasks() %}) t
-        JOIN orbit_queue q ON q.id = t.queue_id
-        LEFT JOIN orbit_resource r ON r.namespace_id = v_namespace_id AND r.concurrency_key = t.concurrency_key
-                                  AND t.concurrency_key <> ''
-       ORDER BY t.item;
-      SET v_first = LAST_INSERT_ID(), v_i = 0;
-      -- Each receipt then names its task.
-      OPEN c_new_tasks;
-      WHILE v_i < v_count DO
-        FETCH c_new_tasks INTO v_task_id, v_idempotency_key;
-        UPDATE orbit_idempotency i SET i.task_id = v_task_id
-         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
-        SET v_i = v_i + 1;
-      END WHILE;
-      CLOSE c_new_tasks;
+      CALL orbit_task_create_keyed_many(p_tasks, v_application_id, v_namespace_id, v_last_queue, v_slot, v_now);
       SET v_batched = 1, v_created = v_count;
     END IF;
   END IF;
@@ -566,13 +407,13 @@ body: BEGIN
          {% call m::task_columns("t") %},
          CAST(COALESCE(x.cancelled, 0) AS UNSIGNED) AS cancelled_attempt_id,
          CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
-    FROM {% call batch_keys() %}
+    FROM {% call m::batch_keys() %}
     STRAIGHT_JOIN orbit_idempotency i ON i.application_id = v_application_id AND i.idempotency_key = b.idempotency_key
     JOIN orbit_task t ON t.id = i.task_id
     LEFT JOIN orbit_submit_outcome x ON x.item = b.item
     LEFT JOIN orbit_attempt c ON c.id = x.cancelled
    ORDER BY b.item;
   IF v_noted THEN
-    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM {% call batch_keys() %});
+    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM {% call m::batch_keys() %});
   END IF;
 END
