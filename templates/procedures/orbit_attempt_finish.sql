@@ -71,9 +71,9 @@
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
 --   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
 --   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row (orbit_attempt_succeed_many); then as orbit_task_grant, whose charge is the quota work
---   it does; then, for each handed-off key the grant did not take, the key's blocked head task per
---   queue (orbit_key_promote_all, SKIP LOCKED); last, the
+--   unkeyed attempts its orbit_task row (orbit_attempt_succeed_many); then as orbit_task_grant,
+--   whose charge is the quota work it does; then, for each handed-off key the grant did not take,
+--   the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
 --   tasks' incomplete charges go back, in one statement, each row by its primary key). The grant
 --   counts the charges given back on the session's slot as room (p_credit), so the capacity

@@ -10,8 +10,8 @@
 -- the lowest free slot of the key (slot 0 on the resource row, 1 and up in orbit_key_slot) while
 -- fewer than its policy's holder_limit hold it, and only when the policy's rate allows
 -- (orbit_key_rate_check): a task that would exceed the rate goes back to the blocked lane, and
--- its key waits for rate_wake_at (orbit_task_promote_due). A key with room left after the grant gets its next task ready in
--- each queue.
+-- its key waits for rate_wake_at (orbit_task_promote_due). A key with room left after the grant
+-- gets its next task ready in each queue.
 -- A grant in a result's transaction (p_results) first takes the hand-off: the next tasks of the
 -- keys those results released, which the releases left in the blocked lane for it
 -- (orbit_attempt.handoff_task_id; see c_handoffs for which it may take), so a hot key goes on
