@@ -160,6 +160,41 @@ impl Browser {
         }
     }
 
+    /// Filters the queue page's tasks by `state` and `key` through its form. The page's
+    /// auto-refresh may replace the form between two steps (a stale element, or a control
+    /// rendered again from the address), so the whole form is filled again until the address
+    /// carries both filters.
+    async fn apply_filter(&self, state: &str, key: &str) {
+        let started = Instant::now();
+        loop {
+            let filled = async {
+                let select = self.client.find(Locator::Css("#filter-state")).await?;
+                select.select_by_value(state).await?;
+                let input = self.client.find(Locator::Css("#filter-key")).await?;
+                input.clear().await?;
+                input.send_keys(key).await?;
+                self.client
+                    .find(Locator::Css("#apply-filter"))
+                    .await?
+                    .click()
+                    .await?;
+                Ok::<(), fantoccini::error::CmdError>(())
+            }
+            .await;
+            let hash = self.eval("return location.hash;").await;
+            let hash = hash.as_str().unwrap_or_default().to_string();
+            if filled.is_ok() && hash.contains(&format!("state={state}")) && hash.contains("key=") {
+                return;
+            }
+            if started.elapsed() > DEADLINE {
+                panic!(
+                    "the filter was not applied within {DEADLINE:?}: {filled:?}; address {hash}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     async fn page_text(&self) -> String {
         self.client
             .execute("return document.body.innerText;", vec![])
@@ -424,11 +459,7 @@ async fn the_console_in_a_real_browser() {
     })
     .await;
     // Filter by state and key.
-    let state = b.client.find(Locator::Css("#filter-state")).await.unwrap();
-    state.select_by_value("SUCCEEDED").await.unwrap();
-    let filter = b.client.find(Locator::Css("#filter-key")).await.unwrap();
-    filter.send_keys(key).await.unwrap();
-    b.click("#apply-filter", "filter the tasks").await;
+    b.apply_filter("SUCCEEDED", key).await;
     b.wait_text("#tasks tbody", "only the succeeded task of the key", |t| {
         t.contains(&format!("#{second}")) && !t.contains(&format!("#{first}"))
     })
