@@ -470,7 +470,7 @@
       LIMIT 1000) k{% endmacro %}
 {#- The batch as a derived table, a row per task in input order: item (1-based), the task object,
     each member's JSON text j_<member> (NULL when missing), and the effective values (defaults
-    applied: m::task_default) that the single submit's parameters would carry, so both hash
+    applied: task_default) that the single submit's parameters would carry, so both hash
     and store the same values. -#}
 {% macro batch_tasks() %}(SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
