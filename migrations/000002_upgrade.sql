@@ -822,7 +822,7 @@ BEGIN
         v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
     -- The attempt is locked and ended there when it is this session's and active.
     CALL orbit_attempt_end(v_attempt_id, p_session_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
-                           p_claim_max > 0, v_task_state, v_state, v_handoff_task_id);
+                           p_claim_max > 0 /* p_hand_off */, v_task_state, v_state, v_handoff_task_id);
     IF v_state IS NULL THEN
       -- Not ended by this result: another session's attempt, or none (answered NOT_FOUND below,
       -- nothing changed); a repeated result; or one ended another way first (recovery, cancel),
@@ -923,9 +923,11 @@ BEGIN
     -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, IF(v_handed_off > 0, p_results, NULL),
-                          NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted,
-                          v_handoffs_taken, v_room, v_queue_limited, v_granted_id);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now,
+                          IF(v_handed_off > 0, p_results, NULL) /* p_results */, NOT v_requeued /* p_hinted */,
+                          v_credit /* p_credit */, v_credit < v_ended_count /* p_every_slot */, v_deferred, v_seq,
+                          v_granted, v_handoffs_taken /* p_handoffs */, v_room, v_queue_limited,
+                          v_granted_id /* p_attempt_id */);
     -- The keys handed off above readied nothing (orbit_key_release). One whose next task the
     -- grant did not take still has room: it gets a ready task in each queue with blocked tasks
     -- of it, as any other release leaves it, for other sessions (v_key_left, for the wake
@@ -1715,9 +1717,9 @@ BEGIN
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      CALL orbit_attempt_end(v_attempt_id, 0, 'expired', 0, NULL,
-                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_task_state, v_attempt_state, v_handoff_task_id);
+      CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'expired', 0 /* p_retryable */, NULL /* p_output */,
+                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result') /* p_error */,
+                             v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
@@ -2325,8 +2327,10 @@ BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, v_now, 0, 0, '', v_plan_id, v_version, v_now, 1, v_task_id,
-                               v_replaced, v_refusal, v_cancelled);
+                               v_deadline_seconds, v_now /* p_run_at */, 0 /* p_debounce_seconds */,
+                               0 /* p_debounce_max_seconds */, '' /* p_idempotency_key */, v_plan_id,
+                               v_version /* p_plan_version */, v_now, 1 /* p_charge */, v_task_id, v_replaced,
+                               v_refusal, v_cancelled);
       END IF;
       IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.
@@ -3013,8 +3017,8 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, 0, 'cancelled', 0, NULL, NULL, v_now, 0,
-                           v_task_state, v_attempt_state, v_handoff_task_id);
+    CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
+                           NULL /* p_error */, v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
@@ -3186,16 +3190,18 @@ BEGIN
   START TRANSACTION;
   -- From the front of each ready lane: a claim on its own is how a woken session finds what
   -- other sessions readied.
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 0,
-                        v_deferred, v_seq, v_granted, v_handoffs, v_room, v_queue_limited, v_granted_id);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL /* p_results */, 0 /* p_hinted */,
+                        0 /* p_credit */, 0 /* p_every_slot */, v_deferred, v_seq, v_granted, v_handoffs, v_room,
+                        v_queue_limited, v_granted_id /* p_attempt_id */);
   IF v_deferred THEN
     -- The session's slot refused the charge and may stay locked (see orbit_task_grant): again,
     -- in a transaction of its own that locks every slot at once.
     ROLLBACK;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 1,
-                          v_deferred, v_seq, v_granted, v_handoffs, v_room, v_queue_limited, v_granted_id);
+    CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL /* p_results */, 0 /* p_hinted */,
+                          0 /* p_credit */, 1 /* p_every_slot */, v_deferred, v_seq, v_granted, v_handoffs, v_room,
+                          v_queue_limited, v_granted_id /* p_attempt_id */);
   END IF;
   IF v_seq = 0 THEN
     ROLLBACK;
@@ -3440,8 +3446,9 @@ body: BEGIN
       -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
-      CALL orbit_attempt_end(v_holder, 0, 'cancelled', 0, NULL, NULL, p_now, 0,
-                             v_ended_task_state, v_ended_attempt_state, v_handoff_task_id);
+      CALL orbit_attempt_end(v_holder, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
+                             NULL /* p_error */, p_now, 0 /* p_hand_off */, v_ended_task_state, v_ended_attempt_state,
+                             v_handoff_task_id);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), p_now
@@ -4872,10 +4879,11 @@ body: BEGIN
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
-            ELSE v_now END,
-                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
-                           v_cancelled);
+            ELSE v_now END /* p_run_at */,
+                           COALESCE(p_debounce_seconds, 0) /* p_debounce_seconds */,
+                           COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
+                           0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
+                           v_refusal, v_cancelled);
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
     IF v_duplicate THEN
@@ -4904,10 +4912,11 @@ body: BEGIN
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
-            ELSE v_now END,
-                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
-                           v_cancelled);
+            ELSE v_now END /* p_run_at */,
+                           COALESCE(p_debounce_seconds, 0) /* p_debounce_seconds */,
+                           COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
+                           0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
+                           v_refusal, v_cancelled);
       IF v_refusal = 'KEY_BUSY' THEN
         ROLLBACK;
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
@@ -5710,8 +5719,8 @@ body: BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
-                               v_cancelled);
+                               v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
+                               0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
         IF v_refusal = 'KEY_BUSY' THEN
           ROLLBACK;
           SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
@@ -7426,7 +7435,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_charge', 2, 'c05e525322261b1486060e36b46526a12af7ffe33c10cb1836dabc0cdf0b18ed', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'f8c22bcd4dae88c27432867408bf98576f47a7845a4f46f5969f0babcbba81e3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '82330198865c3a60b1252f8312761fafad84d3150239309437f0f945783df650', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '1419c823829f350ca22e83aea917b8b3d077ca68eb0256b7212083f72de95afc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_succeed_many', 2, '430c2c519f5fa17a402b7e08c7c5aefe8cd26cac074e7c466a47f1c0b68b76a9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7444,10 +7453,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_rate_check', 2, '9d5c6ae8aa085a2b3b34fb67039812812da2a639e8bc55e1a8e3abaaf3767b8d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '8d4e0823703c756a3fbc5287343979ddf784bb8fb8e0ac6bec7d771c7dcc220f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'ad21c4d39cde2426c78762a8598a778c043e543212df219a9727f3d2236e9784', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'bc98a8199e773a412815c793689d1803493b16892585e2fded5c6e430d16f69a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, 'ddb61f7999214d4dbcc55d803c94137f7b0c076bad6f12b785e3a56b0bd9d131', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '0f267cb12a28a768971105dbe2591e333ee673fd2940140ca070a647a5978090', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, '864579f10fa0b307a0de2d1d00c748ae27a1e0b096c5b25f44df8724c58a19a0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7461,10 +7470,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '0c28cd7978230e0a9b9e578f7e6e0710fa275191486e567762cc6a76be4a0bf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, 'abda88140d10c8e7e7976c6100e237c2554275bfdb4ff9160a62dc733bc52b1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '2aced6f85ed38097a5625dcc46cc9624a7dc50b9ba79a10837a7198ef1bfd2d8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e596ea37792d35c6a50131e7e9ad57dd438112d06db7b4070a250b487d400ccb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '8ac9bcab987c36a116ca637827d7fcb45a2cb7a6110c1509be2d99ec7630e869', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e1cb6d9de9978bd8d4ff164e3c96311a38f9682c2f66ebc8f2ad6ba5fbacd57a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'aab756a6be65b387e389cad129ada057bbe67e87a536f1108a46fb6439b1a5a9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, '4bc67b231ad0806302ab994aa7b79ea46872a904b0bfe7ffac1f3651d5add705', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7476,9 +7485,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '51604456ccdef14634f06013d5edb91afec23f2ac27563f9cf0f83dfb68d55d1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a2ef4f9a0e9f1dd7ce0a1ac52615ff3688fe2acc847ab0d520f3afe158d238ae', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '5a71ce73bacffee5c0469d83f8a5355c65b8adb5ead55c6e6b41725a82af157f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd7f631d90206059f01f61d1de8ec71d6446203594ad31f00de7ca69a76150f69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b4be0b03453b7d540dc4c69cfcd34fd920675cca1533c23bc4ff998b1ea9c78d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b4be0b03453b7d540dc4c69cfcd34fd920675cca1533c23bc4ff998b1ea9c78d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fd71ce54596c0a3e206e87d16c8a60613223cb7dd862354c19a219e85cf58a4a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fd71ce54596c0a3e206e87d16c8a60613223cb7dd862354c19a219e85cf58a4a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -40,6 +40,16 @@ fn procedure(name: &str, file: &str) -> Report {
     lint_with(fixture(Kind::Procedure, name, file))
 }
 
+/// Lints `file` beside `lint_other`, the procedure it calls (see `calls_read_as_named_arguments`).
+fn procedure_calling_other(name: &str, file: &str) -> Report {
+    lint(&[
+        fixture(Kind::Table, "lint_job", "fixture_job_table.sql"),
+        fixture(Kind::Table, "lint_counter", "fixture_counter_table.sql"),
+        fixture(Kind::Procedure, "lint_other", "lint_other.sql"),
+        fixture(Kind::Procedure, name, file),
+    ])
+}
+
 /// Asserts that some violation of `rule` is reported for `object` and mentions every `needle`;
 /// returns the matching messages.
 fn assert_violation(report: &Report, rule: Rule, object: &str, needles: &[&str]) -> Vec<String> {
@@ -274,7 +284,7 @@ fn subquery_in_set_or_if_is_an_implicit_shared_lock() {
 
 #[test]
 fn good_procedure_lints_clean() {
-    let r = procedure("lint_good", "good_procedure.sql");
+    let r = procedure_calling_other("lint_good", "good_procedure.sql");
     assert!(
         r.violations.is_empty(),
         "{}",
@@ -288,14 +298,14 @@ fn good_procedure_lints_clean() {
     // OPEN, CLOSE, FETCH, UNTIL), so nothing is listed for a DBA to read by hand.
     assert!(r.unparsed.is_empty(), "{:#?}", r.unparsed);
     // 13 DML statements, and SET x3, CALL, START TRANSACTION, COMMIT and ROLLBACK x2 by
-    // sqlparser; the rest by the grammar.
+    // sqlparser; the rest by the grammar (lint_other's empty body has no statement).
     assert_eq!(r.coverage.sqlparser, 13 + 8, "{:?}", r.coverage);
     assert_eq!(r.coverage.grammar, 21, "{:?}", r.coverage);
 }
 
 #[test]
 fn unreadable_procedural_statements_are_listed() {
-    let r = procedure("lint_unparsed_procedural", "unparsed_procedural.sql");
+    let r = procedure_calling_other("lint_unparsed_procedural", "unparsed_procedural.sql");
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     let listed: Vec<(&str, &str)> = r
         .unparsed
@@ -313,7 +323,8 @@ fn unreadable_procedural_statements_are_listed() {
         listed[1].1.starts_with("condition `p_id MOD 3 = 1`: "),
         "{listed:#?}"
     );
-    assert_eq!(listed[2].0, "CALL lint_other(p_id MOD 5)");
+    // The argument's `/* p_id */` (the call rule's name for it) is a gap in the excerpt.
+    assert_eq!(listed[2].0, "CALL lint_other(p_id MOD 5 )");
     assert!(!listed[2].1.is_empty());
     assert!(r
         .unparsed
@@ -322,6 +333,45 @@ fn unreadable_procedural_statements_are_listed() {
     // The SIGNAL behind the unreadable condition, the other DECLARE, END IF and SET are read.
     assert_eq!(r.coverage.grammar, 3, "{:?}", r.coverage);
     assert_eq!(r.coverage.sqlparser, 1, "{:?}", r.coverage);
+}
+
+#[test]
+fn calls_read_as_named_arguments() {
+    let r = lint(&[
+        fixture(Kind::Procedure, "lint_callee", "call_callee.sql"),
+        fixture(Kind::Procedure, "lint_calls", "call_arguments.sql"),
+    ]);
+    let bare = assert_violation(
+        &r,
+        Rule::CallArguments,
+        "lint_calls",
+        &["argument 2 of lint_callee, `1`, fills p_flag: name it, `1 /* p_flag */`"],
+    );
+    assert!(
+        bare[0].contains("CALL lint_callee(p_id, 1, v_state)"),
+        "{bare:?}"
+    );
+    assert_violation(
+        &r,
+        Rule::CallArguments,
+        "lint_calls",
+        &["argument 2 of lint_callee, `1`, is named o_state but fills p_flag"],
+    );
+    assert_violation(
+        &r,
+        Rule::CallArguments,
+        "lint_calls",
+        &["passes 2 arguments to lint_callee, which takes 3"],
+    );
+    assert_violation(
+        &r,
+        Rule::CallArguments,
+        "lint_calls",
+        &["calls lint_nowhere, which no template defines"],
+    );
+    // The four planted calls and nothing else: the named expression, the named variable and the
+    // string literal read well.
+    assert_eq!(r.violations.len(), 4, "{:#?}", r.violations);
 }
 
 #[test]

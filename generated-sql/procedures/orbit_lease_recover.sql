@@ -60,9 +60,9 @@ BEGIN
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      CALL orbit_attempt_end(v_attempt_id, 0, 'expired', 0, NULL,
-                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result'),
-                             v_now, 0, v_task_state, v_attempt_state, v_handoff_task_id);
+      CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'expired', 0 /* p_retryable */, NULL /* p_output */,
+                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result') /* p_error */,
+                             v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now

@@ -81,8 +81,8 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, 0, 'cancelled', 0, NULL, NULL, v_now, 0,
-                           v_task_state, v_attempt_state, v_handoff_task_id);
+    CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
+                           NULL /* p_error */, v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now

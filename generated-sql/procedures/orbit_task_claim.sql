@@ -50,16 +50,18 @@ BEGIN
   START TRANSACTION;
   -- From the front of each ready lane: a claim on its own is how a woken session finds what
   -- other sessions readied.
-  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 0,
-                        v_deferred, v_seq, v_granted, v_handoffs, v_room, v_queue_limited, v_granted_id);
+  CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL /* p_results */, 0 /* p_hinted */,
+                        0 /* p_credit */, 0 /* p_every_slot */, v_deferred, v_seq, v_granted, v_handoffs, v_room,
+                        v_queue_limited, v_granted_id /* p_attempt_id */);
   IF v_deferred THEN
     -- The session's slot refused the charge and may stay locked (see orbit_task_grant): again,
     -- in a transaction of its own that locks every slot at once.
     ROLLBACK;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-    CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL, 0, 0, 1,
-                          v_deferred, v_seq, v_granted, v_handoffs, v_room, v_queue_limited, v_granted_id);
+    CALL orbit_task_grant(p_session_id, p_max, p_lease_ms, v_now, NULL /* p_results */, 0 /* p_hinted */,
+                          0 /* p_credit */, 1 /* p_every_slot */, v_deferred, v_seq, v_granted, v_handoffs, v_room,
+                          v_queue_limited, v_granted_id /* p_attempt_id */);
   END IF;
   IF v_seq = 0 THEN
     ROLLBACK;

@@ -184,8 +184,9 @@ body: BEGIN
       -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
-      CALL orbit_attempt_end(v_holder, 0, 'cancelled', 0, NULL, NULL, p_now, 0,
-                             v_ended_task_state, v_ended_attempt_state, v_handoff_task_id);
+      CALL orbit_attempt_end(v_holder, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
+                             NULL /* p_error */, p_now, 0 /* p_hand_off */, v_ended_task_state, v_ended_attempt_state,
+                             v_handoff_task_id);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), p_now

@@ -157,10 +157,11 @@ body: BEGIN
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
-            ELSE v_now END,
-                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
-                           v_cancelled);
+            ELSE v_now END /* p_run_at */,
+                           COALESCE(p_debounce_seconds, 0) /* p_debounce_seconds */,
+                           COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
+                           0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
+                           v_refusal, v_cancelled);
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
     IF v_duplicate THEN
@@ -189,10 +190,11 @@ body: BEGIN
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
             WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
-            ELSE v_now END,
-                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
-                           v_cancelled);
+            ELSE v_now END /* p_run_at */,
+                           COALESCE(p_debounce_seconds, 0) /* p_debounce_seconds */,
+                           COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
+                           0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
+                           v_refusal, v_cancelled);
       IF v_refusal = 'KEY_BUSY' THEN
         ROLLBACK;
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';

@@ -372,7 +372,11 @@ fn readme(
          This folder is the review surface for DBAs: one file per table and stored procedure, rendered\n\
          from `templates/` by `cargo run -- gen` and checked in CI by `gen --check`. `install.sql`\n\
          installs everything at once; `../migrations/` holds the same objects as numbered, versioned\n\
-         scripts that `orbit migrate up` (or the plain `mariadb` client) applies.\n\n",
+         scripts that `orbit migrate up` (or the plain `mariadb` client) applies.\n\n\
+         Procedures call each other with positional parameters, so a `CALL` between them names every\n\
+         argument that is a number, `NULL` or an expression after the parameter it fills,\n\
+         `0 /* p_hinted */`; `gen` checks each name and each argument count against the callee's\n\
+         parameter list (`src/codegen/lint/calls.rs`).\n\n",
     );
     md.push_str(&format!("Extension version: **{EXTENSION_VERSION}**.\n\n"));
     md.push_str(&readme_upgrades(upgrade));

@@ -216,7 +216,7 @@ BEGIN
         {% call m::result_members() %};
     -- The attempt is locked and ended there when it is this session's and active.
     CALL orbit_attempt_end(v_attempt_id, p_session_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
-                           p_claim_max > 0, v_task_state, v_state, v_handoff_task_id);
+                           p_claim_max > 0 /* p_hand_off */, v_task_state, v_state, v_handoff_task_id);
     IF v_state IS NULL THEN
       -- Not ended by this result: another session's attempt, or none (answered NOT_FOUND below,
       -- nothing changed); a repeated result; or one ended another way first (recovery, cancel),
@@ -268,9 +268,11 @@ BEGIN
     -- session's slot. An ended attempt charged to another slot (a grant that took every slot's
     -- row spread its charges) makes the grant lock every slot, so the give-back below waits for
     -- no quota row out of slot order.
-    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now, IF(v_handed_off > 0, p_results, NULL),
-                          NOT v_requeued, v_credit, v_credit < v_ended_count, v_deferred, v_seq, v_granted,
-                          v_handoffs_taken, v_room, v_queue_limited, v_granted_id);
+    CALL orbit_task_grant(p_session_id, p_claim_max, p_lease_ms, v_now,
+                          IF(v_handed_off > 0, p_results, NULL) /* p_results */, NOT v_requeued /* p_hinted */,
+                          v_credit /* p_credit */, v_credit < v_ended_count /* p_every_slot */, v_deferred, v_seq,
+                          v_granted, v_handoffs_taken /* p_handoffs */, v_room, v_queue_limited,
+                          v_granted_id /* p_attempt_id */);
     -- The keys handed off above readied nothing (orbit_key_release). One whose next task the
     -- grant did not take still has room: it gets a ready task in each queue with blocked tasks
     -- of it, as any other release leaves it, for other sessions (v_key_left, for the wake

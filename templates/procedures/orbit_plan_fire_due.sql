@@ -344,8 +344,10 @@ BEGIN
         CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, v_now, 0, 0, '', v_plan_id, v_version, v_now, 1, v_task_id,
-                               v_replaced, v_refusal, v_cancelled);
+                               v_deadline_seconds, v_now /* p_run_at */, 0 /* p_debounce_seconds */,
+                               0 /* p_debounce_max_seconds */, '' /* p_idempotency_key */, v_plan_id,
+                               v_version /* p_plan_version */, v_now, 1 /* p_charge */, v_task_id, v_replaced,
+                               v_refusal, v_cancelled);
       END IF;
       IF v_task_id = 0 AND v_outcome <> 'skipped' THEN
         -- QUOTA_EXCEEDED: skip this slot without recording it.

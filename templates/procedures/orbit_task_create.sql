@@ -176,8 +176,9 @@ body: BEGIN
       -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
-      CALL orbit_attempt_end(v_holder, 0, 'cancelled', 0, NULL, NULL, p_now, 0,
-                             v_ended_task_state, v_ended_attempt_state, v_handoff_task_id);
+      CALL orbit_attempt_end(v_holder, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
+                             NULL /* p_error */, p_now, 0 /* p_hand_off */, v_ended_task_state, v_ended_attempt_state,
+                             v_handoff_task_id);
       {% call m::attempt_end_events("(SELECT v_holder AS id) e", "p_now") %};
       {% call m::quota_give_back_ended("p_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_holder) a", "p_now") %};
       SET o_cancelled = v_holder;

@@ -3,10 +3,11 @@
 {% macro create_task() %}CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, {% call m::task_run_at("p_", "v_now") %},
-                           COALESCE(p_debounce_seconds, 0), COALESCE(p_debounce_max_seconds, 0),
-                           p_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
-                           v_cancelled){% endmacro %}
+                           p_deadline_seconds, {% call m::task_run_at("p_", "v_now") %} /* p_run_at */,
+                           COALESCE(p_debounce_seconds, 0) /* p_debounce_seconds */,
+                           COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
+                           0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
+                           v_refusal, v_cancelled){% endmacro %}
 {#- The holder a cancel_running policy ended (v_cancelled) and its session, 0 when none. -#}
 {% macro cancelled_columns() %}v_cancelled AS cancelled_attempt_id,
          CAST(COALESCE((SELECT a.session_id FROM orbit_attempt a WHERE a.id = v_cancelled), 0) AS UNSIGNED) AS cancelled_session_id{% endmacro %}

@@ -357,8 +357,8 @@ body: BEGIN
                                v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
                                v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
                                v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0, 0, v_now, 0, v_task_id, v_replaced, v_refusal,
-                               v_cancelled);
+                               v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
+                               0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
         IF v_refusal = 'KEY_BUSY' THEN
           ROLLBACK;
           SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,

@@ -24,6 +24,6 @@ BEGIN
   IF LENGTH(p_key) + 1 + LENGTH(p_slot) > 764 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INVALID_ARGUMENT: key too long for a slot register: key bytes + 1 + slot digits must be at most 764';
   END IF;
-  CALL orbit_fence_read(p_namespace, CONCAT(p_key, X'1F', p_slot));
+  CALL orbit_fence_read(p_namespace, CONCAT(p_key, X'1F', p_slot) /* p_key */);
 END$$
 DELIMITER ;

@@ -21,6 +21,11 @@
 //! - DML may only name tables the table templates create;
 //! - no dynamic SQL (`PREPARE`/`EXECUTE`) and no `CREATE OR REPLACE` (not portable to MySQL).
 //!
+//! **Calls.** Every `CALL` between the templates' procedures passes as many arguments as its
+//! callee takes, and every argument that is not a plain variable names the parameter it fills,
+//! `0 /* p_hinted */`, checked against the callee's parameter list (`calls.rs`): positional
+//! flags read as named ones, and a reordered parameter list cannot shift them unseen.
+//!
 //! Procedural statements (SET, SIGNAL, CALL, ...) are not DML and get only the text rules, but
 //! each is read: whole by sqlparser when it has a grammar for it (SET, CALL, START TRANSACTION,
 //! COMMIT, ROLLBACK, SAVEPOINT), else by the lint's own grammar (`procedural.rs`: DECLARE,
@@ -34,6 +39,7 @@ use std::fmt;
 
 use super::{Kind, Object};
 
+mod calls;
 mod lexer;
 mod procedural;
 mod rules;
@@ -75,6 +81,12 @@ pub enum Rule {
     /// reads (a source of lock waits and deadlocks nothing in the text shows). Read with
     /// `SELECT ... INTO` (a plain consistent read), or say `FOR UPDATE` when a lock is meant.
     ImplicitSharedLock,
+    /// A `CALL` of one of the templates' procedures with another argument count than its
+    /// parameter list, an argument that is not a plain variable (a literal, an expression)
+    /// without a `/* p_name */` comment naming the parameter it fills, a comment naming another
+    /// parameter than the one at its position, or a `CALL` of a procedure no template defines
+    /// (`calls.rs`).
+    CallArguments,
 }
 
 #[derive(Debug, Clone)]
@@ -162,5 +174,6 @@ pub fn lint(objects: &[Object]) -> Report {
     for o in objects.iter().filter(|o| o.kind == Kind::Procedure) {
         lint_procedure(o, &schema, &mut report);
     }
+    calls::lint_calls(objects, &mut report);
     report
 }

@@ -12,5 +12,5 @@ CREATE PROCEDURE orbit_fence_read_slot(IN p_namespace TEXT {{ c.utf8 }}, IN p_ke
   READS SQL DATA
 BEGIN
   {% call m::fence_slot_register_check() %};
-  CALL orbit_fence_read(p_namespace, {% call m::fence_slot_register() %});
+  CALL orbit_fence_read(p_namespace, {% call m::fence_slot_register() %} /* p_key */);
 END

@@ -33,5 +33,6 @@ CREATE PROCEDURE orbit_fence_write_slot(
   MODIFIES SQL DATA
 BEGIN
   {% call m::fence_slot_register_check() %};
-  CALL orbit_fence_write(p_namespace, {% call m::fence_slot_register() %}, p_token, p_operation_id, p_caller, p_value);
+  CALL orbit_fence_write(p_namespace, {% call m::fence_slot_register() %} /* p_key */, p_token, p_operation_id, p_caller,
+                         p_value);
 END
