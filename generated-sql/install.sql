@@ -1711,6 +1711,8 @@ DELIMITER ;
 -- ---- orbit_auth_queue_check (from templates/procedures/orbit_auth_queue_check.sql) ----
 -- orbit_auth_queue_check: Internal: authenticate, require a scope, and authorise one queue.
 --
+-- The same rules as orbit_auth_check followed by the queue's, read in one statement (a single
+-- submit runs this on every task).
 -- Parameters: p_token_hash BINARY(32); p_scope (see orbit_auth_check); p_queue_id CHAR(32).
 -- Out: o_application_id, o_namespace_id, o_credential_id.
 -- Signals: UNAUTHENTICATED; PERMISSION_DENIED (scope missing, or the queue is in the credential's
@@ -1728,24 +1730,42 @@ CREATE PROCEDURE orbit_auth_queue_check(
   OUT o_credential_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN
-  DECLARE v_environment_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_scopes VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4;
+  DECLARE v_queue_granted TINYINT DEFAULT 0;
   DECLARE v_namespace_grants INT DEFAULT 0;
-  DECLARE v_queue_grants INT DEFAULT 0;
-  CALL orbit_auth_check(p_token_hash, p_scope, o_application_id, v_environment_id, o_credential_id);
-  SET o_namespace_id = NULL;
-  SELECT q.namespace_id INTO o_namespace_id
-    FROM orbit_queue q
-   WHERE q.id = p_queue_id AND q.application_id = o_application_id AND q.environment_id = v_environment_id;
-  IF o_namespace_id IS NOT NULL THEN
-    SELECT COUNT(*), COALESCE(SUM(s.queue_id = '' OR s.queue_id = p_queue_id), 0)
-      INTO v_namespace_grants, v_queue_grants
-      FROM orbit_credential_scope s
-     WHERE s.credential_id = o_credential_id AND s.namespace_id = o_namespace_id;
+  SET o_application_id = NULL, o_namespace_id = NULL, o_credential_id = NULL;
+  -- One statement, each table an eq_ref probe: the active credential, the queue in its
+  -- application and environment, and the credential's grant of the queue's whole namespace
+  -- (queue_id '') or of this queue (a submit pays this on every task).
+  SELECT c.id, c.application_id, c.scopes, q.namespace_id,
+         whole.credential_id IS NOT NULL OR listed.credential_id IS NOT NULL
+    INTO o_credential_id, o_application_id, v_scopes, o_namespace_id, v_queue_granted
+    FROM orbit_credential c
+    LEFT JOIN orbit_queue q
+      ON q.id = p_queue_id AND q.application_id = c.application_id AND q.environment_id = c.environment_id
+    LEFT JOIN orbit_credential_scope whole
+      ON whole.credential_id = c.id AND whole.namespace_id = q.namespace_id AND whole.queue_id = ''
+    LEFT JOIN orbit_credential_scope listed
+      ON listed.credential_id = c.id AND listed.namespace_id = q.namespace_id AND listed.queue_id = p_queue_id
+   WHERE c.token_hash = p_token_hash AND c.revoked_at IS NULL;
+  IF o_credential_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: unknown or revoked bearer token';
   END IF;
-  IF o_namespace_id IS NULL OR v_namespace_grants = 0 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
+  IF FIND_IN_SET(p_scope, v_scopes) = 0 THEN
+    SET v_message = CONCAT('PERMISSION_DENIED: the credential lacks the ', p_scope, ' scope');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
-  IF v_queue_grants = 0 THEN
+  IF NOT v_queue_granted THEN
+    -- Refused: NOT_FOUND unless the credential has a grant in the queue's namespace.
+    IF o_namespace_id IS NOT NULL THEN
+      SELECT COUNT(*) INTO v_namespace_grants
+        FROM orbit_credential_scope s
+       WHERE s.credential_id = o_credential_id AND s.namespace_id = o_namespace_id;
+    END IF;
+    IF v_namespace_grants = 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'NOT_FOUND: queue not found';
+    END IF;
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PERMISSION_DENIED: the queue is outside the credential queue scope';
   END IF;
 END$$
@@ -6959,7 +6979,9 @@ body: BEGIN
   DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  -- The holder a cancel_running policy ended for this submit, and its session; 0 when none.
   DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_cancelled_session BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_charged TINYINT;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -7064,6 +7086,9 @@ body: BEGIN
         ROLLBACK;
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
       END IF;
+      IF v_cancelled <> 0 THEN
+        SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
+      END IF;
       UPDATE orbit_idempotency i SET i.task_id = v_task_id
        WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
     END IF;
@@ -7090,8 +7115,7 @@ body: BEGIN
             t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at,
-         v_cancelled AS cancelled_attempt_id,
-         CAST(COALESCE((SELECT a.session_id FROM orbit_attempt a WHERE a.id = v_cancelled), 0) AS UNSIGNED) AS cancelled_session_id
+         v_cancelled AS cancelled_attempt_id, v_cancelled_session AS cancelled_session_id
     FROM orbit_task t
    WHERE t.id = v_task_id;
 END$$
@@ -8072,7 +8096,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_succeed_many', 2, '430c2c519f5fa17a402b7e08c7c5aefe8cd26cac074e7c466a47f1c0b68b76a9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 1, '30a4a870427c4657bbdb3964d07510fb36edea0fdccd3365940f8c6a84bb90f2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 2, 'a68593243029a55de6b68442a59e3715fe99178bbf39c073b508d05e7b20f9b5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_check', 1, '5e302231f5fa23c6880149105bfac1387c1119bd1db6de7af5c8a40013d7698f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 2, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8124,9 +8148,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '5a71ce73bacffee5c0469d83f8a5355c65b8adb5ead55c6e6b41725a82af157f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '71923e474fa3bde0d12c6c1a7be5f53f4a551766e5eee058b6a3e283b665cfa3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd7f631d90206059f01f61d1de8ec71d6446203594ad31f00de7ca69a76150f69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fd71ce54596c0a3e206e87d16c8a60613223cb7dd862354c19a219e85cf58a4a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fd71ce54596c0a3e206e87d16c8a60613223cb7dd862354c19a219e85cf58a4a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'be13ea1bdcbc5f0d8c47bb9e1c751bed4764af1f36429161ce01a0c102540936', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'be13ea1bdcbc5f0d8c47bb9e1c751bed4764af1f36429161ce01a0c102540936', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

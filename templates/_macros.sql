@@ -4,6 +4,17 @@
     Rust side maps onto the HTTP/WS error envelope (src/db/error.rs). Keep messages < 128 chars. -#}
 {% macro raise(code, message) %}SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{{ code }}: {{ message }}'{% endmacro %}
 
+{#- What authentication requires of the credential a token hash found (orbit_auth_check,
+    orbit_auth_queue_check): one, active (`id`: its id, NULL when none), whose scopes (`scopes`)
+    hold `scope`. The caller declares v_message VARCHAR(128). -#}
+{% macro credential_checked(id, scopes, scope) %}IF {{ id }} IS NULL THEN
+    {% call raise("UNAUTHENTICATED", "unknown or revoked bearer token") %};
+  END IF;
+  IF FIND_IN_SET({{ scope }}, {{ scopes }}) = 0 THEN
+    SET v_message = CONCAT('PERMISSION_DENIED: the credential lacks the ', {{ scope }}, ' scope');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF{% endmacro %}
+
 {#- Every procedure that writes runs one transaction: any SQL error rolls it back and is
     re-raised unchanged, so the caller never sees a half-applied change. -#}
 {% macro rollback_on_error() %}DECLARE EXIT HANDLER FOR SQLEXCEPTION

@@ -94,7 +94,9 @@ body: BEGIN
   DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin;
+  -- The holder a cancel_running policy ended for this submit, and its session; 0 when none.
   DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_cancelled_session BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_charged TINYINT;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -199,6 +201,9 @@ body: BEGIN
         ROLLBACK;
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
       END IF;
+      IF v_cancelled <> 0 THEN
+        SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
+      END IF;
       UPDATE orbit_idempotency i SET i.task_id = v_task_id
        WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
     END IF;
@@ -225,8 +230,7 @@ body: BEGIN
             t.blocked_reason) AS blocked_reason, t.output, t.error,
          t.current_attempt_id, t.plan_id, t.plan_version, t.created_at,
          t.updated_at, t.finished_at,
-         v_cancelled AS cancelled_attempt_id,
-         CAST(COALESCE((SELECT a.session_id FROM orbit_attempt a WHERE a.id = v_cancelled), 0) AS UNSIGNED) AS cancelled_session_id
+         v_cancelled AS cancelled_attempt_id, v_cancelled_session AS cancelled_session_id
     FROM orbit_task t
    WHERE t.id = v_task_id;
 END$$

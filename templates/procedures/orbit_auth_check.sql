@@ -23,11 +23,5 @@ BEGIN
     INTO o_credential_id, o_application_id, o_environment_id, v_scopes
     FROM orbit_credential c
    WHERE c.token_hash = p_token_hash AND c.revoked_at IS NULL;
-  IF o_credential_id IS NULL THEN
-    {% call m::raise("UNAUTHENTICATED", "unknown or revoked bearer token") %};
-  END IF;
-  IF FIND_IN_SET(p_scope, v_scopes) = 0 THEN
-    SET v_message = CONCAT('PERMISSION_DENIED: the credential lacks the ', p_scope, ' scope');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-  END IF;
+  {% call m::credential_checked("o_credential_id", "v_scopes", "p_scope") %};
 END

@@ -8,9 +8,6 @@
                            COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
                            0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
                            v_refusal, v_cancelled){% endmacro %}
-{#- The holder a cancel_running policy ended (v_cancelled) and its session, 0 when none. -#}
-{% macro cancelled_columns() %}v_cancelled AS cancelled_attempt_id,
-         CAST(COALESCE((SELECT a.session_id FROM orbit_attempt a WHERE a.id = v_cancelled), 0) AS UNSIGNED) AS cancelled_session_id{% endmacro %}
 -- orbit_task_submit: Accept a task once per Idempotency-Key: create it, or replay the original.
 --
 -- The same (application, Idempotency-Key) with the same request returns the original task with
@@ -62,7 +59,9 @@ body: BEGIN
   DECLARE v_message VARCHAR(128) {{ c.utf8 }};
   DECLARE v_replaced BIGINT UNSIGNED;
   DECLARE v_refusal VARCHAR(32) {{ c.ascii }};
+  -- The holder a cancel_running policy ended for this submit, and its session; 0 when none.
   DECLARE v_cancelled BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_cancelled_session BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_charged TINYINT;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   {% call m::rollback_on_error() %};
@@ -120,6 +119,9 @@ body: BEGIN
         ROLLBACK;
         {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
       END IF;
+      IF v_cancelled <> 0 THEN
+        SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
+      END IF;
       UPDATE orbit_idempotency i SET i.task_id = v_task_id
        WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
     END IF;
@@ -136,7 +138,7 @@ body: BEGIN
   COMMIT;
 
   SELECT v_replayed AS replayed, {% call m::task_columns("t") %},
-         {% call cancelled_columns() %}
+         v_cancelled AS cancelled_attempt_id, v_cancelled_session AS cancelled_session_id
     FROM orbit_task t
    WHERE t.id = v_task_id;
 END
