@@ -1711,8 +1711,8 @@ DELIMITER ;
 -- ---- orbit_auth_queue_check (from templates/procedures/orbit_auth_queue_check.sql) ----
 -- orbit_auth_queue_check: Internal: authenticate, require a scope, and authorise one queue.
 --
--- The same rules as orbit_auth_check followed by the queue's, read in one statement (a single
--- submit runs this on every task).
+-- The same rules as orbit_auth_check followed by the queue's, read in one statement
+-- (m::credential_queue_read; a single submit runs this on every task).
 -- Parameters: p_token_hash BINARY(32); p_scope (see orbit_auth_check); p_queue_id CHAR(32).
 -- Out: o_application_id, o_namespace_id, o_credential_id.
 -- Signals: UNAUTHENTICATED; PERMISSION_DENIED (scope missing, or the queue is in the credential's
@@ -1730,17 +1730,15 @@ CREATE PROCEDURE orbit_auth_queue_check(
   OUT o_credential_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN
+  DECLARE v_environment_id BIGINT UNSIGNED;
   DECLARE v_scopes VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE v_queue_granted TINYINT DEFAULT 0;
   DECLARE v_namespace_grants INT DEFAULT 0;
   SET o_application_id = NULL, o_namespace_id = NULL, o_credential_id = NULL;
-  -- One statement, each table an eq_ref probe: the active credential, the queue in its
-  -- application and environment, and the credential's grant of the queue's whole namespace
-  -- (queue_id '') or of this queue (a submit pays this on every task).
-  SELECT c.id, c.application_id, c.scopes, q.namespace_id,
+  SELECT c.id, c.application_id, c.environment_id, c.scopes, q.namespace_id,
          whole.credential_id IS NOT NULL OR listed.credential_id IS NOT NULL
-    INTO o_credential_id, o_application_id, v_scopes, o_namespace_id, v_queue_granted
+    INTO o_credential_id, o_application_id, v_environment_id, v_scopes, o_namespace_id, v_queue_granted
     FROM orbit_credential c
     LEFT JOIN orbit_queue q
       ON q.id = p_queue_id AND q.application_id = c.application_id AND q.environment_id = c.environment_id
@@ -1777,6 +1775,8 @@ DELIMITER ;
 -- For reads whose answer for anything outside the credential's reach is NOT_FOUND (queue get,
 -- attempts): unlike orbit_auth_queue_check, a queue of the credential's namespace that is not in
 -- its queue list is simply not visible. The caller raises its own NOT_FOUND.
+-- The same rules as orbit_auth_check, with the queue read in the same statement
+-- (m::credential_queue_read).
 -- Parameters: p_token_hash BINARY(32); p_scope (see orbit_auth_check); p_queue_id (NULL = none).
 -- Out: o_application_id, o_environment_id, o_credential_id; o_visible 1 when the queue exists in
 --   the credential's application and environment and within its queue scope, else 0.
@@ -1794,14 +1794,28 @@ CREATE PROCEDURE orbit_auth_queue_visible(
   OUT o_visible TINYINT)
   READS SQL DATA
 BEGIN
-  CALL orbit_auth_check(p_token_hash, p_scope, o_application_id, o_environment_id, o_credential_id);
-  SELECT EXISTS (SELECT 1 FROM orbit_queue q
-                  WHERE q.id = p_queue_id AND q.application_id = o_application_id
-                    AND q.environment_id = o_environment_id
-                    AND EXISTS (SELECT 1 FROM orbit_credential_scope s
-                WHERE s.credential_id = o_credential_id AND s.namespace_id = q.namespace_id
-                  AND s.queue_id IN ('', q.id)))
-    INTO o_visible;
+  DECLARE v_scopes VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4;
+  DECLARE v_namespace_id BIGINT UNSIGNED;
+  SET o_application_id = NULL, o_environment_id = NULL, o_credential_id = NULL, o_visible = 0;
+  SELECT c.id, c.application_id, c.environment_id, c.scopes, q.namespace_id,
+         whole.credential_id IS NOT NULL OR listed.credential_id IS NOT NULL
+    INTO o_credential_id, o_application_id, o_environment_id, v_scopes, v_namespace_id, o_visible
+    FROM orbit_credential c
+    LEFT JOIN orbit_queue q
+      ON q.id = p_queue_id AND q.application_id = c.application_id AND q.environment_id = c.environment_id
+    LEFT JOIN orbit_credential_scope whole
+      ON whole.credential_id = c.id AND whole.namespace_id = q.namespace_id AND whole.queue_id = ''
+    LEFT JOIN orbit_credential_scope listed
+      ON listed.credential_id = c.id AND listed.namespace_id = q.namespace_id AND listed.queue_id = p_queue_id
+   WHERE c.token_hash = p_token_hash AND c.revoked_at IS NULL;
+  IF o_credential_id IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: unknown or revoked bearer token';
+  END IF;
+  IF FIND_IN_SET(p_scope, v_scopes) = 0 THEN
+    SET v_message = CONCAT('PERMISSION_DENIED: the credential lacks the ', p_scope, ' scope');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
 END$$
 DELIMITER ;
 
@@ -8096,8 +8110,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_succeed_many', 2, '430c2c519f5fa17a402b7e08c7c5aefe8cd26cac074e7c466a47f1c0b68b76a9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 2, 'a68593243029a55de6b68442a59e3715fe99178bbf39c073b508d05e7b20f9b5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 1, 'f6bef90de3295cf3bf9786221d6fd1153811c4b3505acfaabef1cc355aded095', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 2, '6639ca3aec945cbd1eafad2d5f9175e1b0dec74e4159a17762c2f2fcc6654f73', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 2, '2ff5ea93829c8df031ac205dc8e9c0782c169a0e6467f52ff4fecc24521644aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_check', 1, '5e302231f5fa23c6880149105bfac1387c1119bd1db6de7af5c8a40013d7698f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_create', 2, '7fdf96cdafe082b99e129bb3f312d61c801247c7deb47e309b91c31ef5345bc3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_list', 2, '859642b67403c749555a12bd69b73ea89780e643c255e65c6326cb9cadbb59cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8152,5 +8166,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd7f631d90206059f01f61d1de8ec71d6446203594ad31f00de7ca69a76150f69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'be13ea1bdcbc5f0d8c47bb9e1c751bed4764af1f36429161ce01a0c102540936', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'be13ea1bdcbc5f0d8c47bb9e1c751bed4764af1f36429161ce01a0c102540936', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '737b1c7e3a17573422ff23c67b96cda1175057fbe651e6d2099098bf6ba770c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '737b1c7e3a17573422ff23c67b96cda1175057fbe651e6d2099098bf6ba770c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -7,6 +7,24 @@
 {#- What authentication requires of the credential a token hash found (orbit_auth_check,
     orbit_auth_queue_check): one, active (`id`: its id, NULL when none), whose scopes (`scopes`)
     hold `scope`. The caller declares v_message VARCHAR(128). -#}
+{#- The active credential a token hash finds, the queue p_queue_id in its application and
+    environment, and whether the credential is granted that queue (its whole namespace,
+    queue_id '', or the queue listed), INTO the six named variables: one statement, each table an
+    eq_ref probe (orbit_auth_queue_check, orbit_auth_queue_visible; a single submit runs it on
+    every task). With no such credential every variable is NULL; with no such queue the
+    namespace is NULL and the grant 0. -#}
+{% macro credential_queue_read(id, application, environment, scopes, namespace, granted) %}SELECT c.id, c.application_id, c.environment_id, c.scopes, q.namespace_id,
+         whole.credential_id IS NOT NULL OR listed.credential_id IS NOT NULL
+    INTO {{ id }}, {{ application }}, {{ environment }}, {{ scopes }}, {{ namespace }}, {{ granted }}
+    FROM orbit_credential c
+    LEFT JOIN orbit_queue q
+      ON q.id = p_queue_id AND q.application_id = c.application_id AND q.environment_id = c.environment_id
+    LEFT JOIN orbit_credential_scope whole
+      ON whole.credential_id = c.id AND whole.namespace_id = q.namespace_id AND whole.queue_id = ''
+    LEFT JOIN orbit_credential_scope listed
+      ON listed.credential_id = c.id AND listed.namespace_id = q.namespace_id AND listed.queue_id = p_queue_id
+   WHERE c.token_hash = p_token_hash AND c.revoked_at IS NULL{% endmacro %}
+
 {% macro credential_checked(id, scopes, scope) %}IF {{ id }} IS NULL THEN
     {% call raise("UNAUTHENTICATED", "unknown or revoked bearer token") %};
   END IF;

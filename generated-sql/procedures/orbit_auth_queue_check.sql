@@ -3,8 +3,8 @@
 
 -- orbit_auth_queue_check: Internal: authenticate, require a scope, and authorise one queue.
 --
--- The same rules as orbit_auth_check followed by the queue's, read in one statement (a single
--- submit runs this on every task).
+-- The same rules as orbit_auth_check followed by the queue's, read in one statement
+-- (m::credential_queue_read; a single submit runs this on every task).
 -- Parameters: p_token_hash BINARY(32); p_scope (see orbit_auth_check); p_queue_id CHAR(32).
 -- Out: o_application_id, o_namespace_id, o_credential_id.
 -- Signals: UNAUTHENTICATED; PERMISSION_DENIED (scope missing, or the queue is in the credential's
@@ -22,17 +22,15 @@ CREATE PROCEDURE orbit_auth_queue_check(
   OUT o_credential_id BIGINT UNSIGNED)
   READS SQL DATA
 BEGIN
+  DECLARE v_environment_id BIGINT UNSIGNED;
   DECLARE v_scopes VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin DEFAULT NULL;
   DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE v_queue_granted TINYINT DEFAULT 0;
   DECLARE v_namespace_grants INT DEFAULT 0;
   SET o_application_id = NULL, o_namespace_id = NULL, o_credential_id = NULL;
-  -- One statement, each table an eq_ref probe: the active credential, the queue in its
-  -- application and environment, and the credential's grant of the queue's whole namespace
-  -- (queue_id '') or of this queue (a submit pays this on every task).
-  SELECT c.id, c.application_id, c.scopes, q.namespace_id,
+  SELECT c.id, c.application_id, c.environment_id, c.scopes, q.namespace_id,
          whole.credential_id IS NOT NULL OR listed.credential_id IS NOT NULL
-    INTO o_credential_id, o_application_id, v_scopes, o_namespace_id, v_queue_granted
+    INTO o_credential_id, o_application_id, v_environment_id, v_scopes, o_namespace_id, v_queue_granted
     FROM orbit_credential c
     LEFT JOIN orbit_queue q
       ON q.id = p_queue_id AND q.application_id = c.application_id AND q.environment_id = c.environment_id
