@@ -18,23 +18,23 @@ use std::collections::BTreeMap;
 
 use super::super::{Kind, Object};
 use super::lexer::{excerpt, lex, Tk, Token};
+use super::procedural::find_top_punct;
 use super::{Report, Rule};
 
 /// Checks every `CALL` in every procedure against the parameter lists of `objects`' procedures.
 pub(super) fn lint_calls(objects: &[Object], report: &mut Report) {
-    let procedures: Vec<&Object> = objects
+    let procedures: Vec<(&Object, Vec<Token>)> = objects
         .iter()
         .filter(|o| o.kind == Kind::Procedure)
+        .map(|o| (o, lex(&o.sql)))
         .collect();
     let mut signatures = BTreeMap::new();
-    for o in &procedures {
-        let tokens = lex(&o.sql);
-        if let Some((name, params)) = signature(&o.sql, &tokens) {
+    for (o, tokens) in &procedures {
+        if let Some((name, params)) = signature(&o.sql, tokens) {
             signatures.insert(name.to_ascii_lowercase(), params);
         }
     }
-    for o in &procedures {
-        let tokens = lex(&o.sql);
+    for (o, tokens) in &procedures {
         let Some(create) = tokens.iter().position(|t| t.is("CREATE")) else {
             continue;
         };
@@ -46,7 +46,7 @@ pub(super) fn lint_calls(objects: &[Object], report: &mut Report) {
                 continue;
             }
             let callee = tokens[i + 1].text;
-            let Some(args) = arguments(&o.sql, &tokens, i + 2) else {
+            let Some(args) = arguments(&o.sql, tokens, i + 2) else {
                 continue;
             };
             let statement = excerpt(&tokens[i..args.close + 1]);
@@ -126,27 +126,15 @@ fn arguments<'t, 'a>(sql: &str, tokens: &'t [Token<'a>], open: usize) -> Option<
     if !tokens.get(open)?.is_punct("(") {
         return None;
     }
+    let close = find_top_punct(tokens, open + 1, ")")?;
     let mut list = Vec::new();
-    let mut depth = 0usize;
     let mut start = open + 1;
-    for i in open + 1..tokens.len() {
-        let t = &tokens[i];
-        if t.is_punct("(") {
-            depth += 1;
-        } else if t.is_punct(")") && depth > 0 {
-            depth -= 1;
-        } else if depth == 0 && (t.is_punct(",") || t.is_punct(")")) {
-            if i > start {
-                let gap = gap_comment(sql, tokens, i);
-                list.push((&tokens[start..i], gap));
-            }
-            if t.is_punct(")") {
-                return Some(Arguments { list, close: i });
-            }
-            start = i + 1;
-        }
+    while start < close {
+        let end = find_top_punct(&tokens[..close], start, ",").unwrap_or(close);
+        list.push((&tokens[start..end], gap_comment(sql, tokens, end)));
+        start = end + 1;
     }
-    None
+    Some(Arguments { list, close })
 }
 
 /// The text of a `/* ... */` comment between token `at` and the token before it, trimmed (the

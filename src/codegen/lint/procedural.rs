@@ -133,7 +133,7 @@ impl<'t, 'a> Cur<'t, 'a> {
 }
 
 /// The first top-level `p` (outside parentheses) in `t[from..]`.
-fn find_top_punct(t: &[Token], from: usize, p: &str) -> Option<usize> {
+pub(super) fn find_top_punct(t: &[Token], from: usize, p: &str) -> Option<usize> {
     let mut depth = 0i32;
     for (i, tok) in t.iter().enumerate().skip(from) {
         if depth == 0 && tok.is_punct(p) {
