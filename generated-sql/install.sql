@@ -5341,7 +5341,8 @@ DELIMITER ;
 -- finds the tasks that go to the ready lane: each free key's first task due now, as
 -- m::keyed_lane decides it. One insert writes the tasks with the row macros orbit_task_create
 -- uses (m::task_insert_values): ready, blocked behind their key, or scheduled until their run_at;
--- a task without a key is ready. Each receipt then names its task. The caller charges the quota.
+-- a task without a key is ready. One update then names each receipt's task. The caller charges
+-- the quota.
 -- Parameters: p_tasks (orbit_task_submit_many's, checked there); p_application_id;
 --   p_namespace_id and p_queue_id (the batch's one queue); p_slot (the connection's quota slot,
 --   recorded on each task); p_now.
@@ -5364,29 +5365,16 @@ CREATE PROCEDURE orbit_task_create_keyed_many(
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_count INT DEFAULT JSON_LENGTH(p_tasks);
-  DECLARE v_i INT DEFAULT 0;
   -- How many distinct keys the batch names, how many have a row, and how many of those keep
   -- another limit than 1.
   DECLARE v_keys INT;
+  DECLARE v_key_rows INT;
   DECLARE v_stale_limits INT;
   DECLARE v_concurrency_key BLOB;
   -- The items of the keyed tasks that go to the ready lane (a comma-separated list).
   DECLARE v_ready_items MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin;
-  -- The first id of the tasks' insert; a task and its Idempotency-Key, for its receipt.
+  -- The first id of the tasks' insert, where their receipts find them.
   DECLARE v_first BIGINT UNSIGNED;
-  DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_idempotency_key BLOB;
-  -- The new tasks (ids from v_first on, found by their keys; a consistent read that stops at the
-  -- last, before concurrent submits' later rows), for their receipts.
-  DECLARE c_new_tasks CURSOR FOR
-    SELECT o.id, o.idempotency_key
-      FROM orbit_task o
-      STRAIGHT_JOIN (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
-      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
-     WHERE o.id >= v_first AND o.application_id = p_application_id
-     ORDER BY o.id
-     LIMIT v_count;
   -- The keys that have no row yet (a plain read).
   DECLARE c_new_keys CURSOR FOR
     SELECT k.concurrency_key
@@ -5400,7 +5388,7 @@ BEGIN
   -- The keys' rows, locked in key order; then the missing ones inserted, each locked by its
   -- insert (a concurrent submit may insert one first: ON DUPLICATE KEY UPDATE then takes its
   -- lock), with the holder limit 1.
-  SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_i, v_stale_limits
+  SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_key_rows, v_stale_limits
     FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
        FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
       WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
@@ -5408,7 +5396,7 @@ BEGIN
       LIMIT 1000) k
     LEFT JOIN orbit_resource r ON r.namespace_id = p_namespace_id AND r.concurrency_key = k.concurrency_key
      FOR UPDATE;
-  IF v_i < v_keys THEN
+  IF v_key_rows < v_keys THEN
     -- One insert a key, as orbit_task_create inserts it: an INSERT ... SELECT would hold
     -- orbit_resource's AUTO-INC lock while it waits for a key's row another batch holds, and
     -- that batch, inserting its own new keys, would wait for the AUTO-INC lock (a deadlock
@@ -5575,16 +5563,20 @@ BEGIN
     LEFT JOIN orbit_resource r ON r.namespace_id = p_namespace_id AND r.concurrency_key = t.concurrency_key
                               AND t.concurrency_key <> ''
    ORDER BY t.item;
-  SET v_first = LAST_INSERT_ID(), v_i = 0;
-  -- Each receipt then names its task.
-  OPEN c_new_tasks;
-  WHILE v_i < v_count DO
-    FETCH c_new_tasks INTO v_task_id, v_idempotency_key;
-    UPDATE orbit_idempotency i SET i.task_id = v_task_id
-     WHERE i.application_id = p_application_id AND i.idempotency_key = v_idempotency_key;
-    SET v_i = v_i + 1;
-  END WHILE;
-  CLOSE c_new_tasks;
+  SET v_first = LAST_INSERT_ID();
+  -- Each receipt then names its task, in one update: the new tasks are the ids from v_first on
+  -- (a consistent read that stops at the batch's last, before concurrent submits' later rows),
+  -- and each receipt is found by its Idempotency-Key.
+  UPDATE orbit_idempotency i
+    JOIN (SELECT o.id, o.idempotency_key
+            FROM orbit_task o
+            STRAIGHT_JOIN (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
+           WHERE o.id >= v_first AND o.application_id = p_application_id
+           ORDER BY o.id
+           LIMIT v_count) n ON i.application_id = p_application_id AND i.idempotency_key = n.idempotency_key
+     SET i.task_id = n.id;
 END$$
 DELIMITER ;
 
@@ -8151,7 +8143,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e1cb6d9de9978bd8d4ff164e3c96311a38f9682c2f66ebc8f2ad6ba5fbacd57a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'aab756a6be65b387e389cad129ada057bbe67e87a536f1108a46fb6439b1a5a9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, '4bc67b231ad0806302ab994aa7b79ea46872a904b0bfe7ffac1f3651d5add705', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, 'ee36448e40469115864e7807e3da0034366d920ef9e7752a02048bd665cfe016', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8166,5 +8158,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd7f631d90206059f01f61d1de8ec71d6446203594ad31f00de7ca69a76150f69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '737b1c7e3a17573422ff23c67b96cda1175057fbe651e6d2099098bf6ba770c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '737b1c7e3a17573422ff23c67b96cda1175057fbe651e6d2099098bf6ba770c1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '6e3f551b54b023a4d0fa0de4535e8a4959772525da473e024fe9b217a1a2d0d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '6e3f551b54b023a4d0fa0de4535e8a4959772525da473e024fe9b217a1a2d0d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
