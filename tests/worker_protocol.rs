@@ -179,6 +179,60 @@ async fn work_submitted_through_another_server_reaches_this_servers_workers() {
     assert_eq!(a["task"]["id"], r.body["data"]["id"]);
 }
 
+/// A session whose queues had nothing ready at its last scan asks its results only for their
+/// keys' next tasks (the hand-off), so a hot key goes on without a scan of the ready lane. Work
+/// that becomes ready without waking it (written straight to the database, as another server's
+/// submit is) still reaches it through the dispatch probe, and a submit through this server
+/// wakes it at once.
+#[tokio::test]
+async fn an_idle_sessions_results_hand_keys_on_and_new_work_still_reaches_it() {
+    let api = Api::start().await;
+    let f = &api.fixture;
+    for _ in 0..3 {
+        f.submit(&f.queue_id, "k").await;
+    }
+    let mut w = RawWorker::connect(&api.server.url, &f.token).await;
+    w.send(
+        json!({"type": "hello", "worker_id": "w1", "capacity": 4, "queue_ids": [f.queue_id],
+                  "concurrency_keys": true, "start_on_assign": true}),
+    )
+    .await;
+    assert_eq!(w.recv().await["type"], "welcome");
+    // The claim finds the key's first task and nothing more: the session's queues are idle.
+    let first = w.recv_type("task.assign").await;
+    assert_eq!(first["concurrency_token"], "1", "{first}");
+    let plain = f.submit(&f.queue_id, "").await;
+    w.send(json!({"type": "task.result", "attempt_id": first["attempt_id"], "outcome": "succeeded", "retryable": false}))
+        .await;
+    assert_eq!(
+        w.recv_type("task.result.ack").await["task_state"],
+        "SUCCEEDED"
+    );
+    // The key's next task, handed on by the result, and the task no wake-up announced.
+    let (mut next, mut plain_seen) = (None, false);
+    while next.is_none() || !plain_seen {
+        let a = w.recv_type("task.assign").await;
+        if a["task"]["id"] == plain.id {
+            assert!(a.get("concurrency_token").is_none(), "{a}");
+            plain_seen = true;
+        } else {
+            assert_eq!(a["concurrency_token"], "2", "the key's next task: {a}");
+            assert!(next.is_none(), "one grant per key: {a}");
+            next = Some(a);
+        }
+    }
+    let next = next.unwrap();
+    w.send(json!({"type": "task.result", "attempt_id": next["attempt_id"], "outcome": "succeeded", "retryable": false}))
+        .await;
+    w.recv_type("task.result.ack").await;
+    assert_eq!(w.recv_type("task.assign").await["concurrency_token"], "3");
+    // A submit through this server wakes the session.
+    let r = api.submit("wake", &json!({"queue_id": f.queue_id, "handler": "h", "handler_version": "v1", "payload_version": "v1", "payload": {}})).await;
+    let woken = w.recv_type("task.assign").await;
+    assert_eq!(woken["task"]["id"], r.body["data"]["id"], "{woken}");
+    w.close().await;
+}
+
 #[tokio::test]
 async fn a_start_on_assign_session_gets_started_assignments_and_needs_no_start() {
     let api = Api::start().await;

@@ -213,7 +213,8 @@ impl Grant {
 /// How many tasks a result may grant its session in the same transaction (`orbit_attempt_finish`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClaimAfter {
-    /// The session's free capacity once this result is in; 0 grants nothing.
+    /// At most the session's free capacity once these results are in (the WebSocket session asks
+    /// for less while its queues have nothing ready); 0 grants nothing.
     pub max: u32,
     pub lease_ms: u32,
 }

@@ -10,7 +10,7 @@
 //! this process accepts or releases work (the dispatch signal), and when the scheduler's probe
 //! sees ready work from other processes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -150,7 +150,8 @@ pub async fn connect(
             hash,
             socket,
             id: None,
-            in_flight: HashSet::new(),
+            in_flight: HashMap::new(),
+            queues_idle: false,
             dropped: HashSet::new(),
             queues: Vec::new(),
             capacity: 0,
@@ -182,7 +183,17 @@ struct Session {
     hash: [u8; 32],
     socket: WebSocket,
     id: Option<u64>,
-    in_flight: HashSet<u64>,
+    /// The attempts this session holds, each with whether it holds a key permit (a resumed
+    /// attempt counts as keyed: its key is not known here).
+    in_flight: HashMap<u64, bool>,
+    /// The session's last scan of its queues' ready lanes came up short, and no wake-up has named
+    /// one of its queues since: its queues have nothing ready for it. Results then ask only for
+    /// their keys' next tasks (the hand-off, from the blocked lane), and no claim is made, until a
+    /// wake-up names one of its queues. Every way work becomes ready wakes the sessions of its
+    /// queue: a submit, release, cancel or resolve on this server at once, anything else through
+    /// the scheduler's dispatch probe (at most [`crate::scheduler::MAX_SLEEP`] later), as for a
+    /// session with nothing to finish.
+    queues_idle: bool,
     /// Attempts a renewal rejected (lease run out, ended): no longer in flight, and never
     /// delivered again as a lost grant while the database still lists them as live.
     dropped: HashSet<u64>,
@@ -192,6 +203,32 @@ struct Session {
     drained_sent: bool,
     /// A frame read while gathering results, handled next (`None` inside: the socket ended).
     ahead: Option<Option<Result<Message, axum::Error>>>,
+}
+
+/// How many tasks results may grant their session: its free capacity once they are in, and
+/// while its queues have nothing ready ([`Session::queues_idle`]) no more than one per key they
+/// release (each key's next task, the hand-off), so that the grant scans no ready lane.
+fn results_claim_max(free: u32, keyed_results: u32, queues_idle: bool) -> u32 {
+    if queues_idle {
+        free.min(keyed_results)
+    } else {
+        free
+    }
+}
+
+/// Whether a session's queues are idle after a grant of up to `asked` tasks (0: none was
+/// asked for) that granted `granted`: a scan that came up short leaves them idle; a grant
+/// limited to the hand-off (they were idle) leaves them so, since it takes keys' next tasks
+/// from the blocked lane and any ready task it met has a wake-up on its way; a grant the
+/// quota deferred (`claim_again`) is followed by a claim.
+fn queues_idle_after(idle: bool, asked: u32, granted: usize, claim_again: bool) -> bool {
+    if asked == 0 {
+        idle
+    } else if claim_again {
+        false
+    } else {
+        idle || granted < asked as usize
+    }
 }
 
 fn error_frame(code: &str, message: &str) -> Frame {
@@ -363,7 +400,10 @@ impl Session {
                         let wake = work.borrow_and_update().clone();
                         let concerns = wake.concerns(seen, &self.queues);
                         seen = wake.generation;
-                        if concerns && !self.fill().await { break }
+                        if concerns {
+                            self.queues_idle = false;
+                            if !self.fill().await { break }
+                        }
                         continue;
                     }
                 },
@@ -498,7 +538,7 @@ impl Session {
             Ok(s) => {
                 self.id = Some(s.session_id);
                 self.capacity = capacity;
-                self.in_flight = s.resumed.iter().copied().collect();
+                self.in_flight = s.resumed.iter().map(|id| (*id, true)).collect();
                 let welcome: Frame = ServerFrame::Welcome {
                     session_id: s.session_id,
                     lease_seconds: self.app.lease_seconds.into(),
@@ -614,7 +654,7 @@ impl Session {
     /// An attempt that is no longer this session's live attempt: it stops counting against the
     /// capacity and is never delivered again as a lost grant. True when it was in flight.
     fn drop_attempt(&mut self, attempt_id: u64) -> bool {
-        let was = self.in_flight.remove(&attempt_id);
+        let was = self.in_flight.remove(&attempt_id).is_some();
         if was {
             self.dropped.insert(attempt_id);
         }
@@ -720,7 +760,11 @@ impl Session {
     /// capacity they free in the same transaction.
     async fn finish_call(&mut self, session: u64, good: &[AttemptResult]) -> Finished {
         let claim = self.claim_after(good);
-        match self.app.db.attempt_finish_many(session, good, claim).await {
+        let finished = self.app.db.attempt_finish_many(session, good, claim).await;
+        if let Ok(f) = &finished {
+            self.note_grant(claim, f.grants.len(), f.claim_again);
+        }
+        match finished {
             Ok(f) if f.acks.len() == good.len() => Finished {
                 answers: f.acks.into_iter().map(FinishAck::into_result).collect(),
                 grants: f.grants,
@@ -826,18 +870,27 @@ impl Session {
             return true;
         }
         let free = self.capacity.saturating_sub(self.in_flight.len() as u32);
-        if free == 0 {
+        if free == 0 || self.queues_idle {
             return true;
         }
+        let max = free.min(1000);
         match self
             .app
             .db
-            .task_claim(session, free.min(1000), self.app.lease_seconds * 1000)
+            .task_claim(session, max, self.app.lease_seconds * 1000)
             .await
         {
-            Ok(grants) => self.assign(grants).await,
+            Ok(grants) => {
+                self.queues_idle = queues_idle_after(false, max, grants.len(), false);
+                self.assign(grants).await
+            }
             Err(e) => self.db_error(e).await,
         }
+    }
+
+    /// Records what a result's grant found ([`queues_idle_after`]).
+    fn note_grant(&mut self, claim: ClaimAfter, granted: usize, claim_again: bool) {
+        self.queues_idle = queues_idle_after(self.queues_idle, claim.max, granted, claim_again);
     }
 
     /// What results may grant in their own transaction: the capacity they free (none while
@@ -846,15 +899,17 @@ impl Session {
         let finishing: HashSet<u64> = results
             .iter()
             .map(|r| r.attempt_id)
-            .filter(|id| self.in_flight.contains(id))
+            .filter(|id| self.in_flight.contains_key(id))
             .collect();
         let in_flight = self.in_flight.len() - finishing.len();
         let free = self.capacity.saturating_sub(in_flight as u32).min(1000);
-        if self.draining || free == 0 {
+        let keyed = finishing.iter().filter(|id| self.in_flight[*id]).count();
+        let max = results_claim_max(free, keyed as u32, self.queues_idle);
+        if self.draining || max == 0 {
             return ClaimAfter::NONE;
         }
         ClaimAfter {
-            max: free,
+            max,
             lease_ms: self.app.lease_seconds * 1000,
         }
     }
@@ -872,7 +927,7 @@ impl Session {
                 let lost: Vec<Grant> = held
                     .into_iter()
                     .filter(|g| {
-                        !self.in_flight.contains(&g.attempt_id)
+                        !self.in_flight.contains_key(&g.attempt_id)
                             && !self.dropped.contains(&g.attempt_id)
                     })
                     .collect();
@@ -893,7 +948,7 @@ impl Session {
     /// Sends the assignments of new grants, with any frames fed before them, in one flush.
     async fn assign(&mut self, grants: Vec<Grant>) -> bool {
         for g in grants {
-            self.in_flight.insert(g.attempt_id);
+            self.in_flight.insert(g.attempt_id, g.concurrency_token > 0);
             if !self.feed(&assign_frame(g)).await {
                 return false;
             }
@@ -904,8 +959,36 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
-    use super::wire_time;
+    use super::{queues_idle_after, results_claim_max, wire_time};
     use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn results_of_an_idle_session_ask_only_for_their_keys_next_tasks() {
+        // Queues with work: the whole free capacity, keyed or not.
+        assert_eq!(results_claim_max(4, 0, false), 4);
+        assert_eq!(results_claim_max(4, 1, false), 4);
+        // Nothing ready: one task per key released, within the free capacity; unkeyed results
+        // ask for nothing.
+        assert_eq!(results_claim_max(4, 1, true), 1);
+        assert_eq!(results_claim_max(4, 0, true), 0);
+        assert_eq!(results_claim_max(2, 7, true), 2);
+    }
+
+    #[test]
+    fn a_short_scan_makes_the_queues_idle_and_a_full_or_deferred_one_does_not() {
+        // A claim or a result's grant that scanned: short means nothing more is ready.
+        assert!(queues_idle_after(false, 4, 1, false));
+        assert!(!queues_idle_after(false, 4, 4, false));
+        // A grant limited to the hand-off keeps the queues idle, even when it took its fill.
+        assert!(queues_idle_after(true, 1, 1, false));
+        assert!(queues_idle_after(true, 2, 0, false));
+        // The quota deferred the grant: a claim follows, so the queues are not idle.
+        assert!(!queues_idle_after(true, 1, 0, true));
+        assert!(!queues_idle_after(false, 4, 0, true));
+        // Nothing asked for: nothing learned.
+        assert!(queues_idle_after(true, 0, 0, false));
+        assert!(!queues_idle_after(false, 0, 0, false));
+    }
 
     #[test]
     fn frames_write_timestamps_as_the_http_api_does() {
