@@ -893,7 +893,8 @@ impl Session {
         self.queues_idle = queues_idle_after(self.queues_idle, claim.max, granted, claim_again);
     }
 
-    /// What results may grant in their own transaction: the capacity they free (none while
+    /// What results may grant in their own transaction: the capacity they free, or while the
+    /// session's queues are idle no more than one task per key they release (none while
     /// draining).
     fn claim_after(&self, results: &[AttemptResult]) -> ClaimAfter {
         let finishing: HashSet<u64> = results
