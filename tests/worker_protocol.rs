@@ -192,12 +192,8 @@ async fn an_idle_sessions_results_hand_keys_on_and_new_work_still_reaches_it() {
         f.submit(&f.queue_id, "k").await;
     }
     let mut w = RawWorker::connect(&api.server.url, &f.token).await;
-    w.send(
-        json!({"type": "hello", "worker_id": "w1", "capacity": 4, "queue_ids": [f.queue_id],
-                  "concurrency_keys": true, "start_on_assign": true}),
-    )
-    .await;
-    assert_eq!(w.recv().await["type"], "welcome");
+    let welcome = w.hello_started("w1", &[&f.queue_id], 4).await;
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
     // The claim finds the key's first task and nothing more: the session's queues are idle.
     let first = w.recv_type("task.assign").await;
     assert_eq!(first["concurrency_token"], "1", "{first}");
@@ -240,12 +236,8 @@ async fn a_start_on_assign_session_gets_started_assignments_and_needs_no_start()
     f.submit(&f.queue_id, "k").await;
     f.submit(&f.queue_id, "k").await;
     let mut w = RawWorker::connect(&api.server.url, &f.token).await;
-    w.send(
-        json!({"type": "hello", "worker_id": "w1", "capacity": 1, "queue_ids": [f.queue_id],
-                  "concurrency_keys": true, "start_on_assign": true}),
-    )
-    .await;
-    assert_eq!(w.recv().await["type"], "welcome");
+    let welcome = w.hello_started("w1", &[&f.queue_id], 1).await;
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
     let first = w.recv_type("task.assign").await;
     assert_eq!(first["started"], true, "{first}");
     assert_eq!(first["task"]["state"], "RUNNING", "{first}");

@@ -84,6 +84,20 @@ impl RawWorker {
         self.recv().await
     }
 
+    /// A hello of a `start_on_assign` session with concurrency keys on `queues`: its
+    /// assignments arrive started.
+    pub async fn hello_started(
+        &mut self,
+        worker_id: &str,
+        queues: &[&str],
+        capacity: u32,
+    ) -> Value {
+        self.send(json!({"type": "hello", "worker_id": worker_id, "capacity": capacity, "queue_ids": queues,
+                         "concurrency_keys": true, "start_on_assign": true}))
+            .await;
+        self.recv().await
+    }
+
     /// Reads until the server's Close frame and returns its code; panics when the socket ends
     /// without one (a client would see 1006) or nothing comes within 20 s.
     pub async fn recv_close(&mut self) -> u16 {
