@@ -4,15 +4,13 @@
     Rust side maps onto the HTTP/WS error envelope (src/db/error.rs). Keep messages < 128 chars. -#}
 {% macro raise(code, message) %}SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{{ code }}: {{ message }}'{% endmacro %}
 
-{#- What authentication requires of the credential a token hash found (orbit_auth_check,
-    orbit_auth_queue_check): one, active (`id`: its id, NULL when none), whose scopes (`scopes`)
-    hold `scope`. The caller declares v_message VARCHAR(128). -#}
 {#- The active credential a token hash finds, the queue p_queue_id in its application and
     environment, and whether the credential is granted that queue (its whole namespace,
     queue_id '', or the queue listed), INTO the six named variables: one statement, each table an
     eq_ref probe (orbit_auth_queue_check, orbit_auth_queue_visible; a single submit runs it on
     every task). With no such credential every variable is NULL; with no such queue the
-    namespace is NULL and the grant 0. -#}
+    namespace is NULL and the grant 0. The grant is m::queue_in_scope's rule, as two primary-key
+    probes instead of an EXISTS (cheaper for the one queue of a call). -#}
 {% macro credential_queue_read(id, application, environment, scopes, namespace, granted) %}SELECT c.id, c.application_id, c.environment_id, c.scopes, q.namespace_id,
          whole.credential_id IS NOT NULL OR listed.credential_id IS NOT NULL
     INTO {{ id }}, {{ application }}, {{ environment }}, {{ scopes }}, {{ namespace }}, {{ granted }}
@@ -25,6 +23,9 @@
       ON listed.credential_id = c.id AND listed.namespace_id = q.namespace_id AND listed.queue_id = p_queue_id
    WHERE c.token_hash = p_token_hash AND c.revoked_at IS NULL{% endmacro %}
 
+{#- What authentication requires of the credential a token hash found (orbit_auth_check,
+    orbit_auth_queue_check, orbit_auth_queue_visible): one, active (`id`: its id, NULL when
+    none), whose scopes (`scopes`) hold `scope`. The caller declares v_message VARCHAR(128). -#}
 {% macro credential_checked(id, scopes, scope) %}IF {{ id }} IS NULL THEN
     {% call raise("UNAUTHENTICATED", "unknown or revoked bearer token") %};
   END IF;
@@ -153,7 +154,7 @@
 {#- Whether a queue (its namespace and id expressions) is within the credential's queue scope: a
     namespace-wide grant (queue_id = '') or the queue listed. Callers also match the
     credential's application and environment when the namespace is not already known to be in
-    scope. -#}
+    scope. m::credential_queue_read reads the same rule for one queue. -#}
 {% macro queue_in_scope(namespace_id, queue_id, credential) %}EXISTS (SELECT 1 FROM orbit_credential_scope s
                 WHERE s.credential_id = {{ credential }} AND s.namespace_id = {{ namespace_id }}
                   AND s.queue_id IN ('', {{ queue_id }})){% endmacro %}

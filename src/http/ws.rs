@@ -762,7 +762,8 @@ impl Session {
         let claim = self.claim_after(good);
         let finished = self.app.db.attempt_finish_many(session, good, claim).await;
         if let Ok(f) = &finished {
-            self.note_grant(claim, f.grants.len(), f.claim_again);
+            self.queues_idle =
+                queues_idle_after(self.queues_idle, claim.max, f.grants.len(), f.claim_again);
         }
         match finished {
             Ok(f) if f.acks.len() == good.len() => Finished {
@@ -886,11 +887,6 @@ impl Session {
             }
             Err(e) => self.db_error(e).await,
         }
-    }
-
-    /// Records what a result's grant found ([`queues_idle_after`]).
-    fn note_grant(&mut self, claim: ClaimAfter, granted: usize, claim_again: bool) {
-        self.queues_idle = queues_idle_after(self.queues_idle, claim.max, granted, claim_again);
     }
 
     /// What results may grant in their own transaction: the capacity they free, or while the
