@@ -5944,8 +5944,11 @@ body: BEGIN
   -- The hand-off (p_results): the keys the caller's results released go to their next tasks,
   -- which the releases left blocked for this grant (orbit_attempt.handoff_task_id), where the
   -- session may take them: in one of its queues, not paused and without a permit limit (whose
-  -- room is counted per visit), with no ready task of a better priority there. A plain read (a
-  -- locking one would lock every row it joins): each task is locked as it is taken.
+  -- room is counted per visit), with no ready task of a better priority there: the ready lane's
+  -- head, its best priority, read as one entry (a NOT EXISTS over `b.priority < t.priority` reads
+  -- every ready entry of the task's priority and worse, since an outer column bounds no range of
+  -- the subquery's index). A plain read (a locking one would lock every row it joins): each task
+  -- is locked as it is taken.
   DECLARE c_handoffs CURSOR FOR
     SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority,
            t.queue_id, (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
@@ -5958,8 +5961,10 @@ body: BEGIN
        AND t.lane = 'blocked' AND t.blocked_reason = '' AND v_keys
        AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
        AND NOT q.paused AND q.max_active_attempts = 0
-       AND NOT EXISTS (SELECT 1 FROM orbit_task b FORCE INDEX (ix_task_dispatch)
-                        WHERE b.queue_id = t.queue_id AND b.lane = 'ready' AND b.priority < t.priority)
+       AND COALESCE((SELECT b.priority FROM orbit_task b FORCE INDEX (ix_task_dispatch)
+                      WHERE b.queue_id = t.queue_id AND b.lane = 'ready'
+                      ORDER BY b.priority
+                      LIMIT 1) >= t.priority, 1)
      ORDER BY t.priority, t.id
      LIMIT v_budget;
 
@@ -8147,7 +8152,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '15e1dbaf86887d812a5affd9974512beb16d2306b61bc4ce3fed52318c324dd9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '29e323948ae1c32ca707e481600bfa0c76a65576f0c60c69bf991cc3e868cce8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'c9a209507be5086be77381d07bac30a0c0bbdf33cf3b3452c07eabdfff4d9e55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8158,5 +8163,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd7f631d90206059f01f61d1de8ec71d6446203594ad31f00de7ca69a76150f69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '6e3f551b54b023a4d0fa0de4535e8a4959772525da473e024fe9b217a1a2d0d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '6e3f551b54b023a4d0fa0de4535e8a4959772525da473e024fe9b217a1a2d0d3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fd2376325a0ddf9394c48bc129fda190ab2395284cdc9ddfa9cc9d6dc3c75e52', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fd2376325a0ddf9394c48bc129fda190ab2395284cdc9ddfa9cc9d6dc3c75e52', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -310,6 +310,51 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     );
 }
 
+#[tokio::test]
+async fn a_hand_off_reads_a_few_entries_whatever_waits_ready_in_its_queue() {
+    // A hot key shares its queue with 20,000 ready unkeyed tasks of its priority. The hand-off
+    // asks whether a task of a better priority is ready there: one look at the lane's head,
+    // not a walk through every ready task of the same priority.
+    let f = Fixture::new().await;
+    let held = f.submit(&f.queue_id, "hot").await;
+    let next = f.submit(&f.queue_id, "hot").await;
+    let plain = f.submit(&f.queue_id, "").await;
+    ready_copies(&f, plain.id).await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    assert_eq!(g[0].task.id, held.id);
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("CALL orbit_attempt_finish(?, ?, 1, 30000)")
+        .bind(s)
+        .bind(format!(
+            r#"[{{"attempt_id": {}, "outcome": "succeeded"}}]"#,
+            g[0].attempt_id
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let (_, reads): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    let reads: u64 = reads.parse().unwrap();
+    assert!(reads < 100, "{reads} index entries read for one hand-off");
+    // The key went on to its next task, ahead of the older ready tasks of its priority.
+    let granted: u64 = sqlx::query_scalar(
+        "SELECT task_id FROM orbit_attempt WHERE session_id = ? ORDER BY id DESC LIMIT 1",
+    )
+    .bind(s)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(granted, next.id);
+}
+
 /// What ending attempt `attempt_id` wrote: its row, its task's row and the task's events, each
 /// as JSON text (times as relations, since two endings differ in time).
 async fn ending(f: &Fixture, attempt_id: u64) -> (String, String, String) {

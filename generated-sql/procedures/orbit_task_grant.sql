@@ -177,8 +177,11 @@ body: BEGIN
   -- The hand-off (p_results): the keys the caller's results released go to their next tasks,
   -- which the releases left blocked for this grant (orbit_attempt.handoff_task_id), where the
   -- session may take them: in one of its queues, not paused and without a permit limit (whose
-  -- room is counted per visit), with no ready task of a better priority there. A plain read (a
-  -- locking one would lock every row it joins): each task is locked as it is taken.
+  -- room is counted per visit), with no ready task of a better priority there: the ready lane's
+  -- head, its best priority, read as one entry (a NOT EXISTS over `b.priority < t.priority` reads
+  -- every ready entry of the task's priority and worse, since an outer column bounds no range of
+  -- the subquery's index). A plain read (a locking one would lock every row it joins): each task
+  -- is locked as it is taken.
   DECLARE c_handoffs CURSOR FOR
     SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority,
            t.queue_id, (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
@@ -191,8 +194,10 @@ body: BEGIN
        AND t.lane = 'blocked' AND t.blocked_reason = '' AND v_keys
        AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
        AND NOT q.paused AND q.max_active_attempts = 0
-       AND NOT EXISTS (SELECT 1 FROM orbit_task b FORCE INDEX (ix_task_dispatch)
-                        WHERE b.queue_id = t.queue_id AND b.lane = 'ready' AND b.priority < t.priority)
+       AND COALESCE((SELECT b.priority FROM orbit_task b FORCE INDEX (ix_task_dispatch)
+                      WHERE b.queue_id = t.queue_id AND b.lane = 'ready'
+                      ORDER BY b.priority
+                      LIMIT 1) >= t.priority, 1)
      ORDER BY t.priority, t.id
      LIMIT v_budget;
 
