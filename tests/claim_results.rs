@@ -202,8 +202,8 @@ async fn incomplete_slots(f: &Fixture) -> Vec<i64> {
         .unwrap()
 }
 
-/// 20,000 ready copies of task `model` (bulk SQL: setup, not the behaviour under test).
-async fn ready_copies(f: &Fixture, model: u64) {
+/// 20,000 copies of task `model`, in its lane (bulk SQL: setup, not the behaviour under test).
+async fn copies(f: &Fixture, model: u64) {
     let columns: String = sqlx::query_scalar(
         "SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns \
           WHERE table_schema = DATABASE() AND table_name = 'orbit_task' \
@@ -233,7 +233,7 @@ async fn ready_copies(f: &Fixture, model: u64) {
 async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     let f = Fixture::new().await;
     let first = f.submit(&f.queue_id, "").await;
-    ready_copies(&f, first.id).await;
+    copies(&f, first.id).await;
     let s = f.session("w", true, &[&f.queue_id]).await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, first.id);
@@ -312,14 +312,16 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
 
 #[tokio::test]
 async fn a_hand_off_reads_a_few_entries_whatever_waits_ready_in_its_queue() {
-    // A hot key shares its queue with 20,000 ready unkeyed tasks of its priority. The hand-off
-    // asks whether a task of a better priority is ready there: one look at the lane's head,
-    // not a walk through every ready task of the same priority.
+    // A hot key with 20,000 more tasks blocked behind its next one shares its queue with 20,000
+    // ready unkeyed tasks of its priority. The release looks for the key's next task by its
+    // queue's head, and the hand-off asks whether a task of a better priority is ready there by
+    // one look at the ready lane's head: neither walks the tasks of the same priority.
     let f = Fixture::new().await;
     let held = f.submit(&f.queue_id, "hot").await;
     let next = f.submit(&f.queue_id, "hot").await;
     let plain = f.submit(&f.queue_id, "").await;
-    ready_copies(&f, plain.id).await;
+    copies(&f, next.id).await;
+    copies(&f, plain.id).await;
     let s = f.session("w", true, &[&f.queue_id]).await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, held.id);

@@ -3,9 +3,13 @@
 //! One key across two queues and one `start_on_assign` session of capacity 4 (as `hotkey`'s
 //! workers), then a loop of `orbit_attempt_finish` calls from one connection: each ends the
 //! attempt that holds the key and grants the key's next task in the same transaction, the call
-//! `serve` makes for each result. Latency is per call, as the client sees it; tasks/s is calls/s.
-//! What the procedures cost, without the WebSocket hops and the worker: the figure to compare
-//! when a procedure changes.
+//! `serve` makes for each result. Each call asks for one task, as the results of a session with
+//! nothing else ready do (`serve`'s idle sessions: they ask only for the hand-off). Latency is per
+//! call, as the client sees it; tasks/s is calls/s. What the procedures cost, without the
+//! WebSocket hops and the worker: the figure to compare when a procedure changes.
+//!
+//! With `--ready-backlog N`, N unkeyed tasks of the key's priority wait ready in the key's first
+//! queue beside it, which the calls never take: the hand-off's cost must not grow with them.
 
 use std::time::Instant;
 
@@ -18,8 +22,14 @@ use crate::db::DbError;
 
 const LEASE_MS: u32 = 60_000;
 
-/// Runs `calls` hand-offs; `baseline` is the same run's durable commits/s.
-pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, DbError> {
+/// Runs `calls` hand-offs beside `ready_backlog` ready unkeyed tasks; `baseline` is the same
+/// run's durable commits/s.
+pub async fn run(
+    bench: &BenchDb,
+    calls: u32,
+    ready_backlog: u64,
+    baseline: f64,
+) -> Result<Report, DbError> {
     let db = &bench.db;
     let t = tenant(db).await?;
     let second = db
@@ -51,6 +61,28 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
     for chunk in tasks.chunks(1000) {
         db.task_submit_many(&t.hash, chunk).await?;
     }
+    // The backlog after the key's tasks: the first claim below takes the key's first task.
+    let backlog_bar = progress(ready_backlog, "ready backlog");
+    let mut submitted = 0;
+    while submitted < ready_backlog {
+        let chunk: Vec<(String, NewTask)> = (submitted..ready_backlog.min(submitted + 1000))
+            .map(|n| {
+                let task = NewTask {
+                    queue_id: queues[0].clone(),
+                    handler: "bench.noop".into(),
+                    handler_version: "v1".into(),
+                    payload_version: "v1".into(),
+                    payload: "{}".into(),
+                    ..Default::default()
+                };
+                (format!("ready-{n}"), task)
+            })
+            .collect();
+        db.task_submit_many(&t.hash, &chunk).await?;
+        submitted += chunk.len() as u64;
+        backlog_bar.set_position(submitted);
+    }
+    backlog_bar.finish_and_clear();
     let session = db
         .session_open(
             &t.hash,
@@ -88,7 +120,7 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
             error: None,
         };
         let claim = ClaimAfter {
-            max: HOTKEY_CAPACITY,
+            max: 1,
             lease_ms: LEASE_MS,
         };
         let call = Instant::now();
@@ -111,7 +143,8 @@ pub async fn run(bench: &BenchDb, calls: u32, baseline: f64) -> Result<Report, D
         &mut latencies,
         baseline,
         json!({ "latency": "one orbit_attempt_finish call (a result and the next grant)",
-                "capacity": HOTKEY_CAPACITY, "queues": 2 }),
+                "capacity": HOTKEY_CAPACITY, "claim_max": 1, "queues": 2,
+                "ready_backlog": ready_backlog }),
     )
     .costing(cost))
 }

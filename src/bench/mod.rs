@@ -188,7 +188,7 @@ impl Report {
 }
 
 /// The capacity of the hot key's worker sessions (`hotkey`'s SDK workers, `handoff-sql`'s
-/// session): each result may be granted up to this many tasks.
+/// session).
 pub const HOTKEY_CAPACITY: u32 = 4;
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).

@@ -99,6 +99,10 @@ pub struct BenchArgs {
     /// the keys meet no policy: one holder.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::codegen::CONSTS.key_limit_max)))]
     pub key_limit: Option<u32>,
+    /// handoff-sql: unkeyed tasks left ready in the hot key's first queue beside it, which the
+    /// calls never take.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub ready_backlog: u64,
     /// keys, hotkey: a key policy lets at most GRANTS grants of each key through in any SECONDS
     /// (e.g. 1000/1), with --key-limit's holders (or one).
     #[arg(long, value_name = "GRANTS/SECONDS", value_parser = parse_rate)]
@@ -145,6 +149,10 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
     }
     if args.rate.is_some() && !matches!(args.scenario, Scenario::Keys | Scenario::Hotkey) {
         eprintln!("error: --rate applies to keys and hotkey");
+        return ExitCode::from(2);
+    }
+    if args.ready_backlog > 0 && args.scenario != Scenario::HandoffSql {
+        eprintln!("error: --ready-backlog applies to handoff-sql");
         return ExitCode::from(2);
     }
     let limits = bench::KeyLimits {
@@ -224,7 +232,8 @@ pub(super) async fn bench_cmd(args: BenchArgs) -> ExitCode {
                     }
                     Scenario::Hotkey => bench::flow::hotkey(&bench_db, &opts, baseline).await,
                     Scenario::HandoffSql => {
-                        bench::handoff::run(&bench_db, opts.tasks, baseline).await
+                        bench::handoff::run(&bench_db, opts.tasks, args.ready_backlog, baseline)
+                            .await
                     }
                     Scenario::Submit => bench::flow::submit(&bench_db, &opts, baseline).await,
                     Scenario::Delayed => {
