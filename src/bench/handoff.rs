@@ -73,6 +73,7 @@ pub async fn run(
                     handler_version: "v1".into(),
                     payload_version: "v1".into(),
                     payload: "{}".into(),
+                    concurrency_key: Some(String::new()),
                     ..Default::default()
                 };
                 (format!("ready-{n}"), task)
