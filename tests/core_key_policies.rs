@@ -724,3 +724,77 @@ async fn a_cancel_running_submit_retries_while_the_holder_is_changing() {
             .unwrap();
     assert_eq!(attempt, "CANCELLED");
 }
+
+#[tokio::test]
+async fn replacing_a_long_backlog_reads_each_waiting_task_once() {
+    // A replace_waiting policy set on a key with 2,000 waiting tasks: the next submit replaces
+    // them all in one scan of the key's index entries. (Before, each replacement looked for the
+    // oldest task left, sorting the rest: 1,000 tasks took 1.7 s, 3,000 ran past the call's time
+    // limit, so the submit could never be accepted.)
+    let f = Fixture::new().await;
+    for c in 0..2 {
+        let chunk: Vec<(String, orbit::db::tasks::NewTask)> = (0..1000)
+            .map(|n| (format!("backlog-{c}-{n}"), f.task(&f.queue_id, "k")))
+            .collect();
+        f.db.task_submit_many(&f.hash, &chunk).await.unwrap();
+    }
+    set(&f, "exact", "k", "replace_waiting").await;
+    // One connection, so that its session counters are the submit's.
+    let db = orbit::db::Db::connect(&f.test_db.dsn, 1).await.unwrap();
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let newest = db
+        .task_submit(&f.hash, "the-newest", &f.task(&f.queue_id, "k"))
+        .await
+        .unwrap()
+        .task;
+    let status: Vec<(String, String)> = sqlx::query_as(
+        "SHOW SESSION STATUS WHERE variable_name IN ('Handler_read_next', 'Sort_rows')",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let count = |name: &str| -> u64 {
+        status
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.parse().unwrap())
+            .unwrap()
+    };
+    assert!(
+        count("Handler_read_next") < 10_000,
+        "{} index entries read to replace 2,000 tasks",
+        count("Handler_read_next")
+    );
+    assert!(
+        count("Sort_rows") < 3_000,
+        "{} rows sorted to replace 2,000 tasks",
+        count("Sort_rows")
+    );
+    let states: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT CAST(state AS CHAR), COUNT(*) FROM orbit_task GROUP BY state ORDER BY 1",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        states,
+        [("CANCELLED".to_string(), 2000), ("WAITING".to_string(), 1)]
+    );
+    assert_eq!(state(&f, newest.id).await, "WAITING");
+    let replaced_by: Vec<u64> = sqlx::query_scalar(
+        "SELECT DISTINCT CAST(JSON_EXTRACT(error, '$.replaced_by') AS UNSIGNED) FROM orbit_task \
+          WHERE state = 'CANCELLED'",
+    )
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(replaced_by, [newest.id]);
+    assert_eq!(
+        f.incomplete_tasks().await,
+        1,
+        "every replaced task's charge went back or over"
+    );
+}

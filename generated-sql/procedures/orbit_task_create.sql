@@ -108,6 +108,17 @@ body: BEGIN
   DECLARE v_ended_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_ended_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
+  DECLARE v_done TINYINT DEFAULT 0;
+  -- The key's other waiting tasks in this queue, which a replace_waiting or cancel_running policy
+  -- replaces: one scan of ix_task_key in its order (no sort), each row locked as it is read (SKIP
+  -- LOCKED: task rows come after the resource row in the lock order), so replacing N tasks reads
+  -- each entry once.
+  DECLARE c_waiting CURSOR FOR
+    SELECT t.id, t.quota_slot
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'
+       FOR UPDATE SKIP LOCKED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
     -- The key's row, locked where it exists (most submits find it). Otherwise insert-or-lock in
@@ -227,6 +238,8 @@ body: BEGIN
     END IF;
   END IF;
   IF v_replaced IS NULL AND v_on_busy IN ('replace_waiting', 'cancel_running') THEN
+    -- The key's oldest waiting task in this queue, whose quota charge the new task takes (the
+    -- others are replaced below, c_waiting).
     SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
       FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
@@ -284,16 +297,13 @@ body: BEGIN
   IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
     -- Every other waiting task of the key in this queue; each gives its charge back (the one
     -- quota row write this call makes before its caller's later locks: see the header).
+    OPEN c_waiting;
     each_waiting: LOOP
-      SET v_other = NULL;
-      SELECT t.id, t.quota_slot INTO v_other, v_replaced_slot
-      FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-       AND t.state = 'WAITING'
-     ORDER BY t.id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED;
-      IF v_other IS NULL THEN
+      fetch_waiting: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        FETCH c_waiting INTO v_other, v_replaced_slot;
+      END fetch_waiting;
+      IF v_done THEN
         LEAVE each_waiting;
       END IF;
       UPDATE orbit_task t
@@ -307,6 +317,7 @@ body: BEGIN
          SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = p_now
        WHERE q.application_id = p_application_id AND q.slot = v_replaced_slot;
     END LOOP each_waiting;
+    CLOSE c_waiting;
   END IF;
   IF v_lane = 'none' THEN
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);

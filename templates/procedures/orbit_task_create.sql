@@ -1,13 +1,4 @@
 {% import "_macros.sql" as m %}
-{#- The key's oldest WAITING task in this queue that no other transaction holds, into `into`
-    (its id, its quota slot): what a replace_waiting or cancel_running policy replaces. -#}
-{% macro next_waiting(into) %}SELECT t.id, t.quota_slot INTO {{ into }}
-      FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-       AND t.state = 'WAITING'
-     ORDER BY t.id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED{% endmacro %}
 {#- The key's resource row, read FOR UPDATE into v_resource_id (left 0 when there is none),
     v_holder, v_holders and v_row_limit. -#}
 {% macro lock_resource() %}SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
@@ -116,6 +107,17 @@ body: BEGIN
   DECLARE v_ended_task_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_ended_attempt_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
+  DECLARE v_done TINYINT DEFAULT 0;
+  -- The key's other waiting tasks in this queue, which a replace_waiting or cancel_running policy
+  -- replaces: one scan of ix_task_key in its order (no sort), each row locked as it is read (SKIP
+  -- LOCKED: task rows come after the resource row in the lock order), so replacing N tasks reads
+  -- each entry once.
+  DECLARE c_waiting CURSOR FOR
+    SELECT t.id, t.quota_slot
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'
+       FOR UPDATE SKIP LOCKED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
     -- The key's row, locked where it exists (most submits find it). Otherwise insert-or-lock in
@@ -205,7 +207,15 @@ body: BEGIN
     END IF;
   END IF;
   IF v_replaced IS NULL AND v_on_busy IN ('replace_waiting', 'cancel_running') THEN
-    {% call next_waiting("v_replaced, v_replaced_slot") %};
+    -- The key's oldest waiting task in this queue, whose quota charge the new task takes (the
+    -- others are replaced below, c_waiting).
+    SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'
+     ORDER BY t.id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
   END IF;
   IF v_replaced IS NOT NULL THEN
     -- The new task takes the replaced one's quota charge.
@@ -238,10 +248,13 @@ body: BEGIN
   IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
     -- Every other waiting task of the key in this queue; each gives its charge back (the one
     -- quota row write this call makes before its caller's later locks: see the header).
+    OPEN c_waiting;
     each_waiting: LOOP
-      SET v_other = NULL;
-      {% call next_waiting("v_other, v_replaced_slot") %};
-      IF v_other IS NULL THEN
+      fetch_waiting: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        FETCH c_waiting INTO v_other, v_replaced_slot;
+      END fetch_waiting;
+      IF v_done THEN
         LEAVE each_waiting;
       END IF;
       {% call replace_task("v_other") %};
@@ -249,6 +262,7 @@ body: BEGIN
          SET q.incomplete_tasks = q.incomplete_tasks - 1, q.updated_at = p_now
        WHERE q.application_id = p_application_id AND q.slot = v_replaced_slot;
     END LOOP each_waiting;
+    CLOSE c_waiting;
   END IF;
   IF v_lane = 'none' THEN
     CALL orbit_task_place(o_task_id, p_now, v_state, v_lane);
