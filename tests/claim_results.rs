@@ -229,6 +229,33 @@ async fn copies(f: &Fixture, model: u64) {
     .unwrap();
 }
 
+/// Reports attempt `attempt_id`'s success with a grant of one, on `conn`; returns the index entries
+/// the call read (`Handler_read_next`). The connection's other counters are the call's too.
+async fn succeed_and_grant_one(
+    conn: &mut sqlx::MySqlConnection,
+    session: u64,
+    attempt_id: u64,
+) -> u64 {
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("CALL orbit_attempt_finish(?, ?, 1, 30000)")
+        .bind(session)
+        .bind(format!(
+            r#"[{{"attempt_id": {attempt_id}, "outcome": "succeeded"}}]"#
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let (_, reads): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    reads.parse().unwrap()
+}
+
 #[tokio::test]
 async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     let f = Fixture::new().await;
@@ -241,25 +268,7 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     // entries it reads (Handler_read_next; about 50, mostly quota slot rows) do not grow with the
     // ready lane.
     let mut conn = f.db.pool().acquire().await.unwrap();
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    sqlx::query("CALL orbit_attempt_finish(?, ?, 1, 30000)")
-        .bind(s)
-        .bind(format!(
-            r#"[{{"attempt_id": {}, "outcome": "succeeded"}}]"#,
-            g[0].attempt_id
-        ))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    let (_, reads): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    let reads: u64 = reads.parse().unwrap();
+    let reads = succeed_and_grant_one(&mut conn, s, g[0].attempt_id).await;
     assert!(reads < 100, "{reads} index entries read for one result");
     // Nor does it build a temporary table on disk to order its answer (the task columns are
     // TEXT, which an in-memory temporary table cannot hold): that was one per result.
@@ -326,25 +335,7 @@ async fn a_hand_off_reads_a_few_entries_whatever_waits_ready_in_its_queue() {
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, held.id);
     let mut conn = f.db.pool().acquire().await.unwrap();
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    sqlx::query("CALL orbit_attempt_finish(?, ?, 1, 30000)")
-        .bind(s)
-        .bind(format!(
-            r#"[{{"attempt_id": {}, "outcome": "succeeded"}}]"#,
-            g[0].attempt_id
-        ))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    let (_, reads): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    let reads: u64 = reads.parse().unwrap();
+    let reads = succeed_and_grant_one(&mut conn, s, g[0].attempt_id).await;
     assert!(reads < 100, "{reads} index entries read for one hand-off");
     // The key went on to its next task, ahead of the older ready tasks of its priority.
     let granted: u64 = sqlx::query_scalar(

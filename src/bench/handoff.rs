@@ -22,6 +22,19 @@ use crate::db::DbError;
 
 const LEASE_MS: u32 = 60_000;
 
+/// A `bench.noop` task for `queue_id`, under `key` ("" = none).
+fn noop_task(queue_id: &str, key: &str) -> NewTask {
+    NewTask {
+        queue_id: queue_id.into(),
+        handler: "bench.noop".into(),
+        handler_version: "v1".into(),
+        payload_version: "v1".into(),
+        payload: "{}".into(),
+        concurrency_key: Some(key.into()),
+        ..Default::default()
+    }
+}
+
 /// Runs `calls` hand-offs beside `ready_backlog` ready unkeyed tasks; `baseline` is the same
 /// run's durable commits/s.
 pub async fn run(
@@ -45,18 +58,7 @@ pub async fn run(
     let queues = [t.queue_id.clone(), second];
     // One task more than calls: the first is claimed, and each call ends one and grants the next.
     let tasks: Vec<(String, NewTask)> = (0..=calls as usize)
-        .map(|n| {
-            let task = NewTask {
-                queue_id: queues[n % 2].clone(),
-                handler: "bench.noop".into(),
-                handler_version: "v1".into(),
-                payload_version: "v1".into(),
-                payload: "{}".into(),
-                concurrency_key: Some("hot".into()),
-                ..Default::default()
-            };
-            (format!("handoff-{n}"), task)
-        })
+        .map(|n| (format!("handoff-{n}"), noop_task(&queues[n % 2], "hot")))
         .collect();
     for chunk in tasks.chunks(1000) {
         db.task_submit_many(&t.hash, chunk).await?;
@@ -66,18 +68,7 @@ pub async fn run(
     let mut submitted = 0;
     while submitted < ready_backlog {
         let chunk: Vec<(String, NewTask)> = (submitted..ready_backlog.min(submitted + 1000))
-            .map(|n| {
-                let task = NewTask {
-                    queue_id: queues[0].clone(),
-                    handler: "bench.noop".into(),
-                    handler_version: "v1".into(),
-                    payload_version: "v1".into(),
-                    payload: "{}".into(),
-                    concurrency_key: Some(String::new()),
-                    ..Default::default()
-                };
-                (format!("ready-{n}"), task)
-            })
+            .map(|n| (format!("ready-{n}"), noop_task(&queues[0], "")))
             .collect();
         db.task_submit_many(&t.hash, &chunk).await?;
         submitted += chunk.len() as u64;

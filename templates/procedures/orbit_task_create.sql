@@ -1,4 +1,9 @@
 {% import "_macros.sql" as m %}
+{#- The key's WAITING tasks in this queue (every lane they wait in), as a FROM and WHERE over
+    ix_task_key, alias t: what a replace_waiting or cancel_running policy replaces. -#}
+{% macro waiting_of_key() %}FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'{% endmacro %}
 {#- The key's resource row, read FOR UPDATE into v_resource_id (left 0 when there is none),
     v_holder, v_holders and v_row_limit. -#}
 {% macro lock_resource() %}SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
@@ -114,9 +119,7 @@ body: BEGIN
   -- each entry once.
   DECLARE c_waiting CURSOR FOR
     SELECT t.id, t.quota_slot
-      FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-       AND t.state = 'WAITING'
+      {% call waiting_of_key() %}
        FOR UPDATE SKIP LOCKED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
@@ -210,9 +213,7 @@ body: BEGIN
     -- The key's oldest waiting task in this queue, whose quota charge the new task takes (the
     -- others are replaced below, c_waiting).
     SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
-      FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-       AND t.state = 'WAITING'
+      {% call waiting_of_key() %}
      ORDER BY t.id
      LIMIT 1
        FOR UPDATE SKIP LOCKED;
