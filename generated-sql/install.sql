@@ -5118,15 +5118,16 @@ body: BEGIN
   DECLARE v_ended_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_done TINYINT DEFAULT 0;
-  -- The key's other waiting tasks in this queue, which a replace_waiting or cancel_running policy
-  -- replaces: one scan of ix_task_key in its order (no sort), each row locked as it is read (SKIP
-  -- LOCKED: task rows come after the resource row in the lock order), so replacing N tasks reads
-  -- each entry once.
+  -- The key's waiting tasks in this queue (every lane they wait in), oldest first: what a
+  -- replace_waiting or cancel_running policy replaces. Read and locked when opened, before the new
+  -- task exists, in one scan of ix_task_key and one sort (SKIP LOCKED: task rows come after the
+  -- resource row in the lock order), so replacing N tasks reads each entry once.
   DECLARE c_waiting CURSOR FOR
     SELECT t.id, t.quota_slot
       FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
        AND t.state = 'WAITING'
+     ORDER BY t.id
        FOR UPDATE SKIP LOCKED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
@@ -5246,16 +5247,16 @@ body: BEGIN
       SET v_run_at = v_debounce_until;
     END IF;
   END IF;
-  IF v_replaced IS NULL AND v_on_busy IN ('replace_waiting', 'cancel_running') THEN
-    -- The key's oldest waiting task in this queue, whose quota charge the new task takes (the
-    -- others are replaced below, c_waiting).
-    SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
-      FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-       AND t.state = 'WAITING'
-     ORDER BY t.id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED;
+  IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
+    -- The oldest waiting task, unless a debounce chose the task to replace: the new task takes
+    -- its quota charge. The others are replaced after the insert.
+    OPEN c_waiting;
+    IF v_replaced IS NULL THEN
+      fetch_oldest: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        FETCH c_waiting INTO v_replaced, v_replaced_slot;
+      END fetch_oldest;
+    END IF;
   END IF;
   IF v_replaced IS NOT NULL THEN
     -- The new task takes the replaced one's quota charge.
@@ -5304,16 +5305,19 @@ body: BEGIN
     SET o_replaced = v_replaced;
   END IF;
   IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
-    -- Every other waiting task of the key in this queue; each gives its charge back (the one
-    -- quota row write this call makes before its caller's later locks: see the header).
-    OPEN c_waiting;
+    -- Every other waiting task of the key in this queue (the debounced one a debounce replaced
+    -- above is among them); each gives its charge back (the one quota row write this call makes
+    -- before its caller's later locks: see the header).
     each_waiting: LOOP
-      fetch_waiting: BEGIN
+      fetch_other: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
         FETCH c_waiting INTO v_other, v_replaced_slot;
-      END fetch_waiting;
+      END fetch_other;
       IF v_done THEN
         LEAVE each_waiting;
+      END IF;
+      IF v_other = v_replaced THEN
+        ITERATE each_waiting;
       END IF;
       UPDATE orbit_task t
        SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,
@@ -8158,7 +8162,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '2aced6f85ed38097a5625dcc46cc9624a7dc50b9ba79a10837a7198ef1bfd2d8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e1cb6d9de9978bd8d4ff164e3c96311a38f9682c2f66ebc8f2ad6ba5fbacd57a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, '4e0b6527350a29b0ca844a2a55252c4cff401ded0d604a5d5b1792a40ea52b07', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'a73cb1799dd14e43ef4f9d8ae6d36173aa5ea85bccde3821c57c3a74458bd0ff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, 'ee36448e40469115864e7807e3da0034366d920ef9e7752a02048bd665cfe016', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8174,5 +8178,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd7f631d90206059f01f61d1de8ec71d6446203594ad31f00de7ca69a76150f69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'feb69170cab046c7b279115a26604c6c571562529f4c2d34e616340031f29644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'feb69170cab046c7b279115a26604c6c571562529f4c2d34e616340031f29644', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fab4e6fe1fc09270fcb9209cd86e537729622dd812bd8737ef7198d7a9a18281', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fab4e6fe1fc09270fcb9209cd86e537729622dd812bd8737ef7198d7a9a18281', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

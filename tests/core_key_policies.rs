@@ -798,3 +798,52 @@ async fn replacing_a_long_backlog_reads_each_waiting_task_once() {
         "every replaced task's charge went back or over"
     );
 }
+
+#[tokio::test]
+async fn a_debounce_under_replace_waiting_replaces_each_waiting_task_once() {
+    // A debounced submit under a replace_waiting policy replaces the key's debounced task (the
+    // debounce's choice, whose charge it takes) and every other waiting task of the queue, each
+    // once: one history row, one charge given back.
+    let f = Fixture::new().await;
+    set(&f, "exact", "k", "replace_waiting").await;
+    let debounced = orbit::db::tasks::NewTask {
+        timing: orbit::db::tasks::Timing {
+            debounce_seconds: Some(60),
+            ..Default::default()
+        },
+        ..f.task(&f.queue_id, "k")
+    };
+    let plain = f.submit(&f.queue_id, "k").await;
+    let first = f.submit_task(&debounced).await;
+    assert_eq!(state(&f, plain.id).await, "CANCELLED");
+    // A plain task accepted after the debounced one: also waiting when the next one comes.
+    let later =
+        f.db.task_submit(&f.hash, "later", &f.task(&f.queue_id, "k"))
+            .await
+            .unwrap()
+            .task;
+    assert_eq!(
+        state(&f, first.id).await,
+        "CANCELLED",
+        "replaced by the later task"
+    );
+    let second = f.submit_task(&debounced).await;
+    let third = f.submit_task(&debounced).await;
+    for id in [later.id, second.id] {
+        assert_eq!(state(&f, id).await, "CANCELLED");
+        let replaced: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM orbit_task_event WHERE task_id = ? AND event = 'replaced'",
+        )
+        .bind(id)
+        .fetch_one(f.db.pool())
+        .await
+        .unwrap();
+        assert_eq!(replaced, 1, "task {id} replaced once");
+    }
+    assert_eq!(state(&f, third.id).await, "WAITING");
+    assert_eq!(
+        f.incomplete_tasks().await,
+        1,
+        "one charge left, the waiting task's"
+    );
+}

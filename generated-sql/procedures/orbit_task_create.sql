@@ -109,15 +109,16 @@ body: BEGIN
   DECLARE v_ended_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_done TINYINT DEFAULT 0;
-  -- The key's other waiting tasks in this queue, which a replace_waiting or cancel_running policy
-  -- replaces: one scan of ix_task_key in its order (no sort), each row locked as it is read (SKIP
-  -- LOCKED: task rows come after the resource row in the lock order), so replacing N tasks reads
-  -- each entry once.
+  -- The key's waiting tasks in this queue (every lane they wait in), oldest first: what a
+  -- replace_waiting or cancel_running policy replaces. Read and locked when opened, before the new
+  -- task exists, in one scan of ix_task_key and one sort (SKIP LOCKED: task rows come after the
+  -- resource row in the lock order), so replacing N tasks reads each entry once.
   DECLARE c_waiting CURSOR FOR
     SELECT t.id, t.quota_slot
       FROM orbit_task t FORCE INDEX (ix_task_key)
      WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
        AND t.state = 'WAITING'
+     ORDER BY t.id
        FOR UPDATE SKIP LOCKED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
@@ -237,16 +238,16 @@ body: BEGIN
       SET v_run_at = v_debounce_until;
     END IF;
   END IF;
-  IF v_replaced IS NULL AND v_on_busy IN ('replace_waiting', 'cancel_running') THEN
-    -- The key's oldest waiting task in this queue, whose quota charge the new task takes (the
-    -- others are replaced below, c_waiting).
-    SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
-      FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-       AND t.state = 'WAITING'
-     ORDER BY t.id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED;
+  IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
+    -- The oldest waiting task, unless a debounce chose the task to replace: the new task takes
+    -- its quota charge. The others are replaced after the insert.
+    OPEN c_waiting;
+    IF v_replaced IS NULL THEN
+      fetch_oldest: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        FETCH c_waiting INTO v_replaced, v_replaced_slot;
+      END fetch_oldest;
+    END IF;
   END IF;
   IF v_replaced IS NOT NULL THEN
     -- The new task takes the replaced one's quota charge.
@@ -295,16 +296,19 @@ body: BEGIN
     SET o_replaced = v_replaced;
   END IF;
   IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
-    -- Every other waiting task of the key in this queue; each gives its charge back (the one
-    -- quota row write this call makes before its caller's later locks: see the header).
-    OPEN c_waiting;
+    -- Every other waiting task of the key in this queue (the debounced one a debounce replaced
+    -- above is among them); each gives its charge back (the one quota row write this call makes
+    -- before its caller's later locks: see the header).
     each_waiting: LOOP
-      fetch_waiting: BEGIN
+      fetch_other: BEGIN
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
         FETCH c_waiting INTO v_other, v_replaced_slot;
-      END fetch_waiting;
+      END fetch_other;
       IF v_done THEN
         LEAVE each_waiting;
+      END IF;
+      IF v_other = v_replaced THEN
+        ITERATE each_waiting;
       END IF;
       UPDATE orbit_task t
        SET t.state = 'CANCELLED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now,

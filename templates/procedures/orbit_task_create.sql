@@ -1,9 +1,10 @@
 {% import "_macros.sql" as m %}
-{#- The key's WAITING tasks in this queue (every lane they wait in), as a FROM and WHERE over
-    ix_task_key, alias t: what a replace_waiting or cancel_running policy replaces. -#}
-{% macro waiting_of_key() %}FROM orbit_task t FORCE INDEX (ix_task_key)
-     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
-       AND t.state = 'WAITING'{% endmacro %}
+{#- The next of the key's waiting tasks (c_waiting) INTO `into` (its id and quota slot), left
+    unset with v_done = 1 when none is left. `label` names the block. -#}
+{% macro fetch_waiting(label, into) %}{{ label }}: BEGIN
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        FETCH c_waiting INTO {{ into }};
+      END {{ label }}{% endmacro %}
 {#- The key's resource row, read FOR UPDATE into v_resource_id (left 0 when there is none),
     v_holder, v_holders and v_row_limit. -#}
 {% macro lock_resource() %}SELECT r.id, r.holder_attempt_id, r.holders, r.holder_limit INTO v_resource_id, v_holder, v_holders, v_row_limit
@@ -113,13 +114,16 @@ body: BEGIN
   DECLARE v_ended_attempt_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_done TINYINT DEFAULT 0;
-  -- The key's other waiting tasks in this queue, which a replace_waiting or cancel_running policy
-  -- replaces: one scan of ix_task_key in its order (no sort), each row locked as it is read (SKIP
-  -- LOCKED: task rows come after the resource row in the lock order), so replacing N tasks reads
-  -- each entry once.
+  -- The key's waiting tasks in this queue (every lane they wait in), oldest first: what a
+  -- replace_waiting or cancel_running policy replaces. Read and locked when opened, before the new
+  -- task exists, in one scan of ix_task_key and one sort (SKIP LOCKED: task rows come after the
+  -- resource row in the lock order), so replacing N tasks reads each entry once.
   DECLARE c_waiting CURSOR FOR
     SELECT t.id, t.quota_slot
-      {% call waiting_of_key() %}
+      FROM orbit_task t FORCE INDEX (ix_task_key)
+     WHERE t.resource_id = v_resource_id AND t.lane IN ('ready', 'blocked', 'scheduled') AND t.queue_id = p_queue_id
+       AND t.state = 'WAITING'
+     ORDER BY t.id
        FOR UPDATE SKIP LOCKED;
   SET o_task_id = 0, o_replaced = 0, o_refusal = '', o_cancelled = 0;
   IF p_concurrency_key <> '' THEN
@@ -209,14 +213,13 @@ body: BEGIN
       SET v_run_at = v_debounce_until;
     END IF;
   END IF;
-  IF v_replaced IS NULL AND v_on_busy IN ('replace_waiting', 'cancel_running') THEN
-    -- The key's oldest waiting task in this queue, whose quota charge the new task takes (the
-    -- others are replaced below, c_waiting).
-    SELECT t.id, t.quota_slot INTO v_replaced, v_replaced_slot
-      {% call waiting_of_key() %}
-     ORDER BY t.id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED;
+  IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
+    -- The oldest waiting task, unless a debounce chose the task to replace: the new task takes
+    -- its quota charge. The others are replaced after the insert.
+    OPEN c_waiting;
+    IF v_replaced IS NULL THEN
+      {% call fetch_waiting("fetch_oldest", "v_replaced, v_replaced_slot") %};
+    END IF;
   END IF;
   IF v_replaced IS NOT NULL THEN
     -- The new task takes the replaced one's quota charge.
@@ -247,16 +250,16 @@ body: BEGIN
     SET o_replaced = v_replaced;
   END IF;
   IF v_on_busy IN ('replace_waiting', 'cancel_running') THEN
-    -- Every other waiting task of the key in this queue; each gives its charge back (the one
-    -- quota row write this call makes before its caller's later locks: see the header).
-    OPEN c_waiting;
+    -- Every other waiting task of the key in this queue (the debounced one a debounce replaced
+    -- above is among them); each gives its charge back (the one quota row write this call makes
+    -- before its caller's later locks: see the header).
     each_waiting: LOOP
-      fetch_waiting: BEGIN
-        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-        FETCH c_waiting INTO v_other, v_replaced_slot;
-      END fetch_waiting;
+      {% call fetch_waiting("fetch_other", "v_other, v_replaced_slot") %};
       IF v_done THEN
         LEAVE each_waiting;
+      END IF;
+      IF v_other = v_replaced THEN
+        ITERATE each_waiting;
       END IF;
       {% call replace_task("v_other") %};
       UPDATE orbit_application_quota q
