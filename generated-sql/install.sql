@@ -7485,7 +7485,7 @@ body: BEGIN
                           + (t.j_run_at IS NOT NULL) + (t.j_delay_seconds IS NOT NULL) + (t.j_debounce_seconds IS NOT NULL)
                           + (t.j_debounce_max_seconds IS NOT NULL)
                      THEN 'the task has a member that is not a field of a submit'
-                   ELSE COALESCE(CASE
+                   ELSE COALESCE(COALESCE(CASE
        WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN t.handler_version IS NULL OR CHAR_LENGTH(t.handler_version) NOT BETWEEN 1 AND 64
@@ -7494,7 +7494,7 @@ body: BEGIN
          THEN 'payload_version must be 1-64 characters'
        WHEN t.payload IS NULL OR NOT JSON_VALID(t.payload) THEN 'payload must be valid JSON'
        WHEN CHAR_LENGTH(t.business_key) > 191 THEN 'business_key must be at most 191 characters'
-       WHEN (CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+  END, CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
        WHEN t.concurrency_key = '' THEN NULL
        WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
          THEN 'concurrency_key must be valid UTF-8'
@@ -7505,19 +7505,7 @@ body: BEGIN
        WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
             OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
          THEN 'concurrency_key must not start or end with whitespace'
-  END) IS NOT NULL
-         THEN CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
-       WHEN t.concurrency_key = '' THEN NULL
-       WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
-         THEN 'concurrency_key must be valid UTF-8'
-       WHEN CHAR_LENGTH(CONVERT(t.concurrency_key USING utf8mb4)) > 191
-         THEN 'concurrency_key must be at most 191 characters'
-       WHEN HEX(t.concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
-         THEN 'concurrency_key must not contain control characters'
-       WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
-            OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
-         THEN 'concurrency_key must not start or end with whitespace'
-  END
+  END, CASE
        WHEN t.priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
        WHEN t.max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
        WHEN t.retry_base_ms NOT BETWEEN 0 AND 86400000 OR t.retry_max_ms NOT BETWEEN 0 AND 604800000
@@ -7525,7 +7513,7 @@ body: BEGIN
        WHEN t.retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN t.deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END, CASE
+  END), CASE
        WHEN t.run_at IS NOT NULL AND t.delay_seconds IS NOT NULL
          THEN 'run_at and delay_seconds cannot both be given'
        WHEN t.delay_seconds NOT BETWEEN 0 AND 31536000
@@ -8040,7 +8028,7 @@ BEGIN
       p_retry_max_ms = COALESCE(p_retry_max_ms, 300000),
       p_retry_unknown = COALESCE(p_retry_unknown, 0),
       p_deadline_seconds = COALESCE(p_deadline_seconds, 0);
-  SET v_message = CASE
+  SET v_message = COALESCE(CASE
        WHEN p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN p_handler_version IS NULL OR CHAR_LENGTH(p_handler_version) NOT BETWEEN 1 AND 64
@@ -8049,7 +8037,7 @@ BEGIN
          THEN 'payload_version must be 1-64 characters'
        WHEN p_payload IS NULL OR NOT JSON_VALID(p_payload) THEN 'payload must be valid JSON'
        WHEN CHAR_LENGTH(p_business_key) > 191 THEN 'business_key must be at most 191 characters'
-       WHEN (CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+  END, CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
        WHEN p_concurrency_key = '' THEN NULL
        WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
          THEN 'concurrency_key must be valid UTF-8'
@@ -8060,19 +8048,7 @@ BEGIN
        WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
             OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
          THEN 'concurrency_key must not start or end with whitespace'
-  END) IS NOT NULL
-         THEN CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
-       WHEN p_concurrency_key = '' THEN NULL
-       WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
-         THEN 'concurrency_key must be valid UTF-8'
-       WHEN CHAR_LENGTH(CONVERT(p_concurrency_key USING utf8mb4)) > 191
-         THEN 'concurrency_key must be at most 191 characters'
-       WHEN HEX(p_concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
-         THEN 'concurrency_key must not contain control characters'
-       WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
-            OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
-         THEN 'concurrency_key must not start or end with whitespace'
-  END
+  END, CASE
        WHEN p_priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
        WHEN p_max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
        WHEN p_retry_base_ms NOT BETWEEN 0 AND 86400000 OR p_retry_max_ms NOT BETWEEN 0 AND 604800000
@@ -8080,7 +8056,7 @@ BEGIN
        WHEN p_retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN p_deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END;
+  END);
   IF v_message IS NOT NULL THEN
     SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
@@ -8175,8 +8151,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '71923e474fa3bde0d12c6c1a7be5f53f4a551766e5eee058b6a3e283b665cfa3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd7f631d90206059f01f61d1de8ec71d6446203594ad31f00de7ca69a76150f69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 1, 'ab7a836e7b9f26860d510daee49f9ffdacd99324cf786d787cc9debb42de910e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'baa5133740a58d621262ae6f5a3b27a8b4c90c3873bc85c032e59b570c676792', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fab4e6fe1fc09270fcb9209cd86e537729622dd812bd8737ef7198d7a9a18281', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fab4e6fe1fc09270fcb9209cd86e537729622dd812bd8737ef7198d7a9a18281', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '6aab7eaa837a35b14cb5f7dc2cabdfc9e1c3e310ff459114505b9ab3f62da179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '6aab7eaa837a35b14cb5f7dc2cabdfc9e1c3e310ff459114505b9ab3f62da179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

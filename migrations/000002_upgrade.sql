@@ -5427,7 +5427,7 @@ body: BEGIN
                           + (t.j_run_at IS NOT NULL) + (t.j_delay_seconds IS NOT NULL) + (t.j_debounce_seconds IS NOT NULL)
                           + (t.j_debounce_max_seconds IS NOT NULL)
                      THEN 'the task has a member that is not a field of a submit'
-                   ELSE COALESCE(CASE
+                   ELSE COALESCE(COALESCE(CASE
        WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN t.handler_version IS NULL OR CHAR_LENGTH(t.handler_version) NOT BETWEEN 1 AND 64
@@ -5436,7 +5436,7 @@ body: BEGIN
          THEN 'payload_version must be 1-64 characters'
        WHEN t.payload IS NULL OR NOT JSON_VALID(t.payload) THEN 'payload must be valid JSON'
        WHEN CHAR_LENGTH(t.business_key) > 191 THEN 'business_key must be at most 191 characters'
-       WHEN (CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+  END, CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
        WHEN t.concurrency_key = '' THEN NULL
        WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
          THEN 'concurrency_key must be valid UTF-8'
@@ -5447,19 +5447,7 @@ body: BEGIN
        WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
             OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
          THEN 'concurrency_key must not start or end with whitespace'
-  END) IS NOT NULL
-         THEN CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
-       WHEN t.concurrency_key = '' THEN NULL
-       WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
-         THEN 'concurrency_key must be valid UTF-8'
-       WHEN CHAR_LENGTH(CONVERT(t.concurrency_key USING utf8mb4)) > 191
-         THEN 'concurrency_key must be at most 191 characters'
-       WHEN HEX(t.concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
-         THEN 'concurrency_key must not contain control characters'
-       WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
-            OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
-         THEN 'concurrency_key must not start or end with whitespace'
-  END
+  END, CASE
        WHEN t.priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
        WHEN t.max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
        WHEN t.retry_base_ms NOT BETWEEN 0 AND 86400000 OR t.retry_max_ms NOT BETWEEN 0 AND 604800000
@@ -5467,7 +5455,7 @@ body: BEGIN
        WHEN t.retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN t.deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END, CASE
+  END), CASE
        WHEN t.run_at IS NOT NULL AND t.delay_seconds IS NOT NULL
          THEN 'run_at and delay_seconds cannot both be given'
        WHEN t.delay_seconds NOT BETWEEN 0 AND 31536000
@@ -5930,6 +5918,90 @@ body: BEGIN
     DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
        FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
       LIMIT 1000) b);
+  END IF;
+END$$
+DELIMITER ;
+
+-- ---- orbit_task_validate (from templates/procedures/orbit_task_validate.sql) ----
+-- orbit_task_validate: Internal: apply the defaults of a task definition and enforce its rules.
+--
+-- One set of rules for everything that defines a task: orbit_task_submit, orbit_plan_create and
+-- orbit_plan_version_create (orbit_task_submit_many checks a batch with the same expression,
+-- m::task_definition_error). The defaultable fields are INOUT: NULL becomes the default, so the
+-- caller stores (and hashes) the effective values. Checked in parameter order; the first broken
+-- rule is reported, its message starting with the field name.
+-- Parameters:
+--   p_handler                 1-191 characters
+--   p_handler_version, p_payload_version   1-64 characters
+--   p_payload                 JSON text
+--   p_business_key            0-191 characters (NULL = '')
+--   p_concurrency_key         exact bytes; '' = no key; NULL is invalid (see orbit_key_validate)
+--   p_priority                0 (first) - 9; default 5
+--   p_max_attempts            1-1000; default 3
+--   p_retry_base_ms           0-86400000; default 1000 (doubles per attempt)
+--   p_retry_max_ms            0-604800000; default 300000
+--   p_retry_unknown           0/1; default 0 (1 = safe to retry after an unknown outcome)
+--   p_deadline_seconds        total deadline from acceptance, 1-315360000; NULL or 0 = none
+-- Result: none.
+-- Signals: INVALID_ARGUMENT (naming the field).
+-- Locks: none.
+DROP PROCEDURE IF EXISTS orbit_task_validate;
+DELIMITER $$
+CREATE PROCEDURE orbit_task_validate(
+  IN p_handler TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_handler_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload_version TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_payload MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  INOUT p_business_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_concurrency_key BLOB,
+  INOUT p_priority INT,
+  INOUT p_max_attempts INT,
+  INOUT p_retry_base_ms BIGINT,
+  INOUT p_retry_max_ms BIGINT,
+  INOUT p_retry_unknown TINYINT,
+  INOUT p_deadline_seconds BIGINT)
+  DETERMINISTIC NO SQL
+BEGIN
+  DECLARE v_message VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  SET p_business_key = COALESCE(p_business_key, ''),
+      p_priority = COALESCE(p_priority, 5),
+      p_max_attempts = COALESCE(p_max_attempts, 3),
+      p_retry_base_ms = COALESCE(p_retry_base_ms, 1000),
+      p_retry_max_ms = COALESCE(p_retry_max_ms, 300000),
+      p_retry_unknown = COALESCE(p_retry_unknown, 0),
+      p_deadline_seconds = COALESCE(p_deadline_seconds, 0);
+  SET v_message = COALESCE(CASE
+       WHEN p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191
+         THEN 'handler must be 1-191 characters'
+       WHEN p_handler_version IS NULL OR CHAR_LENGTH(p_handler_version) NOT BETWEEN 1 AND 64
+         THEN 'handler_version must be 1-64 characters'
+       WHEN p_payload_version IS NULL OR CHAR_LENGTH(p_payload_version) NOT BETWEEN 1 AND 64
+         THEN 'payload_version must be 1-64 characters'
+       WHEN p_payload IS NULL OR NOT JSON_VALID(p_payload) THEN 'payload must be valid JSON'
+       WHEN CHAR_LENGTH(p_business_key) > 191 THEN 'business_key must be at most 191 characters'
+  END, CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+       WHEN p_concurrency_key = '' THEN NULL
+       WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
+         THEN 'concurrency_key must be valid UTF-8'
+       WHEN CHAR_LENGTH(CONVERT(p_concurrency_key USING utf8mb4)) > 191
+         THEN 'concurrency_key must be at most 191 characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
+         THEN 'concurrency_key must not contain control characters'
+       WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
+            OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
+         THEN 'concurrency_key must not start or end with whitespace'
+  END, CASE
+       WHEN p_priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
+       WHEN p_max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
+       WHEN p_retry_base_ms NOT BETWEEN 0 AND 86400000 OR p_retry_max_ms NOT BETWEEN 0 AND 604800000
+         THEN 'retry_base_ms must be 0-86400000 and retry_max_ms 0-604800000'
+       WHEN p_retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
+       WHEN p_deadline_seconds NOT BETWEEN 0 AND 315360000
+         THEN 'deadline_seconds must be between 1 and 315360000'
+  END);
+  IF v_message IS NOT NULL THEN
+    SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
 END$$
 DELIMITER ;
@@ -7615,8 +7687,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '71923e474fa3bde0d12c6c1a7be5f53f4a551766e5eee058b6a3e283b665cfa3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'd7f631d90206059f01f61d1de8ec71d6446203594ad31f00de7ca69a76150f69', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'baa5133740a58d621262ae6f5a3b27a8b4c90c3873bc85c032e59b570c676792', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'fab4e6fe1fc09270fcb9209cd86e537729622dd812bd8737ef7198d7a9a18281', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'fab4e6fe1fc09270fcb9209cd86e537729622dd812bd8737ef7198d7a9a18281', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '6aab7eaa837a35b14cb5f7dc2cabdfc9e1c3e310ff459114505b9ab3f62da179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '6aab7eaa837a35b14cb5f7dc2cabdfc9e1c3e310ff459114505b9ab3f62da179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -317,8 +317,9 @@
     "INVALID_ARGUMENT: " (it starts with the field's name), or NULL when it keeps them all. `p` is
     the prefix of the effective (defaulted, see task_defaults) values: p_ in orbit_task_validate,
     t. in the set-based checks of orbit_task_submit_many. One set of rules for every way a task is
-    defined. -#}
-{% macro task_definition_error(p) %}CASE
+    defined. COALESCE stops at its first non-NULL argument, so the key's rules (key_error, a
+    CASE of its own) are evaluated once, and only when the fields before it pass. -#}
+{% macro task_definition_error(p) %}COALESCE(CASE
        WHEN {{ p }}handler IS NULL OR CHAR_LENGTH({{ p }}handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN {{ p }}handler_version IS NULL OR CHAR_LENGTH({{ p }}handler_version) NOT BETWEEN 1 AND 64
@@ -327,8 +328,7 @@
          THEN 'payload_version must be 1-64 characters'
        WHEN {{ p }}payload IS NULL OR NOT JSON_VALID({{ p }}payload) THEN 'payload must be valid JSON'
        WHEN CHAR_LENGTH({{ p }}business_key) > 191 THEN 'business_key must be at most 191 characters'
-       WHEN ({% call key_error(p ~ "concurrency_key") %}) IS NOT NULL
-         THEN {% call key_error(p ~ "concurrency_key") %}
+  END, {% call key_error(p ~ "concurrency_key") %}, CASE
        WHEN {{ p }}priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
        WHEN {{ p }}max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
        WHEN {{ p }}retry_base_ms NOT BETWEEN 0 AND 86400000 OR {{ p }}retry_max_ms NOT BETWEEN 0 AND 604800000
@@ -336,7 +336,7 @@
        WHEN {{ p }}retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN {{ p }}deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END{% endmacro %}
+  END){% endmacro %}
 
 {#- A submit's timing: when its task may first be claimed. Not part of a task definition (a plan's
     task runs when its slot fires), so a separate list, for orbit_task_submit. -#}

@@ -310,6 +310,70 @@ async fn field_validation_names_the_field() {
     );
 }
 
+/// The rules are checked in parameter order and the first broken one is reported, the key's among
+/// them (m::task_definition_error evaluates the key's rules after business_key and before
+/// priority), by a single submit and by a batch alike.
+#[tokio::test]
+async fn a_definition_that_breaks_several_rules_reports_the_first_in_parameter_order() {
+    let f = Fixture::new().await;
+    let cases: Vec<(Box<dyn Fn(&mut orbit::db::tasks::NewTask)>, &str)> = vec![
+        (
+            Box::new(|t| {
+                t.handler = String::new();
+                t.concurrency_key = Some(" k".into());
+            }),
+            "handler must be 1-191",
+        ),
+        (
+            Box::new(|t| {
+                t.business_key = Some("b".repeat(192));
+                t.concurrency_key = Some(" k".into());
+                t.priority = Some(10);
+            }),
+            "business_key must be at most",
+        ),
+        (
+            Box::new(|t| {
+                t.concurrency_key = Some(" k".into());
+                t.priority = Some(10);
+            }),
+            "concurrency_key must not start",
+        ),
+        (
+            Box::new(|t| {
+                t.concurrency_key = Some("k".repeat(192));
+                t.max_attempts = Some(0);
+            }),
+            "concurrency_key must be at most",
+        ),
+        (
+            Box::new(|t| {
+                t.concurrency_key = Some("k".into());
+                t.priority = Some(10);
+                t.max_attempts = Some(0);
+            }),
+            "priority must be between",
+        ),
+    ];
+    for (i, (mutate, rule)) in cases.into_iter().enumerate() {
+        let mut t = f.task(&f.queue_id, "");
+        mutate(&mut t);
+        match f.db.task_submit(&f.hash, &format!("o{i}"), &t).await {
+            Err(DbError::InvalidArgument(m)) => assert!(m.starts_with(rule), "{rule}: {m}"),
+            other => panic!("{rule}: {other:?}"),
+        }
+        let mut items = batch(&f, &f.queue_id, &format!("ob{i}"), 2);
+        items[1].1 = t;
+        match f.db.task_submit_many(&f.hash, &items).await {
+            Err(DbError::InvalidArgument(m)) => {
+                assert!(m.starts_with(&format!("tasks[1]: {rule}")), "{rule}: {m}")
+            }
+            other => panic!("{rule}: {other:?}"),
+        }
+    }
+    assert_eq!(count(&f, "orbit_task").await, 0);
+}
+
 #[tokio::test]
 async fn auth_codes_unauthenticated_permission_denied_not_found() {
     let f = Fixture::new().await;

@@ -338,7 +338,7 @@ body: BEGIN
                           + (t.j_run_at IS NOT NULL) + (t.j_delay_seconds IS NOT NULL) + (t.j_debounce_seconds IS NOT NULL)
                           + (t.j_debounce_max_seconds IS NOT NULL)
                      THEN 'the task has a member that is not a field of a submit'
-                   ELSE COALESCE(CASE
+                   ELSE COALESCE(COALESCE(CASE
        WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN t.handler_version IS NULL OR CHAR_LENGTH(t.handler_version) NOT BETWEEN 1 AND 64
@@ -347,7 +347,7 @@ body: BEGIN
          THEN 'payload_version must be 1-64 characters'
        WHEN t.payload IS NULL OR NOT JSON_VALID(t.payload) THEN 'payload must be valid JSON'
        WHEN CHAR_LENGTH(t.business_key) > 191 THEN 'business_key must be at most 191 characters'
-       WHEN (CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+  END, CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
        WHEN t.concurrency_key = '' THEN NULL
        WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
          THEN 'concurrency_key must be valid UTF-8'
@@ -358,19 +358,7 @@ body: BEGIN
        WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
             OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
          THEN 'concurrency_key must not start or end with whitespace'
-  END) IS NOT NULL
-         THEN CASE WHEN t.concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
-       WHEN t.concurrency_key = '' THEN NULL
-       WHEN NOT HEX(t.concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
-         THEN 'concurrency_key must be valid UTF-8'
-       WHEN CHAR_LENGTH(CONVERT(t.concurrency_key USING utf8mb4)) > 191
-         THEN 'concurrency_key must be at most 191 characters'
-       WHEN HEX(t.concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
-         THEN 'concurrency_key must not contain control characters'
-       WHEN HEX(t.concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
-            OR HEX(t.concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
-         THEN 'concurrency_key must not start or end with whitespace'
-  END
+  END, CASE
        WHEN t.priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
        WHEN t.max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
        WHEN t.retry_base_ms NOT BETWEEN 0 AND 86400000 OR t.retry_max_ms NOT BETWEEN 0 AND 604800000
@@ -378,7 +366,7 @@ body: BEGIN
        WHEN t.retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN t.deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END, CASE
+  END), CASE
        WHEN t.run_at IS NOT NULL AND t.delay_seconds IS NOT NULL
          THEN 'run_at and delay_seconds cannot both be given'
        WHEN t.delay_seconds NOT BETWEEN 0 AND 31536000

@@ -48,7 +48,7 @@ BEGIN
       p_retry_max_ms = COALESCE(p_retry_max_ms, 300000),
       p_retry_unknown = COALESCE(p_retry_unknown, 0),
       p_deadline_seconds = COALESCE(p_deadline_seconds, 0);
-  SET v_message = CASE
+  SET v_message = COALESCE(CASE
        WHEN p_handler IS NULL OR CHAR_LENGTH(p_handler) NOT BETWEEN 1 AND 191
          THEN 'handler must be 1-191 characters'
        WHEN p_handler_version IS NULL OR CHAR_LENGTH(p_handler_version) NOT BETWEEN 1 AND 64
@@ -57,7 +57,7 @@ BEGIN
          THEN 'payload_version must be 1-64 characters'
        WHEN p_payload IS NULL OR NOT JSON_VALID(p_payload) THEN 'payload must be valid JSON'
        WHEN CHAR_LENGTH(p_business_key) > 191 THEN 'business_key must be at most 191 characters'
-       WHEN (CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
+  END, CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
        WHEN p_concurrency_key = '' THEN NULL
        WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
          THEN 'concurrency_key must be valid UTF-8'
@@ -68,19 +68,7 @@ BEGIN
        WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
             OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
          THEN 'concurrency_key must not start or end with whitespace'
-  END) IS NOT NULL
-         THEN CASE WHEN p_concurrency_key IS NULL THEN 'concurrency_key must be a string or omitted, not null'
-       WHEN p_concurrency_key = '' THEN NULL
-       WHEN NOT HEX(p_concurrency_key) REGEXP '^([0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9A-CEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F])*$'
-         THEN 'concurrency_key must be valid UTF-8'
-       WHEN CHAR_LENGTH(CONVERT(p_concurrency_key USING utf8mb4)) > 191
-         THEN 'concurrency_key must be at most 191 characters'
-       WHEN HEX(p_concurrency_key) REGEXP '^(..)*(0[0-9A-F]|1[0-9A-F]|7F|C2[89][0-9A-F])'
-         THEN 'concurrency_key must not contain control characters'
-       WHEN HEX(p_concurrency_key) REGEXP '^(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)'
-            OR HEX(p_concurrency_key) REGEXP '(20|C2A0|E19A80|E2808[0-9A]|E280A[89F]|E2819F|E38080)$'
-         THEN 'concurrency_key must not start or end with whitespace'
-  END
+  END, CASE
        WHEN p_priority NOT BETWEEN 0 AND 9 THEN 'priority must be between 0 and 9'
        WHEN p_max_attempts NOT BETWEEN 1 AND 1000 THEN 'max_attempts must be between 1 and 1000'
        WHEN p_retry_base_ms NOT BETWEEN 0 AND 86400000 OR p_retry_max_ms NOT BETWEEN 0 AND 604800000
@@ -88,7 +76,7 @@ BEGIN
        WHEN p_retry_unknown NOT IN (0, 1) THEN 'retry_unknown must be true or false'
        WHEN p_deadline_seconds NOT BETWEEN 0 AND 315360000
          THEN 'deadline_seconds must be between 1 and 315360000'
-  END;
+  END);
   IF v_message IS NOT NULL THEN
     SET v_message = CONCAT('INVALID_ARGUMENT: ', v_message);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
