@@ -8,9 +8,11 @@
 //! Every label has a bounded set of values: `queue` is a queue id (as many as there are queues),
 //! `state`, `outcome`, `kind`, `method` come from fixed sets, `route` is a route template.
 //! Gauges are read from the database at scrape time by `orbit_metrics_snapshot`, whose cost
-//! grows with queues, sessions and unfinished tasks, never with finished ones.
+//! grows with queues, sessions and unfinished tasks, never with finished ones; one read at a time
+//! per process, shared by the scrapes that arrive while it runs.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -231,6 +233,12 @@ pub const FAMILIES: &[Family] = &[
         &[],
         "1 when the last scrape read the gauges from the database, 0 when it could not.",
     ),
+    family(
+        "orbit_metrics_database_reads_total",
+        Type::Counter,
+        &[],
+        "Gauge reads from the database by /metrics scrapes (orbit_metrics_snapshot, orbit_key_metrics): one at a time, and scrapes that arrive while one runs share it.",
+    ),
 ];
 
 /// Buckets of the request, claim and hand-off histograms, in seconds.
@@ -426,6 +434,27 @@ pub fn database_error(kind: &'static str) {
 
 /// Reads the gauges from the database (`orbit_metrics_snapshot`) and renders every family.
 pub async fn scrape(db: &Db) -> String {
+    read_gauges(db).await;
+    handle().render()
+}
+
+/// Gauge reads finished by this process: a scrape that sees this change while it waits for its
+/// turn was served by the read that ran meanwhile.
+static GAUGE_READS_DONE: AtomicU64 = AtomicU64::new(0);
+/// Held while the gauges are read from the database.
+static GAUGE_READ: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Sets the gauges from the database, one read at a time: the reads cost what the unfinished
+/// tasks make them cost (see the module's doc), so scrapes that arrive while a read runs wait for
+/// it and share it, however many clients scrape at once. A scrape dropped mid-read (its client
+/// gave up) frees the turn, and the next scrape reads.
+async fn read_gauges(db: &Db) {
+    let seen = GAUGE_READS_DONE.load(Ordering::Acquire);
+    let _turn = GAUGE_READ.lock().await;
+    if GAUGE_READS_DONE.load(Ordering::Acquire) != seen {
+        return;
+    }
+    metrics::counter!("orbit_metrics_database_reads_total").increment(1);
     match db.metrics_snapshot().await {
         Ok(rows) => {
             for row in rows {
@@ -476,7 +505,7 @@ pub async fn scrape(db: &Db) -> String {
             metrics::gauge!("orbit_database_up").set(0.0);
         }
     }
-    handle().render()
+    GAUGE_READS_DONE.fetch_add(1, Ordering::Release);
 }
 
 /// Sets the key gauges from `orbit_key_metrics`, which answers every queue, zeros included (so

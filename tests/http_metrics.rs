@@ -203,6 +203,86 @@ async fn a_scrape_has_every_documented_family_with_help_and_type_and_counts_a_wo
     w.close().await;
 }
 
+/// The gauge reads (`orbit_metrics_snapshot`'s statement, which names its columns `metric`) of the
+/// test database waiting for `orbit_task`'s table lock; the scheduler's statements may wait too.
+async fn waiting_for_the_lock(conn: &mut sqlx::MySqlConnection, db: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+          WHERE DB = ? AND STATE LIKE 'Waiting for table metadata lock%' AND INFO LIKE '%AS metric,%'",
+    )
+    .bind(db)
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// Twenty scrapes at once while the gauges' read is held up (another connection holds
+/// `orbit_task` locked): one read waits in the database, the other scrapes wait for it in the
+/// server, and all twenty answer with its gauges. Without the shared read, each scrape would run
+/// its own (up to the pool's size at once).
+#[tokio::test]
+async fn concurrent_scrapes_share_one_database_read() {
+    let api = Api::start().await;
+    let reads = |text: &str| sample(text, "orbit_metrics_database_reads_total", &[]).unwrap();
+    let before = reads(&scrape(&api).await);
+    assert_eq!(before, 1.0, "the first scrape read the gauges");
+
+    let db = api.fixture.test_db.name.clone();
+    let mut locker = api.fixture.test_db.conn().await;
+    let mut watcher = api.fixture.test_db.conn().await;
+    sqlx::query("LOCK TABLES orbit_task WRITE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let scrapes: Vec<_> = (0..20)
+        .map(|_| {
+            let (http, url, token) = (api.http.clone(), api.server.url.clone(), api.token());
+            tokio::spawn(async move {
+                let r = http
+                    .get(format!("{url}/metrics"))
+                    .bearer_auth(token)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status().as_u16(), 200);
+                r.text().await.unwrap()
+            })
+        })
+        .collect();
+    // The first read reaches the lock; the call's own time limit (3 s) is far off.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(2000);
+    while waiting_for_the_lock(&mut watcher, &db).await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no gauge read reached the lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // Give the other scrapes time to arrive behind it: none may reach the database meanwhile.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        waiting_for_the_lock(&mut watcher, &db).await,
+        1,
+        "one gauge read at a time"
+    );
+    sqlx::query("UNLOCK TABLES")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let mut after = before;
+    for s in scrapes {
+        let text = s.await.unwrap();
+        assert_eq!(sample(&text, "orbit_database_up", &[]), Some(1.0));
+        after = after.max(reads(&text));
+    }
+    // One read for the twenty (two if a straggler arrived after it).
+    assert!(
+        after - before <= 2.0,
+        "{} reads for 20 scrapes",
+        after - before
+    );
+}
+
 #[test]
 fn the_operations_guide_has_the_codes_metrics_reference() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
