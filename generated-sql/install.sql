@@ -427,6 +427,9 @@ CREATE TABLE IF NOT EXISTS orbit_session_queue (
 -- NEEDS_REVIEW, and the terminal SUCCEEDED, FAILED, CANCELLED, EXPIRED (lane none).
 -- finished_at is set only in a terminal state, so ix_task_finished holds the purge's candidates
 -- (orbit_task_purge: a queue's finished tasks, oldest first) without a scan of unfinished ones.
+-- ix_task_handler holds the ready lane per handler: a claim from the front of a lane starts at the
+-- first ready task of a handler the session runs, so it never reads the tasks of other handlers
+-- (or, for a session without concurrency_keys, keyed tasks) that wait in front of it.
 CREATE TABLE IF NOT EXISTS orbit_task (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'task id',
   application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
@@ -464,6 +467,7 @@ CREATE TABLE IF NOT EXISTS orbit_task (
   debounce_until DATETIME(6) NULL DEFAULT NULL COMMENT 'debounced submit: the latest run_at its burst of replacements may reach (first submit + debounce_max_seconds); NULL = no bound',
   PRIMARY KEY (id),
   KEY ix_task_dispatch (queue_id, lane, priority, id),
+  KEY ix_task_handler (queue_id, lane, handler, priority, id),
   KEY ix_task_key (resource_id, lane, queue_id, priority, id),
   KEY ix_task_due (lane, run_at),
   KEY ix_task_deadline (lane, deadline_at),
@@ -5812,6 +5816,11 @@ DELIMITER ;
 -- TOKEN_EXHAUSTED. Never commits: when nothing was granted, expired or moved back to the blocked
 -- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
 -- other work is kept.
+-- Where a scan from the front starts: for a session that lists its handlers, at the first ready
+-- task of one of them (ix_task_handler: one probe per handler, and for a session without
+-- concurrency_keys its first unkeyed one), so the ready tasks of other handlers waiting in front
+-- of it are never read, and a queue where none waits is not scanned at all. Past that task the
+-- scan reads what lies between the session's tasks.
 -- Where a scan starts: tasks leave the front of a ready lane, and their index entries stay there,
 -- delete-marked, until purge removes them; a locking scan passes over each, and a busy queue
 -- has hundreds of them. So with p_hinted, a scan of the queue the session
@@ -5936,6 +5945,10 @@ body: BEGIN
   DECLARE v_priority TINYINT UNSIGNED;
   DECLARE v_hinted TINYINT;
   DECLARE v_better TINYINT;
+  -- 1 when the visit's next scan starts at the front (for a session with a handler list: at its
+  -- handlers' first ready task, and v_from_head = 1 once it does).
+  DECLARE v_front TINYINT DEFAULT 0;
+  DECLARE v_from_head TINYINT DEFAULT 0;
   -- 1 while the grant takes the hand-off's tasks (c_handoffs), before it visits the queues.
   DECLARE v_handing_off TINYINT DEFAULT p_results IS NOT NULL;
   -- 1 once the hand-off readied a task (see there): the scans start at the front.
@@ -6021,7 +6034,7 @@ body: BEGIN
   queues: WHILE (v_handing_off OR v_visit < v_queue_count) AND v_granted < v_budget DO
     IF v_handing_off THEN
       -- The hand-off first, as one visit over the session's queues (each task carries its queue).
-      SET v_any_ready = 1, v_queue_room = v_budget, v_from_task_id = 0;
+      SET v_any_ready = 1, v_queue_room = v_budget, v_front = 0, v_from_task_id = 0, v_from_head = 0;
     ELSE
       -- Visit the session's queues from a rotating start position: visit v takes the queue at
       -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
@@ -6054,8 +6067,8 @@ body: BEGIN
       IF v_queue_id IS NULL OR v_paused THEN
         ITERATE queues;
       END IF;
-      SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
-          v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
+      SET v_queue_room = v_budget, v_front = NOT v_hinted OR v_better, v_from_head = 0,
+          v_from_priority = v_scan_priority, v_from_task_id = v_scan_task_id;
       IF v_queue_max > 0 AND v_any_ready THEN
         SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
         SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
@@ -6068,6 +6081,29 @@ body: BEGIN
     -- and the entries they just moved out of the lane, so one per batch, not one per task); a
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
     candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
+      IF v_front AND NOT v_handing_off THEN
+        -- The front: the lane's, or the first ready task of the session's handlers (the best of
+        -- each handler's first, one probe of ix_task_handler each; none: nothing here for this
+        -- session). The scan starts at that task (past id - 1 within its priority).
+        SET v_front = 0, v_from_task_id = 0, v_from_head = 0;
+        IF NOT v_any_handler THEN
+          SET v_from_priority = NULL;
+          SELECT t.priority, t.id INTO v_from_priority, v_from_task_id
+            FROM JSON_TABLE(v_handlers, '$[*]' COLUMNS (name VARCHAR(191) PATH '$')) h
+            STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY)
+              ON t.id = (SELECT b.id FROM orbit_task b FORCE INDEX (ix_task_handler)
+                          WHERE b.queue_id = v_queue_id AND b.lane = 'ready'
+                            AND b.handler = CONVERT(h.name USING utf8mb4) COLLATE utf8mb4_bin AND (v_keys OR b.resource_id = 0)
+                          ORDER BY b.priority, b.id
+                          LIMIT 1)
+           ORDER BY t.priority, t.id
+           LIMIT 1;
+          IF v_from_priority IS NULL THEN
+            LEAVE candidates;
+          END IF;
+          SET v_from_task_id = v_from_task_id - 1, v_from_head = 1;
+        END IF;
+      END IF;
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
       IF v_handing_off THEN
         OPEN c_handoffs;
@@ -6244,10 +6280,10 @@ body: BEGIN
       END IF;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
-        IF v_from_task_id > 0 THEN
+        IF v_from_task_id > 0 AND NOT v_from_head THEN
           -- A scan from the session's last stop came up short: the rest from the front, which
           -- also finds what was readied behind that stop.
-          SET v_from_task_id = 0;
+          SET v_front = 1;
           ITERATE candidates;
         END IF;
         -- The scan found fewer than it asked for: the queue has nothing more for this session.
@@ -8085,7 +8121,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_resource', 2, '6d3a1f62e620c5c095b26f2321221ee567fa56ed73b5bcb295e5c22544e861b8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session', 2, '25b6680067ef28ac08492b1052cfe440dde7123a7b6a8d277ab3c38e2b353430', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_session_queue', 1, 'd42706a287d7fd03bd8f1c6975bf515ab69e6bd94be695fcff6b6a850f8698b3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'ba38c57f8485a41f1e246a046aed29624084fa6a13889720c4fba7b51987df34', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task', 2, 'a079216dbc19a4ef1532fc9decdb29677d425cbdd2b33be3815dae47ecb8a7fb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8143,7 +8179,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '29e323948ae1c32ca707e481600bfa0c76a65576f0c60c69bf991cc3e868cce8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '7f5e96e27d08044cc79c07fd224332d32c82755c20dac2108a2f4f50ac5f23f6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'c9a209507be5086be77381d07bac30a0c0bbdf33cf3b3452c07eabdfff4d9e55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8154,5 +8190,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'baa5133740a58d621262ae6f5a3b27a8b4c90c3873bc85c032e59b570c676792', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '6aab7eaa837a35b14cb5f7dc2cabdfc9e1c3e310ff459114505b9ab3f62da179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '6aab7eaa837a35b14cb5f7dc2cabdfc9e1c3e310ff459114505b9ab3f62da179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'aa393cd77147d023af3d31e9d29dba4e8ebcf07cf128e3852dafb1fb2f852ffb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'aa393cd77147d023af3d31e9d29dba4e8ebcf07cf128e3852dafb1fb2f852ffb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

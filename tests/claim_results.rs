@@ -3,7 +3,7 @@
 
 mod claim;
 
-use claim::{result, session_starting_on_assign};
+use claim::{copies, result, session_starting_on_assign};
 use orbit::db::tasks::TaskState;
 use orbit::db::workers::{AttemptResult, ClaimAfter, Grant, Outcome};
 use orbit::testing::Fixture;
@@ -200,33 +200,6 @@ async fn incomplete_slots(f: &Fixture) -> Vec<i64> {
         .fetch_all(f.db.pool())
         .await
         .unwrap()
-}
-
-/// 20,000 copies of task `model`, in its lane (bulk SQL: setup, not the behaviour under test).
-async fn copies(f: &Fixture, model: u64) {
-    let columns: String = sqlx::query_scalar(
-        "SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns \
-          WHERE table_schema = DATABASE() AND table_name = 'orbit_task' \
-            AND column_name NOT IN ('id', 'idempotency_key')",
-    )
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
-    let digit =
-        "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL \
-                 SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL \
-                 SELECT 8 UNION ALL SELECT 9)";
-    sqlx::raw_sql(&format!(
-        "INSERT INTO orbit_task ({columns}, idempotency_key) \
-         SELECT {columns}, CONCAT('copy-', n.i) \
-           FROM orbit_task t \
-           JOIN (SELECT 1 + a.x + 10 * b.x + 100 * c.x + 1000 * d.x + 10000 * e.x AS i \
-                   FROM {digit} a, {digit} b, {digit} c, {digit} d, {digit} e) n \
-          WHERE t.id = {model} AND n.i <= 20000"
-    ))
-    .execute(f.db.pool())
-    .await
-    .unwrap();
 }
 
 /// Reports attempt `attempt_id`'s success with a grant of one, on `conn`; returns the index entries

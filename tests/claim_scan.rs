@@ -3,9 +3,10 @@
 
 mod claim;
 
-use claim::{claim_seq, ready_of_key, succeed};
-use orbit::db::workers::{ClaimAfter, Grant, Outcome};
+use claim::{claim_seq, copies, ready_of_key, succeed};
+use orbit::db::workers::{ClaimAfter, Grant, Outcome, SessionOpen};
 use orbit::testing::Fixture;
+use sqlx::Row;
 
 /// Where session `s`'s last scan stopped: (position, priority, task id).
 async fn scan_stop(f: &Fixture, s: u64) -> (u32, u8, u64) {
@@ -135,4 +136,111 @@ async fn a_scan_from_the_last_stop_still_takes_better_priorities_first_and_worse
         grants.iter().map(|g| g.task.id).collect::<Vec<_>>(),
         [better.id, usual[1], usual[2], worse.id]
     );
+}
+
+/// A session on `queues` that runs `handlers` only.
+async fn session_running(f: &Fixture, worker_id: &str, handlers: &[&str]) -> u64 {
+    f.db.session_open(
+        &f.hash,
+        &SessionOpen {
+            worker_id: worker_id.into(),
+            node: "test".into(),
+            capacity: 100,
+            concurrency_keys: true,
+            handlers: handlers.iter().map(|h| h.to_string()).collect(),
+            queue_ids: vec![f.queue_id.clone()],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+    .session_id
+}
+
+/// A task of `handler` at `priority` in the fixture's queue.
+async fn submit_of(f: &Fixture, handler: &str, priority: u8) -> u64 {
+    let mut t = f.task(&f.queue_id, "");
+    t.handler = handler.into();
+    t.priority = Some(priority.into());
+    f.submit_task(&t).await.id
+}
+
+/// A claim of up to `max` tasks for `session` on `conn`: the task ids granted and the index
+/// entries the call read (`Handler_read_next`).
+async fn claim_reading(
+    conn: &mut sqlx::MySqlConnection,
+    session: u64,
+    max: u32,
+) -> (Vec<u64>, u64) {
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let rows = sqlx::query("CALL orbit_task_claim(?, ?, 30000)")
+        .bind(session)
+        .bind(max)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    // attempt_id, attempt_no, lease_expires_at, concurrency_token, key_slot, then task_id.
+    let granted = rows.iter().map(|r| r.get::<u64, _>(5)).collect();
+    let (_, reads): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    (granted, reads.parse().unwrap())
+}
+
+/// A fleet that is down leaves 20,000 ready tasks of its handler in a queue it shares. A session
+/// that does not run that handler reads none of them: its claim finds that no task of its own
+/// handlers waits there (one probe of ix_task_handler), and once one does, starts its scan at
+/// that task. A session that runs both handlers still gets the oldest task first.
+#[tokio::test]
+async fn a_claim_reads_none_of_the_ready_tasks_of_handlers_its_session_does_not_run() {
+    let f = Fixture::new().await;
+    let foreign = submit_of(&f, "other.handler", 5).await;
+    copies(&f, foreign).await;
+    let s = session_running(&f, "w", &["test.handler"]).await;
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    let (granted, reads) = claim_reading(&mut conn, s, 10).await;
+    assert!(granted.is_empty(), "{granted:?}");
+    assert!(
+        reads < 100,
+        "{reads} index entries read by a claim that takes nothing"
+    );
+
+    let own = submit_of(&f, "test.handler", 5).await;
+    let (granted, reads) = claim_reading(&mut conn, s, 10).await;
+    assert_eq!(granted, [own]);
+    assert!(
+        reads < 100,
+        "{reads} index entries read by a claim of one task"
+    );
+
+    let both = session_running(&f, "both", &["test.handler", "other.handler"]).await;
+    let (granted, _) = claim_reading(&mut conn, both, 1).await;
+    assert_eq!(
+        granted,
+        [foreign],
+        "the oldest ready task of the session's handlers"
+    );
+}
+
+/// The start at the first ready task of the session's handlers keeps priority first: of two
+/// handlers the session runs, the better priority goes first whatever its age, behind ready tasks
+/// of a handler it does not run.
+#[tokio::test]
+async fn a_claim_that_starts_at_its_handlers_first_task_still_takes_the_best_priority_first() {
+    let f = Fixture::new().await;
+    let older = submit_of(&f, "a.handler", 5).await;
+    let foreign = submit_of(&f, "other.handler", 0).await;
+    copies(&f, foreign).await;
+    let better = submit_of(&f, "b.handler", 2).await;
+    let worse = submit_of(&f, "b.handler", 7).await;
+    let s = session_running(&f, "w", &["a.handler", "b.handler"]).await;
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    let (granted, reads) = claim_reading(&mut conn, s, 10).await;
+    assert_eq!(granted, [better, older, worse]);
+    assert!(reads < 100, "{reads} index entries read");
 }

@@ -30,6 +30,11 @@
 -- TOKEN_EXHAUSTED. Never commits: when nothing was granted, expired or moved back to the blocked
 -- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
 -- other work is kept.
+-- Where a scan from the front starts: for a session that lists its handlers, at the first ready
+-- task of one of them (ix_task_handler: one probe per handler, and for a session without
+-- concurrency_keys its first unkeyed one), so the ready tasks of other handlers waiting in front
+-- of it are never read, and a queue where none waits is not scanned at all. Past that task the
+-- scan reads what lies between the session's tasks.
 -- Where a scan starts: tasks leave the front of a ready lane, and their index entries stay there,
 -- delete-marked, until purge removes them; a locking scan passes over each, and a busy queue
 -- has hundreds of them. So with p_hinted, a scan of the queue the session
@@ -154,6 +159,10 @@ body: BEGIN
   DECLARE v_priority TINYINT UNSIGNED;
   DECLARE v_hinted TINYINT;
   DECLARE v_better TINYINT;
+  -- 1 when the visit's next scan starts at the front (for a session with a handler list: at its
+  -- handlers' first ready task, and v_from_head = 1 once it does).
+  DECLARE v_front TINYINT DEFAULT 0;
+  DECLARE v_from_head TINYINT DEFAULT 0;
   -- 1 while the grant takes the hand-off's tasks (c_handoffs), before it visits the queues.
   DECLARE v_handing_off TINYINT DEFAULT p_results IS NOT NULL;
   -- 1 once the hand-off readied a task (see there): the scans start at the front.
@@ -239,7 +248,7 @@ body: BEGIN
   queues: WHILE (v_handing_off OR v_visit < v_queue_count) AND v_granted < v_budget DO
     IF v_handing_off THEN
       -- The hand-off first, as one visit over the session's queues (each task carries its queue).
-      SET v_any_ready = 1, v_queue_room = v_budget, v_from_task_id = 0;
+      SET v_any_ready = 1, v_queue_room = v_budget, v_front = 0, v_from_task_id = 0, v_from_head = 0;
     ELSE
       -- Visit the session's queues from a rotating start position: visit v takes the queue at
       -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
@@ -272,8 +281,8 @@ body: BEGIN
       IF v_queue_id IS NULL OR v_paused THEN
         ITERATE queues;
       END IF;
-      SET v_queue_room = v_budget, v_from_priority = v_scan_priority,
-          v_from_task_id = IF(v_hinted AND NOT v_better, v_scan_task_id, 0);
+      SET v_queue_room = v_budget, v_front = NOT v_hinted OR v_better, v_from_head = 0,
+          v_from_priority = v_scan_priority, v_from_task_id = v_scan_task_id;
       IF v_queue_max > 0 AND v_any_ready THEN
         SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
         SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
@@ -286,6 +295,29 @@ body: BEGIN
     -- and the entries they just moved out of the lane, so one per batch, not one per task); a
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
     candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
+      IF v_front AND NOT v_handing_off THEN
+        -- The front: the lane's, or the first ready task of the session's handlers (the best of
+        -- each handler's first, one probe of ix_task_handler each; none: nothing here for this
+        -- session). The scan starts at that task (past id - 1 within its priority).
+        SET v_front = 0, v_from_task_id = 0, v_from_head = 0;
+        IF NOT v_any_handler THEN
+          SET v_from_priority = NULL;
+          SELECT t.priority, t.id INTO v_from_priority, v_from_task_id
+            FROM JSON_TABLE(v_handlers, '$[*]' COLUMNS (name VARCHAR(191) PATH '$')) h
+            STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY)
+              ON t.id = (SELECT b.id FROM orbit_task b FORCE INDEX (ix_task_handler)
+                          WHERE b.queue_id = v_queue_id AND b.lane = 'ready'
+                            AND b.handler = CONVERT(h.name USING utf8mb4) COLLATE utf8mb4_bin AND (v_keys OR b.resource_id = 0)
+                          ORDER BY b.priority, b.id
+                          LIMIT 1)
+           ORDER BY t.priority, t.id
+           LIMIT 1;
+          IF v_from_priority IS NULL THEN
+            LEAVE candidates;
+          END IF;
+          SET v_from_task_id = v_from_task_id - 1, v_from_head = 1;
+        END IF;
+      END IF;
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
       IF v_handing_off THEN
         OPEN c_handoffs;
@@ -462,10 +494,10 @@ body: BEGIN
       END IF;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
-        IF v_from_task_id > 0 THEN
+        IF v_from_task_id > 0 AND NOT v_from_head THEN
           -- A scan from the session's last stop came up short: the rest from the front, which
           -- also finds what was readied behind that stop.
-          SET v_from_task_id = 0;
+          SET v_front = 1;
           ITERATE candidates;
         END IF;
         -- The scan found fewer than it asked for: the queue has nothing more for this session.

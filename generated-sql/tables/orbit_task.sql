@@ -11,6 +11,9 @@
 -- NEEDS_REVIEW, and the terminal SUCCEEDED, FAILED, CANCELLED, EXPIRED (lane none).
 -- finished_at is set only in a terminal state, so ix_task_finished holds the purge's candidates
 -- (orbit_task_purge: a queue's finished tasks, oldest first) without a scan of unfinished ones.
+-- ix_task_handler holds the ready lane per handler: a claim from the front of a lane starts at the
+-- first ready task of a handler the session runs, so it never reads the tasks of other handlers
+-- (or, for a session without concurrency_keys, keyed tasks) that wait in front of it.
 CREATE TABLE IF NOT EXISTS orbit_task (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'task id',
   application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
@@ -48,6 +51,7 @@ CREATE TABLE IF NOT EXISTS orbit_task (
   debounce_until DATETIME(6) NULL DEFAULT NULL COMMENT 'debounced submit: the latest run_at its burst of replacements may reach (first submit + debounce_max_seconds); NULL = no bound',
   PRIMARY KEY (id),
   KEY ix_task_dispatch (queue_id, lane, priority, id),
+  KEY ix_task_handler (queue_id, lane, handler, priority, id),
   KEY ix_task_key (resource_id, lane, queue_id, priority, id),
   KEY ix_task_due (lane, run_at),
   KEY ix_task_deadline (lane, deadline_at),

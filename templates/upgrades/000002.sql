@@ -74,6 +74,11 @@
 --   queue's finished tasks oldest first. Built online (ALGORITHM=INPLACE, LOCK=NONE): claims and
 --   submits go on while it builds; on a large table it takes a while (about as long as copying
 --   the table's (queue_id, finished_at, id) columns) and needs that much free space.
+-- - orbit_task: an index, ix_task_handler (queue_id, lane, handler, priority, id), the ready lane
+--   per handler: a claim from the front of a queue's ready lane starts at the first ready task of
+--   a handler its session runs, instead of reading every ready task of other handlers in front of
+--   it (a queue shared by two fleets, one of them down, had every claim of the other read the
+--   first fleet's whole backlog). Built online like ix_task_finished, and takes about as long.
 -- - orbit_extension.version: the column comment now says what the value means once upgrades
 --   exist: the extension version that last created or changed the object, not the one that first
 --   installed it. A comment change only: no row is copied and nothing waits on it.
@@ -246,7 +251,7 @@ DELIMITER ;
 CALL orbit_upgrade_000002_columns();
 DROP PROCEDURE orbit_upgrade_000002_columns;
 
--- The two session indexes, the purge's task index, the attempt's indexes,
+-- The two session indexes, the purge's and the claim's task indexes, the attempt's indexes,
 -- orbit_resource.holder_attempt_id and the copy of the key permits into it. MySQL has no
 -- `ADD COLUMN IF NOT EXISTS` or `ADD INDEX IF NOT EXISTS`, so a
 -- procedure that lives only for this migration adds each one that information_schema does not
@@ -271,6 +276,11 @@ BEGIN
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
                     AND INDEX_NAME = 'ix_task_finished') THEN
     ALTER TABLE orbit_task ADD KEY ix_task_finished (queue_id, finished_at), ALGORITHM=INPLACE, LOCK=NONE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS
+                  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_task'
+                    AND INDEX_NAME = 'ix_task_handler') THEN
+    ALTER TABLE orbit_task ADD KEY ix_task_handler (queue_id, lane, handler, priority, id), ALGORITHM=INPLACE, LOCK=NONE;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM information_schema.COLUMNS
                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orbit_resource'

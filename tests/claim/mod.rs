@@ -77,3 +77,30 @@ pub fn result(attempt_id: u64, outcome: Outcome) -> AttemptResult {
         error: None,
     }
 }
+
+/// 20,000 copies of task `model`, in its lane (bulk SQL: setup, not the behaviour under test).
+pub async fn copies(f: &Fixture, model: u64) {
+    let columns: String = sqlx::query_scalar(
+        "SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns \
+          WHERE table_schema = DATABASE() AND table_name = 'orbit_task' \
+            AND column_name NOT IN ('id', 'idempotency_key')",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    let digit =
+        "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL \
+                 SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL \
+                 SELECT 8 UNION ALL SELECT 9)";
+    sqlx::raw_sql(&format!(
+        "INSERT INTO orbit_task ({columns}, idempotency_key) \
+         SELECT {columns}, CONCAT('copy-', n.i) \
+           FROM orbit_task t \
+           JOIN (SELECT 1 + a.x + 10 * b.x + 100 * c.x + 1000 * d.x + 10000 * e.x AS i \
+                   FROM {digit} a, {digit} b, {digit} c, {digit} d, {digit} e) n \
+          WHERE t.id = {model} AND n.i <= 20000"
+    ))
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+}
