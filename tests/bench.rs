@@ -235,6 +235,31 @@ fn claim_measures_a_backlog_of_delayed_tasks() {
     assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
 }
 
+/// `claim --backlog other-handler` measures claims behind ready tasks of a handler the claimer
+/// does not run; the claimer takes none of them.
+#[test]
+fn claim_measures_a_backlog_of_another_handler_s_ready_tasks() {
+    let report = bench(&[
+        "claim",
+        "--backlog",
+        "other-handler",
+        "--backlogs",
+        "0,300",
+        "--samples",
+        "20",
+        "--keys",
+        "5",
+    ]);
+    assert_eq!(report["details"]["backlog"], "other_handler", "{report}");
+    let levels = report["details"]["levels"].as_array().expect("levels");
+    let sizes: Vec<u64> = levels
+        .iter()
+        .map(|l| l["backlog"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [0, 300], "{report}");
+    assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
+}
+
 /// `delayed` runs every task once due, none before its run_at (the scenario fails on one), and
 /// reports their lateness.
 #[test]

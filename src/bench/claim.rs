@@ -1,9 +1,12 @@
 //! `claim`: claim latency with 0, 100,000 and 1,000,000 tasks blocked on busy keys, or (with
-//! `--backlog delayed`) delayed tasks waiting for their run_at.
+//! `--backlog delayed`) delayed tasks waiting for their run_at, or (with `--backlog
+//! other-handler`) ready tasks of a handler the claimer does not run.
 //!
 //! Setup (not measured): 1,000 keys are held by a holder session; the backlog is bulk-loaded in
-//! SQL as tasks blocked on those keys, or as unkeyed tasks delayed by a day (lane 'scheduled', as
-//! a submit with `delay_seconds` leaves them), in the same queue the claims read. With
+//! SQL as tasks blocked on those keys, as unkeyed tasks delayed by a day (lane 'scheduled', as
+//! a submit with `delay_seconds` leaves them), or as ready unkeyed tasks of handler
+//! `bench.other` (as the tasks of a fleet that is down pile up), in the same queue the claims
+//! read. The claimer runs handler `bench.claim` only (its `hello` lists it, as the SDK's does). With
 //! `--key-limit N` a key policy of N holders covers the busy and the free keys, and each busy key
 //! is held by N real grants, so it is full: its resource row's `holders` and `holder_limit`, its
 //! `orbit_key_slot` rows and the attempts' `key_slot` are what those grants wrote (checked before
@@ -47,11 +50,15 @@ pub enum Backlog {
     Blocked,
     /// Unkeyed tasks delayed by a day (lane 'scheduled').
     Delayed,
+    /// Ready unkeyed tasks of a handler the claimer does not run (lane 'ready', older than the
+    /// claimed tasks, so in front of them).
+    OtherHandler,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Level {
-    /// Tasks in the backlog (blocked or delayed, as the report's `backlog` says).
+    /// Tasks in the backlog (blocked, delayed or of another handler, as the report's `backlog`
+    /// says).
     pub backlog: u64,
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -109,6 +116,7 @@ async fn session(db: &Db, t: &Tenant, worker: &str) -> Result<u64, DbError> {
                 node: "bench".into(),
                 capacity: 10_000,
                 concurrency_keys: true,
+                handlers: vec!["bench.claim".into()],
                 queue_ids: vec![t.queue_id.clone()],
                 ..Default::default()
             },
@@ -163,6 +171,18 @@ async fn grow_backlog(
             .bind(t.namespace_id)
             .bind(&t.queue_id)
             .bind(have)
+            .bind(thousands),
+            Backlog::OtherHandler => sqlx::query(
+                "INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version, payload,
+                                         concurrency_key, resource_id, state, lane, run_at, created_at, updated_at)
+                 SELECT ?, ?, ?, 'bench.other', 'v1', 'v1', '{}', '', 0, 'WAITING', 'ready',
+                        UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+                   FROM orbit_bench_seq a
+                   JOIN orbit_bench_seq b ON b.n < ?",
+            )
+            .bind(t.application_id)
+            .bind(t.namespace_id)
+            .bind(&t.queue_id)
             .bind(thousands),
         };
         let n = insert

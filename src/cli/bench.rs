@@ -10,7 +10,8 @@ pub enum Scenario {
     /// Durable single-row commits/s (16 connections): the physical limit.
     Baseline,
     /// Claim latency with growing backlogs of tasks blocked on busy keys (or, with --backlog
-    /// delayed, of delayed tasks).
+    /// delayed, of delayed tasks; with --backlog other-handler, of ready tasks of a handler the
+    /// claimer does not run).
     Claim,
     /// Unkeyed tasks/s from the first HTTP submit to the last result ack (SDK workers).
     E2e,
@@ -53,8 +54,8 @@ pub struct BenchArgs {
     /// claim: backlogs to measure at, ascending.
     #[arg(long, value_delimiter = ',', default_value = "0,100000,1000000")]
     pub backlogs: Vec<u64>,
-    /// claim: what the backlog is: tasks blocked on busy keys, or delayed tasks (a day ahead)
-    /// waiting for their run_at.
+    /// claim: what the backlog is: tasks blocked on busy keys, delayed tasks (a day ahead)
+    /// waiting for their run_at, or ready tasks of a handler the claimer does not run.
     #[arg(long, value_enum, default_value_t = bench::claim::Backlog::Blocked)]
     pub backlog: bench::claim::Backlog,
     /// claim: timed claims per backlog level; purge: timed claims without a purge.
