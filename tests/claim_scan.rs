@@ -228,19 +228,67 @@ async fn a_claim_reads_none_of_the_ready_tasks_of_handlers_its_session_does_not_
 }
 
 /// The start at the first ready task of the session's handlers keeps priority first: of two
-/// handlers the session runs, the better priority goes first whatever its age, behind ready tasks
-/// of a handler it does not run.
+/// handlers the session runs (one named in characters beyond Latin-1), the better priority goes
+/// first whatever its age, behind ready tasks of a handler it does not run.
 #[tokio::test]
 async fn a_claim_that_starts_at_its_handlers_first_task_still_takes_the_best_priority_first() {
     let f = Fixture::new().await;
+    // Names beyond Latin-1 and up to the column's 191 characters.
+    let b = format!("{}{}", "é".repeat(100), "😀".repeat(91));
     let older = submit_of(&f, "a.handler", 5).await;
     let foreign = submit_of(&f, "other.handler", 0).await;
     copies(&f, foreign).await;
-    let better = submit_of(&f, "b.handler", 2).await;
-    let worse = submit_of(&f, "b.handler", 7).await;
-    let s = session_running(&f, "w", &["a.handler", "b.handler"]).await;
+    let better = submit_of(&f, &b, 2).await;
+    let worse = submit_of(&f, &b, 7).await;
+    let s = session_running(&f, "w", &["a.handler", &b]).await;
     let mut conn = f.db.pool().acquire().await.unwrap();
     let (granted, reads) = claim_reading(&mut conn, s, 10).await;
     assert_eq!(granted, [better, older, worse]);
     assert!(reads < 100, "{reads} index entries read");
+}
+
+/// A database whose default character set is Latin-1 (as `CREATE DATABASE` gives on a server
+/// configured so): procedures created there read a JSON_TABLE string column in Latin-1, which
+/// turns a handler name beyond it into question marks. The claim still finds the session's
+/// handler named in emoji.
+#[tokio::test]
+async fn a_claim_finds_its_handlers_in_a_database_whose_default_character_set_is_latin1() {
+    let f = Fixture::new().await;
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    sqlx::raw_sql(&format!(
+        "ALTER DATABASE `{}` CHARACTER SET latin1 COLLATE latin1_swedish_ci",
+        f.test_db.name
+    ))
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    // orbit_task_grant again, now created in the Latin-1 database.
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/generated-sql/procedures/orbit_task_grant.sql"
+    ))
+    .unwrap();
+    sqlx::raw_sql("DROP PROCEDURE orbit_task_grant")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    for statement in orbit::sqlscript::split(&script) {
+        sqlx::raw_sql(&statement.sql)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    let collation: String = sqlx::query_scalar(
+        "SELECT DATABASE_COLLATION FROM information_schema.ROUTINES
+          WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'orbit_task_grant'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(collation, "latin1_swedish_ci");
+    let handler = "😀.handler";
+    let task = submit_of(&f, handler, 5).await;
+    let s = session_running(&f, "w", &[handler]).await;
+    let (granted, _) = claim_reading(&mut conn, s, 10).await;
+    assert_eq!(granted, [task]);
 }

@@ -294,16 +294,18 @@ body: BEGIN
       IF v_front AND NOT v_handing_off THEN
         -- The front: the lane's, or the first ready task of the session's handlers (the best of
         -- each handler's first, one probe of ix_task_handler each; none: nothing here for this
-        -- session). The scan starts at that task (past id - 1 within its priority).
+        -- session). The scan starts at that task (past id - 1 within its priority). Each name
+        -- is read as JSON and unquoted (utf8mb4): a JSON_TABLE string column would be in the
+        -- database's default character set, which may not hold it.
         SET v_front = 0, v_from_task_id = 0, v_from_head = 0;
         IF NOT v_any_handler THEN
           SET v_from_priority = NULL;
           SELECT t.priority, t.id INTO v_from_priority, v_from_task_id
-            FROM JSON_TABLE(v_handlers, '$[*]' COLUMNS (name VARCHAR(191) PATH '$')) h
+            FROM JSON_TABLE(v_handlers, '$[*]' COLUMNS (name JSON PATH '$')) h
             STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY)
               ON t.id = (SELECT b.id FROM orbit_task b FORCE INDEX (ix_task_handler)
                           WHERE b.queue_id = v_queue_id AND b.lane = 'ready'
-                            AND b.handler = CONVERT(h.name USING utf8mb4) COLLATE utf8mb4_bin AND (v_keys OR b.resource_id = 0)
+                            AND b.handler = JSON_UNQUOTE(h.name) AND (v_keys OR b.resource_id = 0)
                           ORDER BY b.priority, b.id
                           LIMIT 1)
            ORDER BY t.priority, t.id

@@ -9,8 +9,8 @@
 -- finished_at is set only in a terminal state, so ix_task_finished holds the purge's candidates
 -- (orbit_task_purge: a queue's finished tasks, oldest first) without a scan of unfinished ones.
 -- ix_task_handler holds the ready lane per handler: a claim from the front of a lane starts at the
--- first ready task of a handler the session runs, so it never reads the tasks of other handlers
--- (or, for a session without concurrency_keys, keyed tasks) that wait in front of it.
+-- first ready task of a handler the session runs, so it never reads the ready tasks of other
+-- handlers that wait in front of it.
 CREATE TABLE IF NOT EXISTS orbit_task (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'task id',
   application_id BIGINT UNSIGNED NOT NULL COMMENT 'orbit_application.id',
