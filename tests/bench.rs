@@ -211,13 +211,14 @@ fn claim_reports_the_server_cost_per_level() {
     assert_server_cost(&report["server_cost"], 60);
 }
 
-/// `claim --backlog delayed` measures claims beside delayed tasks instead of blocked ones.
-#[test]
-fn claim_measures_a_backlog_of_delayed_tasks() {
+/// `claim --backlog <backlog>` at 0 and 300 tasks of that backlog, 20 claims a level: the report
+/// names the backlog (`reported`), and each level's claims took exactly the 20 tasks submitted
+/// for them, none of the backlog.
+fn claim_beside(backlog: &str, reported: &str) {
     let report = bench(&[
         "claim",
         "--backlog",
-        "delayed",
+        backlog,
         "--backlogs",
         "0,300",
         "--samples",
@@ -225,39 +226,30 @@ fn claim_measures_a_backlog_of_delayed_tasks() {
         "--keys",
         "5",
     ]);
-    assert_eq!(report["details"]["backlog"], "delayed", "{report}");
+    assert_eq!(report["details"]["backlog"], reported, "{report}");
     let levels = report["details"]["levels"].as_array().expect("levels");
     let sizes: Vec<u64> = levels
         .iter()
         .map(|l| l["backlog"].as_u64().unwrap())
         .collect();
     assert_eq!(sizes, [0, 300], "{report}");
+    for level in levels {
+        assert_server_cost(&level["server_cost"], 20);
+    }
     assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
 }
 
+/// `claim --backlog delayed` measures claims beside delayed tasks instead of blocked ones.
+#[test]
+fn claim_measures_a_backlog_of_delayed_tasks() {
+    claim_beside("delayed", "delayed");
+}
+
 /// `claim --backlog other-handler` measures claims behind ready tasks of a handler the claimer
-/// does not run; the claimer takes none of them.
+/// does not run.
 #[test]
 fn claim_measures_a_backlog_of_another_handler_s_ready_tasks() {
-    let report = bench(&[
-        "claim",
-        "--backlog",
-        "other-handler",
-        "--backlogs",
-        "0,300",
-        "--samples",
-        "20",
-        "--keys",
-        "5",
-    ]);
-    assert_eq!(report["details"]["backlog"], "other_handler", "{report}");
-    let levels = report["details"]["levels"].as_array().expect("levels");
-    let sizes: Vec<u64> = levels
-        .iter()
-        .map(|l| l["backlog"].as_u64().unwrap())
-        .collect();
-    assert_eq!(sizes, [0, 300], "{report}");
-    assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
+    claim_beside("other-handler", "other_handler");
 }
 
 /// `delayed` runs every task once due, none before its run_at (the scenario fails on one), and

@@ -3,7 +3,7 @@
 
 mod claim;
 
-use claim::{copies, result, session_starting_on_assign};
+use claim::{copies, flush_status, index_entries_read, result, session_starting_on_assign};
 use orbit::db::tasks::TaskState;
 use orbit::db::workers::{AttemptResult, ClaimAfter, Grant, Outcome};
 use orbit::testing::Fixture;
@@ -209,10 +209,7 @@ async fn succeed_and_grant_one(
     session: u64,
     attempt_id: u64,
 ) -> u64 {
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    flush_status(conn).await;
     sqlx::query("CALL orbit_attempt_finish(?, ?, 1, 30000)")
         .bind(session)
         .bind(format!(
@@ -221,12 +218,7 @@ async fn succeed_and_grant_one(
         .execute(&mut *conn)
         .await
         .unwrap();
-    let (_, reads): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    reads.parse().unwrap()
+    index_entries_read(conn).await
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 mod claim;
 
-use claim::{claim_seq, copies, ready_of_key, succeed};
+use claim::{claim_seq, copies, flush_status, index_entries_read, ready_of_key, succeed};
 use orbit::db::workers::{ClaimAfter, Grant, Outcome, SessionOpen};
 use orbit::testing::Fixture;
 use sqlx::Row;
@@ -172,10 +172,7 @@ async fn claim_reading(
     session: u64,
     max: u32,
 ) -> (Vec<u64>, u64) {
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    flush_status(conn).await;
     let rows = sqlx::query("CALL orbit_task_claim(?, ?, 30000)")
         .bind(session)
         .bind(max)
@@ -184,12 +181,7 @@ async fn claim_reading(
         .unwrap();
     // attempt_id, attempt_no, lease_expires_at, concurrency_token, key_slot, then task_id.
     let granted = rows.iter().map(|r| r.get::<u64, _>(5)).collect();
-    let (_, reads): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    (granted, reads.parse().unwrap())
+    (granted, index_entries_read(conn).await)
 }
 
 /// A fleet that is down leaves 20,000 ready tasks of its handler in a queue it shares. A session

@@ -104,3 +104,21 @@ pub async fn copies(f: &Fixture, model: u64) {
     .await
     .unwrap();
 }
+
+/// Zeroes `conn`'s session counters, so that [`index_entries_read`] counts what runs next.
+pub async fn flush_status(conn: &mut sqlx::MySqlConnection) {
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}
+
+/// The index entries `conn` read since [`flush_status`] (`Handler_read_next`).
+pub async fn index_entries_read(conn: &mut sqlx::MySqlConnection) -> u64 {
+    let (_, reads): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    reads.parse().unwrap()
+}
