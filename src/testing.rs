@@ -124,6 +124,30 @@ impl Drop for TestDb {
     }
 }
 
+/// Zeroes `conn`'s session status counters, so that [`session_status`] reads what runs next on
+/// that connection.
+pub async fn flush_status(conn: &mut MySqlConnection) {
+    sqlx::raw_sql("FLUSH STATUS")
+        .execute(conn)
+        .await
+        .expect("FLUSH STATUS");
+}
+
+/// `conn`'s session status counter `name` (e.g. `Handler_read_next`: index entries read;
+/// `Com_call_procedure`: procedures called, nested calls included).
+pub async fn session_status(conn: &mut MySqlConnection, name: &str) -> u64 {
+    assert!(
+        name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "a status variable name: {name}"
+    );
+    let (_, value): (String, String) =
+        sqlx::query_as(&format!("SHOW SESSION STATUS LIKE '{name}'"))
+            .fetch_one(conn)
+            .await
+            .expect("SHOW SESSION STATUS");
+    value.parse().expect("a counter")
+}
+
 /// A test database with the extension installed and one tenant bootstrapped: an application,
 /// environment, namespace, queue and a credential holding every scope.
 pub struct Fixture {
@@ -248,6 +272,52 @@ impl Fixture {
                 .await
                 .expect("lane");
         String::from_utf8(lane).expect("utf8")
+    }
+
+    /// 20,000 copies of task `model`, each with an Idempotency-Key of its own (bulk SQL: test
+    /// setup, not the behaviour under test). `set` replaces columns by SQL expressions, which may
+    /// use the copy's number `n.i` (1 to 20,000), e.g. `("lane", "'blocked'")`.
+    pub async fn copies(&self, model: u64, set: &[(&str, &str)]) {
+        let kept: String = sqlx::query_scalar(
+            "SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns
+              WHERE table_schema = DATABASE() AND table_name = 'orbit_task'
+                AND column_name NOT IN ('id', 'idempotency_key')",
+        )
+        .fetch_one(&self.test_db.pool)
+        .await
+        .expect("orbit_task's columns");
+        let kept: Vec<&str> = kept
+            .split(',')
+            .filter(|c| set.iter().all(|(name, _)| name != c))
+            .collect();
+        let columns = kept
+            .iter()
+            .copied()
+            .chain(set.iter().map(|(name, _)| *name))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let values = kept
+            .iter()
+            .map(|c| format!("t.{c}"))
+            .chain(set.iter().map(|(_, value)| value.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let digit =
+            "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL \
+                      SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL \
+                      SELECT 8 UNION ALL SELECT 9)";
+        let copied = sqlx::raw_sql(&format!(
+            "INSERT INTO orbit_task ({columns}, idempotency_key) \
+             SELECT {values}, CONCAT('copy-', n.i) \
+               FROM orbit_task t \
+               JOIN (SELECT 1 + a.x + 10 * b.x + 100 * c.x + 1000 * d.x + 10000 * e.x AS i \
+                       FROM {digit} a, {digit} b, {digit} c, {digit} d, {digit} e) n \
+              WHERE t.id = {model} AND n.i <= 20000"
+        ))
+        .execute(&self.test_db.pool)
+        .await
+        .expect("copies of a task");
+        assert_eq!(copied.rows_affected(), 20_000, "copies of task {model}");
     }
 
     /// The incomplete tasks the application is charged for: the sum over its quota slots (a

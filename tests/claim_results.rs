@@ -3,10 +3,10 @@
 
 mod claim;
 
-use claim::{copies, flush_status, index_entries_read, result, session_starting_on_assign};
+use claim::{result, session_starting_on_assign};
 use orbit::db::tasks::TaskState;
 use orbit::db::workers::{AttemptResult, ClaimAfter, Grant, Outcome};
-use orbit::testing::Fixture;
+use orbit::testing::{flush_status, session_status, Fixture};
 use sqlx::Row;
 
 #[tokio::test]
@@ -218,14 +218,14 @@ async fn succeed_and_grant_one(
         .execute(&mut *conn)
         .await
         .unwrap();
-    index_entries_read(conn).await
+    session_status(conn, "Handler_read_next").await
 }
 
 #[tokio::test]
 async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     let f = Fixture::new().await;
     let first = f.submit(&f.queue_id, "").await;
-    copies(&f, first.id).await;
+    f.copies(first.id, &[]).await;
     let s = f.session("w", true, &[&f.queue_id]).await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, first.id);
@@ -237,12 +237,8 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     assert!(reads < 100, "{reads} index entries read for one result");
     // Nor does it build a temporary table on disk to order its answer (the task columns are
     // TEXT, which an in-memory temporary table cannot hold): that was one per result.
-    let (_, disk): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Created_tmp_disk_tables'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    assert_eq!(disk, "0", "temporary tables on disk for one result");
+    let disk = session_status(&mut conn, "Created_tmp_disk_tables").await;
+    assert_eq!(disk, 0, "temporary tables on disk for one result");
     // It did end the first attempt and grant the next task.
     let attempts: Vec<(u64, String)> = sqlx::query_as(
         "SELECT task_id, CAST(state AS CHAR) FROM orbit_attempt WHERE session_id = ? ORDER BY id",
@@ -260,10 +256,7 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
         .fetch_one(f.db.pool())
         .await
         .unwrap();
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    flush_status(&mut conn).await;
     sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
         .bind(s)
         .bind(format!(
@@ -272,12 +265,7 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
         .execute(&mut *conn)
         .await
         .unwrap();
-    let (_, scanned): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_rnd_next'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    let scanned: u64 = scanned.parse().unwrap();
+    let scanned = session_status(&mut conn, "Handler_read_rnd_next").await;
     assert!(
         scanned < 100,
         "{scanned} rows scanned for a result without a grant"
@@ -294,8 +282,8 @@ async fn a_hand_off_reads_a_few_entries_whatever_waits_ready_in_its_queue() {
     let held = f.submit(&f.queue_id, "hot").await;
     let next = f.submit(&f.queue_id, "hot").await;
     let plain = f.submit(&f.queue_id, "").await;
-    copies(&f, next.id).await;
-    copies(&f, plain.id).await;
+    f.copies(next.id, &[]).await;
+    f.copies(plain.id, &[]).await;
     let s = f.session("w", true, &[&f.queue_id]).await;
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, held.id);
@@ -353,10 +341,7 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
         session: u64,
         results: String,
     ) -> (serde_json::Value, u64) {
-        sqlx::raw_sql("FLUSH STATUS")
-            .execute(&mut *conn)
-            .await
-            .unwrap();
+        flush_status(conn).await;
         let rows = sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
             .bind(session)
             .bind(results)
@@ -364,14 +349,9 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
             .await
             .unwrap();
         let acks: Vec<u8> = rows[0].try_get(0).unwrap();
-        let (_, calls): (String, String) =
-            sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
-                .fetch_one(&mut *conn)
-                .await
-                .unwrap();
         (
             serde_json::from_slice(&acks).unwrap(),
-            calls.parse().unwrap(),
+            session_status(conn, "Com_call_procedure").await,
         )
     }
     let ok =

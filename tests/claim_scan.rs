@@ -3,9 +3,9 @@
 
 mod claim;
 
-use claim::{claim_seq, copies, flush_status, index_entries_read, ready_of_key, succeed};
+use claim::{claim_seq, ready_of_key, succeed};
 use orbit::db::workers::{ClaimAfter, Grant, Outcome, SessionOpen};
-use orbit::testing::Fixture;
+use orbit::testing::{flush_status, session_status, Fixture};
 use sqlx::Row;
 
 /// Where session `s`'s last scan stopped: (position, priority, task id).
@@ -181,7 +181,7 @@ async fn claim_reading(
         .unwrap();
     // attempt_id, attempt_no, lease_expires_at, concurrency_token, key_slot, then task_id.
     let granted = rows.iter().map(|r| r.get::<u64, _>(5)).collect();
-    (granted, index_entries_read(conn).await)
+    (granted, session_status(conn, "Handler_read_next").await)
 }
 
 /// A fleet that is down leaves 20,000 ready tasks of its handler in a queue it shares. A session
@@ -192,7 +192,7 @@ async fn claim_reading(
 async fn a_claim_reads_none_of_the_ready_tasks_of_handlers_its_session_does_not_run() {
     let f = Fixture::new().await;
     let foreign = submit_of(&f, "other.handler", 5).await;
-    copies(&f, foreign).await;
+    f.copies(foreign, &[]).await;
     let s = session_running(&f, "w", &["test.handler"]).await;
     let mut conn = f.db.pool().acquire().await.unwrap();
     let (granted, reads) = claim_reading(&mut conn, s, 10).await;
@@ -229,7 +229,7 @@ async fn a_claim_that_starts_at_its_handlers_first_task_still_takes_the_best_pri
     let b = format!("{}{}", "é".repeat(100), "😀".repeat(91));
     let older = submit_of(&f, "a.handler", 5).await;
     let foreign = submit_of(&f, "other.handler", 0).await;
-    copies(&f, foreign).await;
+    f.copies(foreign, &[]).await;
     let better = submit_of(&f, &b, 2).await;
     let worse = submit_of(&f, &b, 7).await;
     let s = session_running(&f, "w", &["a.handler", &b]).await;

@@ -4,7 +4,7 @@
 
 use orbit::db::keys::KeyPolicySpec;
 use orbit::db::DbError;
-use orbit::testing::Fixture;
+use orbit::testing::{flush_status, session_status, Fixture};
 
 async fn count(f: &Fixture, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
@@ -741,37 +741,25 @@ async fn replacing_a_long_backlog_reads_each_waiting_task_once() {
     set(&f, "exact", "k", "replace_waiting").await;
     // One connection, so that its session counters are the submit's.
     let db = orbit::db::Db::connect(&f.test_db.dsn, 1).await.unwrap();
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    flush_status(&mut *db.pool().acquire().await.unwrap()).await;
     let newest = db
         .task_submit(&f.hash, "the-newest", &f.task(&f.queue_id, "k"))
         .await
         .unwrap()
         .task;
-    let status: Vec<(String, String)> = sqlx::query_as(
-        "SHOW SESSION STATUS WHERE variable_name IN ('Handler_read_next', 'Sort_rows')",
-    )
-    .fetch_all(db.pool())
-    .await
-    .unwrap();
-    let count = |name: &str| -> u64 {
-        status
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.parse().unwrap())
-            .unwrap()
-    };
+    let mut conn = db.pool().acquire().await.unwrap();
+    let (read, sorted) = (
+        session_status(&mut conn, "Handler_read_next").await,
+        session_status(&mut conn, "Sort_rows").await,
+    );
+    drop(conn);
     assert!(
-        count("Handler_read_next") < 10_000,
-        "{} index entries read to replace 2,000 tasks",
-        count("Handler_read_next")
+        read < 10_000,
+        "{read} index entries read to replace 2,000 tasks"
     );
     assert!(
-        count("Sort_rows") < 3_000,
-        "{} rows sorted to replace 2,000 tasks",
-        count("Sort_rows")
+        sorted < 3_000,
+        "{sorted} rows sorted to replace 2,000 tasks"
     );
     let states: Vec<(String, i64)> = sqlx::query_as(
         "SELECT CAST(state AS CHAR), COUNT(*) FROM orbit_task GROUP BY state ORDER BY 1",

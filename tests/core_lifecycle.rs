@@ -3,7 +3,7 @@
 use orbit::db::tasks::{Resolution, TaskState};
 use orbit::db::workers::{Outcome, SessionOpen};
 use orbit::db::DbError;
-use orbit::testing::Fixture;
+use orbit::testing::{flush_status, session_status, Fixture};
 
 async fn key_permit_holder(f: &Fixture, key: &str) -> Option<u64> {
     sqlx::query_scalar(
@@ -688,16 +688,12 @@ async fn starts_and_renewals_of_many_attempts_are_answered_each_in_order() {
 /// connection of its own, and the sweep's count.
 async fn sweep_reads(f: &Fixture) -> u64 {
     let mut conn = f.db.pool().acquire().await.unwrap();
-    sqlx::raw_sql("FLUSH STATUS; CALL orbit_task_expire_due(100)")
+    flush_status(&mut conn).await;
+    sqlx::raw_sql("CALL orbit_task_expire_due(100)")
         .execute(&mut *conn)
         .await
         .unwrap();
-    let (_, reads): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    reads.parse().unwrap()
+    session_status(&mut conn, "Handler_read_next").await
 }
 
 #[tokio::test]
@@ -706,31 +702,17 @@ async fn the_deadline_sweep_reads_a_few_entries_however_many_tasks_wait() {
     let first = f.submit(&f.queue_id, "").await;
     // 20,000 waiting copies of it, blocked, 1,000 of them with a deadline in a day (bulk SQL:
     // setup, not the behaviour under test).
-    let columns: String = sqlx::query_scalar(
-        "SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns \
-          WHERE table_schema = DATABASE() AND table_name = 'orbit_task' \
-            AND column_name NOT IN ('id', 'lane', 'deadline_at', 'idempotency_key')",
+    f.copies(
+        first.id,
+        &[
+            ("lane", "'blocked'"),
+            (
+                "deadline_at",
+                "IF(n.i % 20 = 0, UTC_TIMESTAMP(6) + INTERVAL 1 DAY, NULL)",
+            ),
+        ],
     )
-    .fetch_one(f.db.pool())
-    .await
-    .unwrap();
-    let digit =
-        "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL \
-                 SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL \
-                 SELECT 8 UNION ALL SELECT 9)";
-    sqlx::raw_sql(&format!(
-        "INSERT INTO orbit_task ({columns}, lane, deadline_at, idempotency_key) \
-         SELECT {columns}, 'blocked', IF(n.i % 20 = 0, UTC_TIMESTAMP(6) + INTERVAL 1 DAY, NULL), \
-                CONCAT('copy-', n.i) \
-           FROM orbit_task t \
-           JOIN (SELECT 1 + a.x + 10 * b.x + 100 * c.x + 1000 * d.x + 10000 * e.x AS i \
-                   FROM {digit} a, {digit} b, {digit} c, {digit} d, {digit} e) n \
-          WHERE t.id = {} AND n.i <= 20000",
-        first.id
-    ))
-    .execute(f.db.pool())
-    .await
-    .unwrap();
+    .await;
     let reads = sweep_reads(&f).await;
     assert!(reads < 50, "{reads} index entries read for one sweep");
     let swept = f.db.task_expire_due(100).await.unwrap();

@@ -1,7 +1,7 @@
 //! orbit_task_submit: idempotency, key validation in SQL, busy keys, quota, and auth codes.
 
 use orbit::db::DbError;
-use orbit::testing::Fixture;
+use orbit::testing::{flush_status, session_status, Fixture};
 use sqlx::Row;
 
 #[tokio::test]
@@ -1020,10 +1020,7 @@ async fn a_batch_without_keys_is_inserted_whole_with_the_rows_a_single_submit_wr
     let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
     // One connection, so its statement counters are the call's.
     let mut conn = f.db.pool().acquire().await.unwrap();
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    flush_status(&mut conn).await;
     let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
         .bind(&f.hash[..])
         .bind(tasks.to_string())
@@ -1033,12 +1030,7 @@ async fn a_batch_without_keys_is_inserted_whole_with_the_rows_a_single_submit_wr
     assert_eq!(rows.len(), 50);
     // Inserted whole: a handful of procedure calls (the credential and queue checks), not one
     // orbit_task_create per task.
-    let (_, calls): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    let calls: u64 = calls.parse().unwrap();
+    let calls = session_status(&mut conn, "Com_call_procedure").await;
     assert!(calls < 10, "{calls} procedure calls for a batch of 50");
     // The same definitions through the single submit, which creates each by orbit_task_create:
     // the same rows, the same history.
@@ -1205,10 +1197,7 @@ async fn a_keyed_batch_is_inserted_whole_and_placed_as_single_submits_place_it()
     let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
     // One connection, so its statement counters are the call's.
     let mut conn = bulk.db.pool().acquire().await.unwrap();
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    flush_status(&mut conn).await;
     let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
         .bind(&bulk.hash[..])
         .bind(tasks.to_string())
@@ -1216,12 +1205,7 @@ async fn a_keyed_batch_is_inserted_whole_and_placed_as_single_submits_place_it()
         .await
         .unwrap();
     assert_eq!(rows.len(), items.len());
-    let (_, calls): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    let calls: u64 = calls.parse().unwrap();
+    let calls = session_status(&mut conn, "Com_call_procedure").await;
     // The call, its token and queue checks (orbit_auth_check, orbit_auth_queue_check) and
     // orbit_task_create_keyed_many; one orbit_task_create a task would make at least
     // 3 + items.len().
