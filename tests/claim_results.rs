@@ -202,23 +202,19 @@ async fn incomplete_slots(f: &Fixture) -> Vec<i64> {
         .unwrap()
 }
 
-/// Reports attempt `attempt_id`'s success with a grant of one, on `conn`; returns the index entries
-/// the call read (`Handler_read_next`). The connection's other counters are the call's too.
-async fn succeed_and_grant_one(
-    conn: &mut sqlx::MySqlConnection,
-    session: u64,
-    attempt_id: u64,
-) -> u64 {
+/// Reports attempt `attempt_id`'s success on `conn`, its grant asking for up to `grant` tasks,
+/// with `conn`'s session counters zeroed first: what they count after is the call's.
+async fn succeed_on(conn: &mut sqlx::MySqlConnection, session: u64, attempt_id: u64, grant: u32) {
     flush_status(conn).await;
-    sqlx::query("CALL orbit_attempt_finish(?, ?, 1, 30000)")
+    sqlx::query("CALL orbit_attempt_finish(?, ?, ?, 30000)")
         .bind(session)
         .bind(format!(
             r#"[{{"attempt_id": {attempt_id}, "outcome": "succeeded"}}]"#
         ))
+        .bind(grant)
         .execute(&mut *conn)
         .await
         .unwrap();
-    session_status(conn, "Handler_read_next").await
 }
 
 #[tokio::test]
@@ -233,7 +229,8 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     // entries it reads (Handler_read_next; about 50, mostly quota slot rows) do not grow with the
     // ready lane.
     let mut conn = f.db.pool().acquire().await.unwrap();
-    let reads = succeed_and_grant_one(&mut conn, s, g[0].attempt_id).await;
+    succeed_on(&mut conn, s, g[0].attempt_id, 1).await;
+    let reads = session_status(&mut conn, "Handler_read_next").await;
     assert!(reads < 100, "{reads} index entries read for one result");
     // Nor does it build a temporary table on disk to order its answer (the task columns are
     // TEXT, which an in-memory temporary table cannot hold): that was one per result.
@@ -256,15 +253,7 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
         .fetch_one(f.db.pool())
         .await
         .unwrap();
-    flush_status(&mut conn).await;
-    sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
-        .bind(s)
-        .bind(format!(
-            r#"[{{"attempt_id": {second}, "outcome": "succeeded"}}]"#
-        ))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    succeed_on(&mut conn, s, second, 0).await;
     let scanned = session_status(&mut conn, "Handler_read_rnd_next").await;
     assert!(
         scanned < 100,
@@ -288,7 +277,8 @@ async fn a_hand_off_reads_a_few_entries_whatever_waits_ready_in_its_queue() {
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, held.id);
     let mut conn = f.db.pool().acquire().await.unwrap();
-    let reads = succeed_and_grant_one(&mut conn, s, g[0].attempt_id).await;
+    succeed_on(&mut conn, s, g[0].attempt_id, 1).await;
+    let reads = session_status(&mut conn, "Handler_read_next").await;
     assert!(reads < 100, "{reads} index entries read for one hand-off");
     // The key went on to its next task, ahead of the older ready tasks of its priority.
     let granted: u64 = sqlx::query_scalar(
