@@ -497,139 +497,185 @@ END$$
 DELIMITER ;
 
 -- ---- orbit_attempt_end (from templates/procedures/orbit_attempt_end.sql) ----
--- orbit_attempt_end: Internal: end an active attempt, release its permits and move its task on.
+-- orbit_attempt_end: Internal: end a set of active attempts, release their permits and move their tasks on.
 --
--- The one place that decides what an ending means (SPEC §4). It locks the attempt row FOR UPDATE
--- (the first lock of a result; a caller that checked the attempt under its own lock first reads
--- it again) and ends it only while it is LEASED or RUNNING and, with p_session_id, that
--- session's: otherwise it changes nothing and its out parameters are NULL (a result for no
--- attempt of the session, a repeated result, or an attempt ended another way first). In the same
--- transaction this records the outcome and releases the queue permit (released_at), releases the
--- key permit (orbit_key_release, which hands the key to the next blocked task) and moves the
--- task. The caller then does, once for all the attempts it ends, from the rows this wrote: their
+-- The one place that decides what an ending means (SPEC §4), and the one path every ending takes:
+-- a worker's results (one or a group: orbit_attempt_finish), a cancel (orbit_task_cancel, a key
+-- policy's cancel in orbit_task_create) and lease recovery (orbit_lease_recover), each a set of
+-- one or more results. Results are taken in input order, one at a time: each locks its attempt
+-- row FOR UPDATE (a caller that checked the attempt under its own lock first reads it again) and
+-- ends it only while it is LEASED or RUNNING and, with p_session_id, that session's. In the same
+-- transaction an ending records the outcome and releases the queue permit (released_at),
+-- releases the key permit (orbit_key_release, which hands the key to the next blocked task) and
+-- moves the task. A result that ends nothing changes nothing, except that a result of the
+-- session's for an attempt already ended with another outcome (by recovery or a cancel, or by an
+-- earlier result) is kept as the attempt's late_result, acting on nothing. A result for no
+-- attempt of the session, or a repeated one, changes nothing.
+-- The caller then does, once for all the attempts it ended, from the rows this wrote: their
 -- history rows (m::attempt_end_events, before anything else moves their tasks) and the quota
 -- charges they free (the attempt's active attempt; the task's incomplete task when the task
 -- ended; m::quota_give_back_ended): a session's group of results locks its slot row once.
--- orbit_attempt_succeed_many ends a group of successes of unkeyed attempts without this call, by
--- the same two updates: their SET lists are m::task_end_set and m::attempt_end_set (a test
--- compares the rows).
+-- Why one result at a time and not one UPDATE per table for the whole set: MariaDB updates only
+-- the first table of a multi-table UPDATE's join in place (here the results' JSON_TABLE) and
+-- buffers the others' new values in a temporary table, on disk for the TEXT output; and each
+-- keyed ending records what its key's release wrote (BENCHMARKS.md, "What bounds").
 --   succeeded           -> attempt SUCCEEDED, task SUCCEEDED
 --   failed, retryable   -> attempt FAILED, task RETRY_WAIT after backoff (FAILED when no attempts are left)
 --   failed              -> attempt FAILED, task FAILED
 --   unknown             -> attempt UNKNOWN, task NEEDS_REVIEW (RETRY_WAIT if retry_unknown and attempts left)
 --   expired (lease ran out) -> LEASED: attempt EXPIRED, task WAITING; RUNNING: as unknown
 --   cancelled           -> attempt CANCELLED, task CANCELLED
--- Parameters: p_attempt_id; p_session_id (the session whose result this is; 0 = any: a cancel,
---   recovery or a policy's cancel); p_outcome; p_retryable; p_output, p_error (JSON text or
---   NULL); p_now; p_hand_off: 1 when the caller grants in the same transaction (see
---   orbit_key_release; the key's next task it returns is recorded as the attempt's
---   handoff_task_id, for that grant).
--- Out: o_task_state (the task's new state); o_attempt_state (the attempt's); o_handoff_task_id
---   (the key's next task left for the caller's grant, as recorded; 0 when none); all NULL when
---   nothing was ended.
--- Signals: none (callers validate). Locks, in order: the orbit_attempt row, orbit_task row (read
---   FOR UPDATE for an outcome that needs its retry settings, otherwise by its update, which
---   comes before the key's release either way), orbit_resource row and orbit_key_slot row (via
+-- Parameters: p_session_id (the session whose results these are; 0 = any: a cancel, recovery or
+--   a policy's cancel); p_results (checked by the caller): a JSON array of results
+--   {"attempt_id": N, "outcome": one of the above, "retryable": true/false (default false),
+--   "output": JSON or null, "error": JSON or null}; p_now; p_hand_off: 1 when the caller grants
+--   in the same transaction (see orbit_key_release; the key's next task it returns is recorded
+--   as the attempt's handoff_task_id, for that grant).
+-- Out: o_ended, how many attempts were ended.
+-- Result: none. Signals: none (callers validate).
+-- Locks, in order, per result in input order: the orbit_attempt row, orbit_task row (read FOR
+--   UPDATE for an outcome that needs its retry settings, otherwise by its update, which comes
+--   before the key's release either way), orbit_resource row and orbit_key_slot row (via
 --   orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
-  IN p_attempt_id BIGINT UNSIGNED,
   IN p_session_id BIGINT UNSIGNED,
-  IN p_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
-  IN p_retryable TINYINT,
-  IN p_output MEDIUMTEXT CHARACTER SET utf8mb4,
-  IN p_error MEDIUMTEXT CHARACTER SET utf8mb4,
+  IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_now DATETIME(6),
   IN p_hand_off TINYINT,
-  OUT o_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
-  OUT o_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin,
-  OUT o_handoff_task_id BIGINT UNSIGNED)
+  OUT o_ended INT)
   MODIFIES SQL DATA
-body: BEGIN
+BEGIN
+  DECLARE v_done TINYINT DEFAULT 0;
+  -- The result: its position, attempt and outcome as given (ord from 1), then, read out of
+  -- p_results once (each JSON_EXTRACT parses the document up to the member), the members it
+  -- stores.
+  DECLARE v_ord INT;
+  DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_outcome_in VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_result MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_retryable TINYINT;
+  DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  -- Its attempt, as locked.
   DECLARE v_task_id BIGINT UNSIGNED;
   DECLARE v_session_id BIGINT UNSIGNED;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_key_slot SMALLINT UNSIGNED;
+  -- Its task's retry settings (a failure or an unknown outcome only).
   DECLARE v_attempt_count INT UNSIGNED;
   DECLARE v_max_attempts INT UNSIGNED;
   DECLARE v_retry_base_ms INT UNSIGNED;
   DECLARE v_retry_max_ms INT UNSIGNED;
   DECLARE v_retry_unknown TINYINT;
-  DECLARE v_new_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT p_outcome;
-  DECLARE v_delay_ms BIGINT UNSIGNED DEFAULT 0;
-  DECLARE v_terminal TINYINT DEFAULT 0;
+  -- What the ending decides and what the key's release wrote.
+  DECLARE v_outcome VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_attempts_left TINYINT;
+  DECLARE v_delay_ms BIGINT UNSIGNED;
+  DECLARE v_attempt_state_new VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_terminal TINYINT;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_release_version BIGINT UNSIGNED;
+  -- The results in input order: the attempt and outcome only (a JSON member in the temporary
+  -- table a cursor makes would put it on disk).
+  DECLARE c_results CURSOR FOR
+    SELECT r.ord, r.attempt_id, r.outcome
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                      outcome VARCHAR(16) PATH '$.outcome')) r
+     ORDER BY r.ord;
 
-  SET o_task_state = NULL, o_attempt_state = NULL, o_handoff_task_id = NULL;
-  SELECT a.task_id, a.state, a.resource_id, a.key_slot, a.session_id
-    INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot, v_session_id
-    FROM orbit_attempt a
-   WHERE a.id = p_attempt_id
-     FOR UPDATE;
-  IF NOT COALESCE(v_attempt_state IN ('LEASED', 'RUNNING') AND p_session_id IN (0, v_session_id), 0) THEN
-    LEAVE body;
-  END IF;
-  -- A RUNNING attempt whose lease ran out may have had effects: it is an unknown outcome.
-  IF v_outcome = 'expired' AND v_attempt_state = 'RUNNING' THEN
-    SET v_outcome = 'unknown';
-  END IF;
-  -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
-  -- attempt's task is in the attempt's state.)
-  IF v_outcome IN ('failed', 'unknown') THEN
-    SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
-      INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
-      FROM orbit_task t
-     WHERE t.id = v_task_id
+  SET o_ended = 0;
+  OPEN c_results;
+  results: LOOP
+    fetch_result: BEGIN
+      DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+      FETCH c_results INTO v_ord, v_attempt_id, v_outcome_in;
+    END fetch_result;
+    IF v_done THEN
+      LEAVE results;
+    END IF;
+    SET v_attempt_state = NULL, v_session_id = NULL;
+    SELECT a.task_id, a.state, a.resource_id, a.key_slot, a.session_id
+      INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot, v_session_id
+      FROM orbit_attempt a
+     WHERE a.id = v_attempt_id
        FOR UPDATE;
-    SET v_attempts_left = v_attempt_count < v_max_attempts,
-        v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
-  END IF;
-  CASE v_outcome
-    WHEN 'succeeded' THEN
-      SET v_new_attempt_state = 'SUCCEEDED', o_task_state = 'SUCCEEDED';
-    WHEN 'failed' THEN
-      SET v_new_attempt_state = 'FAILED',
-          o_task_state = IF(p_retryable AND v_attempts_left, 'RETRY_WAIT', 'FAILED');
-    WHEN 'unknown' THEN
-      SET v_new_attempt_state = 'UNKNOWN',
-          o_task_state = IF(v_retry_unknown AND v_attempts_left, 'RETRY_WAIT', 'NEEDS_REVIEW');
-    WHEN 'expired' THEN
-      SET v_new_attempt_state = 'EXPIRED', o_task_state = 'WAITING', v_delay_ms = 0;
-    ELSE
-      SET v_new_attempt_state = 'CANCELLED', o_task_state = 'CANCELLED';
-  END CASE;
-  SET v_terminal = o_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
-
-  -- The task before the key (the lock order above); placed in a lane only after the release, so
-  -- a retried task sees its key free.
-  UPDATE orbit_task t
-     SET t.state = o_task_state, t.lane = 'none',
-         t.run_at = IF(o_task_state IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
-         t.output = IF(v_outcome = 'succeeded', p_output, t.output),
-         t.error = IF(v_outcome IN ('failed', 'unknown'), p_error, t.error),
-         t.finished_at = IF(v_terminal, p_now, NULL), t.updated_at = p_now
-   WHERE t.id = v_task_id;
-  -- The key next: the attempt's update records the version its release wrote.
-  SET o_handoff_task_id = 0, v_release_version = 0;
-  IF v_resource_id <> 0 THEN
-    CALL orbit_key_release(v_resource_id, p_attempt_id, v_key_slot, p_now, p_hand_off, o_handoff_task_id,
-                           v_release_version);
-  END IF;
-  IF o_task_state IN ('WAITING', 'RETRY_WAIT') THEN
-    CALL orbit_task_place(v_task_id, p_now, o_task_state, v_lane);
-  END IF;
-  UPDATE orbit_attempt a
-     SET a.state = v_new_attempt_state, a.outcome = v_outcome, a.retryable = COALESCE(p_retryable, 0),
-         a.output = p_output, a.error = p_error, a.released_at = p_now,
-         a.release_version = IF(v_release_version > 0, v_release_version, a.release_version),
-         a.handoff_task_id = o_handoff_task_id
-   WHERE a.id = p_attempt_id;
-  SET o_attempt_state = v_new_attempt_state;
+    IF NOT COALESCE(v_attempt_state IN ('LEASED', 'RUNNING') AND p_session_id IN (0, v_session_id), 0) THEN
+      -- Not ended by this result: another session's attempt, or none; a repeated result; or one
+      -- ended another way first, whose different outcome is kept as its late result.
+      UPDATE orbit_attempt a
+         SET a.late_result = v_outcome_in
+       WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state NOT IN ('LEASED', 'RUNNING')
+         AND a.outcome <> v_outcome_in AND a.late_result = '';
+      ITERATE results;
+    END IF;
+    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_ord - 1, ']'));
+    SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
+        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
+        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'),
+        -- A RUNNING attempt whose lease ran out may have had effects: an unknown outcome.
+        v_outcome = IF(v_outcome_in = 'expired' AND v_attempt_state = 'RUNNING', 'unknown', v_outcome_in),
+        v_delay_ms = 0;
+    -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
+    -- attempt's task is in the attempt's state.)
+    IF v_outcome IN ('failed', 'unknown') THEN
+      SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+        INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+        FROM orbit_task t
+       WHERE t.id = v_task_id
+         FOR UPDATE;
+      SET v_attempts_left = v_attempt_count < v_max_attempts,
+          v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
+    END IF;
+    CASE v_outcome
+      WHEN 'succeeded' THEN
+        SET v_attempt_state_new = 'SUCCEEDED', v_task_state = 'SUCCEEDED';
+      WHEN 'failed' THEN
+        SET v_attempt_state_new = 'FAILED',
+            v_task_state = IF(v_retryable AND v_attempts_left, 'RETRY_WAIT', 'FAILED');
+      WHEN 'unknown' THEN
+        SET v_attempt_state_new = 'UNKNOWN',
+            v_task_state = IF(v_retry_unknown AND v_attempts_left, 'RETRY_WAIT', 'NEEDS_REVIEW');
+      WHEN 'expired' THEN
+        SET v_attempt_state_new = 'EXPIRED', v_task_state = 'WAITING';
+      ELSE
+        SET v_attempt_state_new = 'CANCELLED', v_task_state = 'CANCELLED';
+    END CASE;
+    SET v_terminal = v_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
+    -- The task before the key (the lock order above); placed in a lane only after the release,
+    -- so a retried task sees its key free. Its new state, a retry's run_at, a success's output, a
+    -- failure's error, finished_at when terminal.
+    UPDATE orbit_task t
+       SET t.state = v_task_state, t.lane = 'none',
+           t.run_at = IF(v_task_state IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
+           t.output = IF(v_outcome = 'succeeded', v_output, t.output),
+           t.error = IF(v_outcome IN ('failed', 'unknown'), v_error, t.error),
+           t.finished_at = IF(v_terminal, p_now, NULL), t.updated_at = p_now
+     WHERE t.id = v_task_id;
+    -- The key next: the attempt's update records the version its release wrote.
+    SET v_handoff_task_id = 0, v_release_version = 0;
+    IF v_resource_id <> 0 THEN
+      CALL orbit_key_release(v_resource_id, v_attempt_id, v_key_slot, p_now, p_hand_off, v_handoff_task_id,
+                             v_release_version);
+    END IF;
+    IF v_task_state IN ('WAITING', 'RETRY_WAIT') THEN
+      CALL orbit_task_place(v_task_id, p_now, v_task_state, v_lane);
+    END IF;
+    -- The attempt last: its state and outcome, the result as reported, and released_at, which
+    -- releases its queue permit.
+    UPDATE orbit_attempt a
+       SET a.state = v_attempt_state_new, a.outcome = v_outcome, a.retryable = v_retryable,
+           a.output = v_output, a.error = v_error, a.released_at = p_now,
+           a.release_version = IF(v_release_version > 0, v_release_version, a.release_version),
+           a.handoff_task_id = v_handoff_task_id
+     WHERE a.id = v_attempt_id;
+    SET o_ended = o_ended + 1;
+  END LOOP results;
+  CLOSE c_results;
 END$$
 DELIMITER ;
 
@@ -675,9 +721,8 @@ DELIMITER ;
 -- Session state: raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
 --   default is 1,024 bytes), for the acknowledgements; nothing else is left set.
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
---   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
---   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row (orbit_attempt_succeed_many); then as orbit_task_grant,
+--   finishing and claiming sessions lock in one order), then as orbit_attempt_end (per result:
+--   its orbit_attempt row, task, resource, promoted tasks); then as orbit_task_grant,
 --   whose charge is the quota work it does; then, for each handed-off key the grant did not take,
 --   the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
@@ -695,26 +740,15 @@ CREATE PROCEDURE orbit_attempt_finish(
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_count INT DEFAULT 0;
-  DECLARE v_i INT DEFAULT 0;
-  -- Result v_i, read out of p_results once: each JSON_EXTRACT parses its document up to the
-  -- member, and p_results holds up to 1000 results.
-  DECLARE v_result MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   -- The first result's fault (1 attempt_id, 2 outcome, 3 retryable), NULL when none.
   DECLARE v_fault TINYINT;
-  DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_outcome_in VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_retryable TINYINT;
-  DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   -- The acknowledgements (the result's acks array), read from the rows once every result is
   -- recorded (see there).
   DECLARE v_acks MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  -- What the results ended, read with the acknowledgements: how many attempts, the highest of
-  -- them (the one, for the history of a call that ended one), how many of their keys went to a
-  -- next task; then how many of those the grant took.
+  -- What the results ended: how many attempts (orbit_attempt_end); read with the
+  -- acknowledgements, the highest of them (the one, for the history of a call that ended one),
+  -- how many of their keys went to a next task; then how many of those the grant took.
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_ended_id BIGINT UNSIGNED;
   DECLARE v_handed_off INT DEFAULT 0;
@@ -744,11 +778,8 @@ BEGIN
   DECLARE v_key_left TINYINT DEFAULT 0;
   -- The ended attempts' application.
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
-  -- 1 while the results may be ended as a group (see below).
-  DECLARE v_group TINYINT DEFAULT 0;
   -- 1 when no two results are for one attempt.
   DECLARE v_unique TINYINT DEFAULT 1;
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_done TINYINT;
   -- The keys this call handed off that still have room after the grant: the grant did not take
   -- their next task (opened after the grant; the results' attempts ended now, and plain reads of
@@ -805,45 +836,13 @@ BEGIN
   IF v_session_state IS NULL OR v_session_state = 'closed' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'UNAUTHENTICATED: the session is closed';
   END IF;
-  -- The usual group, successes for this session's active, unkeyed attempts, each attempt once,
-  -- is ended whole by orbit_attempt_succeed_many, or not at all; then every result takes the
-  -- per-result path. (A plain read of the attempts, to send a keyed result straight to the
-  -- per-result path: the group would only find out in its first update and roll back.) A single
-  -- result always takes the per-result path: it writes the same statements there, without this
-  -- check, the call and its JSON tables (every hand-off of a hot key is one result).
+  -- Every result is ended, or kept as a late result, where its attempt is locked.
+  CALL orbit_attempt_end(p_session_id, p_results, v_now, p_claim_max > 0 /* p_hand_off */, v_ended_count);
   IF v_count > 1 THEN
-    SELECT COUNT(DISTINCT r.attempt_id) = v_count, MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
-      INTO v_unique, v_group
-      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r
-      LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
-    SET v_group = v_group AND v_unique;
+    SELECT COUNT(DISTINCT r.attempt_id) = v_count
+      INTO v_unique
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r;
   END IF;
-  IF v_group THEN
-    CALL orbit_attempt_succeed_many(p_session_id, p_results, v_now, v_group);
-  END IF;
-  SET v_i = IF(v_group, v_count, 0);
-  WHILE v_i < v_count DO
-    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
-    SET v_attempt_id = JSON_EXTRACT(v_result, '$.attempt_id'),
-        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
-        v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
-    -- The attempt is locked and ended there when it is this session's and active.
-    CALL orbit_attempt_end(v_attempt_id, p_session_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
-                           p_claim_max > 0 /* p_hand_off */, v_task_state, v_state, v_handoff_task_id);
-    IF v_state IS NULL THEN
-      -- Not ended by this result: another session's attempt, or none (answered NOT_FOUND below,
-      -- nothing changed); a repeated result; or one ended another way first (recovery, cancel),
-      -- whose different outcome is kept as its late result, acting on nothing.
-      UPDATE orbit_attempt a
-         SET a.late_result = v_outcome_in
-       WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state NOT IN ('LEASED', 'RUNNING')
-         AND a.outcome <> v_outcome_in AND a.late_result = '';
-    END IF;
-    SET v_i = v_i + 1;
-  END WHILE;
   -- Every result is recorded: the acknowledgements, in input order, and what the call ended, in
   -- one read of the rows (locked above). A result ended its attempt when it is the first for the
   -- attempt in p_results and the attempt was released now; any other result for one of the
@@ -860,7 +859,6 @@ BEGIN
                                               'duplicate', CAST(a.id IS NOT NULL AND NOT (r.first AND a.released_at = v_now) AS UNSIGNED),
                                               'code', IF(a.id IS NULL, 'NOT_FOUND', ''))
                                   ORDER BY r.ord SEPARATOR ','), ']'),
-         COALESCE(SUM(r.first AND a.released_at = v_now), 0),
          MAX(IF(r.first AND a.released_at = v_now, a.id, NULL)),
          COALESCE(SUM(r.first AND a.released_at = v_now AND a.handoff_task_id <> 0), 0),
          COALESCE(MAX(r.first AND a.released_at = v_now AND t.state IN ('WAITING', 'RETRY_WAIT')), 0),
@@ -869,7 +867,7 @@ BEGIN
                       AND t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')), 0),
          -- A session's attempts all belong to its application.
          MAX(IF(r.first AND a.released_at = v_now, a.application_id, NULL))
-    INTO v_acks, v_ended_count, v_ended_id, v_handed_off, v_requeued, v_credit, v_credit_terminal, v_back_application_id
+    INTO v_acks, v_ended_id, v_handed_off, v_requeued, v_credit, v_credit_terminal, v_back_application_id
     FROM (SELECT j.ord, j.attempt_id, 1 AS first
             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j) r
     LEFT JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = r.attempt_id AND a.session_id = p_session_id
@@ -882,7 +880,6 @@ BEGIN
                                               'duplicate', CAST(a.id IS NOT NULL AND NOT (r.first AND a.released_at = v_now) AS UNSIGNED),
                                               'code', IF(a.id IS NULL, 'NOT_FOUND', ''))
                                   ORDER BY r.ord SEPARATOR ','), ']'),
-         COALESCE(SUM(r.first AND a.released_at = v_now), 0),
          MAX(IF(r.first AND a.released_at = v_now, a.id, NULL)),
          COALESCE(SUM(r.first AND a.released_at = v_now AND a.handoff_task_id <> 0), 0),
          COALESCE(MAX(r.first AND a.released_at = v_now AND t.state IN ('WAITING', 'RETRY_WAIT')), 0),
@@ -891,7 +888,7 @@ BEGIN
                       AND t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')), 0),
          -- A session's attempts all belong to its application.
          MAX(IF(r.first AND a.released_at = v_now, a.application_id, NULL))
-    INTO v_acks, v_ended_count, v_ended_id, v_handed_off, v_requeued, v_credit, v_credit_terminal, v_back_application_id
+    INTO v_acks, v_ended_id, v_handed_off, v_requeued, v_credit, v_credit_terminal, v_back_application_id
     FROM (SELECT j.ord, j.attempt_id, j.ord = f.first_ord AS first
             FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) j
             STRAIGHT_JOIN (SELECT k.attempt_id, MIN(k.ord) AS first_ord
@@ -1803,11 +1800,9 @@ BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_expires DATETIME(6);
-  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_ended INT;
   DECLARE v_recovered INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -1838,9 +1833,11 @@ BEGIN
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'expired', 0 /* p_retryable */, NULL /* p_output */,
-                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result') /* p_error */,
-                             v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
+      CALL orbit_attempt_end(0 /* p_session_id */,
+                             JSON_ARRAY(JSON_OBJECT('attempt_id', v_attempt_id, 'outcome', 'expired',
+                                                    'error', JSON_OBJECT('code', 'LEASE_EXPIRED',
+                                                                         'message', 'the lease ran out before a result'))) /* p_results */,
+                             v_now, 0 /* p_hand_off */, v_ended);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
@@ -1857,7 +1854,7 @@ BEGIN
      SET q.active_attempts = q.active_attempts - g.active,
          q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = v_now;
-      SET v_recovered = v_recovered + 1;
+      SET v_recovered = v_recovered + v_ended;
     END IF;
     COMMIT;
   END WHILE expired;
@@ -3095,12 +3092,11 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_current BIGINT UNSIGNED;
-  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_ended INT;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
@@ -3138,8 +3134,8 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
-                           NULL /* p_error */, v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
+    CALL orbit_attempt_end(0 /* p_session_id */, JSON_ARRAY(JSON_OBJECT('attempt_id', v_attempt_id, 'outcome', 'cancelled')) /* p_results */,
+                           v_now, 0 /* p_hand_off */, v_ended);
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
@@ -3488,9 +3484,8 @@ body: BEGIN
   DECLARE v_replaced_slot TINYINT UNSIGNED;
   DECLARE v_other BIGINT UNSIGNED;
   DECLARE v_holder_task BIGINT UNSIGNED;
-  DECLARE v_ended_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_ended_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
+  -- How many attempts orbit_attempt_end ended (the holder a cancel_running policy ends: 1).
+  DECLARE v_ended INT;
   DECLARE v_done TINYINT DEFAULT 0;
   -- The key's waiting tasks in this queue (every lane they wait in), oldest first: what a
   -- replace_waiting or cancel_running policy replaces. Read and locked when opened, before the new
@@ -3579,9 +3574,8 @@ body: BEGIN
       -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
-      CALL orbit_attempt_end(v_holder, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
-                             NULL /* p_error */, p_now, 0 /* p_hand_off */, v_ended_task_state, v_ended_attempt_state,
-                             v_handoff_task_id);
+      CALL orbit_attempt_end(0 /* p_session_id */, JSON_ARRAY(JSON_OBJECT('attempt_id', v_holder, 'outcome', 'cancelled')) /* p_results */,
+                             p_now, 0 /* p_hand_off */, v_ended);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), p_now
@@ -6165,95 +6159,6 @@ body: BEGIN
 END$$
 DELIMITER ;
 
--- ---- orbit_attempt_succeed_many (from templates/procedures/orbit_attempt_succeed_many.sql) ----
--- orbit_attempt_succeed_many: Internal: end a session's group of successes of its active, unkeyed attempts, all or none, in the caller's transaction.
---
--- The usual group of a worker's results (orbit_attempt_finish): successes, each for a different
--- attempt. Each attempt is ended as orbit_attempt_end ends a success, by the same two updates
--- (their SET lists are m::attempt_end_set and m::task_end_set; a test compares the rows), but
--- without a call and a locking read per result. The attempts are read once, in input order, by
--- a plain read. Each attempt is then checked where its update locks it (its WHERE: this
--- session's, still in the state read, active, holding no key); that update also releases its
--- queue permit (released_at). An active attempt's task is in the attempt's state, which the
--- task's update checks too. When a result finds no such attempt (none, another session's, a
--- keyed one, or one ended meanwhile), everything this call wrote is rolled back to its
--- savepoint: nothing is ended, and the caller ends every result on its own (orbit_attempt_end).
--- As with orbit_attempt_end, the caller then writes the history and gives back the quota
--- charges, from the rows.
--- Parameters: p_session_id; p_results (orbit_attempt_finish's, checked there: a JSON array of
---   results, each for a different attempt, every outcome succeeded); p_now.
--- Out: o_ended (1 = every result's attempt was ended; 0 = none was).
--- Result: none. Signals: none.
--- Locks, in order: per result, in input order: its orbit_attempt row, then its orbit_task row.
-DROP PROCEDURE IF EXISTS orbit_attempt_succeed_many;
-DELIMITER $$
-CREATE PROCEDURE orbit_attempt_succeed_many(
-  IN p_session_id BIGINT UNSIGNED,
-  IN p_results MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-  IN p_now DATETIME(6),
-  OUT o_ended TINYINT)
-  MODIFIES SQL DATA
-BEGIN
-  DECLARE v_count INT DEFAULT JSON_LENGTH(p_results);
-  DECLARE v_i INT DEFAULT 0;
-  DECLARE v_ord INT;
-  DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_task_id BIGINT UNSIGNED;
-  DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  -- Result v_i, read out of p_results once, and the members it stores.
-  DECLARE v_result MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_retryable TINYINT;
-  DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  -- The results' attempts in input order, as they were before (each is checked again where
-  -- locked).
-  DECLARE c_group CURSOR FOR
-    SELECT r.ord, a.id, a.task_id, a.state
-      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r
-      STRAIGHT_JOIN orbit_attempt a ON a.id = r.attempt_id
-     ORDER BY r.ord;
-  SET o_ended = 1;
-  SAVEPOINT orbit_attempt_succeed_many;
-  OPEN c_group;
-  WHILE o_ended AND v_i < v_count DO
-    -- (A result for no attempt leaves a gap in the cursor's ord.)
-    fetch_group: BEGIN
-      DECLARE CONTINUE HANDLER FOR NOT FOUND SET o_ended = 0;
-      FETCH c_group INTO v_ord, v_attempt_id, v_task_id, v_state;
-    END fetch_group;
-    SET o_ended = o_ended AND v_ord = v_i + 1;
-    IF o_ended THEN
-      SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
-      SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null');
-      UPDATE orbit_attempt a
-         SET a.state = 'SUCCEEDED', a.outcome = 'succeeded', a.retryable = COALESCE(v_retryable, 0),
-             a.output = v_output, a.error = v_error, a.released_at = p_now
-       WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state = v_state
-         AND a.state IN ('LEASED', 'RUNNING') AND a.resource_id = 0;
-      SET o_ended = ROW_COUNT() = 1;
-    END IF;
-    IF o_ended THEN
-      UPDATE orbit_task t
-         SET t.state = 'SUCCEEDED', t.lane = 'none',
-             t.run_at = IF('SUCCEEDED' IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(p_now, INTERVAL 0 * 1000 MICROSECOND), t.run_at),
-             t.output = IF('succeeded' = 'succeeded', v_output, t.output),
-             t.error = IF('succeeded' IN ('failed', 'unknown'), NULL, t.error),
-             t.finished_at = IF(1, p_now, NULL), t.updated_at = p_now
-       WHERE t.id = v_task_id AND t.current_attempt_id = v_attempt_id AND t.state = v_state;
-      SET o_ended = ROW_COUNT() = 1;
-    END IF;
-    SET v_i = v_i + 1;
-  END WHILE;
-  CLOSE c_group;
-  IF NOT o_ended THEN
-    ROLLBACK TO SAVEPOINT orbit_attempt_succeed_many;
-  END IF;
-END$$
-DELIMITER ;
-
 -- ---- orbit_credential_list (from templates/procedures/orbit_credential_list.sql) ----
 -- orbit_credential_list: List credentials for operators, in id order, a page at a time.
 --
@@ -7677,11 +7582,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_charge', 2, 'c05e525322261b1486060e36b46526a12af7ffe33c10cb1836dabc0cdf0b18ed', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'f8c22bcd4dae88c27432867408bf98576f47a7845a4f46f5969f0babcbba81e3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '1419c823829f350ca22e83aea917b8b3d077ca68eb0256b7212083f72de95afc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'c5d67a93e06c046f000a4d2ad47b83d4414c7436e0f39ce8a73ffdb575fd275c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'd0ac95463f9a0119cd77036b8ca48900282437a7fbac4f18f7a9c1c5e1a98c9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_succeed_many', 2, '430c2c519f5fa17a402b7e08c7c5aefe8cd26cac074e7c466a47f1c0b68b76a9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 2, '6639ca3aec945cbd1eafad2d5f9175e1b0dec74e4159a17762c2f2fcc6654f73', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 2, '2ff5ea93829c8df031ac205dc8e9c0782c169a0e6467f52ff4fecc24521644aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7698,7 +7602,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_rate_check', 2, '9d5c6ae8aa085a2b3b34fb67039812812da2a639e8bc55e1a8e3abaaf3767b8d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '8d4e0823703c756a3fbc5287343979ddf784bb8fb8e0ac6bec7d771c7dcc220f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'bc98a8199e773a412815c793689d1803493b16892585e2fded5c6e430d16f69a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'c3537f50ea3c3eea8f70860bb3126ee615d926a594f741aada970a6b9ebbc04a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_metrics_snapshot', 2, 'db5166b17baa8cbde84266124170169364a04a6fb637d94c989fbc60ae00668f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_create', 2, '9bf8029eb91909d0477c6211e4b52e80432f0955abfbbbd41ab67ef3c7b4c77c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_fire_due', 2, '0f267cb12a28a768971105dbe2591e333ee673fd2940140ca070a647a5978090', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7715,10 +7619,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_set_retention', 2, '0c28cd7978230e0a9b9e578f7e6e0710fa275191486e567762cc6a76be4a0bf0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_attempts', 2, 'aa9a8adc7950bc10b4091562c03a8ee0501974cbafe4fc5203f6c208b41b9df2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '2aced6f85ed38097a5625dcc46cc9624a7dc50b9ba79a10837a7198ef1bfd2d8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '8ac34848059d011b9572033424485e7fed0815de5afe20d6763e94a8d956ba61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e1cb6d9de9978bd8d4ff164e3c96311a38f9682c2f66ebc8f2ad6ba5fbacd57a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'a73cb1799dd14e43ef4f9d8ae6d36173aa5ea85bccde3821c57c3a74458bd0ff', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'a1ef4eef66dc5a3b76865cbdff38e1ba3d4a8a3c8c9f24646026eeedb6d3abc2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, 'ee36448e40469115864e7807e3da0034366d920ef9e7752a02048bd665cfe016', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7735,5 +7639,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '7274b1772c12d60e825b00597c593400f1d4f073a00f54c2a72c0331052d161c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '7274b1772c12d60e825b00597c593400f1d4f073a00f54c2a72c0331052d161c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'eb34768a14108fd0b325f487e83d0e7d7b9402dc367af635a00cb13352a15b5d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'eb34768a14108fd0b325f487e83d0e7d7b9402dc367af635a00cb13352a15b5d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

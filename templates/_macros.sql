@@ -543,32 +543,6 @@
             j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
             j_debounce_seconds JSON PATH '$.debounce_seconds',
             j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t{% endmacro %}
-{#- A worker's results (orbit_attempt_finish's p_results) as a table r, a row per result in input
-    order (ord): the attempt and the outcome only (a JSON member in a temporary table, as an
-    ORDER BY or a cursor makes, puts it on disk). -#}
-{% macro results_table() %}JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                  outcome VARCHAR(16) PATH '$.outcome')) r{% endmacro %}
-{#- The members a result v_result stores (assignments, for SET): retryable (false when missing),
-    output and error as the JSON text JSON_EXTRACT gives; JSON null or missing is NULL. -#}
-{% macro result_members() %}v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'){% endmacro %}
-{#- What ending an attempt writes to its task row t, the SET list of that update (orbit_attempt_end's,
-    and orbit_attempt_succeed_many's, which passes constants that fold): the
-    task's new state (placed in a lane after the key's release: lane none until then), a retry's
-    run_at, a success's output, a failure's error, finished_at when terminal. `ind`: the
-    indentation of the lines after the first. -#}
-{% macro task_end_set(state, outcome, output, error, delay_ms, terminal, now, ind) %}t.state = {{ state }}, t.lane = 'none',
-{{ ind }}t.run_at = IF({{ state }} IN ('WAITING', 'RETRY_WAIT'), DATE_ADD({{ now }}, INTERVAL {{ delay_ms }} * 1000 MICROSECOND), t.run_at),
-{{ ind }}t.output = IF({{ outcome }} = 'succeeded', {{ output }}, t.output),
-{{ ind }}t.error = IF({{ outcome }} IN ('failed', 'unknown'), {{ error }}, t.error),
-{{ ind }}t.finished_at = IF({{ terminal }}, {{ now }}, NULL), t.updated_at = {{ now }}{% endmacro %}
-
-{#- What ending an attempt writes to its row a, the SET list of that update (as task_end_set): its
-    state and outcome, the result as reported, and released_at, which releases its queue permit. -#}
-{% macro attempt_end_set(state, outcome, retryable, output, error, now, ind) %}a.state = {{ state }}, a.outcome = {{ outcome }}, a.retryable = COALESCE({{ retryable }}, 0),
-{{ ind }}a.output = {{ output }}, a.error = {{ error }}, a.released_at = {{ now }}{% endmacro %}
-
 {#- The history of the attempts a caller has just ended with orbit_attempt_end, which writes none:
     one 'attempt_<outcome>' row per attempt of derived table `ended` (aliased e, column id: the
     attempt), in attempt order, read from the rows orbit_attempt_end wrote: the attempt's outcome,

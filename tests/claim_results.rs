@@ -313,7 +313,7 @@ async fn ending(f: &Fixture, attempt_id: u64) -> (String, String, String) {
 }
 
 #[tokio::test]
-async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_call_writes() {
+async fn a_group_of_results_ends_in_one_end_call_writing_what_a_single_result_writes() {
     let f = Fixture::new().await;
     for _ in 0..4 {
         f.submit(&f.queue_id, "").await;
@@ -346,9 +346,9 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
     }
     let ok =
         |id: u64| format!(r#"{{"attempt_id": {id}, "outcome": "succeeded", "output": {output}}}"#);
-    // Successes of the session's own attempts: ended as a group, no orbit_attempt_end call.
+    // Successes of the session's own attempts: ended by one orbit_attempt_end call for the group.
     let (acks, calls) = finish(&mut conn, s, format!("[{}, {}]", ok(ids[0]), ok(ids[1]))).await;
-    assert_eq!(calls, 2, "the CALL and its orbit_attempt_succeed_many");
+    assert_eq!(calls, 2, "the CALL and its orbit_attempt_end");
     assert_eq!(
         acks,
         serde_json::json!([
@@ -358,8 +358,8 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
              "attempt_state": "SUCCEEDED", "duplicate": 0, "code": ""}
         ])
     );
-    // A group with an attempt that is not the session's: rolled back to its savepoint, then each
-    // result on its own (orbit_attempt_end for the success; the other is refused).
+    // A group with an attempt that is not the session's and one that does not exist: the same
+    // one call ends the success and refuses the others.
     let theirs = f.submit(&f.queue_id, "").await;
     let g = f.db.task_claim(other, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, theirs.id);
@@ -369,10 +369,7 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
         format!("[{}, {}, {}]", ok(ids[2]), ok(g[0].attempt_id), ok(999_999)),
     )
     .await;
-    assert_eq!(
-        calls, 5,
-        "the CALL, the group's call that ended nothing, and orbit_attempt_end for each result"
-    );
+    assert_eq!(calls, 2, "the CALL and its orbit_attempt_end");
     let codes: Vec<&str> = acks
         .as_array()
         .unwrap()
@@ -385,7 +382,7 @@ async fn a_group_of_successes_ends_without_a_call_per_result_writing_what_each_c
         TaskState::Leased,
         "the other session's task is untouched"
     );
-    // A single result takes the per-result path (no group check for one).
+    // A single result takes the same path.
     let (_, calls) = finish(&mut conn, s, format!("[{}]", ok(ids[3]))).await;
     assert_eq!(calls, 2, "the CALL and its orbit_attempt_end");
     // The same rows either way: attempt, task and history.

@@ -25,11 +25,9 @@ BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_expires DATETIME(6);
-  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_ended INT;
   DECLARE v_recovered INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -60,9 +58,11 @@ BEGIN
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'expired', 0 /* p_retryable */, NULL /* p_output */,
-                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result') /* p_error */,
-                             v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
+      CALL orbit_attempt_end(0 /* p_session_id */,
+                             JSON_ARRAY(JSON_OBJECT('attempt_id', v_attempt_id, 'outcome', 'expired',
+                                                    'error', JSON_OBJECT('code', 'LEASE_EXPIRED',
+                                                                         'message', 'the lease ran out before a result'))) /* p_results */,
+                             v_now, 0 /* p_hand_off */, v_ended);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now
@@ -79,7 +79,7 @@ BEGIN
      SET q.active_attempts = q.active_attempts - g.active,
          q.incomplete_tasks = q.incomplete_tasks - g.incomplete,
          q.updated_at = v_now;
-      SET v_recovered = v_recovered + 1;
+      SET v_recovered = v_recovered + v_ended;
     END IF;
     COMMIT;
   END WHILE expired;

@@ -38,12 +38,11 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin DEFAULT '';
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_current BIGINT UNSIGNED;
-  DECLARE v_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
+  DECLARE v_ended INT;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_wake_queues TEXT CHARACTER SET ascii COLLATE ascii_bin DEFAULT '[]';
@@ -81,8 +80,8 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
-                           NULL /* p_error */, v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
+    CALL orbit_attempt_end(0 /* p_session_id */, JSON_ARRAY(JSON_OBJECT('attempt_id', v_attempt_id, 'outcome', 'cancelled')) /* p_results */,
+                           v_now, 0 /* p_hand_off */, v_ended);
     INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), v_now

@@ -105,9 +105,8 @@ body: BEGIN
   DECLARE v_replaced_slot TINYINT UNSIGNED;
   DECLARE v_other BIGINT UNSIGNED;
   DECLARE v_holder_task BIGINT UNSIGNED;
-  DECLARE v_ended_task_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_ended_attempt_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
+  -- How many attempts orbit_attempt_end ended (the holder a cancel_running policy ends: 1).
+  DECLARE v_ended INT;
   DECLARE v_done TINYINT DEFAULT 0;
   -- The key's waiting tasks in this queue (every lane they wait in), oldest first: what a
   -- replace_waiting or cancel_running policy replaces. Read and locked when opened, before the new
@@ -196,9 +195,8 @@ body: BEGIN
       -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
-      CALL orbit_attempt_end(v_holder, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
-                             NULL /* p_error */, p_now, 0 /* p_hand_off */, v_ended_task_state, v_ended_attempt_state,
-                             v_handoff_task_id);
+      CALL orbit_attempt_end(0 /* p_session_id */, JSON_ARRAY(JSON_OBJECT('attempt_id', v_holder, 'outcome', 'cancelled')) /* p_results */,
+                             p_now, 0 /* p_hand_off */, v_ended);
       INSERT INTO orbit_task_event (task_id, attempt_id, event, from_state, to_state, concurrency_token, detail, created_at)
     SELECT a.task_id, a.id, CONCAT('attempt_', a.outcome), IF(a.started_at IS NULL, 'LEASED', 'RUNNING'), t.state,
            a.concurrency_token, CONCAT('attempt ', a.state, '; permits released'), p_now

@@ -169,7 +169,6 @@ registry! {
     Procedure orbit_attempt_list => "procedures/orbit_attempt_list.sql",
     Procedure orbit_attempt_renew => "procedures/orbit_attempt_renew.sql",
     Procedure orbit_attempt_start => "procedures/orbit_attempt_start.sql",
-    Procedure orbit_attempt_succeed_many => "procedures/orbit_attempt_succeed_many.sql",
     Procedure orbit_auth_check => "procedures/orbit_auth_check.sql",
     Procedure orbit_auth_queue_check => "procedures/orbit_auth_queue_check.sql",
     Procedure orbit_auth_queue_visible => "procedures/orbit_auth_queue_visible.sql",

@@ -7,7 +7,6 @@
                                               'duplicate', CAST(a.id IS NOT NULL AND NOT (r.first AND a.released_at = v_now) AS UNSIGNED),
                                               'code', IF(a.id IS NULL, 'NOT_FOUND', ''))
                                   ORDER BY r.ord SEPARATOR ','), ']'),
-         COALESCE(SUM(r.first AND a.released_at = v_now), 0),
          MAX(IF(r.first AND a.released_at = v_now, a.id, NULL)),
          COALESCE(SUM(r.first AND a.released_at = v_now AND a.handoff_task_id <> 0), 0),
          COALESCE(MAX(r.first AND a.released_at = v_now AND t.state IN ('WAITING', 'RETRY_WAIT')), 0),
@@ -16,7 +15,7 @@
                       AND t.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')), 0),
          -- A session's attempts all belong to its application.
          MAX(IF(r.first AND a.released_at = v_now, a.application_id, NULL))
-    INTO v_acks, v_ended_count, v_ended_id, v_handed_off, v_requeued, v_credit, v_credit_terminal, v_back_application_id
+    INTO v_acks, v_ended_id, v_handed_off, v_requeued, v_credit, v_credit_terminal, v_back_application_id
     FROM {{ first }}
     LEFT JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = r.attempt_id AND a.session_id = p_session_id
     LEFT JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = a.task_id{% endmacro %}
@@ -69,9 +68,8 @@
 -- Session state: raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
 --   default is 1,024 bytes), for the acknowledgements; nothing else is left set.
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
---   finishing and claiming sessions lock in one order), then per result: its orbit_attempt row,
---   then as orbit_attempt_end (task, resource, promoted tasks), or for a group of successes of
---   unkeyed attempts its orbit_task row (orbit_attempt_succeed_many); then as orbit_task_grant,
+--   finishing and claiming sessions lock in one order), then as orbit_attempt_end (per result:
+--   its orbit_attempt row, task, resource, promoted tasks); then as orbit_task_grant,
 --   whose charge is the quota work it does; then, for each handed-off key the grant did not take,
 --   the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
@@ -87,26 +85,15 @@ CREATE PROCEDURE orbit_attempt_finish(
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_count INT DEFAULT 0;
-  DECLARE v_i INT DEFAULT 0;
-  -- Result v_i, read out of p_results once: each JSON_EXTRACT parses its document up to the
-  -- member, and p_results holds up to 1000 results.
-  DECLARE v_result MEDIUMTEXT {{ c.utf8 }};
   -- The first result's fault (1 attempt_id, 2 outcome, 3 retryable), NULL when none.
   DECLARE v_fault TINYINT;
-  DECLARE v_attempt_id BIGINT UNSIGNED;
-  DECLARE v_outcome_in VARCHAR(16) {{ c.ascii }};
-  DECLARE v_retryable TINYINT;
-  DECLARE v_output MEDIUMTEXT {{ c.utf8 }};
-  DECLARE v_error MEDIUMTEXT {{ c.utf8 }};
-  DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_resource_id BIGINT UNSIGNED;
-  DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
   -- The acknowledgements (the result's acks array), read from the rows once every result is
   -- recorded (see there).
   DECLARE v_acks MEDIUMTEXT {{ c.utf8 }};
-  -- What the results ended, read with the acknowledgements: how many attempts, the highest of
-  -- them (the one, for the history of a call that ended one), how many of their keys went to a
-  -- next task; then how many of those the grant took.
+  -- What the results ended: how many attempts (orbit_attempt_end); read with the
+  -- acknowledgements, the highest of them (the one, for the history of a call that ended one),
+  -- how many of their keys went to a next task; then how many of those the grant took.
   DECLARE v_ended_count INT DEFAULT 0;
   DECLARE v_ended_id BIGINT UNSIGNED;
   DECLARE v_handed_off INT DEFAULT 0;
@@ -136,11 +123,8 @@ BEGIN
   DECLARE v_key_left TINYINT DEFAULT 0;
   -- The ended attempts' application.
   DECLARE v_back_application_id BIGINT UNSIGNED DEFAULT NULL;
-  -- 1 while the results may be ended as a group (see below).
-  DECLARE v_group TINYINT DEFAULT 0;
   -- 1 when no two results are for one attempt.
   DECLARE v_unique TINYINT DEFAULT 1;
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_done TINYINT;
   -- The keys this call handed off that still have room after the grant: the grant did not take
   -- their next task (opened after the grant; the results' attempts ended now, and plain reads of
@@ -192,42 +176,13 @@ BEGIN
   IF v_session_state IS NULL OR v_session_state = 'closed' THEN
     {% call m::raise("UNAUTHENTICATED", "the session is closed") %};
   END IF;
-  -- The usual group, successes for this session's active, unkeyed attempts, each attempt once,
-  -- is ended whole by orbit_attempt_succeed_many, or not at all; then every result takes the
-  -- per-result path. (A plain read of the attempts, to send a keyed result straight to the
-  -- per-result path: the group would only find out in its first update and roll back.) A single
-  -- result always takes the per-result path: it writes the same statements there, without this
-  -- check, the call and its JSON tables (every hand-off of a hot key is one result).
+  -- Every result is ended, or kept as a late result, where its attempt is locked.
+  CALL orbit_attempt_end(p_session_id, p_results, v_now, p_claim_max > 0 /* p_hand_off */, v_ended_count);
   IF v_count > 1 THEN
-    SELECT COUNT(DISTINCT r.attempt_id) = v_count, MIN(r.outcome = 'succeeded') AND MAX(COALESCE(a.resource_id, 0)) = 0
-      INTO v_unique, v_group
-      FROM {% call m::results_table() %}
-      LEFT JOIN orbit_attempt a ON a.id = r.attempt_id;
-    SET v_group = v_group AND v_unique;
+    SELECT COUNT(DISTINCT r.attempt_id) = v_count
+      INTO v_unique
+      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r;
   END IF;
-  IF v_group THEN
-    CALL orbit_attempt_succeed_many(p_session_id, p_results, v_now, v_group);
-  END IF;
-  SET v_i = IF(v_group, v_count, 0);
-  WHILE v_i < v_count DO
-    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']'));
-    SET v_attempt_id = JSON_EXTRACT(v_result, '$.attempt_id'),
-        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
-        {% call m::result_members() %};
-    -- The attempt is locked and ended there when it is this session's and active.
-    CALL orbit_attempt_end(v_attempt_id, p_session_id, v_outcome_in, v_retryable, v_output, v_error, v_now,
-                           p_claim_max > 0 /* p_hand_off */, v_task_state, v_state, v_handoff_task_id);
-    IF v_state IS NULL THEN
-      -- Not ended by this result: another session's attempt, or none (answered NOT_FOUND below,
-      -- nothing changed); a repeated result; or one ended another way first (recovery, cancel),
-      -- whose different outcome is kept as its late result, acting on nothing.
-      UPDATE orbit_attempt a
-         SET a.late_result = v_outcome_in
-       WHERE a.id = v_attempt_id AND a.session_id = p_session_id AND a.state NOT IN ('LEASED', 'RUNNING')
-         AND a.outcome <> v_outcome_in AND a.late_result = '';
-    END IF;
-    SET v_i = v_i + 1;
-  END WHILE;
   -- Every result is recorded: the acknowledgements, in input order, and what the call ended, in
   -- one read of the rows (locked above). A result ended its attempt when it is the first for the
   -- attempt in p_results and the attempt was released now; any other result for one of the

@@ -21,11 +21,9 @@ BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_application_id BIGINT UNSIGNED;
   DECLARE v_expires DATETIME(6);
-  DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_ended INT;
   DECLARE v_recovered INT DEFAULT 0;
   DECLARE v_seen INT DEFAULT 0;
   {% call m::rollback_on_error() %};
@@ -51,12 +49,14 @@ BEGIN
      WHERE a.id = v_attempt_id
        FOR UPDATE;
     IF v_state IN ('LEASED', 'RUNNING') AND v_expires <= v_now THEN
-      CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'expired', 0 /* p_retryable */, NULL /* p_output */,
-                             JSON_OBJECT('code', 'LEASE_EXPIRED', 'message', 'the lease ran out before a result') /* p_error */,
-                             v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
+      CALL orbit_attempt_end(0 /* p_session_id */,
+                             JSON_ARRAY(JSON_OBJECT('attempt_id', v_attempt_id, 'outcome', 'expired',
+                                                    'error', JSON_OBJECT('code', 'LEASE_EXPIRED',
+                                                                         'message', 'the lease ran out before a result'))) /* p_results */,
+                             v_now, 0 /* p_hand_off */, v_ended);
       {% call m::attempt_end_events("(SELECT v_attempt_id AS id) e", "v_now") %};
       {% call m::quota_give_back_ended("v_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a", "v_now") %};
-      SET v_recovered = v_recovered + 1;
+      SET v_recovered = v_recovered + v_ended;
     END IF;
     COMMIT;
   END WHILE expired;

@@ -28,12 +28,11 @@ body: BEGIN
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_state VARCHAR(16) {{ c.ascii }} DEFAULT '';
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(16) {{ c.ascii }};
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_current BIGINT UNSIGNED;
-  DECLARE v_task_state VARCHAR(16) {{ c.ascii }};
+  DECLARE v_ended INT;
   DECLARE v_lock BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED;
   DECLARE v_wake_queues TEXT {{ c.ascii }} DEFAULT '[]';
@@ -66,8 +65,8 @@ body: BEGIN
     COMMIT;
   ELSEIF v_state = 'LEASED' THEN
     -- (An attempt's key is its task's: v_resource_id.)
-    CALL orbit_attempt_end(v_attempt_id, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
-                           NULL /* p_error */, v_now, 0 /* p_hand_off */, v_task_state, v_attempt_state, v_handoff_task_id);
+    CALL orbit_attempt_end(0 /* p_session_id */, JSON_ARRAY(JSON_OBJECT('attempt_id', v_attempt_id, 'outcome', 'cancelled')) /* p_results */,
+                           v_now, 0 /* p_hand_off */, v_ended);
     {% call m::attempt_end_events("(SELECT v_attempt_id AS id) e", "v_now") %};
     {% call m::quota_give_back_ended("v_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_attempt_id) a", "v_now") %};
     COMMIT;

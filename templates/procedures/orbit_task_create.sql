@@ -110,9 +110,8 @@ body: BEGIN
   DECLARE v_replaced_slot TINYINT UNSIGNED;
   DECLARE v_other BIGINT UNSIGNED;
   DECLARE v_holder_task BIGINT UNSIGNED;
-  DECLARE v_ended_task_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_ended_attempt_state VARCHAR(16) {{ c.ascii }};
-  DECLARE v_handoff_task_id BIGINT UNSIGNED;
+  -- How many attempts orbit_attempt_end ended (the holder a cancel_running policy ends: 1).
+  DECLARE v_ended INT;
   DECLARE v_done TINYINT DEFAULT 0;
   -- The key's waiting tasks in this queue (every lane they wait in), oldest first: what a
   -- replace_waiting or cancel_running policy replaces. Read and locked when opened, before the new
@@ -185,9 +184,8 @@ body: BEGIN
       -- Ended CANCELLED at once: its permits are released (the key's next grant has a larger
       -- token, so the old holder's writes are fenced), its late result is refused, and its
       -- charges are given back.
-      CALL orbit_attempt_end(v_holder, 0 /* p_session_id */, 'cancelled', 0 /* p_retryable */, NULL /* p_output */,
-                             NULL /* p_error */, p_now, 0 /* p_hand_off */, v_ended_task_state, v_ended_attempt_state,
-                             v_handoff_task_id);
+      CALL orbit_attempt_end(0 /* p_session_id */, JSON_ARRAY(JSON_OBJECT('attempt_id', v_holder, 'outcome', 'cancelled')) /* p_results */,
+                             p_now, 0 /* p_hand_off */, v_ended);
       {% call m::attempt_end_events("(SELECT v_holder AS id) e", "p_now") %};
       {% call m::quota_give_back_ended("p_application_id", "(SELECT x.quota_slot, x.task_id FROM orbit_attempt x WHERE x.id = v_holder) a", "p_now") %};
       SET o_cancelled = v_holder;
