@@ -772,14 +772,13 @@ CREATE PROCEDURE orbit_attempt_end(
   OUT o_ended INT)
   MODIFIES SQL DATA
 BEGIN
-  DECLARE v_done TINYINT DEFAULT 0;
-  -- The result: its position, attempt and outcome as given (ord from 1), then, read out of
-  -- p_results once (each JSON_EXTRACT parses the document up to the member), the members it
-  -- stores.
-  DECLARE v_ord INT;
+  DECLARE v_count INT DEFAULT JSON_LENGTH(p_results);
+  DECLARE v_i INT DEFAULT 0;
+  -- Result v_i, read out of p_results once (each JSON_EXTRACT parses the document up to the
+  -- member), and its members.
+  DECLARE v_result MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_outcome_in VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
-  DECLARE v_result MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_retryable TINYINT;
   DECLARE v_output MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_error MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -805,25 +804,15 @@ BEGIN
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_release_version BIGINT UNSIGNED;
-  -- The results in input order: the attempt and outcome only (a JSON member in the temporary
-  -- table a cursor makes would put it on disk).
-  DECLARE c_results CURSOR FOR
-    SELECT r.ord, r.attempt_id, r.outcome
-      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                      outcome VARCHAR(16) PATH '$.outcome')) r
-     ORDER BY r.ord;
 
   SET o_ended = 0;
-  OPEN c_results;
-  results: LOOP
-    fetch_result: BEGIN
-      DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-      FETCH c_results INTO v_ord, v_attempt_id, v_outcome_in;
-    END fetch_result;
-    IF v_done THEN
-      LEAVE results;
-    END IF;
-    SET v_attempt_state = NULL, v_session_id = NULL;
+  results: WHILE v_i < v_count DO
+    -- (No cursor over a JSON_TABLE: it would write the results to a temporary table first.)
+    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']')), v_i = v_i + 1,
+        -- (Unquoted: MariaDB's JSON_OBJECT writes a procedure's BIGINT variable as a string.)
+        v_attempt_id = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.attempt_id')),
+        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
+        v_attempt_state = NULL, v_session_id = NULL;
     SELECT a.task_id, a.state, a.resource_id, a.key_slot, a.session_id
       INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot, v_session_id
       FROM orbit_attempt a
@@ -838,7 +827,6 @@ BEGIN
          AND a.outcome <> v_outcome_in AND a.late_result = '';
       ITERATE results;
     END IF;
-    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_ord - 1, ']'));
     SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
         v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
         v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'),
@@ -899,8 +887,7 @@ BEGIN
            a.handoff_task_id = v_handoff_task_id
      WHERE a.id = v_attempt_id;
     SET o_ended = o_ended + 1;
-  END LOOP results;
-  CLOSE c_results;
+  END WHILE results;
 END$$
 DELIMITER ;
 
@@ -8033,7 +8020,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_worker', 1, '526721269b2ffd7ebfc6a11e7578c5b246758f08e4f82dc5f915207bbdf3b326', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_charge', 2, 'c05e525322261b1486060e36b46526a12af7ffe33c10cb1836dabc0cdf0b18ed', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'c5d67a93e06c046f000a4d2ad47b83d4414c7436e0f39ce8a73ffdb575fd275c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '460a1665ae235ab204c58895b4118e1ea9cf0b324d4bb96160bd30e8f9e4c31c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'd0ac95463f9a0119cd77036b8ca48900282437a7fbac4f18f7a9c1c5e1a98c9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8096,5 +8083,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'baa5133740a58d621262ae6f5a3b27a8b4c90c3873bc85c032e59b570c676792', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'eb34768a14108fd0b325f487e83d0e7d7b9402dc367af635a00cb13352a15b5d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'eb34768a14108fd0b325f487e83d0e7d7b9402dc367af635a00cb13352a15b5d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '433fc072f7ff9ff42298897c24ae516975c509df347e2174277247dd0721a6cd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '433fc072f7ff9ff42298897c24ae516975c509df347e2174277247dd0721a6cd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

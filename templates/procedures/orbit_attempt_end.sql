@@ -47,14 +47,13 @@ CREATE PROCEDURE orbit_attempt_end(
   OUT o_ended INT)
   MODIFIES SQL DATA
 BEGIN
-  DECLARE v_done TINYINT DEFAULT 0;
-  -- The result: its position, attempt and outcome as given (ord from 1), then, read out of
-  -- p_results once (each JSON_EXTRACT parses the document up to the member), the members it
-  -- stores.
-  DECLARE v_ord INT;
+  DECLARE v_count INT DEFAULT JSON_LENGTH(p_results);
+  DECLARE v_i INT DEFAULT 0;
+  -- Result v_i, read out of p_results once (each JSON_EXTRACT parses the document up to the
+  -- member), and its members.
+  DECLARE v_result MEDIUMTEXT {{ c.utf8 }};
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_outcome_in VARCHAR(16) {{ c.ascii }};
-  DECLARE v_result MEDIUMTEXT {{ c.utf8 }};
   DECLARE v_retryable TINYINT;
   DECLARE v_output MEDIUMTEXT {{ c.utf8 }};
   DECLARE v_error MEDIUMTEXT {{ c.utf8 }};
@@ -80,25 +79,15 @@ BEGIN
   DECLARE v_lane VARCHAR(16) {{ c.ascii }};
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_release_version BIGINT UNSIGNED;
-  -- The results in input order: the attempt and outcome only (a JSON member in the temporary
-  -- table a cursor makes would put it on disk).
-  DECLARE c_results CURSOR FOR
-    SELECT r.ord, r.attempt_id, r.outcome
-      FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
-                      outcome VARCHAR(16) PATH '$.outcome')) r
-     ORDER BY r.ord;
 
   SET o_ended = 0;
-  OPEN c_results;
-  results: LOOP
-    fetch_result: BEGIN
-      DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-      FETCH c_results INTO v_ord, v_attempt_id, v_outcome_in;
-    END fetch_result;
-    IF v_done THEN
-      LEAVE results;
-    END IF;
-    SET v_attempt_state = NULL, v_session_id = NULL;
+  results: WHILE v_i < v_count DO
+    -- (No cursor over a JSON_TABLE: it would write the results to a temporary table first.)
+    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']')), v_i = v_i + 1,
+        -- (Unquoted: MariaDB's JSON_OBJECT writes a procedure's BIGINT variable as a string.)
+        v_attempt_id = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.attempt_id')),
+        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
+        v_attempt_state = NULL, v_session_id = NULL;
     SELECT a.task_id, a.state, a.resource_id, a.key_slot, a.session_id
       INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot, v_session_id
       FROM orbit_attempt a
@@ -113,7 +102,6 @@ BEGIN
          AND a.outcome <> v_outcome_in AND a.late_result = '';
       ITERATE results;
     END IF;
-    SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_ord - 1, ']'));
     SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
         v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
         v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'),
@@ -174,6 +162,5 @@ BEGIN
            a.handoff_task_id = v_handoff_task_id
      WHERE a.id = v_attempt_id;
     SET o_ended = o_ended + 1;
-  END LOOP results;
-  CLOSE c_results;
+  END WHILE results;
 END
