@@ -1,6 +1,7 @@
 //! Stress: 32 concurrent claimers on separate connections over 20 keys and 2,000 tasks with random
 //! success, retryable failure, permanent failure, unknown outcome, lease expiry and cancel; then an
-//! invariant checker over the attempt history; and keyed batches submitted while workers run.
+//! invariant checker over the attempt history; keyed batches submitted while workers run; and
+//! grouped results racing lease recovery and cancels.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -257,6 +258,198 @@ async fn keyed_batches_submitted_while_workers_run_keep_every_invariant() {
             .unwrap();
     assert_eq!(succeeded, (BATCHES * PER_BATCH) as i64);
     check_history(&db, BATCHES * PER_BATCH, 10 + BATCHES / 4 * 3).await;
+}
+
+/// Every ending takes one path (`orbit_attempt_end`): workers send the results of a claim or a
+/// hand-off in one call (keyed and unkeyed, every outcome, now and then a result twice, half the
+/// calls granting the freed capacity in the same transaction), while a recoverer ends expired
+/// attempts and the workers cancel some of their own. Each attempt is ended once and by one
+/// ending: a result that finds its attempt ended another way is kept as its late result and
+/// changes nothing, a result's acknowledgement says whether it ended its attempt, and the history
+/// checker finds no overlapping holders, no token regression and no permit or quota charge left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grouped_results_racing_recovery_and_cancels_keep_every_invariant() {
+    const GROUP_TASKS: usize = 1_000;
+    const GROUP_WORKERS: usize = 12;
+    let f = Fixture::new().await;
+    let q2 = f.queue("q2").await;
+    let queues = [f.queue_id.clone(), q2.clone()];
+    let db = f.own_pool(GROUP_WORKERS as u32 + 3).await;
+    let seed = orbit::testing::stress_seed();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x6e0d);
+    for i in 0..GROUP_TASKS {
+        let mut t = f.task(&queues[rng.gen_range(0..2)], "");
+        t.concurrency_key = Some(if rng.gen_bool(0.7) {
+            format!("key-{}", rng.gen_range(0..KEYS))
+        } else {
+            String::new()
+        });
+        t.retry_base_ms = Some(0);
+        t.retry_unknown = Some(rng.gen_bool(0.3));
+        db.task_submit(&f.hash, &format!("g-{i}"), &t)
+            .await
+            .unwrap();
+    }
+
+    // What the results ended, by the acknowledgements: attempt -> the outcome sent.
+    let ended_by_result = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for w in 0..GROUP_WORKERS {
+        let (db, hash, done, ended) = (db.clone(), f.hash, done.clone(), ended_by_result.clone());
+        let session = f
+            .session(&format!("grouped-{w}"), true, &[&queues[0], &queues[1]])
+            .await;
+        handles.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(w as u64 + 500));
+            while !done.load(Ordering::Relaxed) {
+                let mut grants = db.task_claim(session, 4, 30_000).await.expect("claim");
+                if grants.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                }
+                // The grants of a claim, then those each call hands back, a group at a time.
+                while !grants.is_empty() {
+                    let mut results = Vec::new();
+                    for g in &grants {
+                        let roll: f64 = rng.gen();
+                        if roll < 0.05 {
+                            // Cancelled before it starts; a recovery may have moved it first.
+                            match db.task_cancel(&hash, g.task.id).await {
+                                Ok(_) | Err(orbit::db::DbError::StateConflict(_)) => {}
+                                Err(e) => panic!("cancel: {e}"),
+                            }
+                        } else if roll < 0.15 {
+                            // The lease runs out: recovered now (the result below comes late) or
+                            // by the recoverer, racing the result.
+                            expire(&db, g.attempt_id).await;
+                            if rng.gen_bool(0.5) {
+                                db.lease_recover(100).await.expect("recover");
+                            }
+                        } else if rng.gen_bool(0.7) {
+                            db.attempt_start(session, g.attempt_id)
+                                .await
+                                .expect("start");
+                        }
+                        let (outcome, retryable) = match rng.gen_range(0..100) {
+                            0..=59 => (Outcome::Succeeded, false),
+                            60..=79 => (Outcome::Failed, true),
+                            80..=87 => (Outcome::Failed, false),
+                            _ => (Outcome::Unknown, false),
+                        };
+                        let result = orbit::db::workers::AttemptResult {
+                            attempt_id: g.attempt_id,
+                            outcome,
+                            retryable,
+                            output: None,
+                            error: None,
+                        };
+                        if rng.gen_bool(0.05) {
+                            results.push(result.clone());
+                        }
+                        results.push(result);
+                    }
+                    let claim = if rng.gen_bool(0.5) {
+                        orbit::db::workers::ClaimAfter {
+                            max: grants.len() as u32,
+                            lease_ms: 30_000,
+                        }
+                    } else {
+                        orbit::db::workers::ClaimAfter::NONE
+                    };
+                    let finished = db
+                        .attempt_finish_many(session, &results, claim)
+                        .await
+                        .expect("finish");
+                    assert_eq!(finished.acks.len(), results.len());
+                    let mut ended = ended.lock().unwrap();
+                    for (ack, result) in finished.acks.iter().zip(&results) {
+                        assert_eq!(ack.attempt_id, result.attempt_id);
+                        assert_eq!(ack.code, "", "{ack:?}");
+                        if !ack.duplicate {
+                            let sent = serde_json::to_value(result.outcome).unwrap();
+                            assert!(
+                                ended.insert(result.attempt_id, sent).is_none(),
+                                "attempt {} ended twice by results",
+                                result.attempt_id
+                            );
+                        }
+                    }
+                    grants = finished.grants;
+                }
+            }
+        }));
+    }
+    let recoverer = {
+        let (db, done) = (db.clone(), done.clone());
+        tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) {
+                db.lease_recover(100).await.expect("recover");
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+        })
+    };
+
+    // The operator: resolves NEEDS_REVIEW tasks and promotes retries until every task is done.
+    let started = Instant::now();
+    while open_tasks(&db).await > 0 {
+        db.task_promote_due(1000).await.unwrap();
+        let review: Vec<u64> =
+            sqlx::query_scalar("SELECT id FROM orbit_task WHERE state = 'NEEDS_REVIEW' LIMIT 50")
+                .fetch_all(db.pool())
+                .await
+                .unwrap();
+        for id in review {
+            db.task_resolve(&f.hash, id, Resolution::Requeue, None)
+                .await
+                .unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "grouped stress run did not converge; {} tasks open",
+            open_tasks(&db).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.await.unwrap();
+    }
+    recoverer.await.unwrap();
+
+    // Each attempt a result ended carries that result's outcome; every other ended attempt was
+    // ended by recovery or a cancel, and a result sent for it after that is its late result.
+    let rows: Vec<(u64, String, String)> = sqlx::query_as(
+        "SELECT id, CAST(outcome AS CHAR), CAST(late_result AS CHAR) FROM orbit_attempt",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let ended = ended_by_result.lock().unwrap();
+    let mut late = 0;
+    for (id, outcome, late_result) in &rows {
+        match ended.get(id) {
+            Some(sent) => {
+                assert_eq!(sent.as_str(), Some(outcome.as_str()), "attempt {id}");
+                assert_eq!(late_result, "", "attempt {id} ended by its result");
+            }
+            None => {
+                assert!(
+                    ["expired", "unknown", "cancelled"].contains(&outcome.as_str()),
+                    "attempt {id} ended by no result: {outcome}"
+                );
+                late += usize::from(!late_result.is_empty());
+            }
+        }
+    }
+    assert!(late > 0, "no result came after its attempt's recovery");
+    println!(
+        "grouped stress: {} attempts, {} ended by results, {late} late results, {} retries",
+        rows.len(),
+        ended.len(),
+        orbit::db::RETRIED.load(Ordering::Relaxed)
+    );
+    check_history(&db, GROUP_TASKS, KEYS).await;
 }
 
 async fn expire(db: &Db, attempt_id: u64) {
