@@ -4884,7 +4884,7 @@ DELIMITER ;
 -- The same (application, Idempotency-Key) with the same request returns the original task with
 -- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task
--- (an unkeyed submit that finds the row taken undoes the task it had inserted).
+-- (a submit that finds the row taken undoes the task it had created, and replays).
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
 -- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
@@ -4932,10 +4932,10 @@ DELIMITER ;
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
 --   decided again).
--- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
---   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
---   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
---   (debounce); then as orbit_task_charge, last.
+-- Locks, in order: through orbit_task_create, the orbit_resource row (keyed; insert or FOR
+--   UPDATE) and the replaced task row (debounce); then the orbit_idempotency row: its insert
+--   (after the new task row and, unkeyed, the AUTO-INC lock of orbit_task for one statement),
+--   or FOR UPDATE on a replay or a refused task; then as orbit_task_charge, last.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -5026,13 +5026,14 @@ body: BEGIN
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  IF p_concurrency_key = '' THEN
-    -- Unkeyed: the task first, then its receipt, written once with the task's id. Nothing of an
-    -- unkeyed task waits on a lock (a new row; the AUTO-INC lock is held for the statement
-    -- alone). The receipt's insert waits for a concurrent first submit of the same key, then
-    -- sees it as a duplicate: the task is undone and the original replayed.
-    SAVEPOINT orbit_submit_task;
-    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+  -- The task first, then its receipt, written once with the task's id: a keyed task's key row
+  -- comes before the receipt in the lock order. The receipt's insert waits for a concurrent
+  -- first submit of the same Idempotency-Key, then sees it as a duplicate: what the task's
+  -- creation wrote is undone (a key policy's replacements and cancel too) and the original
+  -- replayed. A replay is decided before the key's policy: a refused task whose Idempotency-Key
+  -- has a receipt replays it (a locking read, which waits for a concurrent first submit).
+  SAVEPOINT orbit_submit_task;
+  CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
@@ -5042,18 +5043,22 @@ body: BEGIN
                            COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
                            0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
                            v_refusal, v_cancelled);
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
-    IF v_duplicate THEN
-      ROLLBACK TO SAVEPOINT orbit_submit_task;
+  IF v_refusal = 'KEY_BUSY' THEN
+    SELECT COUNT(*) INTO v_duplicate
+      FROM orbit_idempotency i
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
+       FOR UPDATE;
+    IF NOT v_duplicate THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
     END IF;
   ELSE
-    -- Keyed: the receipt first (its key's row comes after it in the lock order). The insert waits
-    -- for a concurrent first submit of the same key, then sees it as a duplicate.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
   END IF;
   IF v_duplicate THEN
+    ROLLBACK TO SAVEPOINT orbit_submit_task;
+    SET v_cancelled = 0;
     SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
       FROM orbit_idempotency i
      WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
@@ -5064,29 +5069,11 @@ body: BEGIN
     END IF;
     SET v_replayed = 1;
   ELSE
-    IF p_concurrency_key <> '' THEN
-      CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
-                           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
-                           p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
-            WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
-            ELSE v_now END /* p_run_at */,
-                           COALESCE(p_debounce_seconds, 0) /* p_debounce_seconds */,
-                           COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
-                           0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
-                           v_refusal, v_cancelled);
-      IF v_refusal = 'KEY_BUSY' THEN
-        ROLLBACK;
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
-      END IF;
-      IF v_cancelled <> 0 THEN
-        SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
-      END IF;
-      UPDATE orbit_idempotency i SET i.task_id = v_task_id
-       WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+    IF v_cancelled <> 0 THEN
+      SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
     END IF;
-    -- The incomplete-task quota last, for either path; a task that replaced another (debounce,
-    -- a key policy) took its charge.
+    -- The incomplete-task quota last; a task that replaced another (debounce, a key policy)
+    -- took its charge.
     IF v_replaced = 0 THEN
       CALL orbit_task_charge(v_application_id, v_now, v_charged);
       IF NOT v_charged THEN
@@ -5126,14 +5113,15 @@ DELIMITER ;
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement; when no task of it names a concurrency key, its
 -- tasks are created by one insert (the rows orbit_task_create writes for an unkeyed task,
--- m::task_insert_values) and, when their keys are new and distinct, their receipts by one more
--- (each written once, with its task). A keyed batch whose Idempotency-Keys are new and distinct,
--- on one queue whose namespace has no key policy, without debounce, is created whole too, each
--- task placed as orbit_task_create places it (orbit_task_create_keyed_many).
--- Otherwise each task is created by orbit_task_create, and its receipt then names it. Keyed
--- tasks behind a held key (including one taken by an earlier task of the same call) wait, as
--- with single submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One
--- durable commit and one round trip for up to 1000 tasks.
+-- m::task_insert_values), and a keyed batch on one queue whose namespace has no key policy,
+-- without debounce, is created whole too, each task placed as orbit_task_create places it
+-- (orbit_task_create_keyed_many). Either way the receipts follow in one more insert, each
+-- written once with its task; when an Idempotency-Key of the batch exists or repeats, that
+-- insert fails, the batch is undone, and each task is created by orbit_task_create and its
+-- receipt written after it, as orbit_task_submit does. Keyed tasks behind a held key
+-- (including one taken by an earlier task of the same call) wait, as with single submits. A
+-- full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit and one
+-- round trip for up to 1000 tasks.
 -- Parameters:
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on every queue)
 --   p_tasks                   a JSON array of 1-1000 task objects, each with the members
@@ -5191,17 +5179,17 @@ DELIMITER ;
 --   later calls; it holds no row between calls, and goes with the connection. A keyed batch
 --   created whole raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
 --   default is 1,024 bytes), for its list of ready tasks.
--- Locks, in order: for a batch without concurrency keys, the AUTO-INC lock of orbit_task for one
---   statement, then the batch's orbit_idempotency rows (one insert, which waits for a concurrent
---   first submit of a key); for a keyed batch, the receipts first (the same insert, before the
---   tasks). When a key exists or repeats, that insert writes nothing and each task takes its
---   receipt in input order (insert, FOR UPDATE when it exists). Then the orbit_resource rows of
---   the batch's keys: all at once, in key order (a keyed batch created whole, as
---   orbit_task_create_keyed_many), or per task in input order, through orbit_task_create (insert
---   or FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
---   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share
---   keys in different orders can deadlock; the loser is rolled back whole and retried by the
---   caller.
+-- Locks, in order: the orbit_resource rows of the batch's keys: all at once, in key order (a
+--   keyed batch created whole, as orbit_task_create_keyed_many), or per task in input order,
+--   through orbit_task_create (insert or FOR UPDATE); a batch without concurrency keys takes the
+--   AUTO-INC lock of orbit_task for one statement instead. Then the batch's orbit_idempotency
+--   rows: one insert, which waits for a concurrent first submit of a key; when a key exists or
+--   repeats, each task takes its receipt after its own key's row, in input order (insert, or FOR
+--   UPDATE on a replay or a refused task). Then, once for the batch, the connection's
+--   orbit_application_quota slot row (or, when it cannot take the batch, as orbit_task_charge per
+--   new task). Two calls that share keys in different orders can deadlock, and so can a batch
+--   created task by task (a receipt, then the next task's key row); the loser is rolled back
+--   whole and retried by the caller.
 DROP PROCEDURE IF EXISTS orbit_task_submit_many;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit_many(
@@ -5253,10 +5241,7 @@ body: BEGIN
   DECLARE v_debounced INT;
   DECLARE v_policies TINYINT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
-  -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
-  -- idempotency path on its own.
-  DECLARE v_one_by_one TINYINT;
-  -- 1 when a batch without concurrency keys was created whole, its receipts included.
+  -- 1 when the batch was created whole, its receipts included.
   DECLARE v_batched TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
@@ -5604,28 +5589,34 @@ body: BEGIN
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SET v_i = 0, v_one_by_one = 1, v_batched = 0;
-  IF v_keyed = 0 THEN
-    -- No concurrency key: every task waits for nothing but its run_at, so the batch is created by
-    -- one insert of the rows orbit_task_create writes for an unkeyed task (m::task_insert_values:
-    -- lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota slot; no
-    -- debounce, which needs a key); ORDER BY numbers the tasks in input order. Under
-    -- innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC lock for the statement; it
-    -- still costs less mariadbd CPU a task than an INSERT ... VALUES a task, which does not
-    -- (BENCHMARKS.md).
+  SET v_i = 0, v_batched = 0;
+  -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
+  -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).
+  IF v_keyed > 0 AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
+    SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
+  END IF;
+  IF v_keyed = 0 OR v_policies = 0 THEN
     SAVEPOINT orbit_submit_batch;
-    INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
-                            payload, business_key, concurrency_key, resource_id, state, lane, priority,
-                            max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
-                            deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
-                            debounce_seconds, debounce_until)
-    SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
-           t.payload, t.business_key, '', 0, 'WAITING', IF(t.effective_run_at > v_now, 'scheduled', 'ready'), t.priority,
-           t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
-           IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
-           t.idempotency_key, 0, 0, v_slot, v_now, v_now,
-           0, NULL
-      FROM (SELECT t.*, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
+    IF v_keyed = 0 THEN
+      -- No concurrency key: every task waits for nothing but its run_at, so the batch is created
+      -- by one insert of the rows orbit_task_create writes for an unkeyed task
+      -- (m::task_insert_values: lane 'ready', or 'scheduled' until a run_at ahead; the
+      -- connection's quota slot; no debounce, which needs a key); ORDER BY numbers the tasks in
+      -- input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC lock
+      -- for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES a
+      -- task, which does not (BENCHMARKS.md).
+      INSERT INTO orbit_task (application_id, namespace_id, queue_id, handler, handler_version, payload_version,
+                              payload, business_key, concurrency_key, resource_id, state, lane, priority,
+                              max_attempts, attempt_count, retry_base_ms, retry_max_ms, retry_unknown, run_at,
+                              deadline_at, idempotency_key, plan_id, plan_version, quota_slot, created_at, updated_at,
+                              debounce_seconds, debounce_until)
+      SELECT v_application_id, q.namespace_id, q.id, t.handler, t.handler_version, t.payload_version,
+             t.payload, t.business_key, '', 0, 'WAITING', IF(t.effective_run_at > v_now, 'scheduled', 'ready'), t.priority,
+             t.max_attempts, 0, t.retry_base_ms, t.retry_max_ms, t.retry_unknown, t.effective_run_at,
+             IF(t.deadline_seconds > 0, DATE_ADD(v_now, INTERVAL t.deadline_seconds SECOND), NULL),
+             t.idempotency_key, 0, 0, v_slot, v_now, v_now,
+             0, NULL
+        FROM (SELECT t.*, CASE WHEN t.run_at IS NOT NULL THEN GREATEST(t.run_at, v_now)
             WHEN t.delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL t.delay_seconds SECOND)
             ELSE v_now END AS effective_run_at FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
@@ -5676,9 +5667,15 @@ body: BEGIN
             j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
             j_debounce_seconds JSON PATH '$.debounce_seconds',
             j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t) t
-      JOIN orbit_queue q ON q.id = t.queue_id
-     ORDER BY t.item;
-    SET v_first = LAST_INSERT_ID();
+        JOIN orbit_queue q ON q.id = t.queue_id
+       ORDER BY t.item;
+      SET v_first = LAST_INSERT_ID();
+    ELSE
+      -- What orbit_task_create does for each task (every key of one holder, its tasks queued),
+      -- done for the whole batch, set-based, its keys' rows locked first.
+      CALL orbit_task_create_keyed_many(p_tasks, v_application_id, v_namespace_id, v_last_queue, v_slot, v_now,
+                                        v_first);
+    END IF;
     -- Then every receipt at once, each written once, with its task: the new rows (ids from
     -- v_first on) are read first, each probing the batch's keys. A consistent read: INSERT ...
     -- SELECT in READ COMMITTED locks no row it reads, where an UPDATE joined to the new rows
@@ -5686,8 +5683,8 @@ body: BEGIN
     -- its application, so only this call's tasks carry these keys (a task whose receipt was
     -- purged with it is older), and the read stops at the batch's last task (LIMIT), before
     -- concurrent submits' later rows. The insert waits for a concurrent first submit of any key,
-    -- and fails whole when one exists or repeats in the batch: then the batch is undone and each
-    -- task takes the single submit's path below.
+    -- and fails whole when one exists or repeats in the batch: then the batch is undone (its
+    -- keys' rows stay locked) and each task takes the single submit's path below.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     SELECT v_application_id, b.idempotency_key, b.request_hash, o.id, v_now
       FROM orbit_task o
@@ -5755,79 +5752,6 @@ body: BEGIN
     ELSE
       SET v_batched = 1, v_created = v_count;
     END IF;
-  ELSE
-    -- Keyed tasks lock their keys' rows, after the receipts in the lock order: every receipt at
-    -- once first. The insert waits for a concurrent first submit of any key, and fails whole
-    -- (nothing inserted) when one exists or repeats in the batch.
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    SELECT v_application_id, t.idempotency_key, UNHEX(SHA2(CONCAT_WS(',', HEX(t.queue_id), HEX(t.handler), HEX(t.handler_version),
-                 HEX(t.payload_version), SHA2(t.payload, 256), HEX(t.business_key), HEX(t.concurrency_key),
-                 t.priority, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown,
-                 t.deadline_seconds, CONCAT('run_at=', t.run_at), CONCAT('delay_seconds=', NULLIF(t.delay_seconds, 0)),
-                 CONCAT('debounce_seconds=', NULLIF(t.debounce_seconds, 0)),
-                 CONCAT('debounce_max_seconds=', NULLIF(t.debounce_max_seconds, 0))), 256)), 0, v_now
-      FROM (SELECT j.item, j.task, j.j_idempotency_key, j.j_queue_id, j.j_handler, j.j_handler_version,
-          j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
-          j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
-          j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
-          -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
-          COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
-                                    WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
-          COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
-                                    WHEN j.j_max_attempts REGEXP '^-?[0-9]+$' THEN -1 END, 3) AS max_attempts,
-          COALESCE(CASE WHEN j.j_retry_base_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_base_ms AS SIGNED)
-                                    WHEN j.j_retry_base_ms REGEXP '^-?[0-9]+$' THEN -1 END, 1000) AS retry_base_ms,
-          COALESCE(CASE WHEN j.j_retry_max_ms REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_retry_max_ms AS SIGNED)
-                                    WHEN j.j_retry_max_ms REGEXP '^-?[0-9]+$' THEN -1 END, 300000) AS retry_max_ms,
-          COALESCE(IF(JSON_TYPE(j.j_retry_unknown) = 'BOOLEAN', JSON_UNQUOTE(j.j_retry_unknown) = 'true', NULL),
-                   0) AS retry_unknown,
-          COALESCE(CASE WHEN j.j_deadline_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_deadline_seconds AS SIGNED)
-                                    WHEN j.j_deadline_seconds REGEXP '^-?[0-9]+$' THEN -1 END, 0) AS deadline_seconds,
-          -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
-          -- well-formed string is converted (an impossible date is NULL with a warning).
-          IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
-          CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
-                                    WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
-          CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
-                                    WHEN j.j_debounce_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_seconds,
-          CASE WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_max_seconds AS SIGNED)
-                                    WHEN j.j_debounce_max_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS debounce_max_seconds
-     FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, task JSON PATH '$',
-            j_idempotency_key JSON PATH '$.idempotency_key', j_queue_id JSON PATH '$.queue_id',
-            j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
-            j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
-            j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
-            j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
-            j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
-            j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
-            j_run_at JSON PATH '$.run_at', j_delay_seconds JSON PATH '$.delay_seconds',
-            j_debounce_seconds JSON PATH '$.debounce_seconds',
-            j_debounce_max_seconds JSON PATH '$.debounce_max_seconds')) j) t;
-    SET v_one_by_one = v_duplicate;
-    -- Every Idempotency-Key new and distinct, one queue whose namespace has no key policy, and
-    -- no debounce: what orbit_task_create does for each task (every key of one holder, its tasks
-    -- queued) is done for the whole batch, set-based (orbit_task_create_keyed_many). Otherwise
-    -- each task goes through orbit_task_create below.
-    -- (v_policies stays NULL otherwise.)
-    IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
-      SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
-    END IF;
-    IF v_policies = 0 THEN
-      CALL orbit_task_create_keyed_many(p_tasks, v_application_id, v_namespace_id, v_last_queue, v_slot, v_now);
-      SET v_batched = 1, v_created = v_count;
-    END IF;
   END IF;
   IF NOT v_batched THEN
     OPEN c_tasks;
@@ -5844,40 +5768,46 @@ body: BEGIN
           FROM orbit_queue q
          WHERE q.id = v_queue_id;
       END IF;
-      -- One by one, as orbit_task_submit: the same key with the same request is a replay.
-      IF v_one_by_one THEN
-        INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-        VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
-        IF v_duplicate THEN
-          SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
-            FROM orbit_idempotency i
-           WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
-             FOR UPDATE;
-          IF v_existing_hash <> v_hash THEN
-            ROLLBACK;
-            SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
-                                   ']: this idempotency_key was used with a different request');
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-          END IF;
-          SET v_replayed = 1;
-        END IF;
-      END IF;
-      IF NOT v_replayed THEN
-        CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
-                               v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
-                               v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
-                               0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
-        IF v_refusal = 'KEY_BUSY' THEN
+      -- As orbit_task_submit: the task first, then its receipt, written once; a receipt found
+      -- taken undoes the task, and the same request is a replay.
+      SAVEPOINT orbit_submit_task;
+      CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                             v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                             v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                             v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
+                             v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
+                             0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
+      IF v_refusal = 'KEY_BUSY' THEN
+        SELECT COUNT(*) INTO v_duplicate
+          FROM orbit_idempotency i
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+           FOR UPDATE;
+        IF NOT v_duplicate THEN
           ROLLBACK;
           SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
                                  ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
         END IF;
+      ELSE
+        INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+        VALUES (v_application_id, v_idempotency_key, v_hash, v_task_id, v_now);
+      END IF;
+      IF v_duplicate THEN
+        ROLLBACK TO SAVEPOINT orbit_submit_task;
+        SET v_replaced = 0, v_cancelled = 0;
+        SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+          FROM orbit_idempotency i
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+           FOR UPDATE;
+        IF v_existing_hash <> v_hash THEN
+          ROLLBACK;
+          SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
+                                 ']: this idempotency_key was used with a different request');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+        SET v_replayed = 1;
+      ELSE
         SET v_created = v_created + (v_replaced = 0);
-        UPDATE orbit_idempotency i SET i.task_id = v_task_id
-         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
       END IF;
       IF v_replayed OR v_replaced <> 0 OR v_cancelled <> 0 THEN
         SET v_noted = 1;
@@ -7131,8 +7061,7 @@ DELIMITER ;
 -- ---- orbit_task_create_keyed_many (from templates/procedures/orbit_task_create_keyed_many.sql) ----
 -- orbit_task_create_keyed_many: Internal: create a keyed batch's tasks whole, each as orbit_task_create would, in the caller's transaction.
 --
--- orbit_task_submit_many's keyed batch whose Idempotency-Keys are new and distinct (their
--- receipts are inserted, task id 0), on one queue whose namespace has no key policy, without
+-- orbit_task_submit_many's keyed batch on one queue whose namespace has no key policy, without
 -- debounce: what orbit_task_create does for each task (every key of one holder, its tasks
 -- queued) is done for the whole batch, set-based. The keys' rows are locked by one statement, in
 -- key order; a key with no row yet gets one (holder limit 1), and a key's row that keeps the
@@ -7140,18 +7069,18 @@ DELIMITER ;
 -- finds the tasks that go to the ready lane: each free key's first task due now, as
 -- m::keyed_lane decides it. One insert writes the tasks with the row macros orbit_task_create
 -- uses (m::task_insert_values): ready, blocked behind their key, or scheduled until their run_at;
--- a task without a key is ready. One update then names each receipt's task. The caller charges
--- the quota.
+-- a task without a key is ready. The caller then writes the receipts, naming the new tasks
+-- (ids from o_first on, in input order), and charges the quota.
 -- Parameters: p_tasks (orbit_task_submit_many's, checked there); p_application_id;
 --   p_namespace_id and p_queue_id (the batch's one queue); p_slot (the connection's quota slot,
 --   recorded on each task); p_now.
+-- Out: o_first, the id of the batch's first task (the others follow it in input order).
 -- Result: none. Signals: none.
 -- Session state: raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
 --   default is 1,024 bytes), for its list of ready tasks.
 -- Locks, in order: the orbit_resource rows of the batch's keys, in key order (one locking read;
 --   a missing one is locked by its insert, or by its ON DUPLICATE KEY UPDATE when a concurrent
---   submit inserted it first). Not waits: the new orbit_task rows, and the receipts, the
---   caller's new orbit_idempotency rows.
+--   submit inserted it first). Not waits: the new orbit_task rows.
 DROP PROCEDURE IF EXISTS orbit_task_create_keyed_many;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_create_keyed_many(
@@ -7160,7 +7089,8 @@ CREATE PROCEDURE orbit_task_create_keyed_many(
   IN p_namespace_id BIGINT UNSIGNED,
   IN p_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
   IN p_slot TINYINT UNSIGNED,
-  IN p_now DATETIME(6))
+  IN p_now DATETIME(6),
+  OUT o_first BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_count INT DEFAULT JSON_LENGTH(p_tasks);
@@ -7172,8 +7102,6 @@ BEGIN
   DECLARE v_concurrency_key BLOB;
   -- The items of the keyed tasks that go to the ready lane (a comma-separated list).
   DECLARE v_ready_items MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin;
-  -- The first id of the tasks' insert, where their receipts find them.
-  DECLARE v_first BIGINT UNSIGNED;
   -- The keys that have no row yet (a plain read).
   DECLARE c_new_keys CURSOR FOR
     SELECT k.concurrency_key
@@ -7362,20 +7290,7 @@ BEGIN
     LEFT JOIN orbit_resource r ON r.namespace_id = p_namespace_id AND r.concurrency_key = t.concurrency_key
                               AND t.concurrency_key <> ''
    ORDER BY t.item;
-  SET v_first = LAST_INSERT_ID();
-  -- Each receipt then names its task, in one update: the new tasks are the ids from v_first on
-  -- (a consistent read that stops at the batch's last, before concurrent submits' later rows),
-  -- and each receipt is found by its Idempotency-Key.
-  UPDATE orbit_idempotency i
-    JOIN (SELECT o.id, o.idempotency_key
-            FROM orbit_task o
-            STRAIGHT_JOIN (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
-      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
-           WHERE o.id >= v_first AND o.application_id = p_application_id
-           ORDER BY o.id
-           LIMIT v_count) n ON i.application_id = p_application_id AND i.idempotency_key = n.idempotency_key
-     SET i.task_id = n.id;
+  SET o_first = LAST_INSERT_ID();
 END$$
 DELIMITER ;
 
@@ -7610,7 +7525,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e1cb6d9de9978bd8d4ff164e3c96311a38f9682c2f66ebc8f2ad6ba5fbacd57a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'a1ef4eef66dc5a3b76865cbdff38e1ba3d4a8a3c8c9f24646026eeedb6d3abc2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, 'ee36448e40469115864e7807e3da0034366d920ef9e7752a02048bd665cfe016', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, 'dc2f788923b354cdd5f38c30d29845aabce0f47094b811d80ffb013af8590f40', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7621,10 +7536,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '71923e474fa3bde0d12c6c1a7be5f53f4a551766e5eee058b6a3e283b665cfa3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'baa5133740a58d621262ae6f5a3b27a8b4c90c3873bc85c032e59b570c676792', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '74504c5df272dfcf167f0fa3c3f976dc3858952ef25ab04b6002d01d22176ffb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'ef5a349e5f6d4aff67a87475c650aecbedb315ac812ddb18bcc4bcf999073e33', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '433fc072f7ff9ff42298897c24ae516975c509df347e2174277247dd0721a6cd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '433fc072f7ff9ff42298897c24ae516975c509df347e2174277247dd0721a6cd', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1063c9464b8dea0b4b9110246478a05ab31dd521f0c17dc84ea0319b544a324e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1063c9464b8dea0b4b9110246478a05ab31dd521f0c17dc84ea0319b544a324e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

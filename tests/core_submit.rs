@@ -45,7 +45,7 @@ async fn same_key_with_any_other_field_is_an_idempotency_conflict() {
 
 #[tokio::test]
 async fn fifty_concurrent_identical_submits_create_one_task() {
-    // Keyed (the receipt first) and unkeyed (the task first, then its receipt).
+    // Keyed (the key's row, the task, then its receipt) and unkeyed (the task, then its receipt).
     for key in ["object/1", ""] {
         fifty_identical_submits(key).await;
     }
@@ -1074,34 +1074,50 @@ async fn a_thousand_tasks_in_one_call() {
 }
 
 #[tokio::test]
-async fn concurrent_batches_sharing_keys_create_each_task_once() {
-    let f = Fixture::new().await;
-    let items = batch(&f, &f.queue_id, "s", 5);
-    let mut reversed = items.clone();
-    reversed.reverse();
-    let mut handles = Vec::new();
-    for i in 0..20 {
-        // Half of them take the keys in the opposite order: deadlocks, rolled back and retried.
-        let (db, hash) = (f.db.clone(), f.hash);
-        let items = if i % 2 == 0 {
-            items.clone()
-        } else {
-            reversed.clone()
-        };
-        handles.push(tokio::spawn(async move {
-            db.task_submit_many(&hash, &items).await
-        }));
+async fn concurrent_batches_and_single_submits_sharing_keys_create_each_task_once() {
+    // Unkeyed, and keyed over two concurrency keys (each task's key row before its receipt).
+    for keyed in [false, true] {
+        let f = Fixture::new().await;
+        let mut items = batch(&f, &f.queue_id, "s", 5);
+        if keyed {
+            for (i, (_, t)) in items.iter_mut().enumerate() {
+                t.concurrency_key = Some(format!("c-{}", i % 2));
+            }
+        }
+        let mut reversed = items.clone();
+        reversed.reverse();
+        let mut handles = Vec::new();
+        for i in 0..21 {
+            // A third are single submits of one of the tasks; of the batches, half take the keys
+            // in the opposite order: deadlocks, rolled back and retried.
+            let (db, hash) = (f.db.clone(), f.hash);
+            let items = match i % 3 {
+                0 => vec![items[i % 5].clone()],
+                1 => items.clone(),
+                _ => reversed.clone(),
+            };
+            handles.push(tokio::spawn(async move {
+                if items.len() == 1 {
+                    let (key, t) = &items[0];
+                    db.task_submit(&hash, key, t).await.map(|s| vec![s])
+                } else {
+                    db.task_submit_many(&hash, &items).await
+                }
+            }));
+        }
+        let mut created = 0;
+        let mut ids = std::collections::BTreeSet::new();
+        for h in handles {
+            let out = h.await.unwrap().unwrap();
+            created += out.iter().filter(|s| !s.replayed).count();
+            ids.extend(out.iter().map(|s| s.task.id));
+        }
+        assert_eq!(created, 5, "keyed {keyed}: each task created once");
+        assert_eq!(ids.len(), 5);
+        assert_eq!(count(&f, "orbit_task").await, 5);
+        assert_eq!(count(&f, "orbit_idempotency").await, 5);
+        assert_eq!(f.incomplete_tasks().await, 5, "one charge a task");
     }
-    let mut created = 0;
-    let mut ids = std::collections::BTreeSet::new();
-    for h in handles {
-        let out = h.await.unwrap().unwrap();
-        created += out.iter().filter(|s| !s.replayed).count();
-        ids.extend(out.iter().map(|s| s.task.id));
-    }
-    assert_eq!(created, 5, "each key created once");
-    assert_eq!(ids.len(), 5);
-    assert_eq!(count(&f, "orbit_task").await, 5);
 }
 
 #[tokio::test]
@@ -1263,4 +1279,130 @@ async fn a_keyed_batch_is_inserted_whole_and_placed_as_single_submits_place_it()
         bulk.incomplete_tasks().await,
         single.incomplete_tasks().await
     );
+}
+
+/// Receipts that were ever updated (a trigger logs each), and receipts that do not name a task
+/// carrying their Idempotency-Key.
+async fn receipts_rewritten_or_astray(f: &Fixture) -> (Vec<String>, i64) {
+    let updated: Vec<String> =
+        sqlx::query_scalar("SELECT CAST(idempotency_key AS CHAR) FROM receipt_update_log")
+            .fetch_all(f.db.pool())
+            .await
+            .unwrap();
+    let astray: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orbit_idempotency i
+           LEFT JOIN orbit_task t ON t.id = i.task_id AND t.idempotency_key = i.idempotency_key
+          WHERE t.id IS NULL",
+    )
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    (updated, astray)
+}
+
+#[tokio::test]
+async fn every_receipt_is_written_once_naming_its_task_on_every_submit_path() {
+    let f = Fixture::new().await;
+    for sql in [
+        "CREATE TABLE receipt_update_log (idempotency_key VARBINARY(255) NOT NULL)",
+        "CREATE TRIGGER receipt_updated AFTER UPDATE ON orbit_idempotency FOR EACH ROW
+           INSERT INTO receipt_update_log VALUES (NEW.idempotency_key)",
+    ] {
+        sqlx::raw_sql(sql).execute(f.db.pool()).await.unwrap();
+    }
+    // The trigger sees an update (the check itself can fail).
+    sqlx::query("UPDATE orbit_idempotency SET created_at = created_at WHERE 1 = 0")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    let keyed = |key: &str, i: usize| {
+        let mut t = f.task(&f.queue_id, key);
+        t.payload = format!(r#"{{"i":{i}}}"#);
+        t
+    };
+    // Single submits: a new key, a held key, no key; then each replayed.
+    let singles = [
+        ("s-new", keyed("k-new", 0)),
+        ("s-held", keyed("k-new", 1)),
+        ("s-free", keyed("", 2)),
+    ];
+    for (k, t) in &singles {
+        assert!(!f.db.task_submit(&f.hash, k, t).await.unwrap().replayed);
+    }
+    for (k, t) in &singles {
+        assert!(
+            f.db.task_submit(&f.hash, k, t).await.unwrap().replayed,
+            "{k}"
+        );
+    }
+    // A keyed batch created whole, then a batch with one receipt that exists (task by task).
+    let whole: Vec<_> = (0..6)
+        .map(|i| (format!("b-{i}"), keyed(&format!("k-{}", i % 3), i)))
+        .collect();
+    let out = f.db.task_submit_many(&f.hash, &whole).await.unwrap();
+    assert!(out.iter().all(|s| !s.replayed));
+    let mut mixed: Vec<_> = (0..4)
+        .map(|i| (format!("m-{i}"), keyed(&format!("k-{i}"), i)))
+        .collect();
+    mixed.push(whole[1].clone());
+    let out = f.db.task_submit_many(&f.hash, &mixed).await.unwrap();
+    assert_eq!(
+        out.iter().map(|s| s.replayed).collect::<Vec<_>>(),
+        [false, false, false, false, true]
+    );
+    assert_eq!(
+        out[4].task.id,
+        f.db.task_submit_many(&f.hash, &whole).await.unwrap()[1]
+            .task
+            .id
+    );
+    // Under a 'reject' policy (every keyed batch then goes task by task): a refused task whose
+    // Idempotency-Key has a receipt replays it, in a single submit and in a batch.
+    f.db.key_policy_set(
+        &f.hash,
+        f.namespace_id,
+        &orbit::db::keys::KeyPolicySpec::new("exact", "k-busy", "reject"),
+    )
+    .await
+    .unwrap();
+    let first = keyed("k-busy", 7);
+    let original = f.db.task_submit(&f.hash, "p-0", &first).await.unwrap();
+    let again = f.db.task_submit(&f.hash, "p-0", &first).await.unwrap();
+    assert!(again.replayed && again.task.id == original.task.id);
+    let err =
+        f.db.task_submit(&f.hash, "p-1", &keyed("k-busy", 8))
+            .await
+            .unwrap_err();
+    assert!(matches!(err, DbError::KeyBusy(_)), "{err:?}");
+    let out =
+        f.db.task_submit_many(
+            &f.hash,
+            &[
+                ("p-2".into(), keyed("k-9", 9)),
+                ("p-0".into(), first.clone()),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(!out[0].replayed && out[1].replayed && out[1].task.id == original.task.id);
+    let err =
+        f.db.task_submit_many(&f.hash, &[("p-3".into(), keyed("k-busy", 10))])
+            .await
+            .unwrap_err();
+    assert!(matches!(err, DbError::KeyBusy(_)), "{err:?}");
+
+    let (updated, astray) = receipts_rewritten_or_astray(&f).await;
+    assert!(updated.is_empty(), "receipts written twice: {updated:?}");
+    assert_eq!(astray, 0, "a receipt names no task of its key");
+    assert_eq!(
+        count(&f, "orbit_idempotency").await,
+        count(&f, "orbit_task").await
+    );
+    assert_eq!(count(&f, "orbit_task").await, 3 + 6 + 4 + 1 + 1);
+    // And the checker fails on a receipt written twice.
+    sqlx::query("UPDATE orbit_idempotency SET task_id = task_id WHERE idempotency_key = 's-new'")
+        .execute(f.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(receipts_rewritten_or_astray(&f).await.0, ["s-new"]);
 }

@@ -3,8 +3,7 @@
 
 -- orbit_task_create_keyed_many: Internal: create a keyed batch's tasks whole, each as orbit_task_create would, in the caller's transaction.
 --
--- orbit_task_submit_many's keyed batch whose Idempotency-Keys are new and distinct (their
--- receipts are inserted, task id 0), on one queue whose namespace has no key policy, without
+-- orbit_task_submit_many's keyed batch on one queue whose namespace has no key policy, without
 -- debounce: what orbit_task_create does for each task (every key of one holder, its tasks
 -- queued) is done for the whole batch, set-based. The keys' rows are locked by one statement, in
 -- key order; a key with no row yet gets one (holder limit 1), and a key's row that keeps the
@@ -12,18 +11,18 @@
 -- finds the tasks that go to the ready lane: each free key's first task due now, as
 -- m::keyed_lane decides it. One insert writes the tasks with the row macros orbit_task_create
 -- uses (m::task_insert_values): ready, blocked behind their key, or scheduled until their run_at;
--- a task without a key is ready. One update then names each receipt's task. The caller charges
--- the quota.
+-- a task without a key is ready. The caller then writes the receipts, naming the new tasks
+-- (ids from o_first on, in input order), and charges the quota.
 -- Parameters: p_tasks (orbit_task_submit_many's, checked there); p_application_id;
 --   p_namespace_id and p_queue_id (the batch's one queue); p_slot (the connection's quota slot,
 --   recorded on each task); p_now.
+-- Out: o_first, the id of the batch's first task (the others follow it in input order).
 -- Result: none. Signals: none.
 -- Session state: raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
 --   default is 1,024 bytes), for its list of ready tasks.
 -- Locks, in order: the orbit_resource rows of the batch's keys, in key order (one locking read;
 --   a missing one is locked by its insert, or by its ON DUPLICATE KEY UPDATE when a concurrent
---   submit inserted it first). Not waits: the new orbit_task rows, and the receipts, the
---   caller's new orbit_idempotency rows.
+--   submit inserted it first). Not waits: the new orbit_task rows.
 DROP PROCEDURE IF EXISTS orbit_task_create_keyed_many;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_create_keyed_many(
@@ -32,7 +31,8 @@ CREATE PROCEDURE orbit_task_create_keyed_many(
   IN p_namespace_id BIGINT UNSIGNED,
   IN p_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
   IN p_slot TINYINT UNSIGNED,
-  IN p_now DATETIME(6))
+  IN p_now DATETIME(6),
+  OUT o_first BIGINT UNSIGNED)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_count INT DEFAULT JSON_LENGTH(p_tasks);
@@ -44,8 +44,6 @@ BEGIN
   DECLARE v_concurrency_key BLOB;
   -- The items of the keyed tasks that go to the ready lane (a comma-separated list).
   DECLARE v_ready_items MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin;
-  -- The first id of the tasks' insert, where their receipts find them.
-  DECLARE v_first BIGINT UNSIGNED;
   -- The keys that have no row yet (a plain read).
   DECLARE c_new_keys CURSOR FOR
     SELECT k.concurrency_key
@@ -234,19 +232,6 @@ BEGIN
     LEFT JOIN orbit_resource r ON r.namespace_id = p_namespace_id AND r.concurrency_key = t.concurrency_key
                               AND t.concurrency_key <> ''
    ORDER BY t.item;
-  SET v_first = LAST_INSERT_ID();
-  -- Each receipt then names its task, in one update: the new tasks are the ids from v_first on
-  -- (a consistent read that stops at the batch's last, before concurrent submits' later rows),
-  -- and each receipt is found by its Idempotency-Key.
-  UPDATE orbit_idempotency i
-    JOIN (SELECT o.id, o.idempotency_key
-            FROM orbit_task o
-            STRAIGHT_JOIN (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
-      LIMIT 1000) b ON b.idempotency_key = o.idempotency_key
-           WHERE o.id >= v_first AND o.application_id = p_application_id
-           ORDER BY o.id
-           LIMIT v_count) n ON i.application_id = p_application_id AND i.idempotency_key = n.idempotency_key
-     SET i.task_id = n.id;
+  SET o_first = LAST_INSERT_ID();
 END$$
 DELIMITER ;

@@ -6,7 +6,7 @@
 -- The same (application, Idempotency-Key) with the same request returns the original task with
 -- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task
--- (an unkeyed submit that finds the row taken undoes the task it had inserted).
+-- (a submit that finds the row taken undoes the task it had created, and replays).
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
 -- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
@@ -54,10 +54,10 @@
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
 --   decided again).
--- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
---   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
---   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
---   (debounce); then as orbit_task_charge, last.
+-- Locks, in order: through orbit_task_create, the orbit_resource row (keyed; insert or FOR
+--   UPDATE) and the replaced task row (debounce); then the orbit_idempotency row: its insert
+--   (after the new task row and, unkeyed, the AUTO-INC lock of orbit_task for one statement),
+--   or FOR UPDATE on a replay or a refused task; then as orbit_task_charge, last.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -148,13 +148,14 @@ body: BEGIN
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  IF p_concurrency_key = '' THEN
-    -- Unkeyed: the task first, then its receipt, written once with the task's id. Nothing of an
-    -- unkeyed task waits on a lock (a new row; the AUTO-INC lock is held for the statement
-    -- alone). The receipt's insert waits for a concurrent first submit of the same key, then
-    -- sees it as a duplicate: the task is undone and the original replayed.
-    SAVEPOINT orbit_submit_task;
-    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+  -- The task first, then its receipt, written once with the task's id: a keyed task's key row
+  -- comes before the receipt in the lock order. The receipt's insert waits for a concurrent
+  -- first submit of the same Idempotency-Key, then sees it as a duplicate: what the task's
+  -- creation wrote is undone (a key policy's replacements and cancel too) and the original
+  -- replayed. A replay is decided before the key's policy: a refused task whose Idempotency-Key
+  -- has a receipt replays it (a locking read, which waits for a concurrent first submit).
+  SAVEPOINT orbit_submit_task;
+  CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
@@ -164,18 +165,22 @@ body: BEGIN
                            COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
                            0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
                            v_refusal, v_cancelled);
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
-    IF v_duplicate THEN
-      ROLLBACK TO SAVEPOINT orbit_submit_task;
+  IF v_refusal = 'KEY_BUSY' THEN
+    SELECT COUNT(*) INTO v_duplicate
+      FROM orbit_idempotency i
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
+       FOR UPDATE;
+    IF NOT v_duplicate THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
     END IF;
   ELSE
-    -- Keyed: the receipt first (its key's row comes after it in the lock order). The insert waits
-    -- for a concurrent first submit of the same key, then sees it as a duplicate.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
   END IF;
   IF v_duplicate THEN
+    ROLLBACK TO SAVEPOINT orbit_submit_task;
+    SET v_cancelled = 0;
     SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
       FROM orbit_idempotency i
      WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
@@ -186,29 +191,11 @@ body: BEGIN
     END IF;
     SET v_replayed = 1;
   ELSE
-    IF p_concurrency_key <> '' THEN
-      CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
-                           p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
-                           p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
-                           p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
-            WHEN p_delay_seconds > 0 THEN DATE_ADD(v_now, INTERVAL p_delay_seconds SECOND)
-            ELSE v_now END /* p_run_at */,
-                           COALESCE(p_debounce_seconds, 0) /* p_debounce_seconds */,
-                           COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
-                           0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
-                           v_refusal, v_cancelled);
-      IF v_refusal = 'KEY_BUSY' THEN
-        ROLLBACK;
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
-      END IF;
-      IF v_cancelled <> 0 THEN
-        SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
-      END IF;
-      UPDATE orbit_idempotency i SET i.task_id = v_task_id
-       WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+    IF v_cancelled <> 0 THEN
+      SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
     END IF;
-    -- The incomplete-task quota last, for either path; a task that replaced another (debounce,
-    -- a key policy) took its charge.
+    -- The incomplete-task quota last; a task that replaced another (debounce, a key policy)
+    -- took its charge.
     IF v_replaced = 0 THEN
       CALL orbit_task_charge(v_application_id, v_now, v_charged);
       IF NOT v_charged THEN

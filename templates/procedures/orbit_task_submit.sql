@@ -13,7 +13,7 @@
 -- The same (application, Idempotency-Key) with the same request returns the original task with
 -- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task
--- (an unkeyed submit that finds the row taken undoes the task it had inserted).
+-- (a submit that finds the row taken undoes the task it had created, and replays).
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
 -- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
@@ -35,10 +35,10 @@
 --   field), IDEMPOTENCY_CONFLICT, QUOTA_EXCEEDED (incomplete tasks), KEY_BUSY (the key's policy
 --   is 'reject' and the key is held or has waiting tasks: nothing is written, and a replay is
 --   decided again).
--- Locks, in order: orbit_idempotency row (insert: an unkeyed task's after the new task row and
---   the AUTO-INC lock of orbit_task for one statement, a keyed one's first), then through
---   orbit_task_create: orbit_resource row (keyed; insert or FOR UPDATE), the replaced task row
---   (debounce); then as orbit_task_charge, last.
+-- Locks, in order: through orbit_task_create, the orbit_resource row (keyed; insert or FOR
+--   UPDATE) and the replaced task row (debounce); then the orbit_idempotency row: its insert
+--   (after the new task row and, unkeyed, the AUTO-INC lock of orbit_task for one statement),
+--   or FOR UPDATE on a replay or a refused task; then as orbit_task_charge, last.
 CREATE PROCEDURE orbit_task_submit(
   IN p_token_hash BINARY(32),
   IN p_idempotency_key BLOB,
@@ -84,25 +84,30 @@ body: BEGIN
   SET v_hash = {% call m::request_hash("p_") %};
 
   {% call m::begin() %};
-  IF p_concurrency_key = '' THEN
-    -- Unkeyed: the task first, then its receipt, written once with the task's id. Nothing of an
-    -- unkeyed task waits on a lock (a new row; the AUTO-INC lock is held for the statement
-    -- alone). The receipt's insert waits for a concurrent first submit of the same key, then
-    -- sees it as a duplicate: the task is undone and the original replayed.
-    SAVEPOINT orbit_submit_task;
-    {% call create_task() %};
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
-    IF v_duplicate THEN
-      ROLLBACK TO SAVEPOINT orbit_submit_task;
+  -- The task first, then its receipt, written once with the task's id: a keyed task's key row
+  -- comes before the receipt in the lock order. The receipt's insert waits for a concurrent
+  -- first submit of the same Idempotency-Key, then sees it as a duplicate: what the task's
+  -- creation wrote is undone (a key policy's replacements and cancel too) and the original
+  -- replayed. A replay is decided before the key's policy: a refused task whose Idempotency-Key
+  -- has a receipt replays it (a locking read, which waits for a concurrent first submit).
+  SAVEPOINT orbit_submit_task;
+  {% call create_task() %};
+  IF v_refusal = 'KEY_BUSY' THEN
+    SELECT COUNT(*) INTO v_duplicate
+      FROM orbit_idempotency i
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
+       FOR UPDATE;
+    IF NOT v_duplicate THEN
+      ROLLBACK;
+      {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
     END IF;
   ELSE
-    -- Keyed: the receipt first (its key's row comes after it in the lock order). The insert waits
-    -- for a concurrent first submit of the same key, then sees it as a duplicate.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, p_idempotency_key, v_hash, 0, v_now);
+    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
   END IF;
   IF v_duplicate THEN
+    ROLLBACK TO SAVEPOINT orbit_submit_task;
+    SET v_cancelled = 0;
     SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
       FROM orbit_idempotency i
      WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
@@ -113,20 +118,11 @@ body: BEGIN
     END IF;
     SET v_replayed = 1;
   ELSE
-    IF p_concurrency_key <> '' THEN
-      {% call create_task() %};
-      IF v_refusal = 'KEY_BUSY' THEN
-        ROLLBACK;
-        {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
-      END IF;
-      IF v_cancelled <> 0 THEN
-        SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
-      END IF;
-      UPDATE orbit_idempotency i SET i.task_id = v_task_id
-       WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+    IF v_cancelled <> 0 THEN
+      SELECT a.session_id INTO v_cancelled_session FROM orbit_attempt a WHERE a.id = v_cancelled;
     END IF;
-    -- The incomplete-task quota last, for either path; a task that replaced another (debounce,
-    -- a key policy) took its charge.
+    -- The incomplete-task quota last; a task that replaced another (debounce, a key policy)
+    -- took its charge.
     IF v_replaced = 0 THEN
       CALL orbit_task_charge(v_application_id, v_now, v_charged);
       IF NOT v_charged THEN

@@ -14,14 +14,15 @@
 -- checked on each task's queue, once per queue. Set-based where it can be: the fields of the
 -- whole batch are checked by one statement; when no task of it names a concurrency key, its
 -- tasks are created by one insert (the rows orbit_task_create writes for an unkeyed task,
--- m::task_insert_values) and, when their keys are new and distinct, their receipts by one more
--- (each written once, with its task). A keyed batch whose Idempotency-Keys are new and distinct,
--- on one queue whose namespace has no key policy, without debounce, is created whole too, each
--- task placed as orbit_task_create places it (orbit_task_create_keyed_many).
--- Otherwise each task is created by orbit_task_create, and its receipt then names it. Keyed
--- tasks behind a held key (including one taken by an earlier task of the same call) wait, as
--- with single submits. A full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One
--- durable commit and one round trip for up to 1000 tasks.
+-- m::task_insert_values), and a keyed batch on one queue whose namespace has no key policy,
+-- without debounce, is created whole too, each task placed as orbit_task_create places it
+-- (orbit_task_create_keyed_many). Either way the receipts follow in one more insert, each
+-- written once with its task; when an Idempotency-Key of the batch exists or repeats, that
+-- insert fails, the batch is undone, and each task is created by orbit_task_create and its
+-- receipt written after it, as orbit_task_submit does. Keyed tasks behind a held key
+-- (including one taken by an earlier task of the same call) wait, as with single submits. A
+-- full incomplete-task quota (QUOTA_EXCEEDED) fails the whole call. One durable commit and one
+-- round trip for up to 1000 tasks.
 -- Parameters:
 --   p_token_hash BINARY(32)   SHA-256 of the bearer token (scope tasks:submit on every queue)
 --   p_tasks                   a JSON array of 1-1000 task objects, each with the members
@@ -53,17 +54,17 @@
 --   later calls; it holds no row between calls, and goes with the connection. A keyed batch
 --   created whole raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
 --   default is 1,024 bytes), for its list of ready tasks.
--- Locks, in order: for a batch without concurrency keys, the AUTO-INC lock of orbit_task for one
---   statement, then the batch's orbit_idempotency rows (one insert, which waits for a concurrent
---   first submit of a key); for a keyed batch, the receipts first (the same insert, before the
---   tasks). When a key exists or repeats, that insert writes nothing and each task takes its
---   receipt in input order (insert, FOR UPDATE when it exists). Then the orbit_resource rows of
---   the batch's keys: all at once, in key order (a keyed batch created whole, as
---   orbit_task_create_keyed_many), or per task in input order, through orbit_task_create (insert
---   or FOR UPDATE); then, once for the batch, the connection's orbit_application_quota slot row
---   (or, when it cannot take the batch, as orbit_task_charge per new task). Two calls that share
---   keys in different orders can deadlock; the loser is rolled back whole and retried by the
---   caller.
+-- Locks, in order: the orbit_resource rows of the batch's keys: all at once, in key order (a
+--   keyed batch created whole, as orbit_task_create_keyed_many), or per task in input order,
+--   through orbit_task_create (insert or FOR UPDATE); a batch without concurrency keys takes the
+--   AUTO-INC lock of orbit_task for one statement instead. Then the batch's orbit_idempotency
+--   rows: one insert, which waits for a concurrent first submit of a key; when a key exists or
+--   repeats, each task takes its receipt after its own key's row, in input order (insert, or FOR
+--   UPDATE on a replay or a refused task). Then, once for the batch, the connection's
+--   orbit_application_quota slot row (or, when it cannot take the batch, as orbit_task_charge per
+--   new task). Two calls that share keys in different orders can deadlock, and so can a batch
+--   created task by task (a receipt, then the next task's key row); the loser is rolled back
+--   whole and retried by the caller.
 CREATE PROCEDURE orbit_task_submit_many(
   IN p_token_hash BINARY(32),
   IN p_tasks MEDIUMTEXT {{ c.utf8 }})
@@ -113,10 +114,7 @@ body: BEGIN
   DECLARE v_debounced INT;
   DECLARE v_policies TINYINT;
   DECLARE v_duplicate TINYINT DEFAULT 0;
-  -- 1 when some key of the batch exists or repeats: each task then takes the single submit's
-  -- idempotency path on its own.
-  DECLARE v_one_by_one TINYINT;
-  -- 1 when a batch without concurrency keys was created whole, its receipts included.
+  -- 1 when the batch was created whole, its receipts included.
   DECLARE v_batched TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
@@ -259,22 +257,34 @@ body: BEGIN
   ) ENGINE=InnoDB COMMENT='orbit_task_submit_many''s tasks whose outcome the rows do not show';
 
   {% call m::begin() %};
-  SET v_i = 0, v_one_by_one = 1, v_batched = 0;
-  IF v_keyed = 0 THEN
-    -- No concurrency key: every task waits for nothing but its run_at, so the batch is created by
-    -- one insert of the rows orbit_task_create writes for an unkeyed task (m::task_insert_values:
-    -- lane 'ready', or 'scheduled' until a run_at ahead; the connection's quota slot; no
-    -- debounce, which needs a key); ORDER BY numbers the tasks in input order. Under
-    -- innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC lock for the statement; it
-    -- still costs less mariadbd CPU a task than an INSERT ... VALUES a task, which does not
-    -- (BENCHMARKS.md).
+  SET v_i = 0, v_batched = 0;
+  -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
+  -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).
+  IF v_keyed > 0 AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
+    SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
+  END IF;
+  IF v_keyed = 0 OR v_policies = 0 THEN
     SAVEPOINT orbit_submit_batch;
-    INSERT INTO orbit_task {% call m::task_insert_columns("                            ") %}
-    SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "''", "0", "IF(t.effective_run_at > v_now, 'scheduled', 'ready')", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL", "           ") %}
-      FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call m::batch_tasks() %}) t
-      JOIN orbit_queue q ON q.id = t.queue_id
-     ORDER BY t.item;
-    SET v_first = LAST_INSERT_ID();
+    IF v_keyed = 0 THEN
+      -- No concurrency key: every task waits for nothing but its run_at, so the batch is created
+      -- by one insert of the rows orbit_task_create writes for an unkeyed task
+      -- (m::task_insert_values: lane 'ready', or 'scheduled' until a run_at ahead; the
+      -- connection's quota slot; no debounce, which needs a key); ORDER BY numbers the tasks in
+      -- input order. Under innodb_autoinc_lock_mode 1 the insert holds the table's AUTO-INC lock
+      -- for the statement; it still costs less mariadbd CPU a task than an INSERT ... VALUES a
+      -- task, which does not (BENCHMARKS.md).
+      INSERT INTO orbit_task {% call m::task_insert_columns("                              ") %}
+      SELECT {% call m::task_insert_values("v_application_id", "q.namespace_id", "q.id", "t.", "''", "0", "IF(t.effective_run_at > v_now, 'scheduled', 'ready')", "t.effective_run_at", "t.idempotency_key", "0", "0", "v_slot", "v_now", "0", "NULL", "             ") %}
+        FROM (SELECT t.*, {% call m::task_run_at("t.", "v_now") %} AS effective_run_at FROM {% call m::batch_tasks() %}) t
+        JOIN orbit_queue q ON q.id = t.queue_id
+       ORDER BY t.item;
+      SET v_first = LAST_INSERT_ID();
+    ELSE
+      -- What orbit_task_create does for each task (every key of one holder, its tasks queued),
+      -- done for the whole batch, set-based, its keys' rows locked first.
+      CALL orbit_task_create_keyed_many(p_tasks, v_application_id, v_namespace_id, v_last_queue, v_slot, v_now,
+                                        v_first);
+    END IF;
     -- Then every receipt at once, each written once, with its task: the new rows (ids from
     -- v_first on) are read first, each probing the batch's keys. A consistent read: INSERT ...
     -- SELECT in READ COMMITTED locks no row it reads, where an UPDATE joined to the new rows
@@ -282,8 +292,8 @@ body: BEGIN
     -- its application, so only this call's tasks carry these keys (a task whose receipt was
     -- purged with it is older), and the read stops at the batch's last task (LIMIT), before
     -- concurrent submits' later rows. The insert waits for a concurrent first submit of any key,
-    -- and fails whole when one exists or repeats in the batch: then the batch is undone and each
-    -- task takes the single submit's path below.
+    -- and fails whole when one exists or repeats in the batch: then the batch is undone (its
+    -- keys' rows stay locked) and each task takes the single submit's path below.
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     SELECT v_application_id, b.idempotency_key, b.request_hash, o.id, v_now
       FROM orbit_task o
@@ -296,26 +306,6 @@ body: BEGIN
     IF v_duplicate THEN
       ROLLBACK TO SAVEPOINT orbit_submit_batch;
     ELSE
-      SET v_batched = 1, v_created = v_count;
-    END IF;
-  ELSE
-    -- Keyed tasks lock their keys' rows, after the receipts in the lock order: every receipt at
-    -- once first. The insert waits for a concurrent first submit of any key, and fails whole
-    -- (nothing inserted) when one exists or repeats in the batch.
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    SELECT v_application_id, t.idempotency_key, {% call m::request_hash("t.") %}, 0, v_now
-      FROM {% call m::batch_tasks() %};
-    SET v_one_by_one = v_duplicate;
-    -- Every Idempotency-Key new and distinct, one queue whose namespace has no key policy, and
-    -- no debounce: what orbit_task_create does for each task (every key of one holder, its tasks
-    -- queued) is done for the whole batch, set-based (orbit_task_create_keyed_many). Otherwise
-    -- each task goes through orbit_task_create below.
-    -- (v_policies stays NULL otherwise.)
-    IF NOT v_duplicate AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
-      SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
-    END IF;
-    IF v_policies = 0 THEN
-      CALL orbit_task_create_keyed_many(p_tasks, v_application_id, v_namespace_id, v_last_queue, v_slot, v_now);
       SET v_batched = 1, v_created = v_count;
     END IF;
   END IF;
@@ -334,40 +324,46 @@ body: BEGIN
           FROM orbit_queue q
          WHERE q.id = v_queue_id;
       END IF;
-      -- One by one, as orbit_task_submit: the same key with the same request is a replay.
-      IF v_one_by_one THEN
-        INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-        VALUES (v_application_id, v_idempotency_key, v_hash, 0, v_now);
-        IF v_duplicate THEN
-          SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
-            FROM orbit_idempotency i
-           WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
-             FOR UPDATE;
-          IF v_existing_hash <> v_hash THEN
-            ROLLBACK;
-            SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
-                                   ']: this idempotency_key was used with a different request');
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-          END IF;
-          SET v_replayed = 1;
-        END IF;
-      END IF;
-      IF NOT v_replayed THEN
-        CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
-                               v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
-                               v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                               v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                               v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
-                               0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
-        IF v_refusal = 'KEY_BUSY' THEN
+      -- As orbit_task_submit: the task first, then its receipt, written once; a receipt found
+      -- taken undoes the task, and the same request is a replay.
+      SAVEPOINT orbit_submit_task;
+      CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                             v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                             v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                             v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
+                             v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
+                             0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
+      IF v_refusal = 'KEY_BUSY' THEN
+        SELECT COUNT(*) INTO v_duplicate
+          FROM orbit_idempotency i
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+           FOR UPDATE;
+        IF NOT v_duplicate THEN
           ROLLBACK;
           SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
                                  ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
         END IF;
+      ELSE
+        INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+        VALUES (v_application_id, v_idempotency_key, v_hash, v_task_id, v_now);
+      END IF;
+      IF v_duplicate THEN
+        ROLLBACK TO SAVEPOINT orbit_submit_task;
+        SET v_replaced = 0, v_cancelled = 0;
+        SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+          FROM orbit_idempotency i
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+           FOR UPDATE;
+        IF v_existing_hash <> v_hash THEN
+          ROLLBACK;
+          SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
+                                 ']: this idempotency_key was used with a different request');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+        SET v_replayed = 1;
+      ELSE
         SET v_created = v_created + (v_replaced = 0);
-        UPDATE orbit_idempotency i SET i.task_id = v_task_id
-         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
       END IF;
       IF v_replayed OR v_replaced <> 0 OR v_cancelled <> 0 THEN
         SET v_noted = 1;
