@@ -4935,7 +4935,12 @@ DELIMITER ;
 -- Locks, in order: through orbit_task_create, the orbit_resource row (keyed; insert or FOR
 --   UPDATE) and the replaced task row (debounce); then the orbit_idempotency row: its insert
 --   (after the new task row and, unkeyed, the AUTO-INC lock of orbit_task for one statement),
---   or FOR UPDATE on a replay or a refused task; then as orbit_task_charge, last.
+--   or FOR UPDATE on a replay or a refused task; then as orbit_task_charge, last. One step out
+--   of this order: a key policy that replaces waiting tasks or cancels the holder gives their
+--   quota charges back inside orbit_task_create, before the receipt. Only a concurrent submit of
+--   the same Idempotency-Key with another key or none (a conflicting request) can then wait in
+--   a cycle with it; the database rolls one back (a deadlock), and the caller's retry answers
+--   the conflict.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(
@@ -5188,8 +5193,9 @@ DELIMITER ;
 --   UPDATE on a replay or a refused task). Then, once for the batch, the connection's
 --   orbit_application_quota slot row (or, when it cannot take the batch, as orbit_task_charge per
 --   new task). Two calls that share keys in different orders can deadlock, and so can a batch
---   created task by task (a receipt, then the next task's key row); the loser is rolled back
---   whole and retried by the caller.
+--   created task by task (a receipt, then the next task's key row; or, under a key policy that
+--   replaces or cancels, its give-backs of quota charges before the task's receipt, see
+--   orbit_task_submit); the loser is rolled back whole and retried by the caller.
 DROP PROCEDURE IF EXISTS orbit_task_submit_many;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit_many(
@@ -7536,10 +7542,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '74504c5df272dfcf167f0fa3c3f976dc3858952ef25ab04b6002d01d22176ffb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'ef5a349e5f6d4aff67a87475c650aecbedb315ac812ddb18bcc4bcf999073e33', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '99a96d738bf4676c5c7d9f32fbc2799c24d0b135928cb224ede6b85f5bdab5e2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '738e057419444fc3151d58e28f23cd0091489e0b0ec6bbed6d75b0ffc3467050', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1063c9464b8dea0b4b9110246478a05ab31dd521f0c17dc84ea0319b544a324e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1063c9464b8dea0b4b9110246478a05ab31dd521f0c17dc84ea0319b544a324e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '9819361bfb7aa495713adad583d8b93a6ba3eb481c9b1c074993403222a054e7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '9819361bfb7aa495713adad583d8b93a6ba3eb481c9b1c074993403222a054e7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

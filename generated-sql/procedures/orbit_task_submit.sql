@@ -57,7 +57,12 @@
 -- Locks, in order: through orbit_task_create, the orbit_resource row (keyed; insert or FOR
 --   UPDATE) and the replaced task row (debounce); then the orbit_idempotency row: its insert
 --   (after the new task row and, unkeyed, the AUTO-INC lock of orbit_task for one statement),
---   or FOR UPDATE on a replay or a refused task; then as orbit_task_charge, last.
+--   or FOR UPDATE on a replay or a refused task; then as orbit_task_charge, last. One step out
+--   of this order: a key policy that replaces waiting tasks or cancels the holder gives their
+--   quota charges back inside orbit_task_create, before the receipt. Only a concurrent submit of
+--   the same Idempotency-Key with another key or none (a conflicting request) can then wait in
+--   a cycle with it; the database rolls one back (a deadlock), and the caller's retry answers
+--   the conflict.
 DROP PROCEDURE IF EXISTS orbit_task_submit;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_submit(

@@ -63,8 +63,9 @@
 --   UPDATE on a replay or a refused task). Then, once for the batch, the connection's
 --   orbit_application_quota slot row (or, when it cannot take the batch, as orbit_task_charge per
 --   new task). Two calls that share keys in different orders can deadlock, and so can a batch
---   created task by task (a receipt, then the next task's key row); the loser is rolled back
---   whole and retried by the caller.
+--   created task by task (a receipt, then the next task's key row; or, under a key policy that
+--   replaces or cancels, its give-backs of quota charges before the task's receipt, see
+--   orbit_task_submit); the loser is rolled back whole and retried by the caller.
 CREATE PROCEDURE orbit_task_submit_many(
   IN p_token_hash BINARY(32),
   IN p_tasks MEDIUMTEXT {{ c.utf8 }})
