@@ -835,3 +835,82 @@ async fn a_debounce_under_replace_waiting_replaces_each_waiting_task_once() {
         "one charge left, the waiting task's"
     );
 }
+
+/// Twenty identical submits (one Idempotency-Key, one request) at once on a key whose policy
+/// replaces or cancels: the first creates the task, and every other creates one too, under the
+/// key's lock, before its receipt's insert finds the first's: what it wrote is undone (its
+/// replacement of the first's task, and its cancel). Exactly one task is created, the waiting
+/// task is replaced once, the holder is cancelled once and named to one caller, and the quota
+/// counts what is left.
+#[tokio::test]
+async fn identical_submits_racing_under_a_replacing_policy_create_and_replace_once() {
+    for on_busy in ["replace_waiting", "cancel_running"] {
+        let f = Fixture::new().await;
+        let session = f.session("holder", true, &[&f.queue_id]).await;
+        let first = f.submit(&f.queue_id, "k").await;
+        let holder = f.db.task_claim(session, 1, 30_000).await.unwrap().remove(0);
+        assert_eq!(holder.task.id, first.id);
+        let waiting = f.submit(&f.queue_id, "k").await;
+        set(&f, "exact", "k", on_busy).await;
+        let t = f.task(&f.queue_id, "k");
+        let mut handles = Vec::new();
+        for _ in 0..20 {
+            let (db, hash, t) = (f.db.clone(), f.hash, t.clone());
+            handles.push(tokio::spawn(async move {
+                db.task_submit(&hash, "same", &t).await
+            }));
+        }
+        let (mut created, mut ids, mut cancels) =
+            (0, std::collections::BTreeSet::new(), Vec::new());
+        for h in handles {
+            let s = h.await.unwrap().unwrap();
+            created += usize::from(!s.replayed);
+            ids.insert(s.task.id);
+            cancels.extend(s.cancelled.map(|c| c.attempt_id));
+        }
+        assert_eq!((created, ids.len()), (1, 1), "{on_busy}");
+        let new = *ids.first().unwrap();
+        assert_eq!(state(&f, new).await, "WAITING", "{on_busy}");
+        assert_eq!(state(&f, waiting.id).await, "CANCELLED", "{on_busy}");
+        let replaced_by: i64 = count(
+            &f,
+            &format!(
+                "SELECT CAST(JSON_VALUE(error, '$.replaced_by') AS SIGNED) FROM orbit_task WHERE id = {}",
+                waiting.id
+            ),
+        )
+        .await;
+        assert_eq!(
+            replaced_by as u64, new,
+            "{on_busy}: replaced by the task that stays"
+        );
+        let replaced_events = count(
+            &f,
+            "SELECT COUNT(*) FROM orbit_task_event WHERE event = 'replaced'",
+        )
+        .await;
+        assert_eq!(replaced_events, 1, "{on_busy}: one replacement kept");
+        assert_eq!(count(&f, "SELECT COUNT(*) FROM orbit_task").await, 3);
+        if on_busy == "cancel_running" {
+            assert_eq!(
+                cancels,
+                [holder.attempt_id],
+                "the holder named to one caller"
+            );
+            assert_eq!(state(&f, first.id).await, "CANCELLED");
+            assert_eq!(
+                f.incomplete_tasks().await,
+                1,
+                "only the new task is unfinished"
+            );
+        } else {
+            assert!(cancels.is_empty());
+            assert_eq!(state(&f, first.id).await, "LEASED");
+            assert_eq!(
+                f.incomplete_tasks().await,
+                2,
+                "the holder's and the new task"
+            );
+        }
+    }
+}
