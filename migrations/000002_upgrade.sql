@@ -5053,13 +5053,13 @@ body: BEGIN
       FROM orbit_idempotency i
      WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
        FOR UPDATE;
-    IF NOT v_duplicate THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
-    END IF;
   ELSE
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
+  END IF;
+  IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
   END IF;
   IF v_duplicate THEN
     ROLLBACK TO SAVEPOINT orbit_submit_task;
@@ -5788,15 +5788,15 @@ body: BEGIN
           FROM orbit_idempotency i
          WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
            FOR UPDATE;
-        IF NOT v_duplicate THEN
-          ROLLBACK;
-          SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
-                                 ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
-          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-        END IF;
       ELSE
         INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
         VALUES (v_application_id, v_idempotency_key, v_hash, v_task_id, v_now);
+      END IF;
+      IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
+        ROLLBACK;
+        SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
+                               ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
       END IF;
       IF v_duplicate THEN
         ROLLBACK TO SAVEPOINT orbit_submit_task;
@@ -7542,10 +7542,10 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '99a96d738bf4676c5c7d9f32fbc2799c24d0b135928cb224ede6b85f5bdab5e2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '738e057419444fc3151d58e28f23cd0091489e0b0ec6bbed6d75b0ffc3467050', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '111a114ca0e3ec62ba470986eedbe5742f352decf6b23323222d80a78c33c608', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '149ca657c7cd16e70a06c2f97fe86d01d212c687dc81ea0ad16acf4d7d9f415c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '9819361bfb7aa495713adad583d8b93a6ba3eb481c9b1c074993403222a054e7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '9819361bfb7aa495713adad583d8b93a6ba3eb481c9b1c074993403222a054e7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '8b34a0ac2ab0626be5fa9f0040a7f60d4c29ed91a365b879108d8dc3d988c6a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '8b34a0ac2ab0626be5fa9f0040a7f60d4c29ed91a365b879108d8dc3d988c6a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -404,6 +404,30 @@
             WHEN {{ p }}delay_seconds > 0 THEN DATE_ADD({{ now }}, INTERVAL {{ p }}delay_seconds SECOND)
             ELSE {{ now }} END{% endmacro %}
 
+{#- A submitted task's receipt, written once, after orbit_task_create created the task (v_task_id,
+    v_refusal) under its key's row: inserted naming the task, or, for a task its key's policy
+    refused (KEY_BUSY), looked for (a locking read, which waits for a concurrent first submit), so
+    that a replay is decided before the policy. v_duplicate = 1 when the Idempotency-Key `key` has
+    a receipt already (the insert's 1062 handler sets it): the caller then rolls back to its
+    savepoint, undoing the task, and replays (m::receipt_read). Uses v_application_id and v_now;
+    `ind` indents the statement's inner lines. -#}
+{% macro receipt_insert(key, hash, ind) %}IF v_refusal = 'KEY_BUSY' THEN
+{{ ind }}  SELECT COUNT(*) INTO v_duplicate
+{{ ind }}    FROM orbit_idempotency i
+{{ ind }}   WHERE i.application_id = v_application_id AND i.idempotency_key = {{ key }}
+{{ ind }}     FOR UPDATE;
+{{ ind }}ELSE
+{{ ind }}  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+{{ ind }}  VALUES (v_application_id, {{ key }}, {{ hash }}, v_task_id, v_now);
+{{ ind }}END IF{% endmacro %}
+
+{#- The receipt of Idempotency-Key `key`, found taken: its request hash and task, locked, INTO
+    v_existing_hash and v_task_id. -#}
+{% macro receipt_read(key, ind) %}SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
+{{ ind }}  FROM orbit_idempotency i
+{{ ind }} WHERE i.application_id = v_application_id AND i.idempotency_key = {{ key }}
+{{ ind }}   FOR UPDATE{% endmacro %}
+
 {#- The request hash of a submit, over the effective (defaulted) values of the variables with
     prefix `p`: the same expression in orbit_task_submit and orbit_task_submit_many, so a single
     submit and a batch item with the same Idempotency-Key and request replay each other. Every

@@ -175,13 +175,13 @@ body: BEGIN
       FROM orbit_idempotency i
      WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
        FOR UPDATE;
-    IF NOT v_duplicate THEN
-      ROLLBACK;
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
-    END IF;
   ELSE
     INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
     VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
+  END IF;
+  IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
+    ROLLBACK;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
   END IF;
   IF v_duplicate THEN
     ROLLBACK TO SAVEPOINT orbit_submit_task;

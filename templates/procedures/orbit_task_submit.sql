@@ -97,26 +97,15 @@ body: BEGIN
   -- has a receipt replays it (a locking read, which waits for a concurrent first submit).
   SAVEPOINT orbit_submit_task;
   {% call create_task() %};
-  IF v_refusal = 'KEY_BUSY' THEN
-    SELECT COUNT(*) INTO v_duplicate
-      FROM orbit_idempotency i
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
-       FOR UPDATE;
-    IF NOT v_duplicate THEN
-      ROLLBACK;
-      {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
-    END IF;
-  ELSE
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
+  {% call m::receipt_insert("p_idempotency_key", "v_hash", "  ") %};
+  IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
+    ROLLBACK;
+    {% call m::raise("KEY_BUSY", "the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks") %};
   END IF;
   IF v_duplicate THEN
     ROLLBACK TO SAVEPOINT orbit_submit_task;
     SET v_cancelled = 0;
-    SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
-      FROM orbit_idempotency i
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
-       FOR UPDATE;
+    {% call m::receipt_read("p_idempotency_key", "    ") %};
     IF v_existing_hash <> v_hash THEN
       ROLLBACK;
       {% call m::raise("IDEMPOTENCY_CONFLICT", "this Idempotency-Key was used with a different request") %};

@@ -334,28 +334,17 @@ body: BEGIN
                              v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
                              v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
                              0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
-      IF v_refusal = 'KEY_BUSY' THEN
-        SELECT COUNT(*) INTO v_duplicate
-          FROM orbit_idempotency i
-         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
-           FOR UPDATE;
-        IF NOT v_duplicate THEN
-          ROLLBACK;
-          SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
-                                 ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
-          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-        END IF;
-      ELSE
-        INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-        VALUES (v_application_id, v_idempotency_key, v_hash, v_task_id, v_now);
+      {% call m::receipt_insert("v_idempotency_key", "v_hash", "      ") %};
+      IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
+        ROLLBACK;
+        SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
+                               ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
       END IF;
       IF v_duplicate THEN
         ROLLBACK TO SAVEPOINT orbit_submit_task;
         SET v_replaced = 0, v_cancelled = 0;
-        SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
-          FROM orbit_idempotency i
-         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
-           FOR UPDATE;
+        {% call m::receipt_read("v_idempotency_key", "        ") %};
         IF v_existing_hash <> v_hash THEN
           ROLLBACK;
           SET v_message = CONCAT('IDEMPOTENCY_CONFLICT: tasks[', v_i - 1,
