@@ -7197,6 +7197,9 @@ body: BEGIN
   DECLARE v_duplicate TINYINT DEFAULT 0;
   -- 1 when the batch was created whole, its receipts included.
   DECLARE v_batched TINYINT;
+  -- 1 when some Idempotency-Key of the batch has a receipt already (the batch was sent before,
+  -- most often): each task then looks for its receipt before it is created.
+  DECLARE v_resent TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
@@ -7544,12 +7547,19 @@ body: BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_i = 0, v_batched = 0;
+  -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
+  -- whole only to be undone, but goes task by task, each replayed without being created. One
+  -- probe a call.
+  SELECT COUNT(*) INTO v_resent
+    FROM orbit_idempotency i
+   WHERE i.application_id = v_application_id
+     AND i.idempotency_key = IF(JSON_TYPE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) = 'STRING', LEFT(CAST(JSON_UNQUOTE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) AS BINARY), 256), NULL);
   -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
   -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).
   IF v_keyed > 0 AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
     SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
   END IF;
-  IF v_keyed = 0 OR v_policies = 0 THEN
+  IF NOT v_resent AND (v_keyed = 0 OR v_policies = 0) THEN
     SAVEPOINT orbit_submit_batch;
     IF v_keyed = 0 THEN
       -- No concurrency key: every task waits for nothing but its run_at, so the batch is created
@@ -7703,6 +7713,7 @@ body: BEGIN
      LIMIT v_count;
     IF v_duplicate THEN
       ROLLBACK TO SAVEPOINT orbit_submit_batch;
+      SET v_resent = 1;
     ELSE
       SET v_batched = 1, v_created = v_count;
     END IF;
@@ -7723,32 +7734,43 @@ body: BEGIN
          WHERE q.id = v_queue_id;
       END IF;
       -- As orbit_task_submit: the task first, then its receipt, written once; a receipt found
-      -- taken undoes the task, and the same request is a replay.
-      SAVEPOINT orbit_submit_task;
-      CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
-                             v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
-                             v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                             v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                             v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
-                             0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
-      IF v_refusal = 'KEY_BUSY' THEN
+      -- taken undoes the task, and the same request is a replay. In a batch sent again, a
+      -- receipt that exists is read first, and its task is not created (a plain read: a
+      -- concurrent first submit's receipt is met by the insert).
+      IF v_resent THEN
         SELECT COUNT(*) INTO v_duplicate
           FROM orbit_idempotency i
-         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
-           FOR UPDATE;
-      ELSE
-        INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-        VALUES (v_application_id, v_idempotency_key, v_hash, v_task_id, v_now);
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
       END IF;
-      IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
-        ROLLBACK;
-        SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
-                               ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      IF NOT v_duplicate THEN
+        SAVEPOINT orbit_submit_task;
+        CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                               v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                               v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                               v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
+                               v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
+                               0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
+        IF v_refusal = 'KEY_BUSY' THEN
+          SELECT COUNT(*) INTO v_duplicate
+            FROM orbit_idempotency i
+           WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
+             FOR UPDATE;
+        ELSE
+          INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+          VALUES (v_application_id, v_idempotency_key, v_hash, v_task_id, v_now);
+        END IF;
+        IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
+          ROLLBACK;
+          SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
+                                 ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+        IF v_duplicate THEN
+          ROLLBACK TO SAVEPOINT orbit_submit_task;
+          SET v_replaced = 0, v_cancelled = 0;
+        END IF;
       END IF;
       IF v_duplicate THEN
-        ROLLBACK TO SAVEPOINT orbit_submit_task;
-        SET v_replaced = 0, v_cancelled = 0;
         SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
           FROM orbit_idempotency i
          WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key
@@ -8001,8 +8023,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '111a114ca0e3ec62ba470986eedbe5742f352decf6b23323222d80a78c33c608', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '149ca657c7cd16e70a06c2f97fe86d01d212c687dc81ea0ad16acf4d7d9f415c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a33c93e3078f0537229c979bdbf3a282a3b19b5ba101f2ee62fd4332ac315e97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '8b34a0ac2ab0626be5fa9f0040a7f60d4c29ed91a365b879108d8dc3d988c6a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '8b34a0ac2ab0626be5fa9f0040a7f60d4c29ed91a365b879108d8dc3d988c6a5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'eecf88c256c617f04b54e46f03ef5cf9c1dc96d3b7132dd01356b938a4bbc9f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'eecf88c256c617f04b54e46f03ef5cf9c1dc96d3b7132dd01356b938a4bbc9f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -556,6 +556,40 @@ async fn replaying_a_batch_returns_the_same_tasks_and_creates_nothing() {
 }
 
 #[tokio::test]
+async fn a_batch_sent_again_replays_each_task_without_creating_it() {
+    let f = Fixture::new().await;
+    let unkeyed = batch(&f, &f.queue_id, "u", 4);
+    let mut keyed = batch(&f, &f.queue_id, "k", 4);
+    for (i, (_, t)) in keyed.iter_mut().enumerate() {
+        t.concurrency_key = Some(format!("key-{}", i % 2));
+    }
+    for items in [&unkeyed, &keyed] {
+        let first = f.db.task_submit_many(&f.hash, items).await.unwrap();
+        let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
+        // One connection, so its counters are the call's.
+        let mut conn = f.db.pool().acquire().await.unwrap();
+        flush_status(&mut conn).await;
+        let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
+            .bind(&f.hash[..])
+            .bind(tasks.to_string())
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        let replayed: Vec<(i64, u64)> = rows.iter().map(|r| (r.get(1), r.get(2))).collect();
+        let expected: Vec<(i64, u64)> = first.iter().map(|s| (1, s.task.id)).collect();
+        assert_eq!(replayed, expected);
+        // The call and its token and queue checks: no task created (orbit_task_create,
+        // orbit_task_create_keyed_many) and none undone.
+        assert_eq!(session_status(&mut conn, "Com_call_procedure").await, 3);
+        assert_eq!(
+            session_status(&mut conn, "Handler_savepoint_rollback").await,
+            0
+        );
+    }
+    assert_eq!(count(&f, "orbit_task").await, 8);
+}
+
+#[tokio::test]
 async fn a_batch_and_a_single_submit_with_the_same_key_and_body_replay_each_other() {
     let f = Fixture::new().await;
     // Every field given, so the request hash covers non-default values of each.

@@ -117,6 +117,9 @@ body: BEGIN
   DECLARE v_duplicate TINYINT DEFAULT 0;
   -- 1 when the batch was created whole, its receipts included.
   DECLARE v_batched TINYINT;
+  -- 1 when some Idempotency-Key of the batch has a receipt already (the batch was sent before,
+  -- most often): each task then looks for its receipt before it is created.
+  DECLARE v_resent TINYINT;
   DECLARE v_replayed TINYINT;
   DECLARE v_created INT DEFAULT 0;
   DECLARE v_charged TINYINT;
@@ -259,12 +262,19 @@ body: BEGIN
 
   {% call m::begin() %};
   SET v_i = 0, v_batched = 0;
+  -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
+  -- whole only to be undone, but goes task by task, each replayed without being created. One
+  -- probe a call.
+  SELECT COUNT(*) INTO v_resent
+    FROM orbit_idempotency i
+   WHERE i.application_id = v_application_id
+     AND i.idempotency_key = {% call m::idempotency_key("JSON_EXTRACT(p_tasks, '$[0].idempotency_key')") %};
   -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
   -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).
   IF v_keyed > 0 AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
     SELECT COUNT(*) INTO v_policies FROM orbit_key_policy p WHERE p.namespace_id = v_namespace_id;
   END IF;
-  IF v_keyed = 0 OR v_policies = 0 THEN
+  IF NOT v_resent AND (v_keyed = 0 OR v_policies = 0) THEN
     SAVEPOINT orbit_submit_batch;
     IF v_keyed = 0 THEN
       -- No concurrency key: every task waits for nothing but its run_at, so the batch is created
@@ -306,6 +316,7 @@ body: BEGIN
      LIMIT v_count;
     IF v_duplicate THEN
       ROLLBACK TO SAVEPOINT orbit_submit_batch;
+      SET v_resent = 1;
     ELSE
       SET v_batched = 1, v_created = v_count;
     END IF;
@@ -326,24 +337,35 @@ body: BEGIN
          WHERE q.id = v_queue_id;
       END IF;
       -- As orbit_task_submit: the task first, then its receipt, written once; a receipt found
-      -- taken undoes the task, and the same request is a replay.
-      SAVEPOINT orbit_submit_task;
-      CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
-                             v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
-                             v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
-                             v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
-                             v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
-                             0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
-      {% call m::receipt_insert("v_idempotency_key", "v_hash", "      ") %};
-      IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
-        ROLLBACK;
-        SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
-                               ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      -- taken undoes the task, and the same request is a replay. In a batch sent again, a
+      -- receipt that exists is read first, and its task is not created (a plain read: a
+      -- concurrent first submit's receipt is met by the insert).
+      IF v_resent THEN
+        SELECT COUNT(*) INTO v_duplicate
+          FROM orbit_idempotency i
+         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+      END IF;
+      IF NOT v_duplicate THEN
+        SAVEPOINT orbit_submit_task;
+        CALL orbit_task_create(v_application_id, v_namespace_id, v_queue_id, v_handler, v_handler_version,
+                               v_payload_version, v_payload, v_business_key, v_concurrency_key, v_priority,
+                               v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown,
+                               v_deadline_seconds, v_run_at, v_debounce_seconds, v_debounce_max_seconds,
+                               v_idempotency_key, 0 /* p_plan_id */, 0 /* p_plan_version */, v_now,
+                               0 /* p_charge */, v_task_id, v_replaced, v_refusal, v_cancelled);
+        {% call m::receipt_insert("v_idempotency_key", "v_hash", "        ") %};
+        IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
+          ROLLBACK;
+          SET v_message = CONCAT('KEY_BUSY: tasks[', v_i - 1,
+                                 ']: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks');
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        END IF;
+        IF v_duplicate THEN
+          ROLLBACK TO SAVEPOINT orbit_submit_task;
+          SET v_replaced = 0, v_cancelled = 0;
+        END IF;
       END IF;
       IF v_duplicate THEN
-        ROLLBACK TO SAVEPOINT orbit_submit_task;
-        SET v_replaced = 0, v_cancelled = 0;
         {% call m::receipt_read("v_idempotency_key", "        ") %};
         IF v_existing_hash <> v_hash THEN
           ROLLBACK;
