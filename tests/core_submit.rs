@@ -22,6 +22,44 @@ async fn same_key_same_request_replays_the_original() {
 }
 
 #[tokio::test]
+async fn a_replay_reads_its_receipt_and_creates_nothing_to_undo() {
+    let f = Fixture::new().await;
+    // One connection, so its counters are the calls'; the fixture's task, its other fields
+    // defaulted (NULL).
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    for key in ["object/7", ""] {
+        let submit = || {
+            sqlx::query(
+                "CALL orbit_task_submit(?, ?, ?, 'test.handler', 'v1', 'v1', '{}', NULL, ?,
+                                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+            )
+            .bind(&f.hash[..])
+            .bind(format!("op-{key}"))
+            .bind(&f.queue_id)
+            .bind(key)
+        };
+        let created = submit().fetch_one(&mut *conn).await.unwrap();
+        flush_status(&mut conn).await;
+        let again = submit().fetch_one(&mut *conn).await.unwrap();
+        assert_eq!(created.get::<i64, _>(0), 0, "{key:?}");
+        assert_eq!(again.get::<i64, _>(0), 1, "{key:?}: replayed");
+        assert_eq!(again.get::<u64, _>(1), created.get::<u64, _>(1), "{key:?}");
+        // The call, its token and queue check and its field checks (orbit_auth_queue_check,
+        // orbit_task_validate): no orbit_task_create, and nothing undone.
+        assert_eq!(
+            session_status(&mut conn, "Com_call_procedure").await,
+            3,
+            "{key:?}"
+        );
+        assert_eq!(
+            session_status(&mut conn, "Handler_savepoint_rollback").await,
+            0,
+            "{key:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn same_key_with_any_other_field_is_an_idempotency_conflict() {
     let f = Fixture::new().await;
     let t = f.task(&f.queue_id, "object/42");

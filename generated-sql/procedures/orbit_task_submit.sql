@@ -6,7 +6,8 @@
 -- The same (application, Idempotency-Key) with the same request returns the original task with
 -- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task
--- (a submit that finds the row taken undoes the task it had created, and replays).
+-- (a submit that finds the row taken undoes the task it had created, and replays); a replay
+-- after the original committed reads the row and creates nothing.
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
 -- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
@@ -154,13 +155,19 @@ body: BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   -- The task first, then its receipt, written once with the task's id: a keyed task's key row
-  -- comes before the receipt in the lock order. The receipt's insert waits for a concurrent
-  -- first submit of the same Idempotency-Key, then sees it as a duplicate: what the task's
-  -- creation wrote is undone (a key policy's replacements and cancel too) and the original
-  -- replayed. A replay is decided before the key's policy: a refused task whose Idempotency-Key
-  -- has a receipt replays it (a locking read, which waits for a concurrent first submit).
-  SAVEPOINT orbit_submit_task;
-  CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
+  -- comes before the receipt in the lock order. A receipt that exists already (a client's
+  -- retry, most often) is read first, and the task is not created (a plain read). The receipt's
+  -- insert waits for a concurrent first submit of the same Idempotency-Key, then sees it as a
+  -- duplicate: what the task's creation wrote is undone (a key policy's replacements and cancel
+  -- too) and the original replayed. A replay is decided before the key's policy: a refused task
+  -- whose Idempotency-Key has a receipt replays it (a locking read, which waits for a
+  -- concurrent first submit).
+  SELECT COUNT(*) INTO v_duplicate
+    FROM orbit_idempotency i
+   WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+  IF NOT v_duplicate THEN
+    SAVEPOINT orbit_submit_task;
+    CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
                            p_payload_version, p_payload, p_business_key, p_concurrency_key, p_priority,
                            p_max_attempts, p_retry_base_ms, p_retry_max_ms, p_retry_unknown,
                            p_deadline_seconds, CASE WHEN p_run_at IS NOT NULL THEN GREATEST(p_run_at, v_now)
@@ -170,22 +177,25 @@ body: BEGIN
                            COALESCE(p_debounce_max_seconds, 0) /* p_debounce_max_seconds */, p_idempotency_key,
                            0 /* p_plan_id */, 0 /* p_plan_version */, v_now, 0 /* p_charge */, v_task_id, v_replaced,
                            v_refusal, v_cancelled);
-  IF v_refusal = 'KEY_BUSY' THEN
-    SELECT COUNT(*) INTO v_duplicate
-      FROM orbit_idempotency i
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
-       FOR UPDATE;
-  ELSE
-    INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
-    VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
-  END IF;
-  IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
-    ROLLBACK;
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
+    IF v_refusal = 'KEY_BUSY' THEN
+      SELECT COUNT(*) INTO v_duplicate
+        FROM orbit_idempotency i
+       WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
+         FOR UPDATE;
+    ELSE
+      INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
+      VALUES (v_application_id, p_idempotency_key, v_hash, v_task_id, v_now);
+    END IF;
+    IF v_refusal = 'KEY_BUSY' AND NOT v_duplicate THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'KEY_BUSY: the concurrency_key is held or has waiting tasks, and its key policy rejects new tasks';
+    END IF;
+    IF v_duplicate THEN
+      ROLLBACK TO SAVEPOINT orbit_submit_task;
+      SET v_cancelled = 0;
+    END IF;
   END IF;
   IF v_duplicate THEN
-    ROLLBACK TO SAVEPOINT orbit_submit_task;
-    SET v_cancelled = 0;
     SELECT i.request_hash, i.task_id INTO v_existing_hash, v_task_id
       FROM orbit_idempotency i
      WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key
