@@ -6832,8 +6832,8 @@ DELIMITER ;
 -- The same (application, Idempotency-Key) with the same request returns the original task with
 -- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task
--- (a submit that finds the row taken undoes the task it had created, and replays); a replay
--- after the original committed reads the row and creates nothing.
+-- (a submit that finds the row taken undoes the task it had created, and replays); a keyed
+-- replay after the original committed reads the row and creates nothing.
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
 -- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
@@ -6981,16 +6981,20 @@ body: BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   -- The task first, then its receipt, written once with the task's id: a keyed task's key row
-  -- comes before the receipt in the lock order. A receipt that exists already (a client's
-  -- retry, most often) is read first, and the task is not created (a plain read). The receipt's
-  -- insert waits for a concurrent first submit of the same Idempotency-Key, then sees it as a
-  -- duplicate: what the task's creation wrote is undone (a key policy's replacements and cancel
-  -- too) and the original replayed. A replay is decided before the key's policy: a refused task
-  -- whose Idempotency-Key has a receipt replays it (a locking read, which waits for a
-  -- concurrent first submit).
-  SELECT COUNT(*) INTO v_duplicate
-    FROM orbit_idempotency i
-   WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+  -- comes before the receipt in the lock order. The receipt's insert waits for a concurrent
+  -- first submit of the same Idempotency-Key, then sees it as a duplicate: what the task's
+  -- creation wrote is undone (a key policy's replacements and cancel too) and the original
+  -- replayed. A replay is decided before the key's policy: a refused task whose
+  -- Idempotency-Key has a receipt replays it (a locking read, which waits for a concurrent first
+  -- submit). A keyed task's creation takes its key's row and runs its key policy, so for a keyed
+  -- submit a receipt that exists already (a client's retry, most often) is read first (a plain
+  -- read), and the task is not created; an unkeyed task's creation costs less than that read on
+  -- every submit.
+  IF p_concurrency_key <> '' THEN
+    SELECT COUNT(*) INTO v_duplicate
+      FROM orbit_idempotency i
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+  END IF;
   IF NOT v_duplicate THEN
     SAVEPOINT orbit_submit_task;
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
@@ -8032,9 +8036,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_purge', 2, 'f4ac58de200d3ef78601cec127b078c642ece35e58397ce537b627f8e51cd3fc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, 'd09e6527e7f291ce24f7b8be0c0570eef14ccc86058cc5f8333e10c46ecd3c44', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '60855292dedc025fd3c513c00869558bfb9f77533e263290d72364a955db6ba3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a33c93e3078f0537229c979bdbf3a282a3b19b5ba101f2ee62fd4332ac315e97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '6f416ac1a640db5374142cc03eeb15eec6723e2865ffc0ea85c2866ed8c7e796', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '6f416ac1a640db5374142cc03eeb15eec6723e2865ffc0ea85c2866ed8c7e796', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '167a542faa7eef8776b1fcdbb26317abf2a762b8da7e31ce2bb1160af8e3bb85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '167a542faa7eef8776b1fcdbb26317abf2a762b8da7e31ce2bb1160af8e3bb85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -4,8 +4,8 @@
 -- The same (application, Idempotency-Key) with the same request returns the original task with
 -- replayed = 1; with any other field (concurrency_key included) it is an IDEMPOTENCY_CONFLICT.
 -- Concurrent identical submits serialise on the idempotency row: exactly one creates the task
--- (a submit that finds the row taken undoes the task it had created, and replays); a replay
--- after the original committed reads the row and creates nothing.
+-- (a submit that finds the row taken undoes the task it had created, and replays); a keyed
+-- replay after the original committed reads the row and creates nothing.
 -- A keyed task is accepted even while its key is held: it waits (WAITING, lane blocked) without
 -- consuming an attempt, counts against the incomplete-task quota, and its deadline keeps running.
 -- A task with a run_at ahead (p_run_at, p_delay_seconds, p_debounce_seconds) waits in the
@@ -82,16 +82,20 @@ body: BEGIN
 
   {% call m::begin() %};
   -- The task first, then its receipt, written once with the task's id: a keyed task's key row
-  -- comes before the receipt in the lock order. A receipt that exists already (a client's
-  -- retry, most often) is read first, and the task is not created (a plain read). The receipt's
-  -- insert waits for a concurrent first submit of the same Idempotency-Key, then sees it as a
-  -- duplicate: what the task's creation wrote is undone (a key policy's replacements and cancel
-  -- too) and the original replayed. A replay is decided before the key's policy: a refused task
-  -- whose Idempotency-Key has a receipt replays it (a locking read, which waits for a
-  -- concurrent first submit).
-  SELECT COUNT(*) INTO v_duplicate
-    FROM orbit_idempotency i
-   WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+  -- comes before the receipt in the lock order. The receipt's insert waits for a concurrent
+  -- first submit of the same Idempotency-Key, then sees it as a duplicate: what the task's
+  -- creation wrote is undone (a key policy's replacements and cancel too) and the original
+  -- replayed. A replay is decided before the key's policy: a refused task whose
+  -- Idempotency-Key has a receipt replays it (a locking read, which waits for a concurrent first
+  -- submit). A keyed task's creation takes its key's row and runs its key policy, so for a keyed
+  -- submit a receipt that exists already (a client's retry, most often) is read first (a plain
+  -- read), and the task is not created; an unkeyed task's creation costs less than that read on
+  -- every submit.
+  IF p_concurrency_key <> '' THEN
+    SELECT COUNT(*) INTO v_duplicate
+      FROM orbit_idempotency i
+     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+  END IF;
   IF NOT v_duplicate THEN
     SAVEPOINT orbit_submit_task;
     CALL orbit_task_create(v_application_id, v_namespace_id, p_queue_id, p_handler, p_handler_version,
