@@ -5616,10 +5616,10 @@ body: BEGIN
   -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
   -- whole only to be undone, but goes task by task, each replayed without being created. One
   -- probe a call.
+  SET v_idempotency_key = IF(JSON_TYPE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) = 'STRING', LEFT(CAST(JSON_UNQUOTE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) AS BINARY), 256), NULL);
   SELECT COUNT(*) INTO v_resent
     FROM orbit_idempotency i
-   WHERE i.application_id = v_application_id
-     AND i.idempotency_key = IF(JSON_TYPE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) = 'STRING', LEFT(CAST(JSON_UNQUOTE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) AS BINARY), 256), NULL);
+   WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
   -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
   -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).
   IF v_keyed > 0 AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
@@ -7579,9 +7579,9 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '60855292dedc025fd3c513c00869558bfb9f77533e263290d72364a955db6ba3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'a33c93e3078f0537229c979bdbf3a282a3b19b5ba101f2ee62fd4332ac315e97', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '2314e72f9032aba09bb797b3e19885727e2b9e7c295038e19ed3bf381dce4454', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '167a542faa7eef8776b1fcdbb26317abf2a762b8da7e31ce2bb1160af8e3bb85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '167a542faa7eef8776b1fcdbb26317abf2a762b8da7e31ce2bb1160af8e3bb85', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '5d12c4b2032b6b50b75aa1261c8427119ade14e97c1fe47386f20c4141fe8700', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '5d12c4b2032b6b50b75aa1261c8427119ade14e97c1fe47386f20c4141fe8700', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

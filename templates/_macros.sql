@@ -412,14 +412,19 @@
     savepoint, undoing the task, and replays (m::receipt_read). Uses v_application_id and v_now;
     `ind` indents the statement's inner lines. -#}
 {% macro receipt_insert(key, hash, ind) %}IF v_refusal = 'KEY_BUSY' THEN
-{{ ind }}  SELECT COUNT(*) INTO v_duplicate
-{{ ind }}    FROM orbit_idempotency i
-{{ ind }}   WHERE i.application_id = v_application_id AND i.idempotency_key = {{ key }}
-{{ ind }}     FOR UPDATE;
+{{ ind }}  {% call receipt_count("v_duplicate", key, true, ind ~ "  ") %};
 {{ ind }}ELSE
 {{ ind }}  INSERT INTO orbit_idempotency (application_id, idempotency_key, request_hash, task_id, created_at)
 {{ ind }}  VALUES (v_application_id, {{ key }}, {{ hash }}, v_task_id, v_now);
 {{ ind }}END IF{% endmacro %}
+
+{#- Whether Idempotency-Key `key` has a receipt, INTO `into` (0 or 1): a plain read, or with
+    `lock` a locking one, which waits for a concurrent first submit's. `ind` indents the
+    statement's inner lines. -#}
+{% macro receipt_count(into, key, lock, ind) %}SELECT COUNT(*) INTO {{ into }}
+{{ ind }}  FROM orbit_idempotency i
+{{ ind }} WHERE i.application_id = v_application_id AND i.idempotency_key = {{ key }}{% if lock %}
+{{ ind }}   FOR UPDATE{% endif %}{% endmacro %}
 
 {#- The receipt of Idempotency-Key `key`, found taken: its request hash and task, locked, INTO
     v_existing_hash and v_task_id. -#}

@@ -521,6 +521,27 @@ async fn other_tenant_queue(f: &Fixture) -> String {
     .queue_id
 }
 
+/// `items` in one CALL of orbit_task_submit_many on a connection of its own, after FLUSH STATUS:
+/// the rows, and the connection, whose session counters are then the call's.
+async fn submit_many_counted(
+    f: &Fixture,
+    items: &[(String, orbit::db::tasks::NewTask)],
+) -> (
+    Vec<sqlx::mysql::MySqlRow>,
+    sqlx::pool::PoolConnection<sqlx::MySql>,
+) {
+    let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
+    let mut conn = f.db.pool().acquire().await.unwrap();
+    flush_status(&mut conn).await;
+    let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
+        .bind(&f.hash[..])
+        .bind(tasks.to_string())
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    (rows, conn)
+}
+
 async fn count(f: &Fixture, table: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
         .fetch_one(f.db.pool())
@@ -605,16 +626,7 @@ async fn a_batch_sent_again_replays_each_task_without_creating_it() {
     }
     for items in [&unkeyed, &keyed] {
         let first = f.db.task_submit_many(&f.hash, items).await.unwrap();
-        let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
-        // One connection, so its counters are the call's.
-        let mut conn = f.db.pool().acquire().await.unwrap();
-        flush_status(&mut conn).await;
-        let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
-            .bind(&f.hash[..])
-            .bind(tasks.to_string())
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
+        let (rows, mut conn) = submit_many_counted(&f, items).await;
         let replayed: Vec<(i64, u64)> = rows.iter().map(|r| (r.get(1), r.get(2))).collect();
         let expected: Vec<(i64, u64)> = first.iter().map(|s| (1, s.task.id)).collect();
         assert_eq!(replayed, expected);
@@ -1091,16 +1103,7 @@ async fn a_batch_without_keys_is_inserted_whole_with_the_rows_a_single_submit_wr
     items[2].1.retry_base_ms = Some(10);
     items[2].1.retry_max_ms = Some(20);
     items[3].1.queue_id = other_queue.clone();
-    let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
-    // One connection, so its statement counters are the call's.
-    let mut conn = f.db.pool().acquire().await.unwrap();
-    flush_status(&mut conn).await;
-    let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
-        .bind(&f.hash[..])
-        .bind(tasks.to_string())
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
+    let (rows, mut conn) = submit_many_counted(&f, &items).await;
     assert_eq!(rows.len(), 50);
     // Inserted whole: a handful of procedure calls (the credential and queue checks), not one
     // orbit_task_create per task.
@@ -1284,16 +1287,7 @@ async fn a_keyed_batch_is_inserted_whole_and_placed_as_single_submits_place_it()
     );
     let items = keyed_batch_ground(&bulk).await;
     let same = keyed_batch_ground(&single).await;
-    let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
-    // One connection, so its statement counters are the call's.
-    let mut conn = bulk.db.pool().acquire().await.unwrap();
-    flush_status(&mut conn).await;
-    let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
-        .bind(&bulk.hash[..])
-        .bind(tasks.to_string())
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
+    let (rows, mut conn) = submit_many_counted(&bulk, &items).await;
     assert_eq!(rows.len(), items.len());
     let calls = session_status(&mut conn, "Com_call_procedure").await;
     // The call, its token and queue checks (orbit_auth_check, orbit_auth_queue_check) and

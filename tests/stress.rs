@@ -25,6 +25,20 @@ async fn open_tasks(db: &Db) -> i64 {
         .unwrap()
 }
 
+/// One round of a stress run's operator: promotes due retries, and resolves up to 50
+/// NEEDS_REVIEW tasks, each as `resolution` picks.
+async fn promote_and_resolve(db: &Db, hash: &[u8; 32], mut resolution: impl FnMut() -> Resolution) {
+    db.task_promote_due(1000).await.unwrap();
+    let review: Vec<u64> =
+        sqlx::query_scalar("SELECT id FROM orbit_task WHERE state = 'NEEDS_REVIEW' LIMIT 50")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    for id in review {
+        db.task_resolve(hash, id, resolution(), None).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn claimers_keep_every_invariant() {
     let f = Fixture::new().await;
@@ -135,20 +149,14 @@ async fn claimers_keep_every_invariant() {
                 "quota sample violated: active={active} permits={permits} attempts={attempts}"
             );
         }
-        db.task_promote_due(1000).await.unwrap();
-        let review: Vec<u64> =
-            sqlx::query_scalar("SELECT id FROM orbit_task WHERE state = 'NEEDS_REVIEW' LIMIT 50")
-                .fetch_all(db.pool())
-                .await
-                .unwrap();
-        for id in review {
-            let r = [
+        promote_and_resolve(&db, &f.hash, || {
+            [
                 Resolution::Requeue,
                 Resolution::Succeeded,
                 Resolution::Failed,
-            ][rng.gen_range(0..3)];
-            db.task_resolve(&f.hash, id, r, None).await.unwrap();
-        }
+            ][rng.gen_range(0..3)]
+        })
+        .await;
         if open_tasks(&db).await == 0 {
             break;
         }
@@ -238,15 +246,7 @@ async fn keyed_batches_submitted_while_workers_run_keep_every_invariant() {
     for s in submitters {
         s.await.unwrap();
     }
-    let started = Instant::now();
-    while open_tasks(&db).await > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{} tasks never ran",
-            open_tasks(&db).await
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    orbit::testing::until_every_task_ended(db.pool(), Duration::from_secs(120)).await;
     done.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
@@ -393,17 +393,7 @@ async fn grouped_results_racing_recovery_and_cancels_keep_every_invariant() {
     // The operator: resolves NEEDS_REVIEW tasks and promotes retries until every task is done.
     let started = Instant::now();
     while open_tasks(&db).await > 0 {
-        db.task_promote_due(1000).await.unwrap();
-        let review: Vec<u64> =
-            sqlx::query_scalar("SELECT id FROM orbit_task WHERE state = 'NEEDS_REVIEW' LIMIT 50")
-                .fetch_all(db.pool())
-                .await
-                .unwrap();
-        for id in review {
-            db.task_resolve(&f.hash, id, Resolution::Requeue, None)
-                .await
-                .unwrap();
-        }
+        promote_and_resolve(&db, &f.hash, || Resolution::Requeue).await;
         assert!(
             started.elapsed() < Duration::from_secs(240),
             "grouped stress run did not converge; {} tasks open",

@@ -496,10 +496,10 @@ body: BEGIN
   -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
   -- whole only to be undone, but goes task by task, each replayed without being created. One
   -- probe a call.
+  SET v_idempotency_key = IF(JSON_TYPE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) = 'STRING', LEFT(CAST(JSON_UNQUOTE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) AS BINARY), 256), NULL);
   SELECT COUNT(*) INTO v_resent
     FROM orbit_idempotency i
-   WHERE i.application_id = v_application_id
-     AND i.idempotency_key = IF(JSON_TYPE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) = 'STRING', LEFT(CAST(JSON_UNQUOTE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) AS BINARY), 256), NULL);
+   WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
   -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
   -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).
   IF v_keyed > 0 AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN

@@ -92,9 +92,7 @@ body: BEGIN
   -- read), and the task is not created; an unkeyed task's creation costs less than that read on
   -- every submit.
   IF p_concurrency_key <> '' THEN
-    SELECT COUNT(*) INTO v_duplicate
-      FROM orbit_idempotency i
-     WHERE i.application_id = v_application_id AND i.idempotency_key = p_idempotency_key;
+    {% call m::receipt_count("v_duplicate", "p_idempotency_key", false, "    ") %};
   END IF;
   IF NOT v_duplicate THEN
     SAVEPOINT orbit_submit_task;

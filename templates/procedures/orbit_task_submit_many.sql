@@ -265,10 +265,8 @@ body: BEGIN
   -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
   -- whole only to be undone, but goes task by task, each replayed without being created. One
   -- probe a call.
-  SELECT COUNT(*) INTO v_resent
-    FROM orbit_idempotency i
-   WHERE i.application_id = v_application_id
-     AND i.idempotency_key = {% call m::idempotency_key("JSON_EXTRACT(p_tasks, '$[0].idempotency_key')") %};
+  SET v_idempotency_key = {% call m::idempotency_key("JSON_EXTRACT(p_tasks, '$[0].idempotency_key')") %};
+  {% call m::receipt_count("v_resent", "v_idempotency_key", false, "  ") %};
   -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
   -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).
   IF v_keyed > 0 AND v_debounced = 0 AND v_queue_least = v_queue_greatest THEN
@@ -341,9 +339,7 @@ body: BEGIN
       -- receipt that exists is read first, and its task is not created (a plain read: a
       -- concurrent first submit's receipt is met by the insert).
       IF v_resent THEN
-        SELECT COUNT(*) INTO v_duplicate
-          FROM orbit_idempotency i
-         WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
+        {% call m::receipt_count("v_duplicate", "v_idempotency_key", false, "        ") %};
       END IF;
       IF NOT v_duplicate THEN
         SAVEPOINT orbit_submit_task;
