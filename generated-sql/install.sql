@@ -1338,6 +1338,191 @@ BEGIN
 END$$
 DELIMITER ;
 
+-- ---- orbit_attempt_grant (from templates/procedures/orbit_attempt_grant.sql) ----
+-- orbit_attempt_grant: Internal: grant one locked task to a worker session, in the caller's transaction.
+--
+-- One grant of orbit_task_grant, which found the task (a ready candidate, or a hand-off's task),
+-- locked it, and checked what is the session's to check: its state and credential, its queue's
+-- room and the application's quota. Here, the task's own rules, one decision each, in order:
+-- 1. Past its total deadline: the task expires (EXPIRED, with its event), and a keyed task's key
+--    readies the queue's next task in its place.
+-- 2. A keyed task: its key's permit, by the key's policy as it is now, so a change of limit or
+--    rate applies from the key's next grant (p_policies = 0: the namespace had no policy when the
+--    caller's visit began: one holder, no rate). The task goes back to the blocked lane when:
+--    - the key is full (as many hold it as its limit allows: a head left ready when another
+--      queue's task took the key's last slot, or a lowered limit); a release promotes it again;
+--    - the key has granted its largest token (2^64-1), which is never wrapped: blocked_reason
+--      TOKEN_EXHAUSTED and a grant_refused event, and nothing promotes it;
+--    - its rate holds the grant back (orbit_key_rate_check): the key waits for rate_wake_at,
+--      when orbit_task_promote_due promotes it, and nothing polls it meanwhile.
+--    Otherwise it takes the key's lowest free slot (0 on the resource row, else the lowest free
+--    orbit_key_slot row, else a new one after the last) and token highest_token + 1, and the
+--    resource row's version advances.
+-- 3. The attempt: the task's queue permit, and its key permit with the token and version
+--    recorded on it; LEASED until p_expires, or RUNNING at once for a start_on_assign session (see
+--    orbit_session_open). The task moves to it (its row updated once). A key with room left gets
+--    its next task ready in each queue.
+-- No history row: the attempt records the grant (granted_at, session, token) and a start on
+-- assignment (started_at); see orbit_task_event. The quota charge is the caller's, for the
+-- whole grant, last.
+-- Parameters, as the caller read them (its rows, locked): the session's p_session_id,
+--   p_application_id, p_worker_id, p_start (start_on_assign) and p_seq (the claim_seq recorded on
+--   the attempt); the task's p_task_id (WAITING in the ready lane, or blocked as a hand-off),
+--   p_namespace_id, p_queue_id, p_resource_id (0: unkeyed), p_deadline (its total deadline, or
+--   NULL) and p_attempt_no (its attempt_count + 1); p_policies: 1 when the task's namespace has a
+--   key policy; p_now; p_expires: the lease's end.
+-- Out: o_attempt_id: the attempt granted, NULL when the task was not granted; o_expired: 1 when
+--   the task expired (otherwise a task not granted went back to the blocked lane).
+-- Result: none. Signals: none.
+-- Locks: the orbit_session and orbit_task rows (the caller's already); the task's key's
+--   orbit_resource row; the new orbit_attempt row; the key's orbit_key_slot row (a slot above 0;
+--   a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
+--   inserted).
+DROP PROCEDURE IF EXISTS orbit_attempt_grant;
+DELIMITER $$
+CREATE PROCEDURE orbit_attempt_grant(IN p_session_id BIGINT UNSIGNED, IN p_application_id BIGINT UNSIGNED,
+                                     IN p_worker_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_start TINYINT,
+                                     IN p_seq BIGINT UNSIGNED,
+                                     IN p_task_id BIGINT UNSIGNED, IN p_namespace_id BIGINT UNSIGNED,
+                                     IN p_queue_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin, IN p_resource_id BIGINT UNSIGNED,
+                                     IN p_deadline DATETIME(6), IN p_attempt_no INT UNSIGNED,
+                                     IN p_policies TINYINT, IN p_now DATETIME(6), IN p_expires DATETIME(6),
+                                     OUT o_attempt_id BIGINT UNSIGNED, OUT o_expired TINYINT)
+  MODIFIES SQL DATA
+body: BEGIN
+  -- The task's key: its holders, its policy's holder limit and rate, and the permit this grant
+  -- takes (v_key_slot NULL: a new orbit_key_slot row, after v_slot_rows existing ones).
+  DECLARE v_key VARBINARY(764);
+  DECLARE v_highest BIGINT UNSIGNED;
+  DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_holder BIGINT UNSIGNED;
+  DECLARE v_holders SMALLINT UNSIGNED;
+  DECLARE v_key_limit SMALLINT UNSIGNED DEFAULT 1;
+  DECLARE v_rate_grants SMALLINT UNSIGNED DEFAULT 0;
+  DECLARE v_rate_seconds INT UNSIGNED DEFAULT 0;
+  -- A rate: when it lets this grant come, and whether this grant's position of
+  -- orbit_key_rate_log has a row (orbit_key_rate_check).
+  DECLARE v_allowed DATETIME(6);
+  DECLARE v_logged TINYINT;
+  DECLARE v_key_slot SMALLINT UNSIGNED DEFAULT 0;
+  DECLARE v_slot_rows INT;
+  DECLARE v_token BIGINT UNSIGNED DEFAULT 0;
+
+  SET o_attempt_id = NULL, o_expired = 0;
+  -- A keyed task's key row, locked first: its next task is readied under it when this one
+  -- expires (the caller's release already holds a hand-off's).
+  IF p_resource_id <> 0 THEN
+    SELECT r.concurrency_key, r.highest_token, r.version, r.holder_attempt_id, r.holders
+      INTO v_key, v_highest, v_version, v_holder, v_holders
+      FROM orbit_resource r WHERE r.id = p_resource_id FOR UPDATE;
+  END IF;
+
+  -- 1. The deadline.
+  IF p_deadline IS NOT NULL AND p_deadline <= p_now THEN
+    UPDATE orbit_task t
+     SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
+   WHERE t.id = p_task_id;
+  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+  VALUES (p_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
+    IF p_resource_id <> 0 THEN
+      CALL orbit_key_promote(p_resource_id, p_queue_id, p_now);
+    END IF;
+    SET o_expired = 1;
+    LEAVE body;
+  END IF;
+
+  -- 2. The key's permit.
+  IF p_resource_id <> 0 THEN
+    IF p_policies THEN
+      -- A plain read of at most 1000 index entries of the namespace.
+      SELECT p.holder_limit, p.rate_grants, p.rate_per_seconds INTO v_key_limit, v_rate_grants, v_rate_seconds
+        FROM orbit_key_policy p
+       WHERE p.namespace_id = p_namespace_id
+         AND ((p.match_kind = 'exact' AND p.key_pattern = v_key)
+              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(v_key, LENGTH(p.key_pattern))))
+       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
+       LIMIT 1;
+    END IF;
+    IF v_holders >= v_key_limit THEN
+      UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = p_task_id;
+      LEAVE body;
+    END IF;
+    IF v_highest = 18446744073709551615 THEN
+      UPDATE orbit_task t
+         SET t.lane = 'blocked', t.updated_at = p_now,
+             t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
+       WHERE t.id = p_task_id;
+      INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
+      VALUES (p_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', p_now);
+      LEAVE body;
+    END IF;
+    IF v_rate_grants > 0 THEN
+      CALL orbit_key_rate_check(p_resource_id, v_highest, v_rate_grants, v_rate_seconds, p_now, v_allowed, v_logged);
+      IF v_allowed > p_now THEN
+        UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = p_task_id;
+        UPDATE orbit_resource r SET r.rate_wake_at = v_allowed WHERE r.id = p_resource_id;
+        LEAVE body;
+      END IF;
+    END IF;
+    -- The lowest free slot (plain reads, exact under the resource row's lock): slot 0 while the
+    -- resource row has no holder.
+    IF v_holder <> 0 THEN
+      SELECT MIN(IF(s.attempt_id = 0, s.slot, NULL)), COUNT(*) INTO v_key_slot, v_slot_rows
+        FROM orbit_key_slot s
+       WHERE s.resource_id = p_resource_id;
+    END IF;
+    SET v_token = v_highest + 1, v_version = v_version + 1;
+  END IF;
+
+  -- 3. The attempt, the key's permit, and the task's move.
+  INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
+                             concurrency_token, grant_version, key_slot, session_id, worker_id, claim_seq,
+                             quota_slot, state, granted_at, started_at, lease_expires_at)
+  VALUES (p_task_id, p_attempt_no, p_application_id, p_namespace_id, p_queue_id, p_resource_id,
+          v_token, v_version, COALESCE(v_key_slot, v_slot_rows + 1), p_session_id, p_worker_id, p_seq,
+          (p_session_id % 16), IF(p_start, 'RUNNING', 'LEASED'), p_now, IF(p_start, p_now, NULL),
+          p_expires);
+  SET o_attempt_id = LAST_INSERT_ID();
+  IF p_resource_id <> 0 THEN
+    -- The key permit: slot 0 on the resource row, another slot on its orbit_key_slot row. The
+    -- limit read above is kept for the steps that read no policy (m::key_full).
+    UPDATE orbit_resource r
+       SET r.highest_token = v_token, r.version = v_version, r.holders = r.holders + 1,
+           r.holder_attempt_id = IF(v_key_slot = 0, o_attempt_id, r.holder_attempt_id),
+           r.holder_limit = v_key_limit, r.rate_wake_at = NULL, r.updated_at = p_now
+     WHERE r.id = p_resource_id;
+    IF v_key_slot IS NULL THEN
+      INSERT INTO orbit_key_slot (resource_id, slot, attempt_id, updated_at)
+      VALUES (p_resource_id, v_slot_rows + 1, o_attempt_id, p_now);
+    ELSEIF v_key_slot > 0 THEN
+      UPDATE orbit_key_slot s
+         SET s.attempt_id = o_attempt_id, s.updated_at = p_now
+       WHERE s.resource_id = p_resource_id AND s.slot = v_key_slot;
+    END IF;
+    IF v_rate_grants > 0 THEN
+      -- This grant's time, over grant k - G's.
+      IF v_logged THEN
+        UPDATE orbit_key_rate_log l
+           SET l.token = v_token, l.granted_at = p_now
+         WHERE l.resource_id = p_resource_id AND l.position = v_token % v_rate_grants;
+      ELSE
+        INSERT INTO orbit_key_rate_log (resource_id, position, token, granted_at)
+        VALUES (p_resource_id, v_token % v_rate_grants, v_token, p_now);
+      END IF;
+    END IF;
+  END IF;
+  UPDATE orbit_task t
+     SET t.state = IF(p_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = p_attempt_no,
+         t.current_attempt_id = o_attempt_id, t.blocked_reason = '', t.updated_at = p_now
+   WHERE t.id = p_task_id;
+  IF p_resource_id <> 0 AND v_holders + 1 < v_key_limit THEN
+    -- Room for more: the key's next task in each queue becomes ready too (now that this one has
+    -- left the ready lane).
+    CALL orbit_key_promote_all(p_resource_id, p_now);
+  END IF;
+END$$
+DELIMITER ;
+
 -- ---- orbit_attempt_list (from templates/procedures/orbit_attempt_list.sql) ----
 -- orbit_attempt_list: List every attempt of a task, in attempt_no order.
 --
@@ -2695,7 +2880,7 @@ DELIMITER ;
 -- grant times never go back). Both times come from orbit_key_rate_log, one row per position
 -- token mod G; grant k - G from the key's attempts when the log does not hold it (the rate
 -- changed or was just set). Plain reads, exact under the caller's lock on the key's resource row,
--- under which every grant of the key and every log row is written. orbit_task_grant calls this
+-- under which every grant of the key and every log row is written. orbit_attempt_grant calls this
 -- for a key with a rate: a grant that would come before o_allowed goes back to the blocked lane
 -- and the key waits for rate_wake_at (orbit_task_promote_due); one that may come writes its
 -- time at its position of the log (updated when o_logged, inserted otherwise).
@@ -5668,15 +5853,10 @@ DELIMITER ;
 --
 -- The claim itself, shared by orbit_task_claim (a claim on its own) and orbit_attempt_finish (the
 -- releasing transaction grants the session its next tasks, so a hot key is handed on with the
--- result, in one commit). For each task granted: reserves the application's active-attempt quota
--- (once per attempt); creates the attempt (LEASED until p_now + lease; RUNNING at once for a
--- start_on_assign session, see orbit_session_open), which is its queue permit and, for a keyed
--- task, holds a key permit with token highest_token + 1 (the resource row's version advances):
--- the lowest free slot of the key (slot 0 on the resource row, 1 and up in orbit_key_slot) while
--- fewer than its policy's holder_limit hold it, and only when the policy's rate allows
--- (orbit_key_rate_check): a task that would exceed the rate goes back to the blocked lane, and
--- its key waits for rate_wake_at (orbit_task_promote_due). A key with room left after the grant
--- gets its next task ready in each queue.
+-- result, in one commit). This procedure decides which tasks the session gets: it checks the
+-- session, its credential and the application's quota, visits the session's queues, and locks
+-- candidates. orbit_attempt_grant grants each one (its deadline, its key's permit by the key's
+-- policy, the attempt); the quota is charged once, for the whole grant, last.
 -- A grant in a result's transaction (p_results) first takes the hand-off: the next tasks of the
 -- keys those results released, which the releases left in the blocked lane for it
 -- (orbit_attempt.handoff_task_id; see c_handoffs for which it may take), so a hot key goes on
@@ -5688,11 +5868,10 @@ DELIMITER ;
 -- keys from the LIMIT. Queues are visited from a position that rotates per claim (fair across queues);
 -- priority (0 first), then age, orders each queue. Skipped: paused queues, queues at their permit
 -- limit, keyed tasks for a session that did not register concurrency_keys, handlers the session
--- does not run. A ready task found past its deadline is expired here. A key whose token space is
--- exhausted (2^64-1) is refused, never wrapped: its task stays WAITING with blocked_reason
--- TOKEN_EXHAUSTED. Never commits: when nothing was granted, expired or moved back to the blocked
--- lane it rolls back to its own savepoint (the session's claim_seq step included), so the caller's
--- other work is kept.
+-- does not run. A candidate that orbit_attempt_grant expires or sends back to the blocked lane
+-- takes no room, and the scan goes on past it. Never commits: when nothing was granted, expired
+-- or moved back to the blocked lane it rolls back to its own savepoint (the session's claim_seq
+-- step included), so the caller's other work is kept.
 -- Where a scan from the front starts: for a session that lists its handlers, at the first ready
 -- task of one of them (ix_task_handler: one probe per handler, and for a session without
 -- concurrency_keys its first unkeyed one), so the ready tasks of other handlers waiting in front
@@ -5734,13 +5913,12 @@ DELIMITER ;
 -- Result: none. Signals: NOT_FOUND (no such session). A closed or draining session, or a revoked
 --   credential, gets nothing.
 -- Locks, in order: orbit_session row; per queue, the orbit_queue row when it has a permit limit;
---   the hand-off's and the candidates' orbit_task rows (FOR UPDATE SKIP LOCKED); the
---   orbit_resource row of a keyed candidate (a hand-off's, the caller's already); the new
---   orbit_attempt row (its queue permit); the key's orbit_key_slot row (a slot
---   above 0; a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
---   inserted); orbit_application_quota slot rows last: the session's slot alone when the grant
---   fits its share and nothing expired, otherwise every slot of the application in ascending slot
---   order (one locking read) and the exact total checked (orbit_attempt_charge).
+--   the hand-off's and the candidates' orbit_task rows (FOR UPDATE SKIP LOCKED); then, per
+--   candidate, orbit_attempt_grant's: the orbit_resource row of a keyed candidate (a hand-off's,
+--   the caller's already), the new orbit_attempt row (its queue permit), the key's orbit_key_slot
+--   and orbit_key_rate_log rows; orbit_application_quota slot rows last: the session's slot alone
+--   when the grant fits its share and nothing expired, otherwise every slot of the application in
+--   ascending slot order (one locking read) and the exact total checked (orbit_attempt_charge).
 DROP PROCEDURE IF EXISTS orbit_task_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_task_grant(IN p_session_id BIGINT UNSIGNED, IN p_max INT, IN p_lease_ms INT,
@@ -5761,21 +5939,6 @@ body: BEGIN
   DECLARE v_session_state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_credential_id BIGINT UNSIGNED;
   DECLARE v_credential_ok TINYINT DEFAULT 0;
-  DECLARE v_holder BIGINT UNSIGNED;
-  -- The candidate's key: its holders, its policy's holder limit and rate (read at each grant), its
-  -- recent grant times, and the slot this grant takes (NULL: a new orbit_key_slot row, after
-  -- v_slot_rows existing ones).
-  DECLARE v_key VARBINARY(764);
-  DECLARE v_holders SMALLINT UNSIGNED;
-  DECLARE v_key_limit SMALLINT UNSIGNED;
-  DECLARE v_rate_grants SMALLINT UNSIGNED;
-  DECLARE v_rate_seconds INT UNSIGNED;
-  -- A rate: when it lets this grant come, and whether this grant's position of
-  -- orbit_key_rate_log has a row (orbit_key_rate_check).
-  DECLARE v_allowed DATETIME(6);
-  DECLARE v_logged TINYINT;
-  DECLARE v_key_slot SMALLINT UNSIGNED;
-  DECLARE v_slot_rows INT;
   DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_queue_count INT DEFAULT 0;
   DECLARE v_budget BIGINT DEFAULT 0;
@@ -5795,11 +5958,10 @@ body: BEGIN
   DECLARE v_resource_id BIGINT UNSIGNED;
   DECLARE v_deadline DATETIME(6);
   DECLARE v_namespace_id BIGINT UNSIGNED;
-  DECLARE v_highest BIGINT UNSIGNED;
-  DECLARE v_token BIGINT UNSIGNED;
-  DECLARE v_version BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_attempt_no INT UNSIGNED;
+  -- One candidate's grant (orbit_attempt_grant): the attempt, NULL when none; 1 when it expired.
   DECLARE v_attempt_id BIGINT UNSIGNED;
+  DECLARE v_expired_one TINYINT;
   -- The last attempt granted (p_attempt_id).
   DECLARE v_last_attempt_id BIGINT UNSIGNED;
   DECLARE v_slot TINYINT UNSIGNED DEFAULT (p_session_id % 16);
@@ -5855,8 +6017,8 @@ body: BEGIN
   -- the subquery's index). A plain read (a locking one would lock every row it joins): each task
   -- is locked as it is taken.
   DECLARE c_handoffs CURSOR FOR
-    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.priority,
-           t.queue_id, (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
+    SELECT t.id, t.resource_id, t.deadline_at, t.namespace_id, t.attempt_count + 1, t.queue_id,
+           (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = t.namespace_id LIMIT 1) IS NOT NULL
       FROM JSON_TABLE(p_results, '$[*]' COLUMNS (attempt_id BIGINT UNSIGNED PATH '$.attempt_id')) r
       STRAIGHT_JOIN orbit_attempt x FORCE INDEX (PRIMARY) ON x.id = r.attempt_id
       STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY) ON t.id = x.handoff_task_id
@@ -5996,7 +6158,7 @@ body: BEGIN
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
           IF v_handing_off THEN
             FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no,
-                                  v_priority, v_queue_id, v_policies;
+                                  v_queue_id, v_policies;
           ELSE
             FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_priority;
           END IF;
@@ -6009,13 +6171,9 @@ body: BEGIN
           -- queue's next task of the key is readied instead, as a release readies it, for the
           -- scans below) or it was taken already (a result repeated in p_results: the key is
           -- full, and nothing is readied).
-          -- Its key's row is read in the same statement: the caller's release holds it, and
-          -- SKIP LOCKED never skips a row of this transaction's.
           SET v_lock = NULL;
-          SELECT t.id, r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
-            INTO v_lock, v_highest, v_version, v_holder, v_holders, v_key
+          SELECT t.id INTO v_lock
             FROM orbit_task t
-            STRAIGHT_JOIN orbit_resource r FORCE INDEX (PRIMARY) ON r.id = t.resource_id
            WHERE t.id = v_task_id AND t.lane = 'blocked' AND t.blocked_reason = ''
              FOR UPDATE SKIP LOCKED;
           IF v_lock IS NULL THEN
@@ -6029,128 +6187,18 @@ body: BEGIN
               v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
         END IF;
 
-        IF v_resource_id <> 0 THEN
-          IF NOT v_handing_off THEN
-            SELECT r.highest_token, r.version, r.holder_attempt_id, r.holders, r.concurrency_key
-              INTO v_highest, v_version, v_holder, v_holders, v_key
-              FROM orbit_resource r WHERE r.id = v_resource_id FOR UPDATE;
-          END IF;
-          -- The key's policy as it is now: a change of limit or rate applies from the key's next
-          -- grant (a plain read of at most 1000 index entries of the namespace),
-          -- unless the queue's namespace had no policy when the visit began (one holder, no rate).
-          SET v_key_limit = 1, v_rate_grants = 0, v_rate_seconds = 0;
-          IF v_policies THEN
-            SELECT p.holder_limit, p.rate_grants, p.rate_per_seconds INTO v_key_limit, v_rate_grants, v_rate_seconds
-              FROM orbit_key_policy p
-       WHERE p.namespace_id = v_namespace_id
-         AND ((p.match_kind = 'exact' AND p.key_pattern = v_key)
-              OR (p.match_kind = 'prefix' AND p.key_pattern = LEFT(v_key, LENGTH(p.key_pattern))))
-       ORDER BY LENGTH(p.key_pattern) DESC, p.match_kind = 'exact' DESC
-       LIMIT 1;
-          END IF;
-        END IF;
-        IF v_deadline IS NOT NULL AND v_deadline <= p_now THEN
-          UPDATE orbit_task t
-     SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = p_now, t.updated_at = p_now
-   WHERE t.id = v_task_id;
-  INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-  VALUES (v_task_id, 'deadline_expired', 'WAITING', 'EXPIRED', 'total deadline passed before a grant', p_now);
+        -- The task's own rules (its deadline, its key's permit) and the attempt.
+        CALL orbit_attempt_grant(p_session_id, v_application_id, v_worker_id, v_start, v_seq,
+                                 v_task_id, v_namespace_id, v_queue_id, v_resource_id, v_deadline, v_attempt_no,
+                                 v_policies, p_now, v_expires, v_attempt_id, v_expired_one);
+        IF v_attempt_id IS NOT NULL THEN
+          SET v_granted = v_granted + 1, v_handoffs = v_handoffs + v_handing_off, v_queue_room = v_queue_room - 1,
+              v_last_attempt_id = v_attempt_id;
+        ELSEIF v_expired_one THEN
           SET v_expired = v_expired + 1;
-          IF v_resource_id <> 0 THEN
-            CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
-          END IF;
-          ITERATE batch;
-        END IF;
-        IF v_resource_id <> 0 THEN
-          IF v_holders >= v_key_limit THEN
-            -- No room: a head left ready when another queue's task took the key's last slot, or
-            -- a lowered limit. Demote it now; a release promotes it again.
-            UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
-            SET v_demoted = v_demoted + 1;
-            ITERATE batch;
-          END IF;
-          IF v_highest = 18446744073709551615 THEN
-            UPDATE orbit_task t
-               SET t.lane = 'blocked', t.updated_at = p_now,
-                   t.blocked_reason = 'TOKEN_EXHAUSTED: this key has granted its largest token (2^64-1); no wrap-around'
-             WHERE t.id = v_task_id;
-            INSERT INTO orbit_task_event (task_id, event, from_state, to_state, detail, created_at)
-            VALUES (v_task_id, 'grant_refused', 'WAITING', 'WAITING', 'TOKEN_EXHAUSTED', p_now);
-            SET v_demoted = v_demoted + 1;
-            ITERATE batch;
-          END IF;
-          IF v_rate_grants > 0 THEN
-            -- The rate (orbit_key_rate_check): too early, the task goes back to the blocked lane
-            -- and the key waits for rate_wake_at, when orbit_task_promote_due promotes it;
-            -- nothing polls it meanwhile.
-            CALL orbit_key_rate_check(v_resource_id, v_highest, v_rate_grants, v_rate_seconds, p_now, v_allowed, v_logged);
-            IF v_allowed > p_now THEN
-              UPDATE orbit_task t SET t.lane = 'blocked', t.updated_at = p_now WHERE t.id = v_task_id;
-              UPDATE orbit_resource r SET r.rate_wake_at = v_allowed WHERE r.id = v_resource_id;
-              SET v_demoted = v_demoted + 1;
-              ITERATE batch;
-            END IF;
-          END IF;
-          -- The lowest free slot: 0 (the resource row's), else the lowest free orbit_key_slot row,
-          -- else a new row after the last (plain reads, exact under the resource row lock).
-          SET v_key_slot = 0;
-          IF v_holder <> 0 THEN
-            SELECT MIN(IF(s.attempt_id = 0, s.slot, NULL)), COUNT(*) INTO v_key_slot, v_slot_rows
-              FROM orbit_key_slot s
-             WHERE s.resource_id = v_resource_id;
-          END IF;
-          SET v_token = v_highest + 1, v_version = v_version + 1;
         ELSE
-          SET v_token = 0, v_version = 0, v_key_slot = 0;
+          SET v_demoted = v_demoted + 1;
         END IF;
-
-        INSERT INTO orbit_attempt (task_id, attempt_no, application_id, namespace_id, queue_id, resource_id,
-                                   concurrency_token, grant_version, key_slot, session_id, worker_id, claim_seq,
-                                   quota_slot, state, granted_at, started_at, lease_expires_at)
-        VALUES (v_task_id, v_attempt_no, v_application_id, v_namespace_id, v_queue_id, v_resource_id,
-                v_token, v_version, COALESCE(v_key_slot, v_slot_rows + 1), p_session_id, v_worker_id, v_seq,
-                v_slot, IF(v_start, 'RUNNING', 'LEASED'), p_now, IF(v_start, p_now, NULL), v_expires);
-        SET v_attempt_id = LAST_INSERT_ID();
-        IF v_resource_id <> 0 THEN
-          -- The key permit, with the token and version recorded on the attempt: slot 0 on the
-          -- resource row, another slot on its orbit_key_slot row. The limit and the grant times
-          -- read above are kept for the steps that read no policy (m::key_full).
-          UPDATE orbit_resource r
-             SET r.highest_token = v_token, r.version = v_version, r.holders = r.holders + 1,
-                 r.holder_attempt_id = IF(v_key_slot = 0, v_attempt_id, r.holder_attempt_id),
-                 r.holder_limit = v_key_limit, r.rate_wake_at = NULL, r.updated_at = p_now
-           WHERE r.id = v_resource_id;
-          IF v_key_slot IS NULL THEN
-            INSERT INTO orbit_key_slot (resource_id, slot, attempt_id, updated_at)
-            VALUES (v_resource_id, v_slot_rows + 1, v_attempt_id, p_now);
-          ELSEIF v_key_slot > 0 THEN
-            UPDATE orbit_key_slot s
-               SET s.attempt_id = v_attempt_id, s.updated_at = p_now
-             WHERE s.resource_id = v_resource_id AND s.slot = v_key_slot;
-          END IF;
-          IF v_rate_grants > 0 THEN
-            -- This grant's time, over grant k - G's.
-            IF v_logged THEN
-              UPDATE orbit_key_rate_log l
-                 SET l.token = v_token, l.granted_at = p_now
-               WHERE l.resource_id = v_resource_id AND l.position = v_token % v_rate_grants;
-            ELSE
-              INSERT INTO orbit_key_rate_log (resource_id, position, token, granted_at)
-              VALUES (v_resource_id, v_token % v_rate_grants, v_token, p_now);
-            END IF;
-          END IF;
-        END IF;
-        UPDATE orbit_task t
-           SET t.state = IF(v_start, 'RUNNING', 'LEASED'), t.lane = 'none', t.attempt_count = v_attempt_no,
-               t.current_attempt_id = v_attempt_id, t.blocked_reason = '', t.updated_at = p_now
-         WHERE t.id = v_task_id;
-        IF v_resource_id <> 0 AND v_holders + 1 < v_key_limit THEN
-          -- Room for more: the key's next task in each queue becomes ready too (now that this
-          -- one has left the ready lane).
-          CALL orbit_key_promote_all(v_resource_id, p_now);
-        END IF;
-        SET v_granted = v_granted + 1, v_handoffs = v_handoffs + v_handing_off, v_queue_room = v_queue_room - 1,
-            v_last_attempt_id = v_attempt_id;
       END LOOP batch;
       IF v_handing_off THEN
         CLOSE c_handoffs;
@@ -6215,8 +6263,6 @@ body: BEGIN
       LEAVE body;
     END IF;
   END IF;
-  -- No history row: the attempt records the grant (granted_at, session, token) and a start on
-  -- assignment (started_at); see orbit_task_event.
   SET p_seq = v_seq, p_granted = v_granted, p_handoffs = v_handoffs, p_room = p_room - v_granted, p_attempt_id = v_last_attempt_id;
 END$$
 DELIMITER ;
@@ -7980,6 +8026,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '460a1665ae235ab204c58895b4118e1ea9cf0b324d4bb96160bd30e8f9e4c31c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'd0ac95463f9a0119cd77036b8ca48900282437a7fbac4f18f7a9c1c5e1a98c9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_grant', 2, '361574080cc1e26bbdb9f3322d3cdb1f6230e0f7ec509119e08859aef323ad13', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7999,7 +8046,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, '0a6b193050f202623eeb9dc51c01d738c11bc2230935b40ce10c96127c942c6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote', 2, '87f7d11b77a852e88b305408b65975a63ba1646ca32bdd7650e2312b12467db0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_promote_all', 2, 'cfa1a72d6141189ff17b36975c7240c3f3c0d3038bca601e43077ee443a1a081', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_rate_check', 2, '9d5c6ae8aa085a2b3b34fb67039812812da2a639e8bc55e1a8e3abaaf3767b8d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_rate_check', 2, '58046b7f9799dd4ac5e76fbb0f4861790fe353ba3f08bdf70d2feacfeb18798f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_release', 2, '8d4e0823703c756a3fbc5287343979ddf784bb8fb8e0ac6bec7d771c7dcc220f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_validate', 1, '964746141b2ec3e131ff7eafd52b78304893cb52e44f6c6a8fe5898c3badfa48', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_lease_recover', 2, 'c3537f50ea3c3eea8f70860bb3126ee615d926a594f741aada970a6b9ebbc04a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8029,7 +8076,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '4a235e851fb21ff9e3e82b11f9d9f27e74b15524c0cfedd2f552713300067c3a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'f398517af617ddeec8f992114f8253b5645b1a4337c94c701db0d21c05a51ea0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'c9a209507be5086be77381d07bac30a0c0bbdf33cf3b3452c07eabdfff4d9e55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8040,5 +8087,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '2314e72f9032aba09bb797b3e19885727e2b9e7c295038e19ed3bf381dce4454', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '5d12c4b2032b6b50b75aa1261c8427119ade14e97c1fe47386f20c4141fe8700', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '5d12c4b2032b6b50b75aa1261c8427119ade14e97c1fe47386f20c4141fe8700', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '1db70af20635a840de218ab18a88db20f8e7b6476b7b3129587f1891c894bb2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '1db70af20635a840de218ab18a88db20f8e7b6476b7b3129587f1891c894bb2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -305,6 +305,41 @@ async fn a_ready_task_past_its_deadline_is_expired_not_granted() {
 }
 
 #[tokio::test]
+async fn a_keyed_task_expired_at_its_grant_readies_its_keys_next_task() {
+    // The key's ready head expires when a claim finds it; the key's next task, blocked behind it
+    // (one ready task per key and queue), takes its place in the ready lane, and the key's token
+    // is untouched until that task is granted.
+    let f = Fixture::new().await;
+    let mut t = f.task(&f.queue_id, "k");
+    t.deadline_seconds = Some(60);
+    let late = f.submit_task(&t).await;
+    let next = f.submit(&f.queue_id, "k").await;
+    assert_eq!(f.lane(next.id).await, "blocked");
+    sqlx::query(
+        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
+    )
+    .bind(late.id)
+    .execute(f.db.pool())
+    .await
+    .unwrap();
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let first = f.db.task_claim(s, 1, 30_000).await.unwrap();
+    assert_eq!(
+        f.db.task_get(&f.hash, late.id).await.unwrap().state,
+        TaskState::Expired
+    );
+    let granted = if first.is_empty() {
+        assert_eq!(f.lane(next.id).await, "ready");
+        f.db.task_claim(s, 1, 30_000).await.unwrap()
+    } else {
+        first
+    };
+    assert_eq!(granted.len(), 1);
+    assert_eq!(granted[0].task.id, next.id);
+    assert_eq!(granted[0].concurrency_token, 1);
+}
+
+#[tokio::test]
 async fn candidates_that_expire_do_not_use_up_a_claim() {
     // The claim locks its candidates a batch at a time: the first batch of three holds the two
     // past their deadline, and the next batch finds the rest.

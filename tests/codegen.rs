@@ -217,8 +217,9 @@ fn a_changed_release_migration_is_refused_and_never_rewritten() {
 /// The objects extension 2 adds (among them the key policies' tables, the operator CLI's
 /// credential list, the key inspector and its metrics, the sweep of silent sessions, and the
 /// internal procedures the hot paths call for a batch or a rare case), in name order.
-const ADDED_IN_2: [&str; 20] = [
+const ADDED_IN_2: [&str; 21] = [
     "orbit_attempt_charge",
+    "orbit_attempt_grant",
     "orbit_credential_list",
     "orbit_key_get",
     "orbit_key_list",

@@ -8,7 +8,7 @@
 -- grant times never go back). Both times come from orbit_key_rate_log, one row per position
 -- token mod G; grant k - G from the key's attempts when the log does not hold it (the rate
 -- changed or was just set). Plain reads, exact under the caller's lock on the key's resource row,
--- under which every grant of the key and every log row is written. orbit_task_grant calls this
+-- under which every grant of the key and every log row is written. orbit_attempt_grant calls this
 -- for a key with a rate: a grant that would come before o_allowed goes back to the blocked lane
 -- and the key waits for rate_wake_at (orbit_task_promote_due); one that may come writes its
 -- time at its position of the log (updated when o_logged, inserted otherwise).

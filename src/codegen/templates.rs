@@ -166,6 +166,7 @@ registry! {
     Procedure orbit_attempt_end => "procedures/orbit_attempt_end.sql",
     Procedure orbit_attempt_finish => "procedures/orbit_attempt_finish.sql",
     Procedure orbit_attempt_get => "procedures/orbit_attempt_get.sql",
+    Procedure orbit_attempt_grant => "procedures/orbit_attempt_grant.sql",
     Procedure orbit_attempt_list => "procedures/orbit_attempt_list.sql",
     Procedure orbit_attempt_renew => "procedures/orbit_attempt_renew.sql",
     Procedure orbit_attempt_start => "procedures/orbit_attempt_start.sql",
