@@ -34,10 +34,10 @@
 -- Out: o_attempt_id: the attempt granted, NULL when the task was not granted; o_expired: 1 when
 --   the task expired (otherwise a task not granted went back to the blocked lane).
 -- Result: none. Signals: none.
--- Locks: the orbit_session and orbit_task rows (the caller's already); the task's key's
---   orbit_resource row; the new orbit_attempt row; the key's orbit_key_slot row (a slot above 0;
---   a new one is inserted) and orbit_key_rate_log row (a key with a rate; a new one is
---   inserted).
+-- Locks: the caller holds the orbit_session and orbit_task rows. Then the task's key's
+--   orbit_resource row (a hand-off's, the caller's already); the new orbit_attempt row; the
+--   key's orbit_key_slot row (a slot above 0; a new one is inserted) and orbit_key_rate_log row
+--   (a key with a rate; a new one is inserted).
 CREATE PROCEDURE orbit_attempt_grant(IN p_session_id BIGINT UNSIGNED, IN p_application_id BIGINT UNSIGNED,
                                      IN p_worker_id VARCHAR(191) {{ c.utf8 }}, IN p_start TINYINT,
                                      IN p_seq BIGINT UNSIGNED,
