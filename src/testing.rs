@@ -263,6 +263,17 @@ impl Fixture {
         .expect("make due");
     }
 
+    /// Puts a task's total deadline a second behind it (a deterministic clock jump).
+    pub async fn pass_deadline(&self, task_id: u64) {
+        sqlx::query(
+            "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
+        )
+        .bind(task_id)
+        .execute(&self.test_db.pool)
+        .await
+        .expect("pass deadline");
+    }
+
     /// The dispatch lane of a task (white-box: proves where blocked tasks sit).
     pub async fn lane(&self, task_id: u64) -> String {
         let lane: Vec<u8> =

@@ -286,13 +286,7 @@ async fn a_ready_task_past_its_deadline_is_expired_not_granted() {
     let mut t = f.task(&f.queue_id, "k");
     t.deadline_seconds = Some(60);
     let late = f.submit_task(&t).await;
-    sqlx::query(
-        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
-    )
-    .bind(late.id)
-    .execute(f.db.pool())
-    .await
-    .unwrap();
+    f.pass_deadline(late.id).await;
     let s = f.session("w", true, &[&f.queue_id]).await;
     assert_eq!(f.incomplete_tasks().await, 1);
     assert!(f.db.task_claim(s, 10, 30_000).await.unwrap().is_empty());
@@ -315,13 +309,7 @@ async fn a_keyed_task_expired_at_its_grant_readies_its_keys_next_task() {
     let late = f.submit_task(&t).await;
     let next = f.submit(&f.queue_id, "k").await;
     assert_eq!(f.lane(next.id).await, "blocked");
-    sqlx::query(
-        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
-    )
-    .bind(late.id)
-    .execute(f.db.pool())
-    .await
-    .unwrap();
+    f.pass_deadline(late.id).await;
     let s = f.session("w", true, &[&f.queue_id]).await;
     let first = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(
@@ -350,14 +338,8 @@ async fn candidates_that_expire_do_not_use_up_a_claim() {
         t.deadline_seconds = Some(60);
         ids.push(f.submit_task(&t).await.id);
     }
-    sqlx::query(
-        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id IN (?, ?)",
-    )
-    .bind(ids[0])
-    .bind(ids[1])
-    .execute(f.db.pool())
-    .await
-    .unwrap();
+    f.pass_deadline(ids[0]).await;
+    f.pass_deadline(ids[1]).await;
     let s = f.session("w", true, &[&f.queue_id]).await;
     let granted: Vec<u64> =
         f.db.task_claim(s, 3, 30_000)

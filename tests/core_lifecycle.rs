@@ -574,13 +574,7 @@ async fn deadlines_expire_waiting_and_blocked_tasks() {
     let swept = f.db.task_expire_due(100).await.unwrap();
     assert_eq!(swept.count, 0);
     assert!(swept.next_due_at.is_some());
-    sqlx::query(
-        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
-    )
-    .bind(blocked.id)
-    .execute(f.db.pool())
-    .await
-    .unwrap();
+    f.pass_deadline(blocked.id).await;
     assert_eq!(f.db.task_expire_due(100).await.unwrap().count, 1);
     assert_eq!(
         f.db.task_get(&f.hash, blocked.id).await.unwrap().state,

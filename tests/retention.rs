@@ -114,13 +114,7 @@ async fn a_purge_deletes_exactly_the_expired_finished_tasks_with_their_attempts_
             .unwrap()
             .task
             .id;
-    sqlx::query(
-        "UPDATE orbit_task SET deadline_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?",
-    )
-    .bind(expired)
-    .execute(f.db.pool())
-    .await
-    .unwrap();
+    f.pass_deadline(expired).await;
     assert_eq!(f.db.task_expire_due(10).await.unwrap().count, 1);
     let running =
         f.db.task_submit(&f.hash, "i-running", &once)
