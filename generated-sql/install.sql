@@ -188,7 +188,7 @@ CREATE TABLE IF NOT EXISTS orbit_idempotency (
 -- of its keys).
 -- on_busy: see the column; 'cancel_running' ends the key's oldest holder at once
 -- (orbit_task_create). holder_limit and the rate are read by every grant of the key
--- (orbit_task_grant), so a change applies from the key's next grant: a lowered limit never ends a
+-- (orbit_attempt_grant), so a change applies from the key's next grant: a lowered limit never ends a
 -- held permit, it only holds back grants until fewer hold the key. on_busy is read by a submit.
 -- A policy matches one key exactly (match_kind 'exact') or every key that starts with its
 -- key_pattern ('prefix', e.g. 'customer/'). For a key, the longest matching pattern wins, and an
@@ -1365,19 +1365,24 @@ DELIMITER ;
 -- No history row: the attempt records the grant (granted_at, session, token) and a start on
 -- assignment (started_at); see orbit_task_event. The quota charge is the caller's, for the
 -- whole grant, last.
--- Parameters, as the caller read them (its rows, locked): the session's p_session_id,
+-- Parameters, as the caller read them: the session's (its row locked by the caller) p_session_id,
 --   p_application_id, p_worker_id, p_start (start_on_assign) and p_seq (the claim_seq recorded on
---   the attempt); the task's p_task_id (WAITING in the ready lane, or blocked as a hand-off),
---   p_namespace_id, p_queue_id, p_resource_id (0: unkeyed), p_deadline (its total deadline, or
---   NULL) and p_attempt_no (its attempt_count + 1); p_policies: 1 when the task's namespace has a
---   key policy; p_now; p_expires: the lease's end.
+--   the attempt); the task's (its row locked by the caller, after its scan or its hand-off's read)
+--   p_task_id (WAITING in the ready lane, or blocked as a hand-off), p_namespace_id, p_queue_id,
+--   p_resource_id (0: unkeyed), p_deadline (its total deadline, or NULL) and p_attempt_no (its
+--   attempt_count + 1); p_policies: 1 when the task's namespace has a key policy; p_now;
+--   p_expires: the lease's end.
 -- Out: o_attempt_id: the attempt granted, NULL when the task was not granted; o_expired: 1 when
---   the task expired (otherwise a task not granted went back to the blocked lane).
+--   the task expired, and the caller gives back its incomplete-task charge with its quota work
+--   (otherwise a task not granted went back to the blocked lane).
 -- Result: none. Signals: none.
 -- Locks: the caller holds the orbit_session and orbit_task rows. Then the task's key's
---   orbit_resource row (a hand-off's, the caller's already); the new orbit_attempt row; the
---   key's orbit_key_slot row (a slot above 0; a new one is inserted) and orbit_key_rate_log row
---   (a key with a rate; a new one is inserted).
+--   orbit_resource row (a hand-off's is held already, by the release that handed it off); the
+--   new orbit_attempt row (or, for a task that expires or is refused, a new orbit_task_event
+--   row); the key's orbit_key_slot row (a slot above 0; a new one is inserted) and
+--   orbit_key_rate_log row (a key with a rate; a new one is inserted); the key's next tasks that
+--   orbit_key_promote or orbit_key_promote_all readies, orbit_task rows (FOR UPDATE SKIP
+--   LOCKED).
 DROP PROCEDURE IF EXISTS orbit_attempt_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_grant(IN p_session_id BIGINT UNSIGNED, IN p_application_id BIGINT UNSIGNED,
@@ -1410,7 +1415,7 @@ body: BEGIN
 
   SET o_attempt_id = NULL, o_expired = 0;
   -- A keyed task's key row, locked first: its next task is readied under it when this one
-  -- expires (the caller's release already holds a hand-off's).
+  -- expires (a hand-off's is held already, by the release that handed it off).
   IF p_resource_id <> 0 THEN
     SELECT r.concurrency_key, r.highest_token, r.version, r.holder_attempt_id, r.holders
       INTO v_key, v_highest, v_version, v_holder, v_holders
@@ -4973,8 +4978,8 @@ DELIMITER ;
 -- ---- orbit_task_claim (from templates/procedures/orbit_task_claim.sql) ----
 -- orbit_task_claim: Grant up to p_max ready tasks to a worker session, in one transaction.
 --
--- Runs orbit_task_grant (what is granted, in which order, and what is skipped is described there)
--- and commits. A claim that grants nothing writes nothing (no durable commit): idle sessions woken
+-- Runs orbit_task_grant (which tasks are granted, in which order, and what is skipped is described
+-- there; each grant's own rules in orbit_attempt_grant) and commits. A claim that grants nothing writes nothing (no durable commit): idle sessions woken
 -- by the dispatch signal cost the server no log flush.
 -- Parameters: p_session_id; p_max 1-1000 (the session's free capacity); p_lease_ms 1000-3600000.
 -- Result (0..p_max rows, one per grant):
@@ -8007,7 +8012,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_environment', 1, '532f3974e8e2e22e847d3e7d7b40ebf05669ad39871ca25719f9fd40eec235e1', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_extension', 2, 'da0e9244bd005340e8d6c377a34aa06f024cb7567576186ceca033587f1cd2b7', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_idempotency', 1, '39f63ce90ae9847dee9c49a012379485803406b77048cfdd176bd087c9756a1b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_policy', 2, 'd00faa058f86bb1afe91a4a0a928c2f14b1f89a6a6b86484bb48ce81df60376b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_policy', 2, '2909ec7c7a8969a3e5cc06bff1f73672e95db0e1bfe644ad4da6a16bafdf2772', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_rate_log', 2, '98278b14dfc934a154075efcb36596fa45d226983d89605d76dcb2909897ca57', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_key_slot', 2, '9569e16cf4356ca6ab39549a0729958e2dd7a495917790e6e62b5f839208bd47', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_namespace', 1, 'd741e13933f4df14231f86faf60e59282dd22d3d5a7dbdd0ecf25d15e3e1691a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8026,7 +8031,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '460a1665ae235ab204c58895b4118e1ea9cf0b324d4bb96160bd30e8f9e4c31c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'd0ac95463f9a0119cd77036b8ca48900282437a7fbac4f18f7a9c1c5e1a98c9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_get', 1, '86e7f13e2f21849dcfaaa14741b39e5d4c46e5202ef255dc178a714c20806732', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_grant', 2, '20ff7b0a2091af10767261d34e537b4ed6e5820d20050f6b3f632c30232ed83d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_grant', 2, 'ec38ce4a35e11d8a96ca95eb80afc81e90ca9615db751a6aabff1989a2df7142', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_list', 1, '448c91f2b6a2b71af4869116329194d8867365dbdcdabc67a62efae2c7f97738', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8070,7 +8075,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_session_sweep', 2, '60e6b4c303f3f5d389c11cad89ffe2275f2ce022f28c208bc77eb8298fc76c2d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_cancel', 2, '8ac34848059d011b9572033424485e7fed0815de5afe20d6763e94a8d956ba61', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'e1cb6d9de9978bd8d4ff164e3c96311a38f9682c2f66ebc8f2ad6ba5fbacd57a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'd601c6a49ff92a26d86a977979ad272f8068445e2afd99f73e35e486047aff56', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'a1ef4eef66dc5a3b76865cbdff38e1ba3d4a8a3c8c9f24646026eeedb6d3abc2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, 'dc2f788923b354cdd5f38c30d29845aabce0f47094b811d80ffb013af8590f40', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8087,5 +8092,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '2314e72f9032aba09bb797b3e19885727e2b9e7c295038e19ed3bf381dce4454', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '694859daec67711822b043c9d5bfdeda81db91eef6609a795929ce418f9c161c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '694859daec67711822b043c9d5bfdeda81db91eef6609a795929ce418f9c161c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ba9a832ba4ed33060fed6a89a5906c85b822ba9b79a7cec85254f99cc3218585', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ba9a832ba4ed33060fed6a89a5906c85b822ba9b79a7cec85254f99cc3218585', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -492,9 +492,10 @@
 
 {#- Expires waiting task `task` (state `from_state`) whose total deadline has passed: the task
     row and its history row, `detail` saying where it was found. The caller holds the task row
-    (and, for a ready keyed task, its key's row: it promotes the key's next task after) and gives
-    back the task's incomplete-task charge with its quota work. Shared by orbit_task_expire_due
-    and orbit_attempt_grant (a candidate found past its deadline). -#}
+    (and, for a ready keyed task, its key's row: it promotes the key's next task after), and the
+    transaction gives back the task's incomplete-task charge with its quota work. Shared by
+    orbit_task_expire_due and orbit_attempt_grant (a candidate found past its deadline, whose
+    charge orbit_task_grant gives back). -#}
 {% macro task_expire(task, from_state, detail, now) %}UPDATE orbit_task t
      SET t.state = 'EXPIRED', t.lane = 'none', t.finished_at = {{ now }}, t.updated_at = {{ now }}
    WHERE t.id = {{ task }};

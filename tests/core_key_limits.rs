@@ -1,4 +1,4 @@
-//! Key policies' `limit` and `rate` at the SQL level (orbit_task_grant, orbit_key_release,
+//! Key policies' `limit` and `rate` at the SQL level (orbit_attempt_grant, orbit_key_release,
 //! orbit_task_promote_due): up to N holders of a key, each in a slot no live holder shares and
 //! with a strictly larger token; a lowered limit never ends a held permit; a rate never lets more
 //! than `grants` grants through in any window, and the key waits in the blocked lane until

@@ -27,19 +27,24 @@
 -- No history row: the attempt records the grant (granted_at, session, token) and a start on
 -- assignment (started_at); see orbit_task_event. The quota charge is the caller's, for the
 -- whole grant, last.
--- Parameters, as the caller read them (its rows, locked): the session's p_session_id,
+-- Parameters, as the caller read them: the session's (its row locked by the caller) p_session_id,
 --   p_application_id, p_worker_id, p_start (start_on_assign) and p_seq (the claim_seq recorded on
---   the attempt); the task's p_task_id (WAITING in the ready lane, or blocked as a hand-off),
---   p_namespace_id, p_queue_id, p_resource_id (0: unkeyed), p_deadline (its total deadline, or
---   NULL) and p_attempt_no (its attempt_count + 1); p_policies: 1 when the task's namespace has a
---   key policy; p_now; p_expires: the lease's end.
+--   the attempt); the task's (its row locked by the caller, after its scan or its hand-off's read)
+--   p_task_id (WAITING in the ready lane, or blocked as a hand-off), p_namespace_id, p_queue_id,
+--   p_resource_id (0: unkeyed), p_deadline (its total deadline, or NULL) and p_attempt_no (its
+--   attempt_count + 1); p_policies: 1 when the task's namespace has a key policy; p_now;
+--   p_expires: the lease's end.
 -- Out: o_attempt_id: the attempt granted, NULL when the task was not granted; o_expired: 1 when
---   the task expired (otherwise a task not granted went back to the blocked lane).
+--   the task expired, and the caller gives back its incomplete-task charge with its quota work
+--   (otherwise a task not granted went back to the blocked lane).
 -- Result: none. Signals: none.
 -- Locks: the caller holds the orbit_session and orbit_task rows. Then the task's key's
---   orbit_resource row (a hand-off's, the caller's already); the new orbit_attempt row; the
---   key's orbit_key_slot row (a slot above 0; a new one is inserted) and orbit_key_rate_log row
---   (a key with a rate; a new one is inserted).
+--   orbit_resource row (a hand-off's is held already, by the release that handed it off); the
+--   new orbit_attempt row (or, for a task that expires or is refused, a new orbit_task_event
+--   row); the key's orbit_key_slot row (a slot above 0; a new one is inserted) and
+--   orbit_key_rate_log row (a key with a rate; a new one is inserted); the key's next tasks that
+--   orbit_key_promote or orbit_key_promote_all readies, orbit_task rows (FOR UPDATE SKIP
+--   LOCKED).
 DROP PROCEDURE IF EXISTS orbit_attempt_grant;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_grant(IN p_session_id BIGINT UNSIGNED, IN p_application_id BIGINT UNSIGNED,
@@ -72,7 +77,7 @@ body: BEGIN
 
   SET o_attempt_id = NULL, o_expired = 0;
   -- A keyed task's key row, locked first: its next task is readied under it when this one
-  -- expires (the caller's release already holds a hand-off's).
+  -- expires (a hand-off's is held already, by the release that handed it off).
   IF p_resource_id <> 0 THEN
     SELECT r.concurrency_key, r.highest_token, r.version, r.holder_attempt_id, r.holders
       INTO v_key, v_highest, v_version, v_holder, v_holders

@@ -3,8 +3,8 @@
 
 -- orbit_task_claim: Grant up to p_max ready tasks to a worker session, in one transaction.
 --
--- Runs orbit_task_grant (what is granted, in which order, and what is skipped is described there)
--- and commits. A claim that grants nothing writes nothing (no durable commit): idle sessions woken
+-- Runs orbit_task_grant (which tasks are granted, in which order, and what is skipped is described
+-- there; each grant's own rules in orbit_attempt_grant) and commits. A claim that grants nothing writes nothing (no durable commit): idle sessions woken
 -- by the dispatch signal cost the server no log flush.
 -- Parameters: p_session_id; p_max 1-1000 (the session's free capacity); p_lease_ms 1000-3600000.
 -- Result (0..p_max rows, one per grant):

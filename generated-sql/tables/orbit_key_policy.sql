@@ -6,7 +6,7 @@
 -- of its keys).
 -- on_busy: see the column; 'cancel_running' ends the key's oldest holder at once
 -- (orbit_task_create). holder_limit and the rate are read by every grant of the key
--- (orbit_task_grant), so a change applies from the key's next grant: a lowered limit never ends a
+-- (orbit_attempt_grant), so a change applies from the key's next grant: a lowered limit never ends a
 -- held permit, it only holds back grants until fewer hold the key. on_busy is read by a submit.
 -- A policy matches one key exactly (match_kind 'exact') or every key that starts with its
 -- key_pattern ('prefix', e.g. 'customer/'). For a key, the longest matching pattern wins, and an
