@@ -2477,7 +2477,8 @@ BEGIN
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
-    SET v_resource_id = JSON_VALUE(v_keys, CONCAT('$[', v_i, ']'));
+    -- (JSON_EXTRACT: MySQL's JSON_VALUE takes only a literal path.)
+    SET v_resource_id = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
     SELECT MIN(h.attempt_id) INTO v_holder
     FROM (SELECT r.holder_attempt_id AS attempt_id FROM orbit_resource r
            WHERE r.id = v_resource_id AND r.holder_attempt_id <> 0
@@ -2599,7 +2600,7 @@ BEGIN
                     (SELECT o.run_at FROM orbit_task o
                       WHERE o.id = (SELECT MIN((SELECT t.id FROM orbit_task t FORCE INDEX (ix_task_dispatch)
                                                  WHERE t.queue_id = q.id AND t.lane = 'blocked' AND t.priority = p.p
-                                                 ORDER BY t.id LIMIT 1))
+                                                 ORDER BY t.queue_id, t.priority, t.id LIMIT 1))
                                       FROM (SELECT 0 AS p UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3
                                             UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7
                                             UNION ALL SELECT 8 UNION ALL SELECT 9) p)),
@@ -3983,7 +3984,8 @@ BEGIN
    WHERE p.next_fire_at IS NULL AND p.schedule_after = i.after_at AND i.next_at IS NOT NULL;
   SET v_stored = ROW_COUNT();
   COMMIT;
-  SELECT v_stored AS stored,
+  -- (Quoted: STORED is a reserved word of MySQL.)
+  SELECT v_stored AS `stored`,
          (SELECT MIN(p.next_fire_at) FROM orbit_plan p WHERE p.paused = 0) AS next_fire_at;
 END$$
 DELIMITER ;
@@ -5552,7 +5554,10 @@ BEGIN
           IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
           COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
+          -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+                  IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
           COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
@@ -5581,6 +5586,7 @@ BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
@@ -5623,7 +5629,10 @@ BEGIN
           IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
           COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
+          -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+                  IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
           COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
@@ -5652,6 +5661,7 @@ BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
@@ -5998,6 +6008,9 @@ body: BEGIN
   -- 1 once the hand-off readied a task (see there): the scans start at the front.
   DECLARE v_readied TINYINT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
+  -- A subquery that takes the first entry of an index under an equality on an outer column also
+  -- orders by that column: MySQL otherwise reads every entry of the prefix and sorts them. (Not
+  -- by a column equal to a constant, such as the lane: MariaDB then reads them all.)
   -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
   -- is planned, and the optimizer otherwise estimates the range in each index that starts with
   -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
@@ -6035,7 +6048,7 @@ body: BEGIN
        AND NOT q.paused AND q.max_active_attempts = 0
        AND COALESCE((SELECT b.priority FROM orbit_task b FORCE INDEX (ix_task_dispatch)
                       WHERE b.queue_id = t.queue_id AND b.lane = 'ready'
-                      ORDER BY b.priority
+                      ORDER BY b.queue_id, b.priority
                       LIMIT 1) >= t.priority, 1)
      ORDER BY t.priority, t.id
      LIMIT v_budget;
@@ -6100,7 +6113,7 @@ body: BEGIN
              IF(v_hinted,
                 (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
                   WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
-                  ORDER BY t.priority DESC, t.id DESC
+                  ORDER BY t.queue_id DESC, t.priority DESC, t.id DESC
                   LIMIT 1) IS NOT NULL, 1),
              (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
         INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
@@ -6140,7 +6153,7 @@ body: BEGIN
               ON t.id = (SELECT b.id FROM orbit_task b FORCE INDEX (ix_task_handler)
                           WHERE b.queue_id = v_queue_id AND b.lane = 'ready'
                             AND b.handler = JSON_UNQUOTE(h.name) AND (v_keys OR b.resource_id = 0)
-                          ORDER BY b.priority, b.id
+                          ORDER BY b.handler, b.priority, b.id
                           LIMIT 1)
            ORDER BY t.priority, t.id
            LIMIT 1;
@@ -7293,7 +7306,10 @@ body: BEGIN
           IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
           COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
+          -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+                  IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
           COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
@@ -7322,6 +7338,7 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
@@ -7367,7 +7384,10 @@ body: BEGIN
           IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
           COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
+          -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+                  IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
           COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
@@ -7396,6 +7416,7 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
@@ -7451,13 +7472,13 @@ body: BEGIN
                    WHEN NOT (t.j_delay_seconds IS NULL OR JSON_TYPE(t.j_delay_seconds) = 'NULL' OR t.j_delay_seconds REGEXP '^-?[0-9]+$') THEN 'delay_seconds must be an integer'
                    WHEN NOT (t.j_debounce_seconds IS NULL OR JSON_TYPE(t.j_debounce_seconds) = 'NULL' OR t.j_debounce_seconds REGEXP '^-?[0-9]+$') THEN 'debounce_seconds must be an integer'
                    WHEN NOT (t.j_debounce_max_seconds IS NULL OR JSON_TYPE(t.j_debounce_max_seconds) = 'NULL' OR t.j_debounce_max_seconds REGEXP '^-?[0-9]+$') THEN 'debounce_max_seconds must be an integer'
-                   WHEN JSON_LENGTH(t.task) <> (t.j_idempotency_key IS NOT NULL) + (t.j_queue_id IS NOT NULL)
-                          + (t.j_handler IS NOT NULL) + (t.j_handler_version IS NOT NULL) + (t.j_payload_version IS NOT NULL)
-                          + (t.j_payload IS NOT NULL) + (t.j_business_key IS NOT NULL) + (t.j_concurrency_key IS NOT NULL)
-                          + (t.j_priority IS NOT NULL) + (t.j_max_attempts IS NOT NULL) + (t.j_retry_base_ms IS NOT NULL)
-                          + (t.j_retry_max_ms IS NOT NULL) + (t.j_retry_unknown IS NOT NULL) + (t.j_deadline_seconds IS NOT NULL)
-                          + (t.j_run_at IS NOT NULL) + (t.j_delay_seconds IS NOT NULL) + (t.j_debounce_seconds IS NOT NULL)
-                          + (t.j_debounce_max_seconds IS NOT NULL)
+                   -- What is left once every field is removed (a member that is null counts too:
+                   -- MySQL's JSON_TABLE reads it as SQL NULL, as it reads a missing one).
+                   WHEN JSON_LENGTH(JSON_REMOVE(t.task, '$.idempotency_key', '$.queue_id', '$.handler',
+                          '$.handler_version', '$.payload_version', '$.payload', '$.business_key',
+                          '$.concurrency_key', '$.priority', '$.max_attempts', '$.retry_base_ms', '$.retry_max_ms',
+                          '$.retry_unknown', '$.deadline_seconds', '$.run_at', '$.delay_seconds',
+                          '$.debounce_seconds', '$.debounce_max_seconds')) > 0
                      THEN 'the task has a member that is not a field of a submit'
                    ELSE COALESCE(COALESCE(CASE
        WHEN t.handler IS NULL OR CHAR_LENGTH(t.handler) NOT BETWEEN 1 AND 191
@@ -7522,7 +7543,10 @@ body: BEGIN
           IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
           COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
+          -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+                  IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
           COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
@@ -7551,6 +7575,7 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
@@ -7600,14 +7625,15 @@ body: BEGIN
   -- table, not a variable: it is read by joins. Created once per connection and kept empty
   -- between calls: its rows are written in this call's transaction (InnoDB: a call that fails
   -- rolls them back) and deleted after the result (re-creating it on every call made every
-  -- statement that names it be prepared again).
+  -- statement that names it be prepared again). Its comments double no quote: MySQL lists this
+  -- body with such a quote undoubled, which `orbit migrate verify` would report as a change.
   CREATE TEMPORARY TABLE IF NOT EXISTS orbit_submit_outcome (
-    item INT NOT NULL COMMENT 'the task''s position in p_tasks, from 1',
-    replayed TINYINT NOT NULL COMMENT '1 = its key''s receipt existed: the original task is returned',
+    item INT NOT NULL COMMENT 'the position of the task in p_tasks, from 1',
+    replayed TINYINT NOT NULL COMMENT '1 = the receipt of its key existed: the original task is returned',
     replaced TINYINT NOT NULL COMMENT '1 = it took the quota charge of the task it replaced',
-    cancelled BIGINT UNSIGNED NOT NULL COMMENT 'the key holder''s attempt a cancel_running policy ended for it; 0 = none',
+    cancelled BIGINT UNSIGNED NOT NULL COMMENT 'the attempt of the key holder that a cancel_running policy ended for it; 0 = none',
     PRIMARY KEY (item)
-  ) ENGINE=InnoDB COMMENT='orbit_task_submit_many''s tasks whose outcome the rows do not show';
+  ) ENGINE=InnoDB COMMENT='the tasks of orbit_task_submit_many whose outcome the rows do not show';
 
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
@@ -7661,7 +7687,10 @@ body: BEGIN
           IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
           COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
+          -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+                  IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
           COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
@@ -7690,6 +7719,7 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
@@ -7737,7 +7767,10 @@ body: BEGIN
           IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
           COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key,
+          -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
+          -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+                  IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
           COALESCE(CASE WHEN j.j_max_attempts REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_max_attempts AS SIGNED)
@@ -7766,6 +7799,7 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',
@@ -8044,8 +8078,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_credential_revoke', 2, '28f76a97988514cbea4f89bc4c5b8558d52143c0a742175e4e896f9002d0bd74', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_extension_version', 1, '6f21742aa37b7d0d18e36df36bf0d5e9c70c06475c9201cdc5654eb2c1014feb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_get', 2, 'cb6c1dad86b5e262912c4152d78b3a3fb4f6459e808f7d2e1a4b64556d285a31', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '1804fbf7d0b1247b7480f382045f566a52710f7a64664d90920f57266c057690', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, '69e79aa4afcdaa8ba6d2b94c83c9aa740e2358ab6f9e8381a9ef33c6daf2db88', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_list', 2, '03c35edcded3b749e0b28772015b9030eef80992ecf1d51a946c095d6e0a68f5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_metrics', 2, 'dc124b949ee4592a61a2650dc867b3a07f15dd21061493ba6f233e78b9e8c213', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_delete', 2, '66c24090d7676b513443ce90df4a7c813f45441c83ddde10d638088698d5728d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_list', 2, 'af34e7a6c2252f8b443a9e76920529c99033c79e12054dbd18302850990087d0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_key_policy_set', 2, '0a6b193050f202623eeb9dc51c01d738c11bc2230935b40ce10c96127c942c6b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8061,7 +8095,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_get', 2, '361804f352eff2c3e5a33f7c12ab58980f8b5cce81d7fc1c378444be4f4dc9dc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_list', 2, '864579f10fa0b307a0de2d1d00c748ae27a1e0b096c5b25f44df8724c58a19a0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_due', 2, '9ad4eb02277326e5b19811fce29c3ad2f2d89c430ae404f06ec79e1b840bee1d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_set', 2, '8c45e772f520fe5e408230748627ec81c0adcd216e76f54b1d567e5d7c836179', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_schedule_set', 2, 'c1327eb98fe5c181e838f670f2250177149b9894202148b262d7f5aba473b544', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_set_paused', 2, 'c7e5dfd4fb357980f33b59480a8e8eddde1ca83deaf7652214dc170dc567a25d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_plan_version_create', 2, '707070e517a784d99fefa332c63f444eec083ca1e32a4ecd4e6759e523ad7bcc', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_queue_create', 2, 'b502d7bd17c133b76c707b5707835cacfd2ff26781e2b34baaf6843ff2bd43a3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8077,11 +8111,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'd601c6a49ff92a26d86a977979ad272f8068445e2afd99f73e35e486047aff56', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'a1ef4eef66dc5a3b76865cbdff38e1ba3d4a8a3c8c9f24646026eeedb6d3abc2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, 'dc2f788923b354cdd5f38c30d29845aabce0f47094b811d80ffb013af8590f40', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, '7528ecec9877f1dbb24fae4ed031b980688695c6d5fe2146b2c8b1eae015597c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, 'f398517af617ddeec8f992114f8253b5645b1a4337c94c701db0d21c05a51ea0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '44b8efa6ef3662408003523db9116c3ec2dcf026139351e9c2922456cc2b3614', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'c9a209507be5086be77381d07bac30a0c0bbdf33cf3b3452c07eabdfff4d9e55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8089,8 +8123,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '60855292dedc025fd3c513c00869558bfb9f77533e263290d72364a955db6ba3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '2314e72f9032aba09bb797b3e19885727e2b9e7c295038e19ed3bf381dce4454', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31eb3bd0f64e9dcec4baabad683cc11001f7aba368296bd4eaedc9b0a1513c5b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ba9a832ba4ed33060fed6a89a5906c85b822ba9b79a7cec85254f99cc3218585', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ba9a832ba4ed33060fed6a89a5906c85b822ba9b79a7cec85254f99cc3218585', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'abe6a58e616923747c73a9351cf796cdb4e0d512d526c30cadae396fb5b0ca4e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'abe6a58e616923747c73a9351cf796cdb4e0d512d526c30cadae396fb5b0ca4e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

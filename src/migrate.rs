@@ -1,5 +1,13 @@
 //! `orbit migrate up|status`: installs and upgrades the extension from the numbered migrations.
 //!
+//! A database without the extension gets the newest version's full install
+//! (`generated-sql/install.sql`, [`embedded_install`]) in one script, as PostgreSQL creates an
+//! extension from its version's script rather than by replaying every upgrade: the script writes
+//! the same schema and catalog rows as the migrations applied in order (the `upgrade` tests compare
+//! the two), and it is the install that runs on MySQL, where the frozen 0.1.0 migration does not
+//! (it calls `JSON_VALUE` with a computed path, which only MariaDB accepts). A database at an
+//! older version gets the numbered migrations after its version, in order.
+//!
 //! Each migration file is applied statement by statement (split like the `mariadb` client does, see
 //! [`crate::sqlscript`]) on one connection under a named lock, so two `migrate up` runs never
 //! interleave. MySQL commits DDL implicitly, so a migration cannot be one transaction; instead every
@@ -69,6 +77,20 @@ pub fn embedded() -> Vec<Migration> {
         Migration::parse(file, text.to_string()).expect("embedded migration names are valid")
     })
     .collect()
+}
+
+/// The name [`up`] reports for [`embedded_install`] when it applies it.
+pub const INSTALL_NAME: &str = "install";
+
+/// The full install of the newest embedded migration's version (`generated-sql/install.sql`,
+/// rendered by `orbit gen` with the catalog rows of every migration up to it), which [`up`]
+/// applies to a database that has no version yet.
+pub fn embedded_install() -> Migration {
+    Migration {
+        version: crate::codegen::EXTENSION_VERSION,
+        name: INSTALL_NAME.to_string(),
+        text: include_str!("../generated-sql/install.sql").to_string(),
+    }
 }
 
 /// Reads `*.sql` migrations from a folder, in version order.
@@ -583,10 +605,13 @@ pub async fn status(
 }
 
 /// Applies every pending migration in order; returns the names applied (empty = already current).
+/// On a database with no version yet, `install` (the full install of the last migration's
+/// version, [`embedded_install`]) is applied instead of the migrations, and its name returned.
 /// `progress` is called before each statement with (migration name, statement index, count).
 pub async fn up(
     conn: &mut MySqlConnection,
     migrations: &[Migration],
+    install: Option<&Migration>,
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<Vec<String>, MigrateError> {
     let got: Option<i64> =
@@ -597,7 +622,7 @@ pub async fn up(
     if got != Some(1) {
         return Err(MigrateError::Locked);
     }
-    let result = up_locked(conn, migrations, &mut progress).await;
+    let result = up_locked(conn, migrations, install, &mut progress).await;
     let _ = sqlx::query("SELECT RELEASE_LOCK(CONCAT('orbit_migrate:', DATABASE()))")
         .execute(&mut *conn)
         .await;
@@ -607,6 +632,7 @@ pub async fn up(
 async fn up_locked(
     conn: &mut MySqlConnection,
     migrations: &[Migration],
+    install: Option<&Migration>,
     progress: &mut impl FnMut(&str, usize, usize),
 ) -> Result<Vec<String>, MigrateError> {
     let (version, applied) = read_catalog(conn).await?;
@@ -643,8 +669,16 @@ async fn up_locked(
              orbit_task_submit_many uses one; see docs/install-by-hand.md)",
         ))?;
     }
+    // A database with no version (nothing installed, or an install stopped before its catalog
+    // rows) gets the full install, which ends where the last migration does.
+    let steps: Vec<&Migration> = match install {
+        Some(i) if version == 0 && migrations.last().map(|m| m.version) == Some(i.version) => {
+            vec![i]
+        }
+        _ => migrations.iter().filter(|m| m.version > version).collect(),
+    };
     let mut done = Vec::new();
-    for m in migrations.iter().filter(|m| m.version > version) {
+    for m in steps {
         let statements = sqlscript::split(&m.text);
         for (i, s) in statements.iter().enumerate() {
             progress(&m.name, i, statements.len());

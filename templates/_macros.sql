@@ -546,7 +546,10 @@
           {% call string_value("j.j_payload_version", 65, "NULL") %} AS payload_version,
           IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
           COALESCE({% call string_value("j.j_business_key", 192, "NULL") %}, {% call task_default("business_key") %}) AS business_key,
-          CAST({% call string_value("j.j_concurrency_key", 192, "''") %} AS BINARY) AS concurrency_key,
+          -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
+          -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+                  IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE({% call integer_value("j.j_priority") %}, {% call task_default("priority") %}) AS priority,
           COALESCE({% call integer_value("j.j_max_attempts") %}, {% call task_default("max_attempts") %}) AS max_attempts,
           COALESCE({% call integer_value("j.j_retry_base_ms") %}, {% call task_default("retry_base_ms") %}) AS retry_base_ms,
@@ -567,6 +570,7 @@
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
             j_retry_unknown JSON PATH '$.retry_unknown', j_deadline_seconds JSON PATH '$.deadline_seconds',

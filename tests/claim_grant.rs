@@ -466,7 +466,7 @@ async fn grant_rows(
                                 a.resource_id = t.resource_id,
                                 a.concurrency_token = IF(a.resource_id = 0, 0, r.highest_token),
                                 a.grant_version = IF(a.resource_id = 0, 0, r.version),
-                                COALESCE(r.holder_attempt_id = a.id, a.resource_id = 0),
+                                COALESCE(r.holder_attempt_id = a.id, a.resource_id = 0) = 1,
                                 (a.started_at IS NOT NULL) = (a.state = 'RUNNING'),
                                 a.lease_expires_at > a.granted_at) AS CHAR)
            FROM orbit_attempt a JOIN orbit_task t ON t.id = a.task_id

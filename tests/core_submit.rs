@@ -807,6 +807,16 @@ async fn the_procedure_reads_its_json_strictly() {
         r#"{{"idempotency_key":"x","queue_id":"{q}","handler":"h","handler_version":"v1","payload_version":"v1","payload":"{{}}"}}"#
     );
     let with = |extra: &str| format!("[{}, {}]", good, good.replacen("\"x\"", extra, 1));
+    // A member of `good` given another value (not a second member of the same name: which of
+    // two a server keeps is its own choice, the first on MariaDB and the last on MySQL).
+    let replaced = |old: &str, new: &str| {
+        assert!(good.contains(old), "{old}");
+        format!(
+            "[{}, {}]",
+            good,
+            good.replacen("\"x\"", "\"y\"", 1).replacen(old, new, 1)
+        )
+    };
     let cases = [
         (
             "[]".to_string(),
@@ -829,11 +839,11 @@ async fn the_procedure_reads_its_json_strictly() {
             "tasks[1]: the task has a member",
         ),
         (
-            with(r#""y","handler":5"#),
+            replaced(r#""handler":"h""#, r#""handler":5"#),
             "tasks[1]: handler must be a string",
         ),
         (
-            with(r#""y","payload":{}"#),
+            replaced(r#""payload":"{}""#, r#""payload":{}"#),
             "tasks[1]: payload must be a string holding the JSON text",
         ),
         (
@@ -845,8 +855,14 @@ async fn the_procedure_reads_its_json_strictly() {
             "tasks[1]: priority must be an integer",
         ),
         (
-            with(r#""y","max_attempts":123456789012345678901234"#),
+            with(r#""y","max_attempts":12345678901"#),
             "tasks[1]: max_attempts must be between",
+        ),
+        // Past 64 bits: refused as out of range (MariaDB keeps the digits) or as no integer
+        // (MySQL reads such a number as a double).
+        (
+            with(r#""y","max_attempts":123456789012345678901234"#),
+            "tasks[1]: max_attempts must be ",
         ),
         (
             with(r#""y","retry_unknown":1"#),

@@ -20,13 +20,28 @@ fn text(row: &sqlx::mysql::MySqlRow, col: &str) -> String {
 async fn up_installs_everything_then_is_a_noop() {
     let db = TestDb::empty().await;
     let mut conn = db.conn().await;
-    let applied = migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {})
-        .await
-        .unwrap();
-    assert_eq!(applied, ["000001_install", "000002_upgrade"]);
-    let again = migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {})
-        .await
-        .unwrap();
+    let install = migrate::embedded_install();
+    let applied = migrate::up(
+        &mut conn,
+        &migrate::embedded(),
+        Some(&install),
+        |_, _, _| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        applied,
+        [migrate::INSTALL_NAME],
+        "an empty database gets the full install"
+    );
+    let again = migrate::up(
+        &mut conn,
+        &migrate::embedded(),
+        Some(&install),
+        |_, _, _| {},
+    )
+    .await
+    .unwrap();
     assert!(again.is_empty(), "second run applied {again:?}");
 
     let status = migrate::status(&mut conn, &migrate::embedded())
@@ -121,7 +136,7 @@ async fn a_changed_applied_migration_is_refused_by_name() {
             .text
             .replacen("SET NAMES utf8mb4;", "SET NAMES utf8mb4; -- edited", 1);
     let mut conn = db.conn().await;
-    let err = migrate::up(&mut conn, &changed, |_, _, _| {})
+    let err = migrate::up(&mut conn, &changed, None, |_, _, _| {})
         .await
         .unwrap_err();
     assert!(
@@ -144,7 +159,7 @@ async fn a_failing_migration_names_file_and_line_and_claims_no_version() {
             .into(),
     });
     let mut conn = db.conn().await;
-    let err = migrate::up(&mut conn, &migrations, |_, _, _| {})
+    let err = migrate::up(&mut conn, &migrations, None, |_, _, _| {})
         .await
         .unwrap_err();
     match &err {
@@ -198,10 +213,16 @@ async fn the_install_script_loads_with_the_mariadb_client() {
     assert_eq!(version, u64::from(orbit::codegen::EXTENSION_VERSION));
     // And migrate sees the hand-installed extension as current.
     let mut conn = db.conn().await;
-    assert!(migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {})
-        .await
-        .unwrap()
-        .is_empty());
+    let install = migrate::embedded_install();
+    assert!(migrate::up(
+        &mut conn,
+        &migrate::embedded(),
+        Some(&install),
+        |_, _, _| {}
+    )
+    .await
+    .unwrap()
+    .is_empty());
 }
 
 fn orbit(args: &[&str]) -> (i32, String) {
@@ -363,4 +384,65 @@ async fn the_documented_privileges_install_and_serve() {
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }
+}
+
+#[tokio::test]
+async fn a_full_install_stopped_part_way_completes_when_run_again() {
+    let db = TestDb::empty().await;
+    let install = migrate::embedded_install();
+    let statements = orbit::sqlscript::split(&install.text);
+    // Stop half-way, as a killed `migrate up` would (each DDL statement commits on its own).
+    let mut conn = db.conn().await;
+    for s in &statements[..statements.len() / 2] {
+        sqlx::raw_sql(&s.sql).execute(&mut conn).await.unwrap();
+    }
+    let status = migrate::status(&mut conn, &migrate::embedded())
+        .await
+        .unwrap();
+    assert_eq!(
+        status.version, 0,
+        "a half-applied install claims no version"
+    );
+    // Run again: the full install again, which completes it.
+    let applied = migrate::up(
+        &mut conn,
+        &migrate::embedded(),
+        Some(&install),
+        |_, _, _| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(applied, [migrate::INSTALL_NAME]);
+    let status = migrate::status(&mut conn, &migrate::embedded())
+        .await
+        .unwrap();
+    assert_eq!(status.version, orbit::codegen::EXTENSION_VERSION);
+    assert!(status.pending.is_empty() && status.changed.is_empty());
+    let report = orbit::verify::verify(&mut conn).await.unwrap();
+    assert!(report.ok(), "{:?}", orbit::verify::describe(&report));
+}
+
+#[tokio::test]
+async fn numbered_migrations_alone_reach_the_same_version() {
+    // Without the full install (`orbit migrate up --dir`), an empty database gets every
+    // migration in turn, and ends at the same version (on MariaDB: 000001 does not run on MySQL).
+    let db = TestDb::empty().await;
+    let mut conn = db.conn().await;
+    let server: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    if !server.contains("MariaDB") {
+        eprintln!("skipped on {server}: the frozen 000001 runs on MariaDB only");
+        return;
+    }
+    let applied = migrate::up(&mut conn, &migrate::embedded(), None, |_, _, _| {})
+        .await
+        .unwrap();
+    assert_eq!(applied, ["000001_install", "000002_upgrade"]);
+    let status = migrate::status(&mut conn, &migrate::embedded())
+        .await
+        .unwrap();
+    assert_eq!(status.version, orbit::codegen::EXTENSION_VERSION);
+    assert!(orbit::verify::verify(&mut conn).await.unwrap().ok());
 }

@@ -40,7 +40,9 @@ async fn release_0_1_0() -> TestDb {
         "000001 is the released file"
     );
     let mut conn = db.conn().await;
-    migrate::up(&mut conn, first, |_, _, _| {}).await.unwrap();
+    migrate::up(&mut conn, first, None, |_, _, _| {})
+        .await
+        .unwrap();
     assert_eq!(version(&db.pool).await, 1);
     db
 }

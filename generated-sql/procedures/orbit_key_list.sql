@@ -90,7 +90,8 @@ BEGIN
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
-    SET v_resource_id = JSON_VALUE(v_keys, CONCAT('$[', v_i, ']'));
+    -- (JSON_EXTRACT: MySQL's JSON_VALUE takes only a literal path.)
+    SET v_resource_id = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
     SELECT MIN(h.attempt_id) INTO v_holder
     FROM (SELECT r.holder_attempt_id AS attempt_id FROM orbit_resource r
            WHERE r.id = v_resource_id AND r.holder_attempt_id <> 0

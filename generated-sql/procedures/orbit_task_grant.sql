@@ -145,6 +145,9 @@ body: BEGIN
   -- 1 once the hand-off readied a task (see there): the scans start at the front.
   DECLARE v_readied TINYINT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
+  -- A subquery that takes the first entry of an index under an equality on an outer column also
+  -- orders by that column: MySQL otherwise reads every entry of the prefix and sorts them. (Not
+  -- by a column equal to a constant, such as the lane: MariaDB then reads them all.)
   -- FORCE INDEX, as in every probe of a ready lane: the queue id is a constant when the statement
   -- is planned, and the optimizer otherwise estimates the range in each index that starts with
   -- queue_id or lane (four of them, two B-tree dives each), for this and the visit's probe
@@ -182,7 +185,7 @@ body: BEGIN
        AND NOT q.paused AND q.max_active_attempts = 0
        AND COALESCE((SELECT b.priority FROM orbit_task b FORCE INDEX (ix_task_dispatch)
                       WHERE b.queue_id = t.queue_id AND b.lane = 'ready'
-                      ORDER BY b.priority
+                      ORDER BY b.queue_id, b.priority
                       LIMIT 1) >= t.priority, 1)
      ORDER BY t.priority, t.id
      LIMIT v_budget;
@@ -247,7 +250,7 @@ body: BEGIN
              IF(v_hinted,
                 (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
                   WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
-                  ORDER BY t.priority DESC, t.id DESC
+                  ORDER BY t.queue_id DESC, t.priority DESC, t.id DESC
                   LIMIT 1) IS NOT NULL, 1),
              (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
         INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
@@ -287,7 +290,7 @@ body: BEGIN
               ON t.id = (SELECT b.id FROM orbit_task b FORCE INDEX (ix_task_handler)
                           WHERE b.queue_id = v_queue_id AND b.lane = 'ready'
                             AND b.handler = JSON_UNQUOTE(h.name) AND (v_keys OR b.resource_id = 0)
-                          ORDER BY b.priority, b.id
+                          ORDER BY b.handler, b.priority, b.id
                           LIMIT 1)
            ORDER BY t.priority, t.id
            LIMIT 1;

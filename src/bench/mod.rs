@@ -69,7 +69,13 @@ impl BenchDb {
             )
         };
         let mut conn = migrate::connect(&dsn).await?;
-        migrate::up(&mut conn, &migrate::embedded(), |_, _, _| {}).await?;
+        migrate::up(
+            &mut conn,
+            &migrate::embedded(),
+            Some(&migrate::embedded_install()),
+            |_, _, _| {},
+        )
+        .await?;
         let _ = conn.close().await;
         let pool = migrate::connect_pool(&dsn, pool_size).await?;
         let server =

@@ -52,15 +52,17 @@ pub(super) async fn migrate_cmd(action: MigrateAction) -> Result<ExitCode, migra
         MigrateAction::Status(a) => (a, false),
         MigrateAction::Verify(a) => return verify_cmd(a).await,
     };
-    let migrations = match &args.dir {
-        Some(dir) => migrate::from_dir(dir)?,
-        None => migrate::embedded(),
+    // A folder of migrations is applied file by file; the built-in ones start an empty database
+    // with the full install of their last version.
+    let (migrations, install) = match &args.dir {
+        Some(dir) => (migrate::from_dir(dir)?, None),
+        None => (migrate::embedded(), Some(migrate::embedded_install())),
     };
     let dsn = args.dsn.ok_or(migrate::MigrateError::NoDsn)?;
     let mut conn = migrate::connect(&dsn).await?;
     if is_up {
         let mut bar: Option<indicatif::ProgressBar> = None;
-        let applied = migrate::up(&mut conn, &migrations, |name, i, n| {
+        let applied = migrate::up(&mut conn, &migrations, install.as_ref(), |name, i, n| {
             if i == 0 {
                 if let Some(done) = bar.take() {
                     done.finish_and_clear();
@@ -80,6 +82,16 @@ pub(super) async fn migrate_cmd(action: MigrateAction) -> Result<ExitCode, migra
             println!(
                 "migrate up: already at version {}; nothing to do",
                 migrations.last().map_or(0, |m| m.version)
+            );
+        } else if applied == [migrate::INSTALL_NAME] {
+            println!(
+                "migrate up: installed version {} (the full install, which records {} as applied)",
+                migrations.last().map_or(0, |m| m.version),
+                migrations
+                    .iter()
+                    .map(|m| m.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         } else {
             println!("migrate up: applied {}", applied.join(", "));

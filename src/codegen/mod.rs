@@ -371,8 +371,8 @@ fn readme(
          # Orbit SQL objects\n\n\
          This folder is the review surface for DBAs: one file per table and stored procedure, rendered\n\
          from `templates/` by `cargo run -- gen` and checked in CI by `gen --check`. `install.sql`\n\
-         installs everything at once; `../migrations/` holds the same objects as numbered, versioned\n\
-         scripts that `orbit migrate up` (or the plain `mariadb` client) applies.\n\n\
+         installs everything at once (what `orbit migrate up` gives a new database); `../migrations/`\n\
+         holds the numbered, versioned scripts that upgrade a database of an earlier release.\n\n\
          Procedures call each other with positional parameters, so a `CALL` between them names every\n\
          argument that is a number, `NULL` or an expression after the parameter it fills,\n\
          `0 /* p_hinted */`; `gen` checks each name and each argument count against the callee's\n\
@@ -434,8 +434,9 @@ fn readme(
 fn readme_upgrades(up: Option<&upgrade::Upgrade>) -> String {
     let mut md = String::from(
         "## Migrations\n\n\
-         `orbit migrate up` applies these in order, on a fresh database as on an upgraded one, so both\n\
-         end with the same schema and catalog; `install.sql` is that same end state in one script.\n\
+         `orbit migrate up` applies these in order to a database of an earlier release. A database\n\
+         with no version gets `install.sql` instead, the same end state (schema and catalog, the\n\
+         migrations recorded as applied) in one script: the frozen 0.1.0 file does not run on MySQL.\n\
          A released migration is frozen byte for byte (`gen --check` fails if it changes); every later\n\
          change to an installed object ships in the next migration. How to upgrade: docs/upgrading.md.\n\n",
     );

@@ -599,16 +599,30 @@ impl<'r> Cols<'r> {
         Ok(self.u64()? != 0)
     }
 
-    /// A text column, read as bytes: binary-collated columns arrive flagged binary.
+    /// A text column, read as bytes: binary-collated columns arrive flagged binary, and MySQL
+    /// sends what its JSON functions return as type JSON (MariaDB: text), which sqlx's text and
+    /// byte types do not accept (its value is the document's text either way).
     pub fn opt_text(&mut self) -> Result<Option<String>, DbError> {
+        use sqlx::{Column, TypeInfo};
         let i = self.index();
-        let bytes = match self.row.try_get::<Option<Vec<u8>>, _>(i) {
-            Ok(b) => b,
-            Err(_) => self
-                .row
-                .try_get::<Option<String>, _>(i)
+        let json = self
+            .row
+            .columns()
+            .get(i)
+            .is_some_and(|c| c.type_info().name() == "JSON");
+        let bytes = if json {
+            self.row
+                .try_get_unchecked::<Option<Vec<u8>>, _>(i)
                 .map_err(|e| decode_err(i, e))?
-                .map(String::into_bytes),
+        } else {
+            match self.row.try_get::<Option<Vec<u8>>, _>(i) {
+                Ok(b) => b,
+                Err(_) => self
+                    .row
+                    .try_get::<Option<String>, _>(i)
+                    .map_err(|e| decode_err(i, e))?
+                    .map(String::into_bytes),
+            }
         };
         bytes
             .map(|b| {

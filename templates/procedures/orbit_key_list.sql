@@ -81,7 +81,8 @@ BEGIN
   END IF;
   SET v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
-    SET v_resource_id = JSON_VALUE(v_keys, CONCAT('$[', v_i, ']'));
+    -- (JSON_EXTRACT: MySQL's JSON_VALUE takes only a literal path.)
+    SET v_resource_id = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
     {% call m::key_oldest_holder("v_resource_id", "v_holder") %};
     SELECT COUNT(*) INTO v_count
       FROM (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_key)

@@ -37,7 +37,7 @@ BEGIN
                     (SELECT o.run_at FROM orbit_task o
                       WHERE o.id = (SELECT MIN((SELECT t.id FROM orbit_task t FORCE INDEX (ix_task_dispatch)
                                                  WHERE t.queue_id = q.id AND t.lane = 'blocked' AND t.priority = p.p
-                                                 ORDER BY t.id LIMIT 1))
+                                                 ORDER BY t.queue_id, t.priority, t.id LIMIT 1))
                                       FROM (SELECT 0 AS p UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3
                                             UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7
                                             UNION ALL SELECT 8 UNION ALL SELECT 9) p)),

@@ -33,6 +33,7 @@ BEGIN
    WHERE p.next_fire_at IS NULL AND p.schedule_after = i.after_at AND i.next_at IS NOT NULL;
   SET v_stored = ROW_COUNT();
   COMMIT;
-  SELECT v_stored AS stored,
+  -- (Quoted: STORED is a reserved word of MySQL.)
+  SELECT v_stored AS `stored`,
          (SELECT MIN(p.next_fire_at) FROM orbit_plan p WHERE p.paused = 0) AS next_fire_at;
 END
