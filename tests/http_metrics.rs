@@ -230,7 +230,8 @@ async fn concurrent_scrapes_share_one_database_read() {
     let db = api.fixture.test_db.name.clone();
     let mut locker = api.fixture.test_db.conn().await;
     let mut watcher = api.fixture.test_db.conn().await;
-    sqlx::query("LOCK TABLES orbit_task WRITE")
+    // (The text protocol: MySQL cannot prepare LOCK TABLES.)
+    sqlx::raw_sql("LOCK TABLES orbit_task WRITE")
         .execute(&mut locker)
         .await
         .unwrap();
@@ -265,7 +266,7 @@ async fn concurrent_scrapes_share_one_database_read() {
         1,
         "one gauge read at a time"
     );
-    sqlx::query("UNLOCK TABLES")
+    sqlx::raw_sql("UNLOCK TABLES")
         .execute(&mut locker)
         .await
         .unwrap();

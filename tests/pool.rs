@@ -129,7 +129,7 @@ async fn a_kept_connection_dropped_while_idle_is_replaced_before_its_next_call()
     let db = db(&f, 4).await;
     call(&db, &f).await;
     let ids: Vec<i64> = sqlx::query_scalar(
-        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
+        "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
     )
     .fetch_all(&f.test_db.pool)
     .await

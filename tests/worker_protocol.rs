@@ -414,7 +414,7 @@ async fn a_renewal_over_capacity_is_refused_before_any_call() {
         .unwrap();
     // Any renewal of `held` would wait on this lock (innodb_lock_wait_timeout, 50 s by default).
     let mut lock = f.test_db.conn().await;
-    sqlx::query("START TRANSACTION")
+    sqlx::raw_sql("START TRANSACTION")
         .execute(&mut lock)
         .await
         .unwrap();
@@ -452,7 +452,7 @@ async fn a_renewal_over_capacity_is_refused_before_any_call() {
     w.send(json!({"type": "lease.renew", "attempt_ids": [held, held, held]}))
         .await;
     assert_eq!(w.recv().await["code"], "INVALID_ARGUMENT");
-    sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    sqlx::raw_sql("ROLLBACK").execute(&mut lock).await.unwrap();
     w.send(json!({"type": "lease.renew", "attempt_ids": [held, held]}))
         .await;
     let renewed = w.recv().await;

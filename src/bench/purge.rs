@@ -159,13 +159,13 @@ async fn claim_one(db: &Db, t: &Tenant, session: u64) -> Result<Duration, DbErro
 
 /// InnoDB's row lock waits so far, server-wide (other clients of the server count too).
 async fn row_lock_waits(db: &Db) -> Result<u64, DbError> {
-    let v: Option<String> = sqlx::query_scalar(
-        "SELECT CAST(VARIABLE_VALUE AS CHAR) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_ROW_LOCK_WAITS'",
-    )
-    .fetch_optional(db.pool())
-    .await
-    .map_err(sql_err("reading Innodb_row_lock_waits"))?;
-    Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
+    // SHOW, not information_schema.GLOBAL_STATUS, which MySQL does not have.
+    let v: Option<(String, String)> =
+        sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")
+            .fetch_optional(db.pool())
+            .await
+            .map_err(sql_err("reading Innodb_row_lock_waits"))?;
+    Ok(v.and_then(|(_, v)| v.parse().ok()).unwrap_or(0))
 }
 
 fn level(p: &Percentiles, n: usize) -> serde_json::Value {
