@@ -604,6 +604,11 @@ pub async fn status(
     })
 }
 
+/// [`up`] with this binary's migrations and full install, as `orbit migrate up` runs it.
+pub async fn up_embedded(conn: &mut MySqlConnection) -> Result<Vec<String>, MigrateError> {
+    up(conn, &embedded(), Some(&embedded_install()), |_, _, _| {}).await
+}
+
 /// Applies every pending migration in order; returns the names applied (empty = already current).
 /// On a database with no version yet, `install` (the full install of the last migration's
 /// version, [`embedded_install`]) is applied instead of the migrations, and its name returned.

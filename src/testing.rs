@@ -85,14 +85,7 @@ impl TestDb {
     pub async fn installed() -> TestDb {
         let db = TestDb::empty().await;
         let mut conn = db.conn().await;
-        migrate::up(
-            &mut conn,
-            &migrate::embedded(),
-            Some(&migrate::embedded_install()),
-            |_, _, _| {},
-        )
-        .await
-        .expect("migrate up");
+        migrate::up_embedded(&mut conn).await.expect("migrate up");
         let _ = conn.close().await;
         db
     }

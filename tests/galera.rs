@@ -57,14 +57,9 @@ async fn install(cluster: &Cluster) {
     let mut conn = migrate::connect(&cluster.nodes[0].dsn(DATABASE))
         .await
         .expect("connect for migrate");
-    let applied = migrate::up(
-        &mut conn,
-        &migrate::embedded(),
-        Some(&migrate::embedded_install()),
-        |_, _, _| {},
-    )
-    .await
-    .expect("migrate up through node 1");
+    let applied = migrate::up_embedded(&mut conn)
+        .await
+        .expect("migrate up through node 1");
     let _ = conn.close().await;
     eprintln!(
         "galera: migrate up applied {applied:?} through node 1 in {:.1} s",

@@ -20,28 +20,13 @@ fn text(row: &sqlx::mysql::MySqlRow, col: &str) -> String {
 async fn up_installs_everything_then_is_a_noop() {
     let db = TestDb::empty().await;
     let mut conn = db.conn().await;
-    let install = migrate::embedded_install();
-    let applied = migrate::up(
-        &mut conn,
-        &migrate::embedded(),
-        Some(&install),
-        |_, _, _| {},
-    )
-    .await
-    .unwrap();
+    let applied = migrate::up_embedded(&mut conn).await.unwrap();
     assert_eq!(
         applied,
         [migrate::INSTALL_NAME],
         "an empty database gets the full install"
     );
-    let again = migrate::up(
-        &mut conn,
-        &migrate::embedded(),
-        Some(&install),
-        |_, _, _| {},
-    )
-    .await
-    .unwrap();
+    let again = migrate::up_embedded(&mut conn).await.unwrap();
     assert!(again.is_empty(), "second run applied {again:?}");
 
     let status = migrate::status(&mut conn, &migrate::embedded())
@@ -213,16 +198,7 @@ async fn the_install_script_loads_with_the_mariadb_client() {
     assert_eq!(version, u64::from(orbit::codegen::EXTENSION_VERSION));
     // And migrate sees the hand-installed extension as current.
     let mut conn = db.conn().await;
-    let install = migrate::embedded_install();
-    assert!(migrate::up(
-        &mut conn,
-        &migrate::embedded(),
-        Some(&install),
-        |_, _, _| {}
-    )
-    .await
-    .unwrap()
-    .is_empty());
+    assert!(migrate::up_embedded(&mut conn).await.unwrap().is_empty());
 }
 
 fn orbit(args: &[&str]) -> (i32, String) {
@@ -404,14 +380,7 @@ async fn a_full_install_stopped_part_way_completes_when_run_again() {
         "a half-applied install claims no version"
     );
     // Run again: the full install again, which completes it.
-    let applied = migrate::up(
-        &mut conn,
-        &migrate::embedded(),
-        Some(&install),
-        |_, _, _| {},
-    )
-    .await
-    .unwrap();
+    let applied = migrate::up_embedded(&mut conn).await.unwrap();
     assert_eq!(applied, [migrate::INSTALL_NAME]);
     let status = migrate::status(&mut conn, &migrate::embedded())
         .await

@@ -69,13 +69,7 @@ impl BenchDb {
             )
         };
         let mut conn = migrate::connect(&dsn).await?;
-        migrate::up(
-            &mut conn,
-            &migrate::embedded(),
-            Some(&migrate::embedded_install()),
-            |_, _, _| {},
-        )
-        .await?;
+        migrate::up_embedded(&mut conn).await?;
         let _ = conn.close().await;
         let pool = migrate::connect_pool(&dsn, pool_size).await?;
         let server =

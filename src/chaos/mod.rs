@@ -735,13 +735,7 @@ async fn install(orbit_dsn: &str, fence_dsn: &str) -> Result<(), ChaosError> {
         .execute(&mut conn)
         .await
         .map_err(|e| setup("create the resource database")(e.to_string()))?;
-    crate::migrate::up(
-        &mut conn,
-        &crate::migrate::embedded(),
-        Some(&crate::migrate::embedded_install()),
-        |_, _, _| {},
-    )
-    .await?;
+    crate::migrate::up_embedded(&mut conn).await?;
     let _ = conn.close().await;
     let rendered =
         crate::codegen::render().map_err(|e| setup("render the fence")(e.to_string()))?;

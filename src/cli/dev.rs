@@ -128,13 +128,7 @@ async fn dev_credentials_valid(
 async fn dev_serve(args: &DevArgs, dsn: &str, database: &str) -> ExitCode {
     let installed = async {
         let mut conn = migrate::connect(dsn).await?;
-        migrate::up(
-            &mut conn,
-            &migrate::embedded(),
-            Some(&migrate::embedded_install()),
-            |_, _, _| {},
-        )
-        .await
+        migrate::up_embedded(&mut conn).await
     };
     if let Err(e) = installed.await {
         eprintln!("error: {e}");

@@ -9,7 +9,8 @@ use crate::{bench, migrate};
 
 #[derive(Subcommand, Debug)]
 pub enum MigrateAction {
-    /// Apply every pending migration in order (a no-op when current).
+    /// Install this version on a database without the extension (its full install), or apply
+    /// every pending migration in order (a no-op when current).
     #[command(
         after_help = "Example:\n  ORBIT_MYSQL_DSN=mysql://root@127.0.0.1:3306/orbit orbit migrate up"
     )]
