@@ -90,6 +90,20 @@ impl TestDb {
         db
     }
 
+    /// True (after saying so) when the test server is not MariaDB: for a test of what only
+    /// MariaDB runs, the frozen 0.1.0 migration above all.
+    pub async fn skip_unless_mariadb(&self, why: &str) -> bool {
+        let server: String = sqlx::query_scalar("SELECT VERSION()")
+            .fetch_one(&self.pool)
+            .await
+            .expect("read the server version");
+        let skip = !server.contains("MariaDB");
+        if skip {
+            eprintln!("skipped on {server}: {why}");
+        }
+        skip
+    }
+
     /// A dedicated connection to this database (outside the pool).
     pub async fn conn(&self) -> MySqlConnection {
         MySqlConnection::connect(&self.dsn)

@@ -133,9 +133,9 @@ async fn one_million_blocked_tasks_cost_the_inspector_a_bounded_number_of_reads(
     assert!(list_reads - baseline < 2 * 1_001 + 21 * 100, "{list_reads}");
 
     // The oldest waiter of a queue comes from one ordered probe per lane and priority: an
-    // index-ordered read of ix_task_key (no filesort), stopped after one entry. (MySQL 9 prints
-    // plans as a tree unless told otherwise, and a prepared EXPLAIN always: the text protocol
-    // and explain_format, which MariaDB does not have.)
+    // index-ordered read of ix_task_key (no filesort), stopped after one entry. (The text
+    // protocol and explain_format = TRADITIONAL: MySQL 9 prints a plan as a tree by default, and
+    // a prepared EXPLAIN always; MariaDB has no such setting and ignores the SET's error.)
     let _ = sqlx::raw_sql("SET SESSION explain_format = 'TRADITIONAL'")
         .execute(&mut conn)
         .await;
