@@ -5479,9 +5479,10 @@ BEGIN
   -- The keys that have no row yet (a plain read).
   DECLARE c_new_keys CURSOR FOR
     SELECT k.concurrency_key
-      FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+      FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key',
+              s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key')) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND j.s_concurrency_key <> ''
       ORDER BY 1
       LIMIT 1000) k
       LEFT JOIN orbit_resource r ON r.namespace_id = p_namespace_id AND r.concurrency_key = k.concurrency_key
@@ -5490,9 +5491,10 @@ BEGIN
   -- insert (a concurrent submit may insert one first: ON DUPLICATE KEY UPDATE then takes its
   -- lock), with the holder limit 1.
   SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_key_rows, v_stale_limits
-    FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+    FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key',
+              s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key')) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND j.s_concurrency_key <> ''
       ORDER BY 1
       LIMIT 1000) k
     LEFT JOIN orbit_resource r ON r.namespace_id = p_namespace_id AND r.concurrency_key = k.concurrency_key
@@ -5524,9 +5526,10 @@ BEGIN
     UPDATE orbit_resource r
        SET r.holder_limit = 1
      WHERE r.namespace_id = p_namespace_id AND r.holder_limit <> 1
-       AND r.concurrency_key IN (SELECT k.concurrency_key FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+       AND r.concurrency_key IN (SELECT k.concurrency_key FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key',
+              s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key')) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND j.s_concurrency_key <> ''
       ORDER BY 1
       LIMIT 1000) k);
   END IF;
@@ -5544,19 +5547,18 @@ BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -5573,8 +5575,8 @@ BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -5586,6 +5588,11 @@ BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -5619,19 +5626,18 @@ BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -5648,8 +5654,8 @@ BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -5661,6 +5667,11 @@ BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -6142,17 +6153,18 @@ body: BEGIN
         -- The front: the lane's, or the first ready task of the session's handlers (the best of
         -- each handler's first, one probe of ix_task_handler each; none: nothing here for this
         -- session). The scan starts at that task (past id - 1 within its priority). Each name
-        -- is read as JSON and unquoted (utf8mb4): a JSON_TABLE string column would be in the
-        -- database's default character set, which may not hold it.
+        -- is read in the handler column's character set and collation (a string column without
+        -- them would be in the database's default, which may not hold the name; JSON_UNQUOTE is
+        -- utf8mb3 on MariaDB 10.6), at most 192 characters: a longer name matches no task.
         SET v_front = 0, v_from_task_id = 0, v_from_head = 0;
         IF NOT v_any_handler THEN
           SET v_from_priority = NULL;
           SELECT t.priority, t.id INTO v_from_priority, v_from_task_id
-            FROM JSON_TABLE(v_handlers, '$[*]' COLUMNS (name JSON PATH '$')) h
+            FROM JSON_TABLE(v_handlers, '$[*]' COLUMNS (name VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) h
             STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY)
               ON t.id = (SELECT b.id FROM orbit_task b FORCE INDEX (ix_task_handler)
                           WHERE b.queue_id = v_queue_id AND b.lane = 'ready'
-                            AND b.handler = JSON_UNQUOTE(h.name) AND (v_keys OR b.resource_id = 0)
+                            AND b.handler = h.name AND (v_keys OR b.resource_id = 0)
                           ORDER BY b.handler, b.priority, b.id
                           LIMIT 1)
            ORDER BY t.priority, t.id
@@ -7296,19 +7308,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -7325,8 +7336,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -7338,6 +7349,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -7352,8 +7368,9 @@ body: BEGIN
   -- task that took the charge of the task it replaced (those have an orbit_submit_outcome row).
   DECLARE c_charged CURSOR FOR
     SELECT b.item
-      FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+      FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+              s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k
       LIMIT 1000) b
       LEFT JOIN orbit_submit_outcome x ON x.item = b.item
      WHERE x.item IS NULL OR (x.replayed = 0 AND x.replaced = 0)
@@ -7374,19 +7391,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -7403,8 +7419,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -7416,6 +7432,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -7533,19 +7554,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -7562,8 +7582,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -7575,6 +7595,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -7641,7 +7666,9 @@ body: BEGIN
   -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
   -- whole only to be undone, but goes task by task, each replayed without being created. One
   -- probe a call.
-  SET v_idempotency_key = IF(JSON_TYPE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) = 'STRING', LEFT(CAST(JSON_UNQUOTE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) AS BINARY), 256), NULL);
+  SELECT MAX(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL)) INTO v_idempotency_key
+    FROM JSON_TABLE(p_tasks, '$[0]' COLUMNS (j_idempotency_key JSON PATH '$.idempotency_key',
+           s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k;
   SELECT COUNT(*) INTO v_resent
     FROM orbit_idempotency i
    WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
@@ -7677,19 +7704,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -7706,8 +7732,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -7719,6 +7745,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -7757,19 +7788,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -7786,8 +7816,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -7799,6 +7829,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -7936,8 +7971,9 @@ body: BEGIN
          t.updated_at, t.finished_at,
          CAST(COALESCE(x.cancelled, 0) AS UNSIGNED) AS cancelled_attempt_id,
          CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
-    FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+    FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+              s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k
       LIMIT 1000) b
     STRAIGHT_JOIN orbit_idempotency i ON i.application_id = v_application_id AND i.idempotency_key = b.idempotency_key
     JOIN orbit_task t ON t.id = i.task_id
@@ -7945,8 +7981,9 @@ body: BEGIN
     LEFT JOIN orbit_attempt c ON c.id = x.cancelled
    ORDER BY b.item;
   IF v_noted THEN
-    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+              s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k
       LIMIT 1000) b);
   END IF;
 END$$
@@ -8111,11 +8148,11 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_charge', 2, '21b1b5b134217e48e3b82c8a4978b9d8d2934428e700fe74d35c37a1bbeaecf9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_claim', 2, 'd601c6a49ff92a26d86a977979ad272f8068445e2afd99f73e35e486047aff56', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create', 2, 'a1ef4eef66dc5a3b76865cbdff38e1ba3d4a8a3c8c9f24646026eeedb6d3abc2', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, '7528ecec9877f1dbb24fae4ed031b980688695c6d5fe2146b2c8b1eae015597c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_create_keyed_many', 2, 'ec727ec610247d028a4b3300d8e4cdbe1534323b59a6b534c5209777b9ee3ce5', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '44b8efa6ef3662408003523db9116c3ec2dcf026139351e9c2922456cc2b3614', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '85142c27263ebb078172518626e18fc0ec6a8abd405dfb6abf440219c7eaea31', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'c9a209507be5086be77381d07bac30a0c0bbdf33cf3b3452c07eabdfff4d9e55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8123,8 +8160,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_ready_queues', 2, 'fd28a0211e4f98caffb2c13e825cf0b301429cd4057bc540d324b721e21eddd4', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_resolve', 2, 'b12477c6af5dc36d9c65af4b497ccf0efef55de518ca73c2af0ce1892cd2e104', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit', 2, '60855292dedc025fd3c513c00869558bfb9f77533e263290d72364a955db6ba3', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, '31eb3bd0f64e9dcec4baabad683cc11001f7aba368296bd4eaedc9b0a1513c5b', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'cdd27979655e17686a0ef33e0ba30d292a1ba903c5e366c33cafca80e499a73d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'abe6a58e616923747c73a9351cf796cdb4e0d512d526c30cadae396fb5b0ca4e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'abe6a58e616923747c73a9351cf796cdb4e0d512d526c30cadae396fb5b0ca4e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'b08d6beeaa0bd330e57b13e87f5ecd5806d36fefc5157767ecc5bf8e2b3c7fe9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'b08d6beeaa0bd330e57b13e87f5ecd5806d36fefc5157767ecc5bf8e2b3c7fe9', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

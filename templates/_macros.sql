@@ -504,28 +504,36 @@
 
 {#- A submit_many batch (p_tasks: a JSON array of task objects, see orbit_task_submit_many) read
     as tables, and the member values they are made of. -#}
-{#- The value of string member j: at most `len` characters are kept (every rule allows fewer, so a
-    longer value still fails its rule, and never overflows a variable); a missing member is
-    `absent`, JSON null is NULL (the default). -#}
-{% macro string_value(j, len, absent) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(JSON_UNQUOTE({{ j }}), {{ len }}), IF({{ j }} IS NULL, {{ absent }}, NULL)){% endmacro %}
+{#- A member's value as text: a JSON_TABLE column of utf8mb4 text at the member's path, beside
+    its JSON text j_<member> (JSON PATH) that tells its type. Not JSON_UNQUOTE: on MariaDB 10.6
+    it returns utf8mb3, which turns every character beyond the Basic Multilingual Plane (an
+    emoji) into '?'. -#}
+{% macro text_column(member) %}s_{{ member }} LONGTEXT {{ c.utf8 }} PATH '$.{{ member }}'{% endmacro %}
+{#- The value of string member j (its JSON text; s: its text_column): at most `len` characters
+    are kept (every rule allows fewer, so a longer value still fails its rule, and never
+    overflows a variable); a missing member is `absent`, JSON null is NULL (the default). -#}
+{% macro string_value(j, s, len, absent) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT({{ s }}, {{ len }}), IF({{ j }} IS NULL, {{ absent }}, NULL)){% endmacro %}
 {#- The value of integer member j: plain JSON digits; more than 9 digits is -1, which every integer
     rule refuses with its own message; missing or null is NULL (the default). -#}
 {% macro integer_value(j) %}CASE WHEN {{ j }} REGEXP '^-?[0-9]{1,9}$' THEN CAST({{ j }} AS SIGNED)
                                     WHEN {{ j }} REGEXP '^-?[0-9]+$' THEN -1 END{% endmacro %}
-{#- The Idempotency-Key of a task, from its member's JSON text j: exact bytes (NULL unless a
-    string; more than 255 bytes fails its rule). Cut to 256 bytes, not characters: a derived
-    table's key on it stays within a temporary table's key length, so a join probes it. -#}
-{% macro idempotency_key(j) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(CAST(JSON_UNQUOTE({{ j }}) AS BINARY), 256), NULL){% endmacro %}
+{#- The Idempotency-Key of a task, from its member's JSON text j and its text_column s: exact
+    bytes (NULL unless a string; more than 255 bytes fails its rule). Cut to 256 bytes, not
+    characters: a derived table's key on it stays within a temporary table's key length, so a
+    join probes it. -#}
+{% macro idempotency_key(j, s) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(CAST({{ s }} AS BINARY), 256), NULL){% endmacro %}
 {#- The batch's Idempotency-Keys as a derived table b, a row per task: item (1-based), and the
     key, materialised once (LIMIT: not merged) so that a join probes it by its index instead of
     evaluating the key's JSON expression for every pair. -#}
-{% macro batch_keys() %}(SELECT k.item, {% call idempotency_key("k.j_idempotency_key") %} AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+{% macro batch_keys() %}(SELECT k.item, {% call idempotency_key("k.j_idempotency_key", "k.s_idempotency_key") %} AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+              {% call text_column("idempotency_key") %})) k
       LIMIT 1000) b{% endmacro %}
 {#- The batch's concurrency keys, each once, in key order, as a derived table k (materialised: LIMIT). -#}
-{% macro batch_concurrency_keys() %}(SELECT DISTINCT CAST({% call string_value("j.j_concurrency_key", 192, "''") %} AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+{% macro batch_concurrency_keys() %}(SELECT DISTINCT CAST({% call string_value("j.j_concurrency_key", "j.s_concurrency_key", 192, "''") %} AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key',
+              {% call text_column("concurrency_key") %})) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND j.s_concurrency_key <> ''
       ORDER BY 1
       LIMIT 1000) k{% endmacro %}
 {#- The batch as a derived table, a row per task in input order: item (1-based), the task object,
@@ -536,19 +544,18 @@
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          {% call idempotency_key("j.j_idempotency_key") %} AS idempotency_key,
+          {% call idempotency_key("j.j_idempotency_key", "j.s_idempotency_key") %} AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          {% call string_value("j.j_handler", 192, "NULL") %} AS handler,
-          {% call string_value("j.j_handler_version", 65, "NULL") %} AS handler_version,
-          {% call string_value("j.j_payload_version", 65, "NULL") %} AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE({% call string_value("j.j_business_key", 192, "NULL") %}, {% call task_default("business_key") %}) AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          {% call string_value("j.j_handler", "j.s_handler", 192, "NULL") %} AS handler,
+          {% call string_value("j.j_handler_version", "j.s_handler_version", 65, "NULL") %} AS handler_version,
+          {% call string_value("j.j_payload_version", "j.s_payload_version", 65, "NULL") %} AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE({% call string_value("j.j_business_key", "j.s_business_key", 192, "NULL") %}, {% call task_default("business_key") %}) AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE({% call integer_value("j.j_priority") %}, {% call task_default("priority") %}) AS priority,
           COALESCE({% call integer_value("j.j_max_attempts") %}, {% call task_default("max_attempts") %}) AS max_attempts,
@@ -560,8 +567,8 @@
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           {% call integer_value("j.j_delay_seconds") %} AS delay_seconds,
           {% call integer_value("j.j_debounce_seconds") %} AS debounce_seconds,
           {% call integer_value("j.j_debounce_max_seconds") %} AS debounce_max_seconds
@@ -570,6 +577,11 @@
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            {% call text_column("idempotency_key") %}, {% call text_column("queue_id") %},
+            {% call text_column("handler") %}, {% call text_column("handler_version") %},
+            {% call text_column("payload_version") %}, {% call text_column("payload") %},
+            {% call text_column("business_key") %}, {% call text_column("concurrency_key") %},
+            {% call text_column("run_at") %},
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',

@@ -1153,6 +1153,86 @@ async fn a_batch_without_keys_is_inserted_whole_with_the_rows_a_single_submit_wr
     assert!(ids.windows(2).all(|w| w[0].0 < w[1].0), "{ids:?}");
 }
 
+/// Characters beyond the Basic Multilingual Plane (an emoji) in every text of a batch's tasks are
+/// stored as sent, unkeyed (inserted whole) and keyed (created by key), the same as a single
+/// submit stores them; two Idempotency-Keys that differ only there name two tasks, and a replay
+/// finds each. (MariaDB 10.6's JSON_UNQUOTE turned them into '?', so "op-😀" and "op-😁" were one
+/// key and the second task was answered with the first.)
+#[tokio::test]
+async fn a_batch_stores_characters_beyond_the_basic_multilingual_plane_as_sent() {
+    let f = Fixture::new().await;
+    let other_queue = f.queue("second").await;
+    for (keyed, prefix) in [("", "op-😀"), ("key/🔑", "op-🗝")] {
+        let mut items = Vec::new();
+        for (i, emoji) in ["😀", "😁"].iter().enumerate() {
+            let mut t = f.task(&f.queue_id, keyed);
+            t.handler = format!("{emoji}.handler");
+            t.handler_version = format!("v{emoji}");
+            t.payload_version = format!("p{emoji}");
+            t.payload = format!(r#"{{"text":"{emoji} {i}"}}"#);
+            t.business_key = Some(format!("order-{emoji}"));
+            items.push((format!("{prefix}{emoji}"), t));
+        }
+        // A task on another queue keeps a keyed batch off the whole-batch path too.
+        let mut single_path = items.clone();
+        single_path[1].1.queue_id = other_queue.clone();
+        for (n, batch) in [items, single_path].iter().enumerate() {
+            let batch: Vec<_> = batch
+                .iter()
+                .map(|(k, t)| (format!("{k}-{n}"), t.clone()))
+                .collect();
+            let out = f.db.task_submit_many(&f.hash, &batch).await.unwrap();
+            assert_eq!(out.len(), 2);
+            assert_ne!(
+                out[0].task.id, out[1].task.id,
+                "{keyed:?} {n}: two keys, two tasks"
+            );
+            for ((key, t), s) in batch.iter().zip(&out) {
+                assert!(!s.replayed, "{key}");
+                assert_eq!(
+                    (
+                        &s.task.handler,
+                        &s.task.handler_version,
+                        &s.task.payload_version
+                    ),
+                    (&t.handler, &t.handler_version, &t.payload_version),
+                    "{key}"
+                );
+                assert_eq!(s.task.payload, t.payload, "{key}");
+                assert_eq!(Some(&s.task.business_key), t.business_key.as_ref(), "{key}");
+                assert_eq!(
+                    s.task.concurrency_key.as_deref().unwrap_or(""),
+                    keyed,
+                    "{key}"
+                );
+                // The same rows as a single submit of the same definition writes (unkeyed: a
+                // keyed one would wait behind the batch's).
+                if keyed.is_empty() {
+                    f.db.task_submit(&f.hash, &format!("single-{key}"), t)
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        created_rows(&f, key).await.0,
+                        created_rows(&f, &format!("single-{key}")).await.0,
+                        "{key}"
+                    );
+                }
+            }
+            let again = f.db.task_submit_many(&f.hash, &batch).await.unwrap();
+            let ids = |v: &[orbit::db::tasks::Submitted]| {
+                v.iter()
+                    .map(|s| (s.replayed, s.task.id))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                ids(&again),
+                out.iter().map(|s| (true, s.task.id)).collect::<Vec<_>>(),
+                "{keyed:?} {n}: each replays its own task"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_thousand_tasks_in_one_call() {
     let f = Fixture::new().await;

@@ -47,9 +47,10 @@ BEGIN
   -- The keys that have no row yet (a plain read).
   DECLARE c_new_keys CURSOR FOR
     SELECT k.concurrency_key
-      FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+      FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key',
+              s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key')) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND j.s_concurrency_key <> ''
       ORDER BY 1
       LIMIT 1000) k
       LEFT JOIN orbit_resource r ON r.namespace_id = p_namespace_id AND r.concurrency_key = k.concurrency_key
@@ -58,9 +59,10 @@ BEGIN
   -- insert (a concurrent submit may insert one first: ON DUPLICATE KEY UPDATE then takes its
   -- lock), with the holder limit 1.
   SELECT COUNT(*), COUNT(r.id), COALESCE(SUM(r.holder_limit <> 1), 0) INTO v_keys, v_key_rows, v_stale_limits
-    FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+    FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key',
+              s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key')) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND j.s_concurrency_key <> ''
       ORDER BY 1
       LIMIT 1000) k
     LEFT JOIN orbit_resource r ON r.namespace_id = p_namespace_id AND r.concurrency_key = k.concurrency_key
@@ -92,9 +94,10 @@ BEGIN
     UPDATE orbit_resource r
        SET r.holder_limit = 1
      WHERE r.namespace_id = p_namespace_id AND r.holder_limit <> 1
-       AND r.concurrency_key IN (SELECT k.concurrency_key FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key')) j
-      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND JSON_UNQUOTE(j.j_concurrency_key) <> ''
+       AND r.concurrency_key IN (SELECT k.concurrency_key FROM (SELECT DISTINCT CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192), IF(j.j_concurrency_key IS NULL, '', NULL)) AS BINARY) AS concurrency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (j_concurrency_key JSON PATH '$.concurrency_key',
+              s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key')) j
+      WHERE JSON_TYPE(j.j_concurrency_key) = 'STRING' AND j.s_concurrency_key <> ''
       ORDER BY 1
       LIMIT 1000) k);
   END IF;
@@ -112,19 +115,18 @@ BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -141,8 +143,8 @@ BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -154,6 +156,11 @@ BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -187,19 +194,18 @@ BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -216,8 +222,8 @@ BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -229,6 +235,11 @@ BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',

@@ -279,17 +279,18 @@ body: BEGIN
         -- The front: the lane's, or the first ready task of the session's handlers (the best of
         -- each handler's first, one probe of ix_task_handler each; none: nothing here for this
         -- session). The scan starts at that task (past id - 1 within its priority). Each name
-        -- is read as JSON and unquoted (utf8mb4): a JSON_TABLE string column would be in the
-        -- database's default character set, which may not hold it.
+        -- is read in the handler column's character set and collation (a string column without
+        -- them would be in the database's default, which may not hold the name; JSON_UNQUOTE is
+        -- utf8mb3 on MariaDB 10.6), at most 192 characters: a longer name matches no task.
         SET v_front = 0, v_from_task_id = 0, v_from_head = 0;
         IF NOT v_any_handler THEN
           SET v_from_priority = NULL;
           SELECT t.priority, t.id INTO v_from_priority, v_from_task_id
-            FROM JSON_TABLE(v_handlers, '$[*]' COLUMNS (name JSON PATH '$')) h
+            FROM JSON_TABLE(v_handlers, '$[*]' COLUMNS (name VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) h
             STRAIGHT_JOIN orbit_task t FORCE INDEX (PRIMARY)
               ON t.id = (SELECT b.id FROM orbit_task b FORCE INDEX (ix_task_handler)
                           WHERE b.queue_id = v_queue_id AND b.lane = 'ready'
-                            AND b.handler = JSON_UNQUOTE(h.name) AND (v_keys OR b.resource_id = 0)
+                            AND b.handler = h.name AND (v_keys OR b.resource_id = 0)
                           ORDER BY b.handler, b.priority, b.id
                           LIMIT 1)
            ORDER BY t.priority, t.id

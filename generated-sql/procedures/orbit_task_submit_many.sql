@@ -164,19 +164,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -193,8 +192,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -206,6 +205,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -220,8 +224,9 @@ body: BEGIN
   -- task that took the charge of the task it replaced (those have an orbit_submit_outcome row).
   DECLARE c_charged CURSOR FOR
     SELECT b.item
-      FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+      FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+              s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k
       LIMIT 1000) b
       LEFT JOIN orbit_submit_outcome x ON x.item = b.item
      WHERE x.item IS NULL OR (x.replayed = 0 AND x.replaced = 0)
@@ -242,19 +247,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -271,8 +275,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -284,6 +288,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -401,19 +410,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -430,8 +438,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -443,6 +451,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -509,7 +522,9 @@ body: BEGIN
   -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
   -- whole only to be undone, but goes task by task, each replayed without being created. One
   -- probe a call.
-  SET v_idempotency_key = IF(JSON_TYPE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) = 'STRING', LEFT(CAST(JSON_UNQUOTE(JSON_EXTRACT(p_tasks, '$[0].idempotency_key')) AS BINARY), 256), NULL);
+  SELECT MAX(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL)) INTO v_idempotency_key
+    FROM JSON_TABLE(p_tasks, '$[0]' COLUMNS (j_idempotency_key JSON PATH '$.idempotency_key',
+           s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k;
   SELECT COUNT(*) INTO v_resent
     FROM orbit_idempotency i
    WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;
@@ -545,19 +560,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -574,8 +588,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -587,6 +601,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -625,19 +644,18 @@ body: BEGIN
           j.j_payload_version, j.j_payload, j.j_business_key, j.j_concurrency_key, j.j_priority, j.j_max_attempts,
           j.j_retry_base_ms, j.j_retry_max_ms, j.j_retry_unknown, j.j_deadline_seconds, j.j_run_at,
           j.j_delay_seconds, j.j_debounce_seconds, j.j_debounce_max_seconds,
-          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(j.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key,
+          IF(JSON_TYPE(j.j_idempotency_key) = 'STRING', LEFT(CAST(j.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key,
           -- Not ASCII (or absurdly long): no queue has that id.
-          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) <= 255
-             AND LENGTH(JSON_UNQUOTE(j.j_queue_id)) = CHAR_LENGTH(JSON_UNQUOTE(j.j_queue_id)),
-             JSON_UNQUOTE(j.j_queue_id), '') AS queue_id,
-          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler), 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
-          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_handler_version), 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
-          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(JSON_UNQUOTE(j.j_payload_version), 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
-          IF(JSON_TYPE(j.j_payload) = 'STRING', JSON_UNQUOTE(j.j_payload), NULL) AS payload,
-          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_business_key), 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
+          IF(JSON_TYPE(j.j_queue_id) = 'STRING' AND LENGTH(j.s_queue_id) <= 255
+             AND LENGTH(j.s_queue_id) = CHAR_LENGTH(j.s_queue_id), j.s_queue_id, '') AS queue_id,
+          IF(JSON_TYPE(j.j_handler) = 'STRING', LEFT(j.s_handler, 192), IF(j.j_handler IS NULL, NULL, NULL)) AS handler,
+          IF(JSON_TYPE(j.j_handler_version) = 'STRING', LEFT(j.s_handler_version, 65), IF(j.j_handler_version IS NULL, NULL, NULL)) AS handler_version,
+          IF(JSON_TYPE(j.j_payload_version) = 'STRING', LEFT(j.s_payload_version, 65), IF(j.j_payload_version IS NULL, NULL, NULL)) AS payload_version,
+          IF(JSON_TYPE(j.j_payload) = 'STRING', j.s_payload, NULL) AS payload,
+          COALESCE(IF(JSON_TYPE(j.j_business_key) = 'STRING', LEFT(j.s_business_key, 192), IF(j.j_business_key IS NULL, NULL, NULL)), '') AS business_key,
           -- Missing is none; null is refused (key_error). e_concurrency_key tells them apart: MySQL's
           -- JSON_TABLE reads a JSON null as SQL NULL, as it reads a missing member (MariaDB: 'null').
-          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(JSON_UNQUOTE(j.j_concurrency_key), 192),
+          CAST(IF(JSON_TYPE(j.j_concurrency_key) = 'STRING', LEFT(j.s_concurrency_key, 192),
                   IF(j.e_concurrency_key, NULL, '')) AS BINARY) AS concurrency_key,
           COALESCE(CASE WHEN j.j_priority REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_priority AS SIGNED)
                                     WHEN j.j_priority REGEXP '^-?[0-9]+$' THEN -1 END, 5) AS priority,
@@ -654,8 +672,8 @@ body: BEGIN
           -- A string of the SQL form (the HTTP API converts RFC 3339); the pattern first, so only a
           -- well-formed string is converted (an impossible date is NULL with a warning).
           IF(JSON_TYPE(j.j_run_at) = 'STRING'
-             AND JSON_UNQUOTE(j.j_run_at) REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
-             CAST(JSON_UNQUOTE(j.j_run_at) AS DATETIME(6)), NULL) AS run_at,
+             AND j.s_run_at REGEXP '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?$',
+             CAST(j.s_run_at AS DATETIME(6)), NULL) AS run_at,
           CASE WHEN j.j_delay_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_delay_seconds AS SIGNED)
                                     WHEN j.j_delay_seconds REGEXP '^-?[0-9]+$' THEN -1 END AS delay_seconds,
           CASE WHEN j.j_debounce_seconds REGEXP '^-?[0-9]{1,9}$' THEN CAST(j.j_debounce_seconds AS SIGNED)
@@ -667,6 +685,11 @@ body: BEGIN
             j_handler JSON PATH '$.handler', j_handler_version JSON PATH '$.handler_version',
             j_payload_version JSON PATH '$.payload_version', j_payload JSON PATH '$.payload',
             j_business_key JSON PATH '$.business_key', j_concurrency_key JSON PATH '$.concurrency_key',
+            s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key', s_queue_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.queue_id',
+            s_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler', s_handler_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.handler_version',
+            s_payload_version LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload_version', s_payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+            s_business_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.business_key', s_concurrency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.concurrency_key',
+            s_run_at LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.run_at',
             e_concurrency_key INT EXISTS PATH '$.concurrency_key',
             j_priority JSON PATH '$.priority', j_max_attempts JSON PATH '$.max_attempts',
             j_retry_base_ms JSON PATH '$.retry_base_ms', j_retry_max_ms JSON PATH '$.retry_max_ms',
@@ -804,8 +827,9 @@ body: BEGIN
          t.updated_at, t.finished_at,
          CAST(COALESCE(x.cancelled, 0) AS UNSIGNED) AS cancelled_attempt_id,
          CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
-    FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+    FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+              s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k
       LIMIT 1000) b
     STRAIGHT_JOIN orbit_idempotency i ON i.application_id = v_application_id AND i.idempotency_key = b.idempotency_key
     JOIN orbit_task t ON t.id = i.task_id
@@ -813,8 +837,9 @@ body: BEGIN
     LEFT JOIN orbit_attempt c ON c.id = x.cancelled
    ORDER BY b.item;
   IF v_noted THEN
-    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(JSON_UNQUOTE(k.j_idempotency_key) AS BINARY), 256), NULL) AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key')) k
+    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+              s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k
       LIMIT 1000) b);
   END IF;
 END$$

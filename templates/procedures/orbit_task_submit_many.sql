@@ -266,7 +266,9 @@ body: BEGIN
   -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
   -- whole only to be undone, but goes task by task, each replayed without being created. One
   -- probe a call.
-  SET v_idempotency_key = {% call m::idempotency_key("JSON_EXTRACT(p_tasks, '$[0].idempotency_key')") %};
+  SELECT MAX({% call m::idempotency_key("k.j_idempotency_key", "k.s_idempotency_key") %}) INTO v_idempotency_key
+    FROM JSON_TABLE(p_tasks, '$[0]' COLUMNS (j_idempotency_key JSON PATH '$.idempotency_key',
+           {% call m::text_column("idempotency_key") %})) k;
   {% call m::receipt_count("v_resent", "v_idempotency_key", false, "  ") %};
   -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
   -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).

@@ -257,7 +257,9 @@ pub(super) fn writes(t: &[Token]) -> bool {
 /// Rewrites the MySQL-only clauses sqlparser 0.58 rejects into text the index rule reads the
 /// same way: a SELECT's `INTO var[, var]` is dropped (it only names where the row goes);
 /// `LOCK IN SHARE MODE` becomes `FOR SHARE`; an UPDATE's trailing `ORDER BY` / `LIMIT` is
-/// dropped (they bound the rows the WHERE already selected). Comments and line breaks become
+/// dropped (they bound the rows the WHERE already selected); a JSON_TABLE column's `CHARACTER SET
+/// cs COLLATE co` before its `PATH` is dropped (sqlparser reads a bare type there; the character
+/// set does not change which rows are read). Comments and line breaks become
 /// single spaces, so sqlparser's error positions point into the one-line excerpt.
 pub(super) fn normalize(t: &[Token]) -> String {
     let mut replace: Vec<Option<&str>> = vec![None; t.len()];
@@ -295,6 +297,19 @@ pub(super) fn normalize(t: &[Token]) -> String {
             replace[i] = Some("FOR");
             replace[i + 1] = Some("");
             replace[i + 3] = Some("");
+        }
+    }
+    for i in 0..t.len().saturating_sub(2) {
+        if t[i].is("CHARACTER") && t[i + 1].is("SET") {
+            let mut end = i + 3;
+            if t.get(end).is_some_and(|x| x.is("COLLATE")) {
+                end += 2;
+            }
+            if t.get(end).is_some_and(|x| x.is("PATH")) {
+                replace[i..end.min(t.len())]
+                    .iter_mut()
+                    .for_each(|r| *r = Some(""));
+            }
         }
     }
     if first.is_some_and(|f| f.is("UPDATE")) {
@@ -407,6 +422,10 @@ END";
         assert_eq!(
             norm("UPDATE t SET a = (SELECT 1 ORDER BY x LIMIT 1) WHERE id = 1 ORDER BY id LIMIT 1"),
             "UPDATE t SET a = (SELECT 1 ORDER BY x LIMIT 1) WHERE id = 1"
+        );
+        assert_eq!(
+            norm("SELECT j.s FROM JSON_TABLE(@j, '$[*]' COLUMNS (s LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.s', v VARCHAR(9) CHARACTER SET ascii PATH '$.v')) j"),
+            "SELECT j.s FROM JSON_TABLE(@j, '$[*]' COLUMNS (s LONGTEXT PATH '$.s', v VARCHAR(9) PATH '$.v')) j"
         );
         // INSERT INTO is not a SELECT's INTO.
         assert_eq!(
