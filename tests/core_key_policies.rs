@@ -678,7 +678,9 @@ async fn the_key_inspector_shows_the_policy_a_submit_meets() {
 
 /// A cancel_running submit that finds the holder's attempt row taken by another transaction (a
 /// result, a renewal...) does not wait under the key's lock: it is answered as a deadlock victim
-/// is, rolled back and retried, and succeeds once the row is free.
+/// is, rolled back and retried, and succeeds once the row is free. The rolled-back call's
+/// connection is closed, not reused (on MariaDB 10.6 such a connection was seen still inside a
+/// transaction).
 #[tokio::test]
 async fn a_cancel_running_submit_retries_while_the_holder_is_changing() {
     let f = Fixture::new().await;
@@ -697,6 +699,7 @@ async fn a_cancel_running_submit_retries_while_the_holder_is_changing() {
         .await
         .unwrap();
     let retried = orbit::db::RETRIED.load(std::sync::atomic::Ordering::Relaxed);
+    let discarded = f.db.discarded();
     let submit = {
         let (db, hash, t) = (f.db.clone(), f.hash, f.task(&f.queue_id, "acct/5"));
         tokio::spawn(async move { db.task_submit(&hash, "while-changing", &t).await })
@@ -712,6 +715,10 @@ async fn a_cancel_running_submit_retries_while_the_holder_is_changing() {
     assert!(
         !submit.is_finished(),
         "the submit waits for the holder's row to be free"
+    );
+    assert!(
+        f.db.discarded() > discarded,
+        "the rolled-back call's connection is closed"
     );
     sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
     let s = submit.await.unwrap().unwrap();

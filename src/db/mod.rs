@@ -384,7 +384,10 @@ impl Db {
     /// One attempt of a call on server `used`, within [`CALL_TIMEOUT`], its answer read by
     /// `read` while the connection is still out. The connection goes back for reuse only when the
     /// whole answer was read and `read` found it of the promised shape, or the server refused the
-    /// call cleanly (a SIGNAL, a deadlock); in every other case it is closed.
+    /// call cleanly (a SIGNAL); in every other case it is closed. A call rolled back by a
+    /// deadlock or lock-wait timeout closes its connection too: on MariaDB 10.6 one such
+    /// connection was seen still inside a transaction (the next call's `SET TRANSACTION` failed
+    /// with error 1568), and closing it rolls back whatever it still held.
     async fn attempt<T>(
         &self,
         used: usize,
@@ -404,7 +407,7 @@ impl Db {
             };
             let clean = match &result {
                 Ok(_) => true,
-                Err(Classified::Retry(_)) => true,
+                Err(Classified::Retry(_)) => false,
                 Err(Classified::Fail(e)) => !matches!(e, DbError::Internal(_)),
                 Err(Classified::Down(_) | Classified::Saturated(_)) => false,
             };
