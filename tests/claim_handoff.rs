@@ -583,16 +583,18 @@ async fn a_claim_whose_slot_filled_meanwhile_is_granted_on_other_slots() {
 /// transaction's own update is excluded: the server sends its OK before it clears the
 /// connection's `INFO`, so for a moment after it returns the process list still shows it.
 async fn quota_update_started(f: &Fixture, other_id: u64) {
+    let mut conn = f.test_db.conn().await;
+    let db = f.test_db.name.clone();
     loop {
-        let running: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST
-              WHERE DB = DATABASE() AND ID <> ? AND INFO LIKE 'UPDATE orbit_application_quota%'",
-        )
-        .bind(other_id)
-        .fetch_one(f.db.pool())
-        .await
-        .unwrap();
-        if running > 0 {
+        let running = orbit::testing::processes(&mut conn)
+            .await
+            .into_iter()
+            .any(|p| {
+                p.db.as_deref() == Some(db.as_str())
+                    && p.id != other_id
+                    && p.info.starts_with("UPDATE orbit_application_quota")
+            });
+        if running {
             return;
         }
         tokio::task::yield_now().await;

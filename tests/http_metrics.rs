@@ -205,15 +205,16 @@ async fn a_scrape_has_every_documented_family_with_help_and_type_and_counts_a_wo
 
 /// The gauge reads (`orbit_metrics_snapshot`'s statement, which names its columns `metric`) of the
 /// test database waiting for `orbit_task`'s table lock; the scheduler's statements may wait too.
-async fn waiting_for_the_lock(conn: &mut sqlx::MySqlConnection, db: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST
-          WHERE DB = ? AND STATE LIKE 'Waiting for table metadata lock%' AND INFO LIKE '%AS metric,%'",
-    )
-    .bind(db)
-    .fetch_one(conn)
-    .await
-    .unwrap()
+async fn waiting_for_the_lock(conn: &mut sqlx::MySqlConnection, db: &str) -> usize {
+    orbit::testing::processes(conn)
+        .await
+        .iter()
+        .filter(|p| {
+            p.db.as_deref() == Some(db)
+                && p.state.starts_with("Waiting for table metadata lock")
+                && p.info.contains("AS metric,")
+        })
+        .count()
 }
 
 /// Twenty scrapes at once while the gauges' read is held up (another connection holds

@@ -10,7 +10,7 @@ use std::time::Duration;
 use calls::{call, db};
 use orbit::db::{Db, DbError};
 use orbit::migrate;
-use orbit::testing::Fixture;
+use orbit::testing::{processes, Fixture};
 
 /// sqlx's pool hands out its idle connections first in, first out, and pings each on its way
 /// back: a sequence of calls went round every connection of the pool (cold server threads) and
@@ -33,28 +33,35 @@ async fn calls_one_after_another_use_one_connection() {
 }
 
 /// The connections to the observer's database, other than the observer's own.
+async fn other_connections(observer: &mut sqlx::MySqlConnection) -> Vec<u64> {
+    let (me, db): (u64, String) = sqlx::query_as("SELECT CONNECTION_ID(), DATABASE()")
+        .fetch_one(&mut *observer)
+        .await
+        .unwrap();
+    processes(observer)
+        .await
+        .into_iter()
+        .filter(|p| p.id != me && p.db.as_deref() == Some(db.as_str()))
+        .map(|p| p.id)
+        .collect()
+}
+
 async fn connections(observer: &mut sqlx::MySqlConnection) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
-    )
-    .fetch_one(observer)
-    .await
-    .unwrap()
+    other_connections(observer).await.len() as i64
 }
 
 /// Waits until the server has ended every connection of `ids` (a KILL takes effect
 /// asynchronously), then for [`migrate::PING_AFTER_IDLE`]: the killed connections have been idle
 /// at least that long, so their next use pings them first.
-async fn gone_then_idle(observer: &mut sqlx::MySqlConnection, ids: &[i64]) {
-    let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+async fn gone_then_idle(observer: &mut sqlx::MySqlConnection, ids: &[u64]) {
+    let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !ids.is_empty() {
-        let alive: i64 = sqlx::query_scalar(&format!(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({list})"
-        ))
-        .fetch_one(&mut *observer)
-        .await
-        .unwrap();
+        let alive = processes(&mut *observer)
+            .await
+            .iter()
+            .filter(|p| ids.contains(&p.id))
+            .count();
         if alive == 0 {
             break;
         }
@@ -114,7 +121,7 @@ async fn a_connection_dropped_while_idle_is_replaced_before_its_next_call() {
         .execute(&f.test_db.pool)
         .await
         .unwrap();
-    gone_then_idle(&mut f.test_db.conn().await, &[first as i64]).await;
+    gone_then_idle(&mut f.test_db.conn().await, &[first]).await;
     let second: u64 = sqlx::query_scalar(connection_id)
         .fetch_one(&pool)
         .await
@@ -128,12 +135,8 @@ async fn a_kept_connection_dropped_while_idle_is_replaced_before_its_next_call()
     let f = Fixture::new().await;
     let db = db(&f, 4).await;
     call(&db, &f).await;
-    let ids: Vec<i64> = sqlx::query_scalar(
-        "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
-    )
-    .fetch_all(&f.test_db.pool)
-    .await
-    .unwrap();
+    let mut observer = f.test_db.conn().await;
+    let ids = other_connections(&mut observer).await;
     // Every other connection to the database, the kept one among them (the fixture's own pool
     // reconnects on its next use).
     for id in &ids {
@@ -141,7 +144,7 @@ async fn a_kept_connection_dropped_while_idle_is_replaced_before_its_next_call()
             .execute(&f.test_db.pool)
             .await;
     }
-    gone_then_idle(&mut f.test_db.conn().await, &ids).await;
+    gone_then_idle(&mut observer, &ids).await;
     call(&db, &f).await;
     db.close().await;
 }
