@@ -522,11 +522,11 @@
     characters: a derived table's key on it stays within a temporary table's key length, so a
     join probes it. -#}
 {% macro idempotency_key(j, s) %}IF(JSON_TYPE({{ j }}) = 'STRING', LEFT(CAST({{ s }} AS BINARY), 256), NULL){% endmacro %}
-{#- The batch's Idempotency-Keys as a derived table b, a row per task: item (1-based), and the
-    key, materialised once (LIMIT: not merged) so that a join probes it by its index instead of
-    evaluating the key's JSON expression for every pair. -#}
-{% macro batch_keys() %}(SELECT k.item, {% call idempotency_key("k.j_idempotency_key", "k.s_idempotency_key") %} AS idempotency_key
-       FROM JSON_TABLE(p_tasks, '$[*]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+{#- The Idempotency-Keys of the batch's tasks at `path` ('$[*]': every task) as a derived table b,
+    a row per task: item (1-based), and the key, materialised once (LIMIT: not merged) so that a
+    join probes it by its index instead of evaluating the key's JSON expression for every pair. -#}
+{% macro batch_keys(path) %}(SELECT k.item, {% call idempotency_key("k.j_idempotency_key", "k.s_idempotency_key") %} AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '{{ path }}' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
               {% call text_column("idempotency_key") %})) k
       LIMIT 1000) b{% endmacro %}
 {#- The batch's concurrency keys, each once, in key order, as a derived table k (materialised: LIMIT). -#}

@@ -522,9 +522,10 @@ body: BEGIN
   -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
   -- whole only to be undone, but goes task by task, each replayed without being created. One
   -- probe a call.
-  SELECT MAX(IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL)) INTO v_idempotency_key
-    FROM JSON_TABLE(p_tasks, '$[0]' COLUMNS (j_idempotency_key JSON PATH '$.idempotency_key',
-           s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k;
+  SELECT MAX(b.idempotency_key) INTO v_idempotency_key FROM (SELECT k.item, IF(JSON_TYPE(k.j_idempotency_key) = 'STRING', LEFT(CAST(k.s_idempotency_key AS BINARY), 256), NULL) AS idempotency_key
+       FROM JSON_TABLE(p_tasks, '$[0]' COLUMNS (item FOR ORDINALITY, j_idempotency_key JSON PATH '$.idempotency_key',
+              s_idempotency_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key')) k
+      LIMIT 1000) b;
   SELECT COUNT(*) INTO v_resent
     FROM orbit_idempotency i
    WHERE i.application_id = v_application_id AND i.idempotency_key = v_idempotency_key;

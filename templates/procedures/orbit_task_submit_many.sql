@@ -142,7 +142,7 @@ body: BEGIN
   -- task that took the charge of the task it replaced (those have an orbit_submit_outcome row).
   DECLARE c_charged CURSOR FOR
     SELECT b.item
-      FROM {% call m::batch_keys() %}
+      FROM {% call m::batch_keys("$[*]") %}
       LEFT JOIN orbit_submit_outcome x ON x.item = b.item
      WHERE x.item IS NULL OR (x.replayed = 0 AND x.replaced = 0)
      ORDER BY b.item;
@@ -266,9 +266,7 @@ body: BEGIN
   -- A batch sent again (a client's retry) has a receipt for its first task: it is not created
   -- whole only to be undone, but goes task by task, each replayed without being created. One
   -- probe a call.
-  SELECT MAX({% call m::idempotency_key("k.j_idempotency_key", "k.s_idempotency_key") %}) INTO v_idempotency_key
-    FROM JSON_TABLE(p_tasks, '$[0]' COLUMNS (j_idempotency_key JSON PATH '$.idempotency_key',
-           {% call m::text_column("idempotency_key") %})) k;
+  SELECT MAX(b.idempotency_key) INTO v_idempotency_key FROM {% call m::batch_keys("$[0]") %};
   {% call m::receipt_count("v_resent", "v_idempotency_key", false, "  ") %};
   -- A keyed batch on one queue whose namespace has no key policy, without debounce, can be
   -- created whole (orbit_task_create_keyed_many; v_policies stays NULL otherwise).
@@ -414,13 +412,13 @@ body: BEGIN
          {% call m::task_columns("t") %},
          CAST(COALESCE(x.cancelled, 0) AS UNSIGNED) AS cancelled_attempt_id,
          CAST(COALESCE(c.session_id, 0) AS UNSIGNED) AS cancelled_session_id
-    FROM {% call m::batch_keys() %}
+    FROM {% call m::batch_keys("$[*]") %}
     STRAIGHT_JOIN orbit_idempotency i ON i.application_id = v_application_id AND i.idempotency_key = b.idempotency_key
     JOIN orbit_task t ON t.id = i.task_id
     LEFT JOIN orbit_submit_outcome x ON x.item = b.item
     LEFT JOIN orbit_attempt c ON c.id = x.cancelled
    ORDER BY b.item;
   IF v_noted THEN
-    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM {% call m::batch_keys() %});
+    DELETE FROM orbit_submit_outcome WHERE item IN (SELECT b.item FROM {% call m::batch_keys("$[*]") %});
   END IF;
 END
