@@ -136,28 +136,78 @@ impl Drop for TestDb {
     }
 }
 
-/// Zeroes `conn`'s session status counters, so that [`session_status`] reads what runs next on
-/// that connection.
-pub async fn flush_status(conn: &mut MySqlConnection) {
-    sqlx::raw_sql("FLUSH STATUS")
-        .execute(conn)
-        .await
-        .expect("FLUSH STATUS");
+/// Some of one connection's session status counters (e.g. `Handler_read_next`: index entries
+/// read; `Com_call_procedure`: procedures called, nested calls included), counted from a start:
+/// [`Counters::start`] before what is measured, [`Counters::since`] after, on the same connection.
+/// Not `FLUSH STATUS`: on MySQL (its Performance Schema on) that resets every session's counters,
+/// a concurrent test's among them.
+pub struct Counters {
+    start: std::collections::HashMap<String, u64>,
 }
 
-/// `conn`'s session status counter `name` (e.g. `Handler_read_next`: index entries read;
-/// `Com_call_procedure`: procedures called, nested calls included).
-pub async fn session_status(conn: &mut MySqlConnection, name: &str) -> u64 {
-    assert!(
-        name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-        "a status variable name: {name}"
-    );
-    let (_, value): (String, String) =
-        sqlx::query_as(&format!("SHOW SESSION STATUS LIKE '{name}'"))
-            .fetch_one(conn)
-            .await
-            .expect("SHOW SESSION STATUS");
-    value.parse().expect("a counter")
+impl Counters {
+    /// Reads `names` on `conn`: what they count from here on is what [`Counters::since`] answers.
+    pub async fn start(conn: &mut MySqlConnection, names: &[&str]) -> Counters {
+        Counters {
+            start: read_counters(conn, names.iter().map(|n| n.to_string()).collect()).await,
+        }
+    }
+
+    /// What each counter counted on `conn` since [`Counters::start`], by name.
+    pub async fn since(
+        &self,
+        conn: &mut MySqlConnection,
+    ) -> std::collections::HashMap<String, u64> {
+        let now = read_counters(conn, self.start.keys().cloned().collect()).await;
+        now.into_iter()
+            .map(|(name, value)| {
+                let since = value
+                    .checked_sub(self.start[&name])
+                    .unwrap_or_else(|| panic!("{name} went down: something reset the counters"));
+                (name, since)
+            })
+            .collect()
+    }
+}
+
+/// The session status counters `names` of `conn`, read by one statement.
+async fn read_counters(
+    conn: &mut MySqlConnection,
+    names: Vec<String>,
+) -> std::collections::HashMap<String, u64> {
+    for name in &names {
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "a status variable name: {name}"
+        );
+    }
+    let list = names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows: Vec<(String, String)> = sqlx::query_as(&format!(
+        "SHOW SESSION STATUS WHERE Variable_name IN ({list})"
+    ))
+    .fetch_all(conn)
+    .await
+    .expect("SHOW SESSION STATUS");
+    let values: std::collections::HashMap<String, u64> = rows
+        .into_iter()
+        .map(|(name, value)| (name, value.parse().expect("a counter")))
+        .collect();
+    // The server answers its own spelling of each name; every name asked must be there.
+    names
+        .into_iter()
+        .map(|name| {
+            let value = values
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+                .map(|(_, v)| *v)
+                .unwrap_or_else(|| panic!("no session status counter {name}"));
+            (name, value)
+        })
+        .collect()
 }
 
 /// One connection of the server's process list.

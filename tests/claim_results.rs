@@ -6,7 +6,7 @@ mod claim;
 use claim::{result, session_starting_on_assign};
 use orbit::db::tasks::TaskState;
 use orbit::db::workers::{AttemptResult, ClaimAfter, Grant, Outcome};
-use orbit::testing::{flush_status, session_status, Fixture};
+use orbit::testing::{Counters, Fixture};
 use sqlx::Row;
 
 #[tokio::test]
@@ -202,10 +202,24 @@ async fn incomplete_slots(f: &Fixture) -> Vec<i64> {
         .unwrap()
 }
 
-/// Reports attempt `attempt_id`'s success on `conn`, its grant asking for up to `grant` tasks,
-/// with `conn`'s session counters zeroed first: what they count after is the call's.
-async fn succeed_on(conn: &mut sqlx::MySqlConnection, session: u64, attempt_id: u64, grant: u32) {
-    flush_status(conn).await;
+/// Reports attempt `attempt_id`'s success on `conn`, its grant asking for up to `grant` tasks:
+/// what the call counted in `conn`'s session counters (index entries and rows read, temporary
+/// tables on disk).
+async fn succeed_on(
+    conn: &mut sqlx::MySqlConnection,
+    session: u64,
+    attempt_id: u64,
+    grant: u32,
+) -> std::collections::HashMap<String, u64> {
+    let counters = Counters::start(
+        conn,
+        &[
+            "Handler_read_next",
+            "Handler_read_rnd_next",
+            "Created_tmp_disk_tables",
+        ],
+    )
+    .await;
     sqlx::query("CALL orbit_attempt_finish(?, ?, ?, 30000)")
         .bind(session)
         .bind(format!(
@@ -215,6 +229,7 @@ async fn succeed_on(conn: &mut sqlx::MySqlConnection, session: u64, attempt_id: 
         .execute(&mut *conn)
         .await
         .unwrap();
+    counters.since(conn).await
 }
 
 #[tokio::test]
@@ -229,12 +244,12 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
     // entries it reads (Handler_read_next; about 50, mostly quota slot rows) do not grow with the
     // ready lane.
     let mut conn = f.db.pool().acquire().await.unwrap();
-    succeed_on(&mut conn, s, g[0].attempt_id, 1).await;
-    let reads = session_status(&mut conn, "Handler_read_next").await;
+    let counted = succeed_on(&mut conn, s, g[0].attempt_id, 1).await;
+    let reads = counted["Handler_read_next"];
     assert!(reads < 100, "{reads} index entries read for one result");
     // Nor does it build a temporary table on disk to order its answer (the task columns are
     // TEXT, which an in-memory temporary table cannot hold): that was one per result.
-    let disk = session_status(&mut conn, "Created_tmp_disk_tables").await;
+    let disk = counted["Created_tmp_disk_tables"];
     assert_eq!(disk, 0, "temporary tables on disk for one result");
     // It did end the first attempt and grant the next task.
     let attempts: Vec<(u64, String)> = sqlx::query_as(
@@ -253,8 +268,7 @@ async fn a_result_and_its_grant_read_a_few_entries_and_need_no_disk_table() {
         .fetch_one(f.db.pool())
         .await
         .unwrap();
-    succeed_on(&mut conn, s, second, 0).await;
-    let scanned = session_status(&mut conn, "Handler_read_rnd_next").await;
+    let scanned = succeed_on(&mut conn, s, second, 0).await["Handler_read_rnd_next"];
     assert!(
         scanned < 100,
         "{scanned} rows scanned for a result without a grant"
@@ -277,8 +291,7 @@ async fn a_hand_off_reads_a_few_entries_whatever_waits_ready_in_its_queue() {
     let g = f.db.task_claim(s, 1, 30_000).await.unwrap();
     assert_eq!(g[0].task.id, held.id);
     let mut conn = f.db.pool().acquire().await.unwrap();
-    succeed_on(&mut conn, s, g[0].attempt_id, 1).await;
-    let reads = session_status(&mut conn, "Handler_read_next").await;
+    let reads = succeed_on(&mut conn, s, g[0].attempt_id, 1).await["Handler_read_next"];
     assert!(reads < 100, "{reads} index entries read for one hand-off");
     // The key went on to its next task, ahead of the older ready tasks of its priority.
     let granted: u64 = sqlx::query_scalar(
@@ -331,7 +344,7 @@ async fn a_group_of_results_ends_in_one_end_call_writing_what_a_single_result_wr
         session: u64,
         results: String,
     ) -> (serde_json::Value, u64) {
-        flush_status(conn).await;
+        let counters = Counters::start(conn, &["Com_call_procedure"]).await;
         let rows = sqlx::query("CALL orbit_attempt_finish(?, ?, 0, 0)")
             .bind(session)
             .bind(results)
@@ -341,7 +354,7 @@ async fn a_group_of_results_ends_in_one_end_call_writing_what_a_single_result_wr
         let acks: Vec<u8> = rows[0].try_get(0).unwrap();
         (
             serde_json::from_slice(&acks).unwrap(),
-            session_status(conn, "Com_call_procedure").await,
+            counters.since(conn).await["Com_call_procedure"],
         )
     }
     let ok =

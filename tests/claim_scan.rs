@@ -5,7 +5,7 @@ mod claim;
 
 use claim::{claim_seq, ready_of_key, succeed};
 use orbit::db::workers::{ClaimAfter, Grant, Outcome, SessionOpen};
-use orbit::testing::{flush_status, session_status, Fixture};
+use orbit::testing::{Counters, Fixture};
 use sqlx::Row;
 
 /// Where session `s`'s last scan stopped: (position, priority, task id).
@@ -172,7 +172,7 @@ async fn claim_reading(
     session: u64,
     max: u32,
 ) -> (Vec<u64>, u64) {
-    flush_status(conn).await;
+    let counters = Counters::start(conn, &["Handler_read_next"]).await;
     let rows = sqlx::query("CALL orbit_task_claim(?, ?, 30000)")
         .bind(session)
         .bind(max)
@@ -181,7 +181,7 @@ async fn claim_reading(
         .unwrap();
     // attempt_id, attempt_no, lease_expires_at, concurrency_token, key_slot, then task_id.
     let granted = rows.iter().map(|r| r.get::<u64, _>(5)).collect();
-    (granted, session_status(conn, "Handler_read_next").await)
+    (granted, counters.since(conn).await["Handler_read_next"])
 }
 
 /// A fleet that is down leaves 20,000 ready tasks of its handler in a queue it shares. A session

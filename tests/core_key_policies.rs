@@ -4,7 +4,7 @@
 
 use orbit::db::keys::KeyPolicySpec;
 use orbit::db::DbError;
-use orbit::testing::{flush_status, session_status, Fixture};
+use orbit::testing::{Counters, Fixture};
 
 async fn count(f: &Fixture, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
@@ -748,17 +748,19 @@ async fn replacing_a_long_backlog_reads_each_waiting_task_once() {
     set(&f, "exact", "k", "replace_waiting").await;
     // One connection, so that its session counters are the submit's.
     let db = orbit::db::Db::connect(&f.test_db.dsn, 1).await.unwrap();
-    flush_status(&mut *db.pool().acquire().await.unwrap()).await;
+    let counters = Counters::start(
+        &mut db.pool().acquire().await.unwrap(),
+        &["Handler_read_next", "Sort_rows"],
+    )
+    .await;
     let newest = db
         .task_submit(&f.hash, "the-newest", &f.task(&f.queue_id, "k"))
         .await
         .unwrap()
         .task;
     let mut conn = db.pool().acquire().await.unwrap();
-    let (read, sorted) = (
-        session_status(&mut conn, "Handler_read_next").await,
-        session_status(&mut conn, "Sort_rows").await,
-    );
+    let counted = counters.since(&mut conn).await;
+    let (read, sorted) = (counted["Handler_read_next"], counted["Sort_rows"]);
     drop(conn);
     assert!(
         read < 10_000,

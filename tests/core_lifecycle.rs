@@ -3,7 +3,7 @@
 use orbit::db::tasks::{Resolution, TaskState};
 use orbit::db::workers::{Outcome, SessionOpen};
 use orbit::db::DbError;
-use orbit::testing::{flush_status, session_status, Fixture};
+use orbit::testing::{Counters, Fixture};
 
 async fn key_permit_holder(f: &Fixture, key: &str) -> Option<u64> {
     sqlx::query_scalar(
@@ -682,12 +682,12 @@ async fn starts_and_renewals_of_many_attempts_are_answered_each_in_order() {
 /// connection of its own, and the sweep's count.
 async fn sweep_reads(f: &Fixture) -> u64 {
     let mut conn = f.db.pool().acquire().await.unwrap();
-    flush_status(&mut conn).await;
+    let counters = Counters::start(&mut conn, &["Handler_read_next"]).await;
     sqlx::raw_sql("CALL orbit_task_expire_due(100)")
         .execute(&mut *conn)
         .await
         .unwrap();
-    session_status(&mut conn, "Handler_read_next").await
+    counters.since(&mut conn).await["Handler_read_next"]
 }
 
 #[tokio::test]

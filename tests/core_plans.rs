@@ -6,7 +6,7 @@ use orbit::db::plans::{NewPlan, Plan, PlanSchedule};
 use orbit::db::tasks::{NewTask, Task, TaskFilter};
 use orbit::db::{Db, DbError};
 use orbit::schedule::{CatchUp, CronSchedule, OnBusy, CATCH_UP_ALL_MAX, MISSED_GRACE_SECONDS};
-use orbit::testing::{session_status, Fixture};
+use orbit::testing::{Counters, Fixture};
 use sqlx::mysql::MySqlPoolOptions;
 
 fn plan(f: &Fixture, name: &str, key: &str) -> NewPlan {
@@ -1112,7 +1112,7 @@ async fn server(f: &Fixture) -> Db {
 /// `CALL orbit_plan_fire_due(limit)` on `conn`: the slots it fired, and how many procedures it
 /// called (orbit_task_create and orbit_task_charge per plan fired one at a time; none for a batch).
 async fn fire_due_on(conn: &mut sqlx::MySqlConnection, limit: u32) -> (i64, u64) {
-    let before = session_status(conn, "Com_call_procedure").await;
+    let counters = Counters::start(conn, &["Com_call_procedure"]).await;
     let row = sqlx::query("CALL orbit_plan_fire_due(?)")
         .bind(limit)
         .fetch_one(&mut *conn)
@@ -1120,10 +1120,7 @@ async fn fire_due_on(conn: &mut sqlx::MySqlConnection, limit: u32) -> (i64, u64)
         .unwrap();
     let fired: i64 = sqlx::Row::get(&row, 0);
     // The CALL itself counts once.
-    (
-        fired,
-        session_status(conn, "Com_call_procedure").await - before - 1,
-    )
+    (fired, counters.since(conn).await["Com_call_procedure"] - 1)
 }
 
 async fn scalar(f: &Fixture, sql: &str) -> i64 {

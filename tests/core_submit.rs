@@ -1,7 +1,7 @@
 //! orbit_task_submit: idempotency, key validation in SQL, busy keys, quota, and auth codes.
 
 use orbit::db::DbError;
-use orbit::testing::{flush_status, session_status, Fixture};
+use orbit::testing::{Counters, Fixture};
 use sqlx::Row;
 
 #[tokio::test]
@@ -41,23 +41,16 @@ async fn a_keyed_replay_reads_its_receipt_and_creates_nothing_to_undo() {
             .bind(key)
         };
         let created = submit().fetch_one(&mut *conn).await.unwrap();
-        flush_status(&mut conn).await;
+        let counters = Counters::start(&mut conn, &[CALLS, UNDONE]).await;
         let again = submit().fetch_one(&mut *conn).await.unwrap();
+        let counted = counters.since(&mut conn).await;
         assert_eq!(created.get::<i64, _>(0), 0, "{key:?}");
         assert_eq!(again.get::<i64, _>(0), 1, "{key:?}: replayed");
         assert_eq!(again.get::<u64, _>(1), created.get::<u64, _>(1), "{key:?}");
         // The call, its token and queue check and its field checks (orbit_auth_queue_check,
         // orbit_task_validate), and for the unkeyed task orbit_task_create.
-        assert_eq!(
-            session_status(&mut conn, "Com_call_procedure").await,
-            calls,
-            "{key:?}"
-        );
-        assert_eq!(
-            session_status(&mut conn, "Com_rollback_to_savepoint").await,
-            undone,
-            "{key:?}"
-        );
+        assert_eq!(counted[CALLS], calls, "{key:?}");
+        assert_eq!(counted[UNDONE], undone, "{key:?}");
     }
 }
 
@@ -521,25 +514,31 @@ async fn other_tenant_queue(f: &Fixture) -> String {
     .queue_id
 }
 
-/// `items` in one CALL of orbit_task_submit_many on a connection of its own, after FLUSH STATUS:
-/// the rows, and the connection, whose session counters are then the call's.
+/// The session counters of the procedures called ([`Counters`]; nested calls included) and of the
+/// savepoints rolled back to.
+const CALLS: &str = "Com_call_procedure";
+const UNDONE: &str = "Com_rollback_to_savepoint";
+
+/// `items` in one CALL of orbit_task_submit_many on a connection of its own: the rows, and what
+/// the call counted in [`CALLS`] and [`UNDONE`].
 async fn submit_many_counted(
     f: &Fixture,
     items: &[(String, orbit::db::tasks::NewTask)],
 ) -> (
     Vec<sqlx::mysql::MySqlRow>,
-    sqlx::pool::PoolConnection<sqlx::MySql>,
+    std::collections::HashMap<String, u64>,
 ) {
     let tasks = serde_json::Value::Array(items.iter().map(|(k, t)| t.batch_item(k)).collect());
     let mut conn = f.db.pool().acquire().await.unwrap();
-    flush_status(&mut conn).await;
+    let counters = Counters::start(&mut conn, &[CALLS, UNDONE]).await;
     let rows = sqlx::query("CALL orbit_task_submit_many(?, ?)")
         .bind(&f.hash[..])
         .bind(tasks.to_string())
         .fetch_all(&mut *conn)
         .await
         .unwrap();
-    (rows, conn)
+    let counted = counters.since(&mut conn).await;
+    (rows, counted)
 }
 
 async fn count(f: &Fixture, table: &str) -> i64 {
@@ -626,17 +625,14 @@ async fn a_batch_sent_again_replays_each_task_without_creating_it() {
     }
     for items in [&unkeyed, &keyed] {
         let first = f.db.task_submit_many(&f.hash, items).await.unwrap();
-        let (rows, mut conn) = submit_many_counted(&f, items).await;
+        let (rows, counted) = submit_many_counted(&f, items).await;
         let replayed: Vec<(i64, u64)> = rows.iter().map(|r| (r.get(1), r.get(2))).collect();
         let expected: Vec<(i64, u64)> = first.iter().map(|s| (1, s.task.id)).collect();
         assert_eq!(replayed, expected);
         // The call and its token and queue checks: no task created (orbit_task_create,
         // orbit_task_create_keyed_many) and none undone.
-        assert_eq!(session_status(&mut conn, "Com_call_procedure").await, 3);
-        assert_eq!(
-            session_status(&mut conn, "Com_rollback_to_savepoint").await,
-            0
-        );
+        assert_eq!(counted[CALLS], 3);
+        assert_eq!(counted[UNDONE], 0);
     }
     assert_eq!(count(&f, "orbit_task").await, 8);
 }
@@ -1119,11 +1115,11 @@ async fn a_batch_without_keys_is_inserted_whole_with_the_rows_a_single_submit_wr
     items[2].1.retry_base_ms = Some(10);
     items[2].1.retry_max_ms = Some(20);
     items[3].1.queue_id = other_queue.clone();
-    let (rows, mut conn) = submit_many_counted(&f, &items).await;
+    let (rows, counted) = submit_many_counted(&f, &items).await;
     assert_eq!(rows.len(), 50);
     // Inserted whole: a handful of procedure calls (the credential and queue checks), not one
     // orbit_task_create per task.
-    let calls = session_status(&mut conn, "Com_call_procedure").await;
+    let calls = counted[CALLS];
     assert!(calls < 10, "{calls} procedure calls for a batch of 50");
     // The same definitions through the single submit, which creates each by orbit_task_create:
     // the same rows, the same history.
@@ -1383,14 +1379,13 @@ async fn a_keyed_batch_is_inserted_whole_and_placed_as_single_submits_place_it()
     );
     let items = keyed_batch_ground(&bulk).await;
     let same = keyed_batch_ground(&single).await;
-    let (rows, mut conn) = submit_many_counted(&bulk, &items).await;
+    let (rows, counted) = submit_many_counted(&bulk, &items).await;
     assert_eq!(rows.len(), items.len());
-    let calls = session_status(&mut conn, "Com_call_procedure").await;
+    let calls = counted[CALLS];
     // The call, its token and queue checks (orbit_auth_check, orbit_auth_queue_check) and
     // orbit_task_create_keyed_many; one orbit_task_create a task would make at least
     // 3 + items.len().
     assert_eq!(calls, 4, "{calls} procedure calls: not inserted whole");
-    drop(conn);
     // The same tasks one by one, through orbit_task_create, on the same ground.
     for (key, t) in &same {
         single.db.task_submit(&single.hash, key, t).await.unwrap();
