@@ -1136,7 +1136,7 @@ BEGIN
   START TRANSACTION;
   SET v_i = 0;
   WHILE v_i < v_count DO
-    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
+    SET v_attempt_id = CAST(JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')) AS UNSIGNED),
         v_session_id = NULL, v_state = '', v_expires = NULL, v_code = '';
     SELECT a.session_id, a.state, a.lease_expires_at
       INTO v_session_id, v_state, v_expires
@@ -1229,7 +1229,7 @@ BEGIN
   START TRANSACTION;
   SET v_i = 0;
   WHILE v_i < v_count DO
-    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
+    SET v_attempt_id = CAST(JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')) AS UNSIGNED),
         v_session_id = NULL, v_state = '', v_expires = NULL, v_token = 0, v_code = '';
     SELECT a.session_id, a.state, a.task_id, a.lease_expires_at, a.concurrency_token
       INTO v_session_id, v_state, v_task_id, v_expires, v_token
@@ -7652,8 +7652,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '460a1665ae235ab204c58895b4118e1ea9cf0b324d4bb96160bd30e8f9e4c31c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'd0ac95463f9a0119cd77036b8ca48900282437a7fbac4f18f7a9c1c5e1a98c9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_grant', 2, 'ec38ce4a35e11d8a96ca95eb80afc81e90ca9615db751a6aabff1989a2df7142', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '41521875b1bf868682a2904dd3022d6708aeb6fe1531ba26dfcff964cf6c1079', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, '5b1c962d4d008c0e3e759783be4c5efe88d09ee4b7136a209548c8b0a6825d19', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '3fa7c3b90117bcaef94f8bddcefdabcc1a2462c10f380cf1bfb234cee230ec68', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, 'a078db137036c95ceff892d0b923d2984f5b5e9e9c6c9c81fefb861b540beaa8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_check', 2, 'c38d3ba1538c9a5d467373b8e4fa680d999fdd94765a5a7f3ee7f96fab586938', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_check', 2, '6639ca3aec945cbd1eafad2d5f9175e1b0dec74e4159a17762c2f2fcc6654f73', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_auth_queue_visible', 2, '2ff5ea93829c8df031ac205dc8e9c0782c169a0e6467f52ff4fecc24521644aa', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7707,5 +7707,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '14d539301151da5d1610c598468289fa5cb63847af3b30061b09655dc7f484cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '14d539301151da5d1610c598468289fa5cb63847af3b30061b09655dc7f484cb', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '33969fa0b8099263fafaef53d084e94201d2d32208063854fc59488a1feefb09', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '33969fa0b8099263fafaef53d084e94201d2d32208063854fc59488a1feefb09', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -638,6 +638,10 @@
     SET {{ i }} = {{ i }} + 1;
   END WHILE;{% endmacro %}
 
+{#- Id i (0-based) of a list checked by check_id_list. CAST, not a plain assignment: MySQL
+    assigns a JSON integer above 2^63 - 1 through a signed integer (error 1264, out of range). -#}
+{% macro id_at(list, i) %}CAST(JSON_EXTRACT({{ list }}, CONCAT('$[', {{ i }}, ']')) AS UNSIGNED){% endmacro %}
+
 {#- A DATETIME(6) as an RFC 3339 UTC string for a JSON answer (NULL stays NULL). -#}
 {% macro json_time(v) %}DATE_FORMAT({{ v }}, '%Y-%m-%dT%H:%i:%s.%fZ'){% endmacro %}
 

@@ -156,6 +156,43 @@ async fn a_resumed_attempt_is_never_taken_for_one_of_the_new_sessions_grants() {
     assert_eq!(attempts, 1, "the resumed task was granted once");
 }
 
+/// Every attempt id a worker may send (any u64) gets its own answer: one above 2^63 - 1 is not
+/// found, as any id no one holds, on every server (MySQL assigned such a JSON integer through a
+/// signed integer and failed the whole call with error 1264).
+#[tokio::test]
+async fn an_attempt_id_beyond_the_signed_range_is_not_found() {
+    let f = Fixture::new().await;
+    f.submit(&f.queue_id, "k").await;
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 1, 30_000).await.unwrap().remove(0);
+    for id in [i64::MAX as u64 + 1, u64::MAX - 1, u64::MAX] {
+        let started =
+            f.db.attempt_start_many(s, &[held.attempt_id, id])
+                .await
+                .unwrap();
+        assert!(started[0].accepted, "{id}: the held attempt starts");
+        assert_eq!(
+            (started[1].attempt_id, started[1].code.as_str()),
+            (id, "NOT_FOUND")
+        );
+        let renewed =
+            f.db.attempt_renew_many(s, &[id, held.attempt_id], 30_000)
+                .await
+                .unwrap();
+        assert_eq!(
+            (renewed[0].attempt_id, renewed[0].code.as_str()),
+            (id, "NOT_FOUND")
+        );
+        assert!(renewed[1].accepted, "{id}: the held attempt renews");
+        let finished =
+            f.db.attempt_finish(s, id, Outcome::Succeeded, false, None, None);
+        assert!(
+            matches!(finished.await.unwrap_err(), DbError::NotFound(_)),
+            "{id}: a result for it"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_duplicate_result_releases_nothing_twice() {
     let f = Fixture::new().await;

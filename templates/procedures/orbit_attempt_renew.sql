@@ -37,7 +37,7 @@ BEGIN
   {% call m::begin() %};
   SET v_i = 0;
   WHILE v_i < v_count DO
-    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
+    SET v_attempt_id = {% call m::id_at("p_attempt_ids", "v_i") %},
         v_session_id = NULL, v_state = '', v_expires = NULL, v_code = '';
     SELECT a.session_id, a.state, a.lease_expires_at
       INTO v_session_id, v_state, v_expires

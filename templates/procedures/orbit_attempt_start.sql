@@ -40,7 +40,7 @@ BEGIN
   {% call m::begin() %};
   SET v_i = 0;
   WHILE v_i < v_count DO
-    SET v_attempt_id = JSON_EXTRACT(p_attempt_ids, CONCAT('$[', v_i, ']')),
+    SET v_attempt_id = {% call m::id_at("p_attempt_ids", "v_i") %},
         v_session_id = NULL, v_state = '', v_expires = NULL, v_token = 0, v_code = '';
     SELECT a.session_id, a.state, a.task_id, a.lease_expires_at, a.concurrency_token
       INTO v_session_id, v_state, v_task_id, v_expires, v_token
