@@ -23,10 +23,13 @@ use sqlx::MySqlPool;
 use support::Api;
 use tokio_tungstenite::tungstenite::Message;
 
+/// A runner of `cases` cases. Shrinking a failure stops after a minute: a case that hangs takes
+/// the frame's whole bound (10 s) on every try, so unbounded shrinking ran for hours.
 fn runner(cases: u32) -> TestRunner {
     TestRunner::new(Config {
         cases,
         failure_persistence: None,
+        max_shrink_time: 60_000,
         ..Config::default()
     })
 }
