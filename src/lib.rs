@@ -15,9 +15,8 @@
 //! - [`db`]: one typed async function per stored procedure, and the one error type
 //!   ([`db::DbError`]) that SIGNALled codes, deadlocks and lost connections map onto.
 //! - [`http`]: `orbit serve`, the axum façade — one router module per resource, one error type
-//!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers, the
-//!   operator console at `/console` ([`http::console`]: static assets that call the same API), and
-//!   the rounds in which single submits that arrive together share a call ([`http::coalesce`]).
+//!   ([`http::error::ApiError`]), the OpenAPI document generated from the handlers, and the
+//!   operator console at `/console` ([`http::console`]: static assets that call the same API).
 //! - [`scheduler`]: the serve loop that recovers leases, promotes retries, expires deadlines,
 //!   fires plans and purges finished tasks past their queue's retention.
 //! - [`schedule`]: cron expressions in IANA time zones: a cron plan's next fire time, which the

@@ -84,18 +84,6 @@ pub const FAMILIES: &[Family] = &[
         "Tasks accepted by a submit (single or batch); an idempotent replay is not counted again.",
     ),
     family(
-        "orbit_submits_waiting",
-        Type::Gauge,
-        &[],
-        "Single submits (POST /v1/tasks) waiting for a database call: while earlier ones are called, later ones gather and share the next call.",
-    ),
-    family(
-        "orbit_submits_shared_total",
-        Type::Counter,
-        &[],
-        "Single submits answered by a call shared with other single submits of their credential (orbit_task_submit_many).",
-    ),
-    family(
         "orbit_grants_total",
         Type::Counter,
         &["queue"],
@@ -308,7 +296,6 @@ fn describe() {
         "orbit_tasks_purged_total",
         "orbit_db_failovers_total",
         "orbit_worker_claims_total",
-        "orbit_submits_shared_total",
     ] {
         metrics::counter!(name).absolute(0);
     }
@@ -316,7 +303,6 @@ fn describe() {
         metrics::counter!("orbit_database_errors_total", "kind" => kind).absolute(0);
     }
     // Registered histograms are rendered (with empty buckets) before their first sample.
-    metrics::gauge!("orbit_submits_waiting").set(0.0);
     let _ = metrics::histogram!("orbit_claim_duration_seconds");
     let _ = metrics::histogram!("orbit_handoff_duration_seconds");
     for state in ["SUCCEEDED", "FAILED", "NEEDS_REVIEW"] {

@@ -7,7 +7,45 @@ mod support;
 use orbit::telemetry::{Type, FAMILIES};
 use serde_json::json;
 use support::ws::RawWorker;
-use support::{sample, Api};
+use support::Api;
+
+async fn scrape(api: &Api) -> String {
+    let r = api
+        .http
+        .get(format!("{}/metrics", api.server.url))
+        .bearer_auth(api.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    r.text().await.unwrap()
+}
+
+/// The value of the sample `name{…}` that has every label of `labels` (in any order).
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let (series, value) = l.rsplit_once(' ')?;
+        let (n, rest) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if n != name {
+            return None;
+        }
+        let has_all = labels
+            .iter()
+            .all(|(k, v)| rest.split(',').any(|p| p == format!("{k}=\"{v}\"")));
+        if has_all {
+            value.parse().ok()
+        } else {
+            None
+        }
+    })
+}
 
 fn task(queue: &str, key: Option<&str>) -> serde_json::Value {
     let mut t = json!({"queue_id": queue, "handler": "h", "handler_version": "v1",
@@ -56,7 +94,7 @@ async fn a_scrape_has_every_documented_family_with_help_and_type_and_counts_a_wo
         "RETRY_WAIT"
     );
 
-    let text = api.scrape().await;
+    let text = scrape(&api).await;
 
     // HELP and TYPE on every family, of the declared type; no summaries anywhere.
     for f in FAMILIES {
@@ -187,7 +225,7 @@ async fn waiting_for_the_lock(conn: &mut sqlx::MySqlConnection, db: &str) -> usi
 async fn concurrent_scrapes_share_one_database_read() {
     let api = Api::start().await;
     let reads = |text: &str| sample(text, "orbit_metrics_database_reads_total", &[]).unwrap();
-    let before = reads(&api.scrape().await);
+    let before = reads(&scrape(&api).await);
     assert_eq!(before, 1.0, "the first scrape read the gauges");
 
     let db = api.fixture.test_db.name.clone();

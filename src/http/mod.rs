@@ -1,10 +1,8 @@
 //! `orbit serve`: the slim axum façade. It authenticates (hashing the bearer token), checks the
-//! request's shape, turns each request into one `CALL` (single submits that arrive together share
-//! one, see [`coalesce`]), and maps the result or the SIGNALled error
+//! request's shape, turns each request into one `CALL`, and maps the result or the SIGNALled error
 //! onto the envelope. Business rules live in the procedures. One router module per resource.
 
 pub mod attempts;
-pub mod coalesce;
 pub mod console;
 pub mod envelope;
 pub mod error;
@@ -55,8 +53,6 @@ pub struct App {
     pub lease_seconds: u32,
     /// Token hash → credential id, for the access log.
     pub credential_ids: Arc<ops::CredentialIds>,
-    /// Single submits, called in rounds (see [`coalesce`]).
-    pub submits: coalesce::Submits,
 }
 
 /// Every route with its OpenAPI description.
@@ -97,14 +93,13 @@ pub fn router_with(
 ) -> Router {
     let (routes, doc) = api().split_for_parts();
     let app = App {
-        db: db.clone(),
+        db,
         dispatch,
         metrics: crate::telemetry::handle(),
         node: format!("{}:{}", hostname(), std::process::id()),
         openapi: Arc::new(doc.to_json().expect("the OpenAPI document serialises")),
         lease_seconds,
         credential_ids: Arc::new(ops::CredentialIds::default()),
-        submits: coalesce::Submits::start(db.clone()),
     };
     routes
         .merge(console::router())

@@ -384,7 +384,7 @@ async fn submit_task(
         timing: timing.into_timing(),
         ..task.to_new_task(body.queue_id)
     };
-    let submitted = app.submits.submit(&hash, key, new_task).await?;
+    let submitted = app.db.task_submit(&hash, key, &new_task).await?;
     let status = if submitted.replayed {
         StatusCode::OK
     } else {

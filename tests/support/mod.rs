@@ -110,23 +110,6 @@ impl Api {
         .await
     }
 
-    /// One scrape of `/metrics` with the fixture's token.
-    pub async fn scrape(&self) -> String {
-        let r = self
-            .http
-            .get(format!("{}/metrics", self.server.url))
-            .bearer_auth(self.token())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 200);
-        assert!(r.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/plain"));
-        r.text().await.unwrap()
-    }
-
     /// Asserts the reply matches the schema the document gives for (method, template, status),
     /// and that errors use the envelope.
     pub fn validate(&self, method: &Method, template: &str, status: u16, body: &Value) {
@@ -169,26 +152,4 @@ pub fn note_example_body() -> Value {
         r#"{"queue_id":"11111111111111111111111111111111","handler":"object.update","handler_version":"v1","payload_version":"v1","payload":{"operation_ref":"update-001","object_ref":"objects/42"},"concurrency_key":"object/42"}"#,
     )
     .unwrap()
-}
-
-/// The value of the sample `name{…}` of a scrape that has every label of `labels` (in any order).
-pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines().find_map(|l| {
-        let (series, value) = l.rsplit_once(' ')?;
-        let (n, rest) = match series.split_once('{') {
-            Some((n, rest)) => (n, rest.trim_end_matches('}')),
-            None => (series, ""),
-        };
-        if n != name {
-            return None;
-        }
-        let has_all = labels
-            .iter()
-            .all(|(k, v)| rest.split(',').any(|p| p == format!("{k}=\"{v}\"")));
-        if has_all {
-            value.parse().ok()
-        } else {
-            None
-        }
-    })
 }
