@@ -6014,8 +6014,6 @@ body: BEGIN
   -- handlers' first ready task, and v_from_head = 1 once it does).
   DECLARE v_front TINYINT DEFAULT 0;
   DECLARE v_from_head TINYINT DEFAULT 0;
-  -- 1 while the grant takes the hand-off's tasks (c_handoffs), before it visits the queues.
-  DECLARE v_handing_off TINYINT DEFAULT p_results IS NOT NULL;
   -- 1 once the hand-off readied a task (see there): the scans start at the front.
   DECLARE v_readied TINYINT DEFAULT 0;
   DECLARE v_lock BIGINT UNSIGNED;
@@ -6054,7 +6052,7 @@ body: BEGIN
       STRAIGHT_JOIN orbit_session_queue sq FORCE INDEX (PRIMARY) ON sq.session_id = p_session_id AND sq.queue_id = t.queue_id
       STRAIGHT_JOIN orbit_queue q FORCE INDEX (PRIMARY) ON q.id = t.queue_id
      WHERE x.session_id = p_session_id AND x.released_at = p_now AND x.handoff_task_id <> 0
-       AND t.lane = 'blocked' AND t.blocked_reason = '' AND v_keys
+       AND t.lane = 'blocked' AND t.blocked_reason = ''
        AND (v_any_handler OR JSON_CONTAINS(v_handlers, JSON_QUOTE(t.handler)))
        AND NOT q.paused AND q.max_active_attempts = 0
        AND COALESCE((SELECT b.priority FROM orbit_task b FORCE INDEX (ix_task_dispatch)
@@ -6099,57 +6097,96 @@ body: BEGIN
   END IF;
   SET v_any_handler = (v_handlers = '[]');
 
-  queues: WHILE (v_handing_off OR v_visit < v_queue_count) AND v_granted < v_budget DO
-    IF v_handing_off THEN
-      -- The hand-off first, as one visit over the session's queues (each task carries its queue).
-      SET v_any_ready = 1, v_queue_room = v_budget, v_front = 0, v_from_task_id = 0, v_from_head = 0;
-    ELSE
-      -- Visit the session's queues from a rotating start position: visit v takes the queue at
-      -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
-      -- of ux_session_queue_position, no sort.
-      -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
-      -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
-      -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
-      -- of it, which the probe would pass over as the cursor does, and then the scan again.
-      -- A scan from where the session's last one stopped (see the header) first needs to know that
-      -- no better priority is ready: probed downwards from that priority, because a probe upwards
-      -- from the front would pass over the entries the scan is to skip.
-      SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
-          v_hinted = p_hinted AND NOT v_readied AND v_scan_task_id > 0 AND v_position = v_scan_position
-                     AND v_seq % 16 <> 0;
-      SELECT sq.queue_id, q.paused, q.max_active_attempts,
-             IF(v_queue_count > 1,
-                EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
-                         WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
-             IF(v_hinted,
-                (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
-                  WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
-                  ORDER BY t.queue_id DESC, t.priority DESC, t.id DESC
-                  LIMIT 1) IS NOT NULL, 1),
-             (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
-        INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
-        FROM orbit_session_queue sq
-        JOIN orbit_queue q ON q.id = sq.queue_id
-       WHERE sq.session_id = p_session_id AND sq.position = v_position;
-      SET v_visit = v_visit + 1;
-      IF v_queue_id IS NULL OR v_paused THEN
-        ITERATE queues;
+  -- The hand-off first (p_results; for a session that takes keyed tasks): each task carries its
+  -- queue, and the cursor's LIMIT is the grant's room.
+  IF p_results IS NOT NULL AND v_keys THEN
+    OPEN c_handoffs;
+    handoffs: LOOP
+      SET v_task_id = NULL;
+      fetch_handoff: BEGIN
+        -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
+        FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no,
+                              v_queue_id, v_policies;
+      END fetch_handoff;
+      IF v_task_id IS NULL THEN
+        LEAVE handoffs;
       END IF;
-      SET v_queue_room = v_budget, v_front = NOT v_hinted OR v_better, v_from_head = 0,
-          v_from_priority = v_scan_priority, v_from_task_id = v_scan_task_id;
-      IF v_queue_max > 0 AND v_any_ready THEN
-        SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
-        SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
-          FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
-         WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
+      -- The task, unless someone else holds it (a cancel or expiry is never waited for: the
+      -- queue's next task of the key is readied instead, as a release readies it, for the
+      -- scans below) or it was taken already (a result repeated in p_results: the key is full,
+      -- and nothing is readied).
+      SET v_lock = NULL;
+      SELECT t.id INTO v_lock
+        FROM orbit_task t
+       WHERE t.id = v_task_id AND t.lane = 'blocked' AND t.blocked_reason = ''
+         FOR UPDATE SKIP LOCKED;
+      IF v_lock IS NULL THEN
+        CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
+        SET v_readied = 1;
+        ITERATE handoffs;
       END IF;
+      -- The task's own rules (its deadline, its key's permit) and the attempt.
+      CALL orbit_attempt_grant(p_session_id, v_application_id, v_worker_id, v_start, v_seq,
+                               v_task_id, v_namespace_id, v_queue_id, v_resource_id, v_deadline, v_attempt_no,
+                               v_policies, p_now, v_expires, v_attempt_id, v_expired_one);
+      IF v_attempt_id IS NOT NULL THEN
+        SET v_granted = v_granted + 1, v_handoffs = v_handoffs + 1, v_last_attempt_id = v_attempt_id;
+      ELSEIF v_expired_one THEN
+        SET v_expired = v_expired + 1;
+      ELSE
+        SET v_demoted = v_demoted + 1;
+      END IF;
+    END LOOP handoffs;
+    CLOSE c_handoffs;
+  END IF;
+
+  queues: WHILE v_visit < v_queue_count AND v_granted < v_budget DO
+    -- Visit the session's queues from a rotating start position: visit v takes the queue at
+    -- position (v - claim_seq) mod n (positions run 0 to n-1, see orbit_session_open), one probe
+    -- of ux_session_queue_position, no sort.
+    -- For a session of several queues an empty ready lane is common (a hot key's other queue, an
+    -- idle queue) and opening the cursor costs a temporary table: the same statement probes the
+    -- lane's head first. Not for one queue: a busy lane's head is full of entries just moved out
+    -- of it, which the probe would pass over as the cursor does, and then the scan again.
+    -- A scan from where the session's last one stopped (see the header) first needs to know that
+    -- no better priority is ready: probed downwards from that priority, because a probe upwards
+    -- from the front would pass over the entries the scan is to skip.
+    SET v_queue_id = NULL, v_position = (v_visit + v_queue_count - v_seq % v_queue_count) % v_queue_count,
+        v_hinted = p_hinted AND NOT v_readied AND v_scan_task_id > 0 AND v_position = v_scan_position
+                   AND v_seq % 16 <> 0;
+    SELECT sq.queue_id, q.paused, q.max_active_attempts,
+           IF(v_queue_count > 1,
+              EXISTS (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                       WHERE t.queue_id = sq.queue_id AND t.lane = 'ready'), 1),
+           IF(v_hinted,
+              (SELECT 1 FROM orbit_task t FORCE INDEX (ix_task_dispatch)
+                WHERE t.queue_id = sq.queue_id AND t.lane = 'ready' AND t.priority < v_scan_priority
+                ORDER BY t.queue_id DESC, t.priority DESC, t.id DESC
+                LIMIT 1) IS NOT NULL, 1),
+           (SELECT 1 FROM orbit_key_policy p WHERE p.namespace_id = q.namespace_id LIMIT 1) IS NOT NULL
+      INTO v_queue_id, v_paused, v_queue_max, v_any_ready, v_better, v_policies
+      FROM orbit_session_queue sq
+      JOIN orbit_queue q ON q.id = sq.queue_id
+     WHERE sq.session_id = p_session_id AND sq.position = v_position;
+    SET v_visit = v_visit + 1;
+    IF v_queue_id IS NULL OR v_paused THEN
+      ITERATE queues;
+    END IF;
+    SET v_queue_room = v_budget, v_front = NOT v_hinted OR v_better, v_from_head = 0,
+        v_from_priority = v_scan_priority, v_from_task_id = v_scan_task_id;
+    IF v_queue_max > 0 AND v_any_ready THEN
+      SELECT q.max_active_attempts INTO v_queue_max FROM orbit_queue q WHERE q.id = v_queue_id FOR UPDATE;
+      SELECT CAST(v_queue_max AS SIGNED) - COUNT(*) INTO v_queue_room
+        FROM orbit_attempt a FORCE INDEX (ix_attempt_active_queue)
+       WHERE a.released_at IS NULL AND a.queue_id = v_queue_id;
     END IF;
 
     -- One scan locks a batch of candidates (each scan passes over the rows other sessions hold
     -- and the entries they just moved out of the lane, so one per batch, not one per task); a
     -- batch that grants less than it found (expired, demoted, refused) is followed by another.
     candidates: WHILE v_any_ready AND v_queue_room > 0 AND v_granted < v_budget DO
-      IF v_front AND NOT v_handing_off THEN
+      IF v_front THEN
         -- The front: the lane's, or the first ready task of the session's handlers (the best of
         -- each handler's first, one probe of ix_task_handler each; none: nothing here for this
         -- session). The scan starts at that task (past id - 1 within its priority). Each name
@@ -6176,65 +6213,32 @@ body: BEGIN
         END IF;
       END IF;
       SET v_want = LEAST(v_queue_room, v_budget - v_granted), v_fetched = 0;
-      IF v_handing_off THEN
-        OPEN c_handoffs;
-      ELSE
-        OPEN c_candidates;
-      END IF;
+      OPEN c_candidates;
       batch: LOOP
         SET v_task_id = NULL;
-        fetch_one: BEGIN
+        fetch_candidate: BEGIN
           -- Scoped to the FETCH alone: no nested call's empty SELECT ... INTO can set it.
           DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_task_id = NULL;
-          IF v_handing_off THEN
-            FETCH c_handoffs INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no,
-                                  v_queue_id, v_policies;
-          ELSE
-            FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_priority;
-          END IF;
-        END fetch_one;
+          FETCH c_candidates INTO v_task_id, v_resource_id, v_deadline, v_namespace_id, v_attempt_no, v_priority;
+        END fetch_candidate;
         IF v_task_id IS NULL THEN
           LEAVE batch;
         END IF;
-        IF v_handing_off THEN
-          -- The task, unless someone else holds it (a cancel or expiry is never waited for: the
-          -- queue's next task of the key is readied instead, as a release readies it, for the
-          -- scans below) or it was taken already (a result repeated in p_results: the key is
-          -- full, and nothing is readied).
-          SET v_lock = NULL;
-          SELECT t.id INTO v_lock
-            FROM orbit_task t
-           WHERE t.id = v_task_id AND t.lane = 'blocked' AND t.blocked_reason = ''
-             FOR UPDATE SKIP LOCKED;
-          IF v_lock IS NULL THEN
-            CALL orbit_key_promote(v_resource_id, v_queue_id, p_now);
-            SET v_readied = 1;
-            ITERATE batch;
-          END IF;
-        ELSE
-          -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
-          SET v_fetched = v_fetched + 1,
-              v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
-        END IF;
-
+        -- Every candidate fetched leaves the ready lane (granted, expired or demoted below).
+        SET v_fetched = v_fetched + 1,
+            v_scan_position = v_position, v_scan_priority = v_priority, v_scan_task_id = v_task_id;
         -- The task's own rules (its deadline, its key's permit) and the attempt.
         CALL orbit_attempt_grant(p_session_id, v_application_id, v_worker_id, v_start, v_seq,
                                  v_task_id, v_namespace_id, v_queue_id, v_resource_id, v_deadline, v_attempt_no,
                                  v_policies, p_now, v_expires, v_attempt_id, v_expired_one);
         IF v_attempt_id IS NOT NULL THEN
-          SET v_granted = v_granted + 1, v_handoffs = v_handoffs + v_handing_off, v_queue_room = v_queue_room - 1,
-              v_last_attempt_id = v_attempt_id;
+          SET v_granted = v_granted + 1, v_queue_room = v_queue_room - 1, v_last_attempt_id = v_attempt_id;
         ELSEIF v_expired_one THEN
           SET v_expired = v_expired + 1;
         ELSE
           SET v_demoted = v_demoted + 1;
         END IF;
       END LOOP batch;
-      IF v_handing_off THEN
-        CLOSE c_handoffs;
-        SET v_handing_off = 0;
-        LEAVE candidates;
-      END IF;
       CLOSE c_candidates;
       IF v_fetched < v_want THEN
         IF v_from_task_id > 0 AND NOT v_from_head THEN
@@ -8153,7 +8157,7 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_event_list', 2, 'f318c98641032222c43d00495820bf09b9d957509e5dab45845d72cc197d5c6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_expire_due', 2, 'e0c9a5d7e7542bbece5030c7aa8553d05215fff4d7c9532dd8313e4561b99e6c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_get', 2, '933459ba122f493d4914798e09b31b7dd6f3a0c90d32643249271ccfc18df716', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '85142c27263ebb078172518626e18fc0ec6a8abd405dfb6abf440219c7eaea31', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_grant', 2, '813a0b5756fac2a58e0dedd63ce4bce22c73a54dd55f187caf411cf1b536062c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_list', 2, 'c9a209507be5086be77381d07bac30a0c0bbdf33cf3b3452c07eabdfff4d9e55', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_place', 2, '22aab3eb578404bea18033d80a6bcfa25cdccf964211568eb63b33a90ebf0f2f', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_promote_due', 2, 'a008d724a538d3798ff26fe8e537a33bdc2ba2744d106d0e1fb6b04edfa32164', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -8164,5 +8168,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_submit_many', 2, 'c08546a91c489a03fe9c3a719c1e0afc414c3b56ed696b7b447d6cf16967d9ad', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000001_install', 1, '51750701534980f65e1531b01b62623ecd7e906ac31c7abe4214c273de91dd5e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '33969fa0b8099263fafaef53d084e94201d2d32208063854fc59488a1feefb09', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '33969fa0b8099263fafaef53d084e94201d2d32208063854fc59488a1feefb09', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ad9095e61c8cc68a58d373a1414dcc25836795fbdd540f598caf2111127aa3f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ad9095e61c8cc68a58d373a1414dcc25836795fbdd540f598caf2111127aa3f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
