@@ -10,9 +10,11 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sqlx::{Connection, MySqlConnection};
@@ -81,11 +83,20 @@ pub struct Cluster {
     dir: tempfile::TempDir,
 }
 
+/// A free loopback port that this process has not handed out before. The listener that found it
+/// is closed at once, so the kernel may offer the same port again: one cluster's node 3 once got
+/// node 1's gcomm port as its SST receive port, and its rsync daemon could not start.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        if GIVEN.lock().expect("the ports handed out").insert(port) {
+            return port;
+        }
+    }
 }
 
 /// The uid the rsync daemon of an SST runs as when started by root (rsync's default `nobody`).
