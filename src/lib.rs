@@ -29,6 +29,8 @@
 //!   with the database server's work per task ([`bench::server_cost`]).
 //! - [`chaos`]: `orbit chaos` — keyed worker processes under injected faults (kills, pauses,
 //!   façade and database restarts) and the invariant checker that reads the history afterwards.
+//! - [`processlist`]: the server's process list, read the way every supported server answers
+//!   (the bench's idle check, chaos's connection kills, tests that watch connections).
 //! - [`telemetry`]: the Prometheus metrics `/metrics` exports, declared once with their help.
 //! - [`testing`]: a fresh database per test, installed through [`migrate`], dropped afterwards.
 //! - [`verify`]: `orbit migrate verify` and serve's start-up check: the installed objects against
@@ -46,6 +48,7 @@ pub mod dev;
 pub mod dispatch;
 pub mod http;
 pub mod migrate;
+pub mod processlist;
 pub mod schedule;
 pub mod scheduler;
 pub mod sqlscript;

@@ -210,44 +210,6 @@ async fn read_counters(
         .collect()
 }
 
-/// One connection of the server's process list.
-#[derive(Debug, Clone)]
-pub struct Process {
-    pub id: u64,
-    pub db: Option<String>,
-    pub state: String,
-    /// The statement it runs, bytes that are not UTF-8 replaced.
-    pub info: String,
-}
-
-/// The server's process list, read with `SHOW FULL PROCESSLIST`. Not from
-/// `information_schema.PROCESSLIST`: MySQL 9 fails every read of that table (error 3854, "Cannot
-/// convert string … from utf8mb4 to utf8mb3") while any connection, another test's among them, runs
-/// a statement whose text holds bytes that are not UTF-8, such as a binary parameter.
-pub async fn processes(conn: &mut MySqlConnection) -> Vec<Process> {
-    use sqlx::Row;
-    let rows = sqlx::raw_sql("SHOW FULL PROCESSLIST")
-        .fetch_all(conn)
-        .await
-        .expect("SHOW FULL PROCESSLIST");
-    // The text protocol answers every column as text; read them as bytes.
-    let text = |r: &sqlx::mysql::MySqlRow, column: &str| -> Option<String> {
-        r.try_get_unchecked::<Option<Vec<u8>>, _>(column)
-            .expect("a process list column")
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-    };
-    rows.iter()
-        .map(|r| Process {
-            id: text(r, "Id")
-                .and_then(|id| id.parse().ok())
-                .expect("a connection id"),
-            db: text(r, "db"),
-            state: text(r, "State").unwrap_or_default(),
-            info: text(r, "Info").unwrap_or_default(),
-        })
-        .collect()
-}
-
 /// A test database with the extension installed and one tenant bootstrapped: an application,
 /// environment, namespace, queue and a credential holding every scope.
 pub struct Fixture {

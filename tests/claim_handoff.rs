@@ -586,8 +586,9 @@ async fn quota_update_started(f: &Fixture, other_id: u64) {
     let mut conn = f.test_db.conn().await;
     let db = f.test_db.name.clone();
     loop {
-        let running = orbit::testing::processes(&mut conn)
+        let running = orbit::processlist::read(&mut conn)
             .await
+            .expect("SHOW FULL PROCESSLIST")
             .into_iter()
             .any(|p| {
                 p.db.as_deref() == Some(db.as_str())

@@ -151,13 +151,16 @@ async fn writer_node(cluster: &Cluster) -> Option<usize> {
         let Ok(mut c) = MySqlConnection::connect(&node.server_dsn()).await else {
             continue;
         };
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()",
-        )
-        .bind(DATABASE)
-        .fetch_one(&mut c)
-        .await
-        .unwrap_or(0);
+        let n = match (
+            orbit::processlist::own_id(&mut c).await,
+            orbit::processlist::read(&mut c).await,
+        ) {
+            (Ok((me, _)), Ok(list)) => list
+                .iter()
+                .filter(|p| p.id != me && p.db.as_deref() == Some(DATABASE))
+                .count(),
+            _ => 0,
+        };
         let _ = c.close().await;
         if n > 0 && best.is_none_or(|(_, m)| n > m) {
             best = Some((i, n));

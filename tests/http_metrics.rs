@@ -206,8 +206,9 @@ async fn a_scrape_has_every_documented_family_with_help_and_type_and_counts_a_wo
 /// The gauge reads (`orbit_metrics_snapshot`'s statement, which names its columns `metric`) of the
 /// test database waiting for `orbit_task`'s table lock; the scheduler's statements may wait too.
 async fn waiting_for_the_lock(conn: &mut sqlx::MySqlConnection, db: &str) -> usize {
-    orbit::testing::processes(conn)
+    orbit::processlist::read(conn)
         .await
+        .expect("SHOW FULL PROCESSLIST")
         .iter()
         .filter(|p| {
             p.db.as_deref() == Some(db)

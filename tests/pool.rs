@@ -10,7 +10,7 @@ use std::time::Duration;
 use calls::{call, db};
 use orbit::db::{Db, DbError};
 use orbit::migrate;
-use orbit::testing::{processes, Fixture};
+use orbit::testing::Fixture;
 
 /// sqlx's pool hands out its idle connections first in, first out, and pings each on its way
 /// back: a sequence of calls went round every connection of the pool (cold server threads) and
@@ -30,6 +30,12 @@ async fn calls_one_after_another_use_one_connection() {
         "connections opened for 50 sequential calls"
     );
     db.close().await;
+}
+
+async fn processes(observer: &mut sqlx::MySqlConnection) -> Vec<orbit::processlist::Process> {
+    orbit::processlist::read(observer)
+        .await
+        .expect("SHOW FULL PROCESSLIST")
 }
 
 /// The connections to the observer's database, other than the observer's own.

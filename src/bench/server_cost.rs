@@ -19,6 +19,7 @@ use sqlx::MySqlPool;
 
 use super::sql_err;
 use crate::db::DbError;
+use crate::processlist;
 
 /// Linux `/proc` times are in clock ticks of 1/100 s (`USER_HZ` on every Linux architecture Orbit
 /// builds for).
@@ -423,10 +424,17 @@ impl ServerCost {
     }
 }
 
-/// Statements of other clients running now: another database's, or no database's (the
-/// benchmark's own connections, `serve`'s included, use the benchmark database).
-const OTHERS_RUNNING: &str = "SELECT COUNT(*) FROM information_schema.PROCESSLIST
-  WHERE ID <> CONNECTION_ID() AND COMMAND IN ('Query', 'Execute') AND (DB IS NULL OR DB <> DATABASE())";
+/// How many statements of other clients are running now: another database's, or no database's
+/// (the benchmark's own connections, `serve`'s included, use the benchmark database).
+async fn others_running(pool: &MySqlPool) -> Result<usize, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    let (me, db) = processlist::own_id(&mut conn).await?;
+    Ok(processlist::read(&mut conn)
+        .await?
+        .iter()
+        .filter(|p| p.id != me && p.is_running() && (p.db.is_none() || p.db != db))
+        .count())
+}
 
 /// How often [`Meter`] looks at the server's process list.
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
@@ -475,12 +483,9 @@ impl Meter {
             async move {
                 let (mut samples, mut busy) = (0, 0);
                 while watching.load(Ordering::Relaxed) {
-                    if let Ok((n,)) = sqlx::query_as::<_, (i64,)>(OTHERS_RUNNING)
-                        .fetch_one(&pool)
-                        .await
-                    {
+                    if let Ok(running) = others_running(&pool).await {
                         samples += 1;
-                        busy += u64::from(n > 0);
+                        busy += u64::from(running > 0);
                     }
                     tokio::time::sleep(WATCH_EVERY).await;
                 }

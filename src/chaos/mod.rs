@@ -31,6 +31,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use crate::dev::PrivateServer;
+use crate::processlist;
 use checker::{Report, Summary};
 
 /// The faults the injector can apply.
@@ -382,13 +383,17 @@ impl Cluster {
                 let mut conn = MySqlConnection::connect(&self.orbit_dsn())
                     .await
                     .map_err(|e| setup("connect to kill connections")(e.to_string()))?;
-                let ids: Vec<i64> = sqlx::query_scalar(
-                    "SELECT ID FROM information_schema.PROCESSLIST \
-                      WHERE DB = 'orbit' AND ID <> CONNECTION_ID() AND COMMAND <> 'Daemon'",
-                )
-                .fetch_all(&mut conn)
-                .await
-                .map_err(|e| setup("list connections")(e.to_string()))?;
+                let list = |e: sqlx::Error| setup("list connections")(e.to_string());
+                let (me, _) = processlist::own_id(&mut conn).await.map_err(list)?;
+                let ids: Vec<u64> = processlist::read(&mut conn)
+                    .await
+                    .map_err(list)?
+                    .into_iter()
+                    .filter(|p| {
+                        p.id != me && p.db.as_deref() == Some("orbit") && p.command != "Daemon"
+                    })
+                    .map(|p| p.id)
+                    .collect();
                 let mut killed = 0;
                 for id in &ids {
                     // An id read from the server itself; KILL takes no placeholder.
