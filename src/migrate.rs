@@ -176,6 +176,11 @@ pub enum MigrateError {
     NotRecorded { name: String, version: u32 },
     #[error("another `orbit migrate` holds the migration lock on this database; try again when it has finished")]
     Locked,
+    #[error(
+        "the database server is {version}, which Orbit does not run on: it needs MariaDB 10.6 or \
+         later, or MySQL 8.0.4 or later (JSON_TABLE, SKIP LOCKED); nothing was changed"
+    )]
+    UnsupportedServer { version: String },
     #[error("database error while {doing}: {reason}")]
     Database { doing: &'static str, reason: String },
 }
@@ -604,6 +609,30 @@ pub async fn status(
     })
 }
 
+/// Whether Orbit runs on the server of this `VERSION()`: MariaDB 10.6 and later (a version naming
+/// MariaDB), MySQL 8.0.4 and later (any other; its forks report MySQL's version). Older servers
+/// lack what the install needs (`JSON_TABLE`: MariaDB 10.6, MySQL 8.0.4; `SKIP LOCKED`), and would
+/// fail partway through it. A version that does not start with a number is let through: its
+/// statements then fail on their own, with the server's message.
+pub fn server_supported(version: &str) -> bool {
+    let mariadb = version.contains("MariaDB");
+    // Old MariaDB releases put "5.5.5-" in front of their version for old clients.
+    let version = match version.strip_prefix("5.5.5-") {
+        Some(rest) if mariadb => rest,
+        _ => version,
+    };
+    let numbers: Vec<u32> = version
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map_while(|n| n.parse().ok())
+        .collect();
+    let [major, minor, patch] = numbers[..] else {
+        return true;
+    };
+    let least = if mariadb { (10, 6, 0) } else { (8, 0, 4) };
+    (major, minor, patch) >= least
+}
+
 /// [`up`] with this binary's migrations and full install, as `orbit migrate up` runs it.
 pub async fn up_embedded(conn: &mut MySqlConnection) -> Result<Vec<String>, MigrateError> {
     up(conn, &embedded(), Some(&embedded_install()), |_, _, _| {}).await
@@ -619,6 +648,13 @@ pub async fn up(
     install: Option<&Migration>,
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<Vec<String>, MigrateError> {
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db_err("reading the server's version"))?;
+    if !server_supported(&version) {
+        return Err(MigrateError::UnsupportedServer { version });
+    }
     let got: Option<i64> =
         sqlx::query_scalar("SELECT GET_LOCK(CONCAT('orbit_migrate:', DATABASE()), 30)")
             .fetch_one(&mut *conn)
@@ -727,4 +763,41 @@ fn excerpt(sql: &str) -> String {
 /// The version this binary serves; `serve` refuses any other.
 pub const fn expected_version() -> u32 {
     EXTENSION_VERSION
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_supported;
+
+    #[test]
+    fn supported_servers_are_told_from_their_version() {
+        for supported in [
+            "10.6.0-MariaDB",
+            "10.11.19-MariaDB-0+deb12u1",
+            "11.4.2-MariaDB-log",
+            "8.0.4-rc-log",
+            "8.0.46-0ubuntu0.22.04.1",
+            "9.7.4",
+            "8.0.36-28", // Percona Server
+            "5.5.5-10.6.1-MariaDB",
+        ] {
+            assert!(server_supported(supported), "{supported} refused");
+        }
+        for refused in [
+            "10.5.23-MariaDB",
+            "10.3.39-MariaDB-0+deb10u1",
+            "5.7.44",
+            "8.0.3-rc",
+            "8.0.1-dmr",
+            "5.5.5-10.1.48-MariaDB", // the prefix old MariaDB releases gave old clients
+        ] {
+            assert!(!server_supported(refused), "{refused} accepted");
+        }
+    }
+
+    #[test]
+    fn a_version_without_numbers_is_let_through() {
+        assert!(server_supported("TiDB"));
+        assert!(server_supported(""));
+    }
 }
