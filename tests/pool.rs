@@ -40,14 +40,12 @@ async fn processes(observer: &mut sqlx::MySqlConnection) -> Vec<orbit::processli
 
 /// The connections to the observer's database, other than the observer's own.
 async fn other_connections(observer: &mut sqlx::MySqlConnection) -> Vec<u64> {
-    let (me, db): (u64, String) = sqlx::query_as("SELECT CONNECTION_ID(), DATABASE()")
-        .fetch_one(&mut *observer)
-        .await
-        .unwrap();
+    let (me, db) = orbit::processlist::own_id(&mut *observer).await.unwrap();
+    assert!(db.is_some(), "the observer uses a database");
     processes(observer)
         .await
         .into_iter()
-        .filter(|p| p.id != me && p.db.as_deref() == Some(db.as_str()))
+        .filter(|p| p.id != me && p.db == db)
         .map(|p| p.id)
         .collect()
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
-use sqlx::MySqlPool;
+use sqlx::{ConnectOptions, Connection, MySqlConnection, MySqlPool};
 
 use super::sql_err;
 use crate::db::DbError;
@@ -425,14 +425,17 @@ impl ServerCost {
 }
 
 /// How many statements of other clients are running now: another database's, or no database's
-/// (the benchmark's own connections, `serve`'s included, use the benchmark database).
-async fn others_running(pool: &MySqlPool) -> Result<usize, sqlx::Error> {
-    let mut conn = pool.acquire().await?;
-    let (me, db) = processlist::own_id(&mut conn).await?;
-    Ok(processlist::read(&mut conn)
+/// (the benchmark's own connections, `serve`'s included, use the benchmark database). `me` and
+/// `db` are the watching connection's own id and database ([`processlist::own_id`]).
+async fn others_running(
+    conn: &mut MySqlConnection,
+    me: u64,
+    db: &Option<String>,
+) -> Result<usize, sqlx::Error> {
+    Ok(processlist::read(conn)
         .await?
         .iter()
-        .filter(|p| p.id != me && p.is_running() && (p.db.is_none() || p.db != db))
+        .filter(|p| p.id != me && p.is_running() && (p.db.is_none() || p.db != *db))
         .count())
 }
 
@@ -482,13 +485,22 @@ impl Meter {
             let (pool, watching) = (pool.clone(), watching.clone());
             async move {
                 let (mut samples, mut busy) = (0, 0);
+                // A connection of the watch's own for the phase: its id and database are read
+                // once, and each look is one statement. Without it the watch counts no look.
+                let Ok(mut conn) = pool.connect_options().connect().await else {
+                    return (samples, busy);
+                };
+                let Ok((me, db)) = processlist::own_id(&mut conn).await else {
+                    return (samples, busy);
+                };
                 while watching.load(Ordering::Relaxed) {
-                    if let Ok(running) = others_running(&pool).await {
+                    if let Ok(running) = others_running(&mut conn, me, &db).await {
                         samples += 1;
                         busy += u64::from(running > 0);
                     }
                     tokio::time::sleep(WATCH_EVERY).await;
                 }
+                let _ = conn.close().await;
                 (samples, busy)
             }
         });
