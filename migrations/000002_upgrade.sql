@@ -502,9 +502,10 @@ DELIMITER ;
 -- The one place that decides what an ending means (SPEC §4), and the one path every ending takes:
 -- a worker's results (one or a group: orbit_attempt_finish), a cancel (orbit_task_cancel, a key
 -- policy's cancel in orbit_task_create) and lease recovery (orbit_lease_recover), each a set of
--- one or more results. Results are taken in input order, one at a time: each locks its attempt
--- row FOR UPDATE (a caller that checked the attempt under its own lock first reads it again) and
--- ends it only while it is LEASED or RUNNING and, with p_session_id, that session's. In the same
+-- one or more results. Every result's attempt row is locked first, in input order, in one read
+-- (a caller that checked an attempt under its own lock reads it again); then the results are
+-- taken in input order, one at a time: each ends its attempt only while it is LEASED or RUNNING
+-- and, with p_session_id, that session's. In the same
 -- transaction an ending records the outcome and releases the queue permit (released_at),
 -- releases the key permit (orbit_key_release, which hands the key to the next blocked task) and
 -- moves the task. A result that ends nothing changes nothing, except that a result of the
@@ -533,10 +534,11 @@ DELIMITER ;
 --   as the attempt's handoff_task_id, for that grant).
 -- Out: o_ended, how many attempts were ended.
 -- Result: none. Signals: none (callers validate).
--- Locks, in order, per result in input order: the orbit_attempt row, orbit_task row (read FOR
---   UPDATE for an outcome that needs its retry settings, otherwise by its update, which comes
---   before the key's release either way), orbit_resource row and orbit_key_slot row (via
---   orbit_key_release), promoted task rows (SKIP LOCKED); no quota row (the caller's).
+-- Locks, in order: every result's orbit_attempt row, in input order (one read, c_results); then
+--   per result in input order: its orbit_task row (read FOR UPDATE for an outcome that needs its
+--   retry settings, otherwise by its update, which comes before the key's release either way),
+--   orbit_resource row and orbit_key_slot row (via orbit_key_release), promoted task rows (SKIP
+--   LOCKED); no quota row (the caller's).
 DROP PROCEDURE IF EXISTS orbit_attempt_end;
 DELIMITER $$
 CREATE PROCEDURE orbit_attempt_end(
@@ -547,10 +549,11 @@ CREATE PROCEDURE orbit_attempt_end(
   OUT o_ended INT)
   MODIFIES SQL DATA
 BEGIN
-  DECLARE v_count INT DEFAULT JSON_LENGTH(p_results);
   DECLARE v_i INT DEFAULT 0;
-  -- Result v_i, read out of p_results once (each JSON_EXTRACT parses the document up to the
-  -- member), and its members.
+  -- The result's position in p_results, from 1 (c_results' ord; v_i counts the results read).
+  DECLARE v_ord INT;
+  -- Result v_i (from 0), read out of p_results once (each JSON_EXTRACT parses the document up
+  -- to the member), and its members.
   DECLARE v_result MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_attempt_id BIGINT UNSIGNED;
   DECLARE v_outcome_in VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
@@ -579,21 +582,92 @@ BEGIN
   DECLARE v_lane VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin;
   DECLARE v_handoff_task_id BIGINT UNSIGNED;
   DECLARE v_release_version BIGINT UNSIGNED;
+  DECLARE v_done TINYINT DEFAULT 0;
+  -- 1 while this result ends its attempt.
+  DECLARE v_ends TINYINT;
+  -- Every result with its attempt, each attempt locked as it is read: one statement for the
+  -- call's attempts instead of one per result. Its values are as the rows were before this call
+  -- ended any of them: a result that repeats an attempt is caught by its task's update (below).
+  -- In input order without an ORDER BY, which costs a sort of the cursor's temporary table on
+  -- every call: JSON_TABLE is the outer table of the join, read in document order, and its
+  -- attempts are primary-key probes (no join buffer); the loop checks the order. (Fixed-width
+  -- columns only: a cursor is materialised, and a TEXT column would put its temporary table on
+  -- disk. retryable, output and error are read per result from p_results.) JSON_TABLE in a
+  -- derived table: MySQL refuses FOR UPDATE over a join with a table function (error 3569, "Table
+  -- r appears in multiple locking clauses"), and MariaDB has no FOR UPDATE OF.
+  DECLARE c_results CURSOR FOR
+    SELECT r.ord, r.attempt_id, r.outcome, a.task_id, a.state, a.resource_id, a.key_slot, a.session_id
+      FROM (SELECT j.ord, j.attempt_id, j.outcome
+              FROM JSON_TABLE(p_results, '$[*]' COLUMNS (ord FOR ORDINALITY, attempt_id BIGINT UNSIGNED PATH '$.attempt_id',
+                              outcome VARCHAR(16) PATH '$.outcome')) j) r
+      LEFT JOIN orbit_attempt a FORCE INDEX (PRIMARY) ON a.id = r.attempt_id
+       FOR UPDATE;
 
   SET o_ended = 0;
-  results: WHILE v_i < v_count DO
-    -- (No cursor over a JSON_TABLE: it would write the results to a temporary table first.)
+  OPEN c_results;
+  results: LOOP
+    fetch_result: BEGIN
+      DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+      SET v_attempt_state = NULL, v_session_id = NULL;
+      FETCH c_results INTO v_ord, v_attempt_id, v_outcome_in, v_task_id, v_attempt_state, v_resource_id, v_key_slot,
+                           v_session_id;
+    END fetch_result;
+    IF v_done THEN
+      LEAVE results;
+    END IF;
+    IF v_ord <> v_i + 1 THEN
+      -- Which of repeated results ends their attempt depends on the order (see c_results).
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'INTERNAL: orbit_attempt_end read its results out of order';
+    END IF;
     SET v_result = JSON_EXTRACT(p_results, CONCAT('$[', v_i, ']')), v_i = v_i + 1,
-        -- (Unquoted: MariaDB's JSON_OBJECT writes a procedure's BIGINT variable as a string.)
-        v_attempt_id = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.attempt_id')),
-        v_outcome_in = JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.outcome')),
-        v_attempt_state = NULL, v_session_id = NULL;
-    SELECT a.task_id, a.state, a.resource_id, a.key_slot, a.session_id
-      INTO v_task_id, v_attempt_state, v_resource_id, v_key_slot, v_session_id
-      FROM orbit_attempt a
-     WHERE a.id = v_attempt_id
-       FOR UPDATE;
-    IF NOT COALESCE(v_attempt_state IN ('LEASED', 'RUNNING') AND p_session_id IN (0, v_session_id), 0) THEN
+        v_ends = COALESCE(v_attempt_state IN ('LEASED', 'RUNNING') AND p_session_id IN (0, v_session_id), 0);
+    IF v_ends THEN
+      SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
+          v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
+          v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'),
+          -- A RUNNING attempt whose lease ran out may have had effects: an unknown outcome.
+          v_outcome = IF(v_outcome_in = 'expired' AND v_attempt_state = 'RUNNING', 'unknown', v_outcome_in),
+          v_delay_ms = 0;
+      -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
+      -- attempt's task is in the attempt's state.)
+      IF v_outcome IN ('failed', 'unknown') THEN
+        SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
+          INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
+          FROM orbit_task t
+         WHERE t.id = v_task_id
+           FOR UPDATE;
+        SET v_attempts_left = v_attempt_count < v_max_attempts,
+            v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
+      END IF;
+      CASE v_outcome
+        WHEN 'succeeded' THEN
+          SET v_attempt_state_new = 'SUCCEEDED', v_task_state = 'SUCCEEDED';
+        WHEN 'failed' THEN
+          SET v_attempt_state_new = 'FAILED',
+              v_task_state = IF(v_retryable AND v_attempts_left, 'RETRY_WAIT', 'FAILED');
+        WHEN 'unknown' THEN
+          SET v_attempt_state_new = 'UNKNOWN',
+              v_task_state = IF(v_retry_unknown AND v_attempts_left, 'RETRY_WAIT', 'NEEDS_REVIEW');
+        WHEN 'expired' THEN
+          SET v_attempt_state_new = 'EXPIRED', v_task_state = 'WAITING';
+        ELSE
+          SET v_attempt_state_new = 'CANCELLED', v_task_state = 'CANCELLED';
+      END CASE;
+      SET v_terminal = v_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
+      -- The task before the key (the lock order above); placed in a lane only after the release,
+      -- so a retried task sees its key free. Its new state, a retry's run_at, a success's output, a
+      -- failure's error, finished_at when terminal.
+      UPDATE orbit_task t
+         SET t.state = v_task_state, t.lane = 'none',
+             t.run_at = IF(v_task_state IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
+             t.output = IF(v_outcome = 'succeeded', v_output, t.output),
+             t.error = IF(v_outcome IN ('failed', 'unknown'), v_error, t.error),
+             t.finished_at = IF(v_terminal, p_now, NULL), t.updated_at = p_now
+       WHERE t.id = v_task_id AND t.state IN ('LEASED', 'RUNNING');
+      -- None when an earlier result of this call ended the attempt (the cursor read it before).
+      SET v_ends = ROW_COUNT();
+    END IF;
+    IF NOT v_ends THEN
       -- Not ended by this result: another session's attempt, or none; a repeated result; or one
       -- ended another way first, whose different outcome is kept as its late result.
       UPDATE orbit_attempt a
@@ -602,48 +676,6 @@ BEGIN
          AND a.outcome <> v_outcome_in AND a.late_result = '';
       ITERATE results;
     END IF;
-    SET v_retryable = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_result, '$.retryable')) = 'true', 0),
-        v_output = NULLIF(JSON_EXTRACT(v_result, '$.output'), 'null'),
-        v_error = NULLIF(JSON_EXTRACT(v_result, '$.error'), 'null'),
-        -- A RUNNING attempt whose lease ran out may have had effects: an unknown outcome.
-        v_outcome = IF(v_outcome_in = 'expired' AND v_attempt_state = 'RUNNING', 'unknown', v_outcome_in),
-        v_delay_ms = 0;
-    -- Only a failure or an unknown outcome reads the task, for its retry settings. (An active
-    -- attempt's task is in the attempt's state.)
-    IF v_outcome IN ('failed', 'unknown') THEN
-      SELECT t.attempt_count, t.max_attempts, t.retry_base_ms, t.retry_max_ms, t.retry_unknown
-        INTO v_attempt_count, v_max_attempts, v_retry_base_ms, v_retry_max_ms, v_retry_unknown
-        FROM orbit_task t
-       WHERE t.id = v_task_id
-         FOR UPDATE;
-      SET v_attempts_left = v_attempt_count < v_max_attempts,
-          v_delay_ms = LEAST(v_retry_max_ms, v_retry_base_ms * POW(2, LEAST(v_attempt_count, 40) - 1));
-    END IF;
-    CASE v_outcome
-      WHEN 'succeeded' THEN
-        SET v_attempt_state_new = 'SUCCEEDED', v_task_state = 'SUCCEEDED';
-      WHEN 'failed' THEN
-        SET v_attempt_state_new = 'FAILED',
-            v_task_state = IF(v_retryable AND v_attempts_left, 'RETRY_WAIT', 'FAILED');
-      WHEN 'unknown' THEN
-        SET v_attempt_state_new = 'UNKNOWN',
-            v_task_state = IF(v_retry_unknown AND v_attempts_left, 'RETRY_WAIT', 'NEEDS_REVIEW');
-      WHEN 'expired' THEN
-        SET v_attempt_state_new = 'EXPIRED', v_task_state = 'WAITING';
-      ELSE
-        SET v_attempt_state_new = 'CANCELLED', v_task_state = 'CANCELLED';
-    END CASE;
-    SET v_terminal = v_task_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
-    -- The task before the key (the lock order above); placed in a lane only after the release,
-    -- so a retried task sees its key free. Its new state, a retry's run_at, a success's output, a
-    -- failure's error, finished_at when terminal.
-    UPDATE orbit_task t
-       SET t.state = v_task_state, t.lane = 'none',
-           t.run_at = IF(v_task_state IN ('WAITING', 'RETRY_WAIT'), DATE_ADD(p_now, INTERVAL v_delay_ms * 1000 MICROSECOND), t.run_at),
-           t.output = IF(v_outcome = 'succeeded', v_output, t.output),
-           t.error = IF(v_outcome IN ('failed', 'unknown'), v_error, t.error),
-           t.finished_at = IF(v_terminal, p_now, NULL), t.updated_at = p_now
-     WHERE t.id = v_task_id;
     -- The key next: the attempt's update records the version its release wrote.
     SET v_handoff_task_id = 0, v_release_version = 0;
     IF v_resource_id <> 0 THEN
@@ -662,7 +694,8 @@ BEGIN
            a.handoff_task_id = v_handoff_task_id
      WHERE a.id = v_attempt_id;
     SET o_ended = o_ended + 1;
-  END WHILE results;
+  END LOOP results;
+  CLOSE c_results;
 END$$
 DELIMITER ;
 
@@ -708,8 +741,8 @@ DELIMITER ;
 -- Session state: raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
 --   default is 1,024 bytes), for the acknowledgements; nothing else is left set.
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
---   finishing and claiming sessions lock in one order), then as orbit_attempt_end (per result:
---   its orbit_attempt row, task, resource, promoted tasks); then as orbit_task_grant,
+--   finishing and claiming sessions lock in one order), then as orbit_attempt_end (every result's
+--   orbit_attempt row, then per result its task, resource, promoted tasks); then as orbit_task_grant,
 --   whose charge is the quota work it does; then, for each handed-off key the grant did not take,
 --   the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
@@ -7653,8 +7686,8 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('table', 'orbit_task_event', 2, '2a839cf0317b270166bbb4c37cb03d0ae3520d5f8385f0a75e6f51545fec291e', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_admin_bootstrap', 2, '7a6b2dfd502a76d8b777c6a30ff264feaa40c946b39a4775730403e52969c6c6', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_charge', 2, 'c05e525322261b1486060e36b46526a12af7ffe33c10cb1836dabc0cdf0b18ed', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, '460a1665ae235ab204c58895b4118e1ea9cf0b324d4bb96160bd30e8f9e4c31c', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, 'd0ac95463f9a0119cd77036b8ca48900282437a7fbac4f18f7a9c1c5e1a98c9d', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_end', 2, 'a70bd46a5264d42c6598d6f0ecb3ea6932616fff74ebc459803616dbd02153b0', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_finish', 2, '6c9ab3f7d78cc191f52183afb25be6668cc4ccd0d32557987215f1c5dccef37a', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_grant', 2, 'ec38ce4a35e11d8a96ca95eb80afc81e90ca9615db751a6aabff1989a2df7142', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_renew', 2, '3fa7c3b90117bcaef94f8bddcefdabcc1a2462c10f380cf1bfb234cee230ec68', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_attempt_start', 2, 'a078db137036c95ceff892d0b923d2984f5b5e9e9c6c9c81fefb861b540beaa8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
@@ -7711,5 +7744,5 @@ INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES
 INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('procedure', 'orbit_task_validate', 2, '9e48bd1f68c6ec090bb509a5204e6255b521c5910f3d2b9ff2c3d6f4376cee42', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_key_permit';
 DELETE FROM orbit_extension WHERE kind = 'table' AND name = 'orbit_queue_permit';
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, 'ad9095e61c8cc68a58d373a1414dcc25836795fbdd540f598caf2111127aa3f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
-INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, 'ad9095e61c8cc68a58d373a1414dcc25836795fbdd540f598caf2111127aa3f8', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('migration', '000002_upgrade', 2, '448e09d845d4e82c9787cb70b822ba6e4fdaecbbd2642a6434e415bfaec55717', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);
+INSERT INTO orbit_extension (kind, name, version, checksum, installed_at) VALUES ('extension', 'orbit', 2, '448e09d845d4e82c9787cb70b822ba6e4fdaecbbd2642a6434e415bfaec55717', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE version = VALUES(version), checksum = VALUES(checksum), installed_at = VALUES(installed_at);

@@ -87,6 +87,100 @@ async fn results_sent_together_are_confirmed_in_one_call_each_on_its_own() {
 }
 
 #[tokio::test]
+async fn an_attempt_repeated_in_one_call_is_ended_by_its_first_result_only() {
+    // orbit_attempt_end locks a call's attempts in one read before it ends any of them, so a
+    // result that repeats an attempt sees it as that read did, still active: the repeat must end
+    // nothing (no second task update, key release or history row) and is kept as the late result.
+    let f = Fixture::new().await;
+    for key in ["", "k", "k"] {
+        f.submit(&f.queue_id, key).await;
+    }
+    let s = f.session("w", true, &[&f.queue_id]).await;
+    let held = f.db.task_claim(s, 2, 30_000).await.unwrap();
+    assert_eq!(held.len(), 2, "the unkeyed task and the key's first task");
+    let (keyed, plain): (Vec<&Grant>, Vec<&Grant>) =
+        held.iter().partition(|g| g.concurrency_token > 0);
+    let (keyed, plain) = (keyed[0].attempt_id, plain[0].attempt_id);
+    let results = vec![
+        result(plain, Outcome::Succeeded),
+        result(keyed, Outcome::Failed),
+        result(plain, Outcome::Failed),
+        result(keyed, Outcome::Succeeded),
+    ];
+    let finished =
+        f.db.attempt_finish_many(s, &results, ClaimAfter::NONE)
+            .await
+            .unwrap();
+    let acks: Vec<(u64, bool, &str, &str)> = finished
+        .acks
+        .iter()
+        .map(|a| {
+            (
+                a.attempt_id,
+                a.duplicate,
+                a.attempt_state.as_str(),
+                a.task_state.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        acks,
+        vec![
+            (plain, false, "SUCCEEDED", "SUCCEEDED"),
+            (keyed, false, "FAILED", "RETRY_WAIT"),
+            (plain, true, "SUCCEEDED", "SUCCEEDED"),
+            (keyed, true, "FAILED", "RETRY_WAIT"),
+        ],
+        "each attempt ended by its first result; the repeats answered as duplicates"
+    );
+    let rows: Vec<(u64, String, String, String)> = sqlx::query_as(
+        "SELECT id, CAST(outcome AS CHAR), CAST(late_result AS CHAR), CAST(COALESCE(output, 'null') AS CHAR)
+           FROM orbit_attempt WHERE session_id = ? ORDER BY id",
+    )
+    .bind(s)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    let outcome = |id: u64| rows.iter().find(|r| r.0 == id).unwrap().clone();
+    assert_eq!(outcome(plain).1, "succeeded");
+    assert_eq!(
+        outcome(plain).2,
+        "failed",
+        "the repeat's other outcome is the late result"
+    );
+    assert_eq!(outcome(keyed).1, "failed");
+    assert_eq!(outcome(keyed).2, "succeeded");
+    // Each attempt ended once: one ending event each, and the key released once (its version
+    // counts its grant and one release), its holder gone.
+    let ended: Vec<(u64, i64)> = sqlx::query_as(
+        "SELECT e.attempt_id, COUNT(*) FROM orbit_task_event e
+          WHERE e.attempt_id IN (?, ?) AND e.event <> 'granted' GROUP BY e.attempt_id ORDER BY e.attempt_id",
+    )
+    .bind(plain)
+    .bind(keyed)
+    .fetch_all(f.db.pool())
+    .await
+    .unwrap();
+    assert!(ended.iter().all(|&(_, n)| n == 1), "{ended:?}");
+    let (holders, version, holder): (u16, u64, u64) = sqlx::query_as(
+        "SELECT holders, version, holder_attempt_id FROM orbit_resource WHERE id =
+                (SELECT resource_id FROM orbit_attempt WHERE id = ?)",
+    )
+    .bind(keyed)
+    .fetch_one(f.db.pool())
+    .await
+    .unwrap();
+    assert_eq!((holders, holder), (0, 0));
+    let grant_version: u64 =
+        sqlx::query_scalar("SELECT grant_version FROM orbit_attempt WHERE id = ?")
+            .bind(keyed)
+            .fetch_one(f.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(version, grant_version + 1, "one release after the grant");
+}
+
+#[tokio::test]
 async fn grouped_results_are_checked_before_anything_is_written() {
     let f = Fixture::new().await;
     f.submit(&f.queue_id, "").await;

@@ -68,8 +68,8 @@
 -- Session state: raises the connection's group_concat_max_len to 1 MB when it is lower (MySQL's
 --   default is 1,024 bytes), for the acknowledgements; nothing else is left set.
 -- Locks, in order: orbit_session row (when granting: the claim's first lock, taken first so that
---   finishing and claiming sessions lock in one order), then as orbit_attempt_end (per result:
---   its orbit_attempt row, task, resource, promoted tasks); then as orbit_task_grant,
+--   finishing and claiming sessions lock in one order), then as orbit_attempt_end (every result's
+--   orbit_attempt row, then per result its task, resource, promoted tasks); then as orbit_task_grant,
 --   whose charge is the quota work it does; then, for each handed-off key the grant did not take,
 --   the key's blocked head task per queue (orbit_key_promote_all, SKIP LOCKED); last, the
 --   orbit_application_quota slot rows the ended attempts charged (their active attempts and their
